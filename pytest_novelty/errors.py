@@ -1,0 +1,41 @@
+"""Errors that reach the user as one clear line instead of a traceback.
+
+Every layer raises these for bad input or a broken environment; the plugin and the command line
+turn them into a single message (pytest's ``UsageError`` or an ``error:`` line and exit code 2).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from pathlib import Path
+
+
+class NoveltyError(Exception):
+    """Base class: a problem the user can fix, described in one line."""
+
+
+class ConfigError(NoveltyError):
+    """Bad input: names the file, the field and the fix."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None, field: str | None = None) -> None:
+        self.path = None if path is None else str(path)
+        self.field = field
+        where = ""
+        if self.path and field:
+            where = f"{self.path}: {field}: "
+        elif self.path:
+            where = f"{self.path}: "
+        elif field:
+            where = f"{field}: "
+        super().__init__(where + message)
+
+
+class HarnessError(NoveltyError):
+    """The harness could not do its job (judge unreachable, corrupt index): an error, not a failed gate."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """Return " (did you mean 'x'?)" for the closest choice, or an empty string."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
