@@ -1,0 +1,70 @@
+"""Pure metric functions: numpy arrays in, numbers out.
+
+Nothing here imports pytest, torch, transformers or an HTTP client, so the metrics can be used (and
+tested to the last digit) on their own. Each function documents its formula and its source:
+
+* :mod:`.novelty`: per-generation novelty, the harmonic mean of quality and originality;
+* :mod:`.stats`: NaN-aware means, the top-fraction mean and a paired bootstrap / t-test comparison;
+* :mod:`.noveltybench`: NoveltyBench's greedy partition, distinct_k, utility_k and reward mapping;
+* :mod:`.tail`: q@Tail(α) with Novelty Overall and Novelty at Peak.
+"""
+
+from pytest_novelty.metrics.novelty import novelty
+from pytest_novelty.metrics.noveltybench import (
+    DEFAULT_PATIENCE,
+    NOVELTYBENCH_K,
+    NOVELTYBENCH_MAX_NEW_TOKENS,
+    NOVELTYBENCH_REWARD_THRESHOLDS,
+    NOVELTYBENCH_TEMPERATURE,
+    BatchEquivalence,
+    Equivalence,
+    distinct_k,
+    partition,
+    reward_to_utility,
+    utility_k,
+)
+from pytest_novelty.metrics.stats import (
+    DEFAULT_BOOTSTRAP_RESAMPLES,
+    MeanSummary,
+    PairedTest,
+    mean_excluding_nan,
+    paired_test,
+    top_fraction_mean,
+)
+from pytest_novelty.metrics.tail import (
+    PerPrompt,
+    novelty_at_peak,
+    novelty_overall,
+    peak_prompts,
+    prompt_scores,
+    q_at_tail,
+    tail_prompts,
+)
+
+__all__ = [
+    "DEFAULT_BOOTSTRAP_RESAMPLES",
+    "DEFAULT_PATIENCE",
+    "NOVELTYBENCH_K",
+    "NOVELTYBENCH_MAX_NEW_TOKENS",
+    "NOVELTYBENCH_REWARD_THRESHOLDS",
+    "NOVELTYBENCH_TEMPERATURE",
+    "BatchEquivalence",
+    "Equivalence",
+    "MeanSummary",
+    "PairedTest",
+    "PerPrompt",
+    "distinct_k",
+    "mean_excluding_nan",
+    "novelty",
+    "novelty_at_peak",
+    "novelty_overall",
+    "paired_test",
+    "partition",
+    "peak_prompts",
+    "prompt_scores",
+    "q_at_tail",
+    "reward_to_utility",
+    "tail_prompts",
+    "top_fraction_mean",
+    "utility_k",
+]

@@ -1,0 +1,110 @@
+"""The ``pytest-novelty`` command line: the same layers as the plugin, without pytest.
+
+Subcommands: ``run`` (gate a checkpoint on suites and print the table), ``demo build`` (build the
+demo assets ahead of time), and the scoring tools ``index build``, ``originality`` and ``judge``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_novelty.errors import NoveltyError
+
+
+def _cmd_demo_build(args: argparse.Namespace) -> int:
+    from pytest_novelty import demo
+    from pytest_novelty.runner import default_cache_dir
+
+    cache = Path(args.cache) if args.cache else default_cache_dir()
+    if args.force:
+        import shutil
+
+        shutil.rmtree(demo.demo_dir(cache), ignore_errors=True)
+    folder = demo.ensure_demo(cache)
+    print(folder)
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from pytest_novelty.gate import check_threshold
+    from pytest_novelty.report import render_table
+    from pytest_novelty.resources import bundled_path
+    from pytest_novelty.runner import RunConfig, Runner, default_cache_dir
+    from pytest_novelty.suites.schema import load_suites
+
+    suites = load_suites(args.suites or (Path("suites") if Path("suites").is_dir() else bundled_path("suites")))
+    if args.suite:
+        wanted = set(args.suite)
+        suites = [s for s in suites if s.name in wanted]
+    runner = Runner(
+        RunConfig(
+            model=args.model,
+            cache_dir=Path(args.cache) if args.cache else default_cache_dir(),
+            device=args.device,
+            originality=args.originality,
+            judge=args.judge,
+            judge_base_url=args.judge_base_url,
+            trust_remote_code=args.trust_remote_code,
+        )
+    )
+    rows = []
+    failed = 0
+    for suite in suites:
+        result = runner.run(suite)
+        for threshold in suite.thresholds:
+            verdict = check_threshold(suite.name, threshold, result.metrics)
+            failed += not verdict.passed
+            rows.append(verdict.as_dict())
+    print("\n".join(render_table(rows)))
+    return 1 if failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="pytest-novelty", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="gate a checkpoint on suites and print the table (no pytest)")
+    run.add_argument("--model", required=True, help="local Hugging Face folder, hub id, or demo / demo-early")
+    run.add_argument("--suites", help="folder of suite files (default ./suites or the bundled ones)")
+    run.add_argument("--suite", action="append", help="run only this suite (repeatable)")
+    run.add_argument("--device", default="auto")
+    run.add_argument("--cache", help="cache folder (default ~/.cache/pytest-novelty)")
+    run.add_argument("--originality", help="originality backend spec for every suite")
+    run.add_argument("--judge", help="judge spec for every suite")
+    run.add_argument("--judge-base-url")
+    run.add_argument("--trust-remote-code", action="store_true")
+    run.set_defaults(func=_cmd_run)
+
+    demo = sub.add_parser("demo", help="the embedded demo").add_subparsers(dest="demo_command", required=True)
+    build = demo.add_parser("build", help="build the demo checkpoint, corpus and index into the cache")
+    build.add_argument("--cache", help="cache folder (default ~/.cache/pytest-novelty)")
+    build.add_argument("--force", action="store_true", help="rebuild even when present")
+    build.set_defaults(func=_cmd_demo_build)
+
+    from pytest_novelty.scoring.judges.cli import add_commands as add_judge_commands
+    from pytest_novelty.scoring.originality.cli import add_commands as add_originality_commands
+
+    add_originality_commands(sub)
+    add_judge_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except NoveltyError as exc:
+        print(f"pytest-novelty: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("pytest-novelty: interrupted; finished work is cached and a rerun resumes", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Input checks shared by the metric modules.
+
+Each helper turns user input into a float64 numpy array (or a number) or raises ``ValueError`` with a
+message that names the argument and what was wrong, so a bad input fails where it enters the metrics
+layer and not three calls later as a NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+
+def as_float_array(values: ArrayLike, name: str, *, allow_empty: bool = False) -> NDArray[np.float64]:
+    """Return ``values`` as a float64 array; reject non-numeric input, infinities and (by default) emptiness.
+
+    NaN is allowed: it marks an item that could not be scored, and each metric says what it does with it.
+    """
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} must be numbers, got {values!r:.80}") from error
+    if np.isinf(array).any():
+        raise ValueError(f"{name} must be finite or NaN, got an infinite value")
+    if array.size == 0 and not allow_empty:
+        raise ValueError(f"{name} is empty")
+    return array
+
+
+def as_vector(values: ArrayLike, name: str) -> NDArray[np.float64]:
+    """Return ``values`` as a non-empty one-dimensional float64 array (NaN allowed)."""
+    array = as_float_array(values, name)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
+    return array
+
+
+def check_range(array: NDArray[np.float64], name: str, low: float, high: float) -> None:
+    """Raise when a non-NaN value of ``array`` lies outside ``[low, high]``."""
+    present = array[~np.isnan(array)]
+    if present.size and (present.min() < low or present.max() > high):
+        bad = present[(present < low) | (present > high)][0]
+        raise ValueError(f"{name} must lie in [{low:g}, {high:g}], got {bad!r}")
+
+
+def check_fraction(value: float, name: str) -> float:
+    """Return ``value`` as a float after checking that it lies in (0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
+    number = float(value)
+    if not 0.0 < number <= 1.0:
+        raise ValueError(f"{name} must lie in (0, 1], got {value!r}")
+    return number
+
+
+def ceil_fraction(fraction: float, count: int) -> int:
+    """Return ceil(fraction × count), computed on the decimal value the user wrote.
+
+    In binary floating point 0.1 × 30 is 3.0000000000000004, whose ceiling is 4; the intended
+    answer is 3. We therefore read ``fraction`` through its shortest decimal representation
+    (``repr``), which is exactly what was typed, and multiply exactly with ``Fraction``.
+    """
+    return math.ceil(Fraction(repr(float(fraction))) * count)

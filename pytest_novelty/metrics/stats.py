@@ -1,0 +1,163 @@
+"""Suite-level statistics: NaN-aware means, the top-fraction mean, and a paired comparison.
+
+A suite's per-item values (novelty, originality, quality) may contain NaN for items that could not be
+scored; every function here says what it does with them, and the mean helper reports how many it
+left out so the report can show it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import stats as scipy_stats
+
+from pytest_novelty.metrics._validate import as_vector, ceil_fraction, check_fraction
+
+#: Bootstrap resamples drawn by :func:`paired_test` unless told otherwise.
+DEFAULT_BOOTSTRAP_RESAMPLES = 10_000
+
+# Resampled indices are drawn in blocks of about this many elements to bound memory use.
+_BOOTSTRAP_BLOCK_ELEMENTS = 1_000_000
+
+
+@dataclass(frozen=True)
+class MeanSummary:
+    """A mean over the non-NaN values, with how many values it used and how many were NaN."""
+
+    mean: float
+    count: int
+    excluded: int
+
+
+def mean_excluding_nan(values: ArrayLike) -> MeanSummary:
+    """Mean of the non-NaN values of a one-dimensional sequence, and the number of NaNs left out.
+
+    NaN marks an unscored or too-short item; it is left out of the mean and counted in
+    ``excluded``. When every value is NaN the mean is NaN and ``count`` is 0. Empty input raises
+    ``ValueError``: a suite with no items is a configuration mistake, not a zero.
+    """
+    array = as_vector(values, "values")
+    present = array[~np.isnan(array)]
+    mean = float(present.mean()) if present.size else float("nan")
+    return MeanSummary(mean=mean, count=int(present.size), excluded=int(array.size - present.size))
+
+
+def top_fraction_mean(values: ArrayLike, fraction: float = 0.1) -> float:
+    """Mean of the highest ceil(fraction × m) values, where m is the number of non-NaN values.
+
+    This is the "top 10 %" statistic of a suite (``fraction=0.1``): how good the best outputs are,
+    which a plain mean hides when most outputs are ordinary. Choices:
+
+    * NaN values are left out before counting, so m counts scored items only; when every value is
+      NaN the result is NaN.
+    * The count is rounded up, so at least one value is always used and ``fraction=1`` gives the
+      plain mean. ceil is taken on the decimal value of ``fraction`` (0.1 × 30 is 3, not 4).
+    * Ties at the cut-off do not matter: equal values contribute equally whichever is taken.
+    """
+    array = as_vector(values, "values")
+    share = check_fraction(fraction, "fraction")
+    present = array[~np.isnan(array)]
+    if present.size == 0:
+        return float("nan")
+    take = ceil_fraction(share, present.size)
+    highest = np.sort(present)[present.size - take :]
+    return float(highest.mean())
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """Result of :func:`paired_test`: the mean paired difference b − a, its confidence interval and p-value.
+
+    ``n`` is the number of pairs used and ``dropped`` the number left out because either value was
+    NaN. ``ci_low`` and ``ci_high`` bound ``difference`` at level ``confidence`` (percentile
+    bootstrap over ``n_boot`` resamples); ``p_value`` is the two-sided paired t-test p-value.
+    """
+
+    difference: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n: int
+    dropped: int
+    confidence: float
+    n_boot: int
+
+
+def paired_test(
+    a: ArrayLike,
+    b: ArrayLike,
+    *,
+    n_boot: int = DEFAULT_BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> PairedTest:
+    """Compare two paired samples (per-prompt values of a baseline ``a`` and a candidate ``b``).
+
+    Definitions and choices:
+
+    * Pairs where either value is NaN are dropped (counted in ``dropped``); at least one pair must
+      remain.
+    * ``difference`` = mean(b_i − a_i): positive when the candidate ``b`` scores higher.
+    * Confidence interval: percentile bootstrap. Draw ``n_boot`` resamples of the n paired
+      differences with replacement (numpy's default generator seeded with ``seed``, so the interval
+      is reproducible), take the mean of each, and report the (1 − c)/2 and (1 + c)/2 quantiles
+      (numpy's default linear interpolation).
+    * p-value: two-sided paired t-test, ``scipy.stats.ttest_rel(b, a)``. scipy returns NaN when
+      all differences are equal (zero variance), so that case is handled here: all differences 0
+      gives p = 1 (no evidence of any change); all equal to a non-zero constant, with n ≥ 2, gives
+      p = 0 (the limit of the test as the variance goes to 0: an exact, consistent shift). With a
+      single non-zero pair no test is possible and p is NaN.
+    """
+    first = as_vector(a, "a")
+    second = as_vector(b, "b")
+    if first.shape != second.shape:
+        raise ValueError(f"a and b must be paired: they have {first.size} and {second.size} values")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
+        raise ValueError(f"n_boot must be a positive integer, got {n_boot!r}")
+    level = check_fraction(confidence, "confidence")
+    if level == 1.0:
+        raise ValueError("confidence must lie in (0, 1), got 1")
+    keep = ~(np.isnan(first) | np.isnan(second))
+    if not keep.any():
+        raise ValueError("a and b have no pair where both values are present (all pairs contain NaN)")
+    first, second = first[keep], second[keep]
+    differences = second - first
+    n = int(differences.size)
+    difference = float(differences.mean())
+    low, high = _bootstrap_interval(differences, int(n_boot), seed, level)
+    return PairedTest(
+        difference=difference,
+        ci_low=low,
+        ci_high=high,
+        p_value=_paired_p_value(first, second, differences),
+        n=n,
+        dropped=int(keep.size - n),
+        confidence=level,
+        n_boot=int(n_boot),
+    )
+
+
+def _paired_p_value(first: np.ndarray, second: np.ndarray, differences: np.ndarray) -> float:
+    """Two-sided paired t-test p-value, with the zero-variance cases decided explicitly."""
+    if np.all(differences == differences[0]):
+        if differences[0] == 0.0:
+            return 1.0
+        return 0.0 if differences.size >= 2 else float("nan")
+    return float(scipy_stats.ttest_rel(second, first).pvalue)
+
+
+def _bootstrap_interval(differences: np.ndarray, n_boot: int, seed: int, level: float) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``differences``."""
+    rng = np.random.default_rng(seed)
+    n = differences.size
+    block = max(1, _BOOTSTRAP_BLOCK_ELEMENTS // n)
+    means = np.empty(n_boot)
+    for start in range(0, n_boot, block):
+        stop = min(n_boot, start + block)
+        indices = rng.integers(0, n, size=(stop - start, n))
+        means[start:stop] = differences[indices].mean(axis=1)
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    return float(low), float(high)

@@ -1,0 +1,274 @@
+"""The pipeline that runs one suite end to end, shared by the pytest plugin and the command line.
+
+suites → generation → scoring → metrics: this module only wires the layers together and keeps
+what is expensive (loaded models, backends, judges) for the length of a session.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_novelty.errors import ConfigError
+from pytest_novelty.suites.prompts import Prompt
+from pytest_novelty.suites.schema import Suite
+
+Log = Callable[[str], None]
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@dataclass
+class RunConfig:
+    """Session-wide settings from the command line (they override the suite files)."""
+
+    model: str
+    cache_dir: Path
+    device: str = "auto"
+    originality: str | None = None
+    judge: str | None = None
+    judge_base_url: str | None = None
+    trust_remote_code: bool = False
+    log: Log = _stderr
+
+
+@dataclass
+class SuiteResult:
+    """Everything one suite produced for one checkpoint."""
+
+    suite: Suite
+    model: str
+    prompts: list[Prompt]
+    answers: list[list[str]]
+    originality: dict[int, np.ndarray]
+    quality: np.ndarray
+    metrics: dict[str, float]
+    per_prompt: dict[str, list[float]]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def default_cache_dir() -> Path:
+    """``$PYTEST_NOVELTY_CACHE``, else ``$XDG_CACHE_HOME/pytest-novelty``, else ``~/.cache/pytest-novelty``."""
+    import os
+
+    if os.environ.get("PYTEST_NOVELTY_CACHE"):
+        return Path(os.environ["PYTEST_NOVELTY_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pytest-novelty"
+
+
+class Runner:
+    """Runs suites against one checkpoint, loading each heavy part once."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self._generator: Any = None
+        self._model_path: str | None = None
+        self._backends: dict[str, Any] = {}
+        self._judges: dict[tuple[Any, ...], Any] = {}
+        self.counters = {"generated_batches": 0, "cached_batches": 0}
+
+    # -- resolution -----------------------------------------------------------------------------
+
+    def model_path(self) -> str:
+        """The checkpoint to load; ``demo`` and ``demo-early`` are built on first use."""
+        if self._model_path is None:
+            from pytest_novelty import demo
+
+            model = self.config.model
+            if model in demo.DEMO_MODELS:
+                assets = demo.ensure_demo(self.config.cache_dir, log=self.config.log)
+                self._model_path = str(assets / model)
+            else:
+                from pytest_novelty.generation.hf import check_checkpoint
+
+                check_checkpoint(model)
+                self._model_path = model
+        return self._model_path
+
+    def originality_spec(self, suite: Suite) -> str:
+        """The originality backend spec: the command line wins, then the suite file.
+
+        ``auto`` means the index that belongs to the checkpoint: the demo's own training corpus,
+        or a ``novelty-index/`` folder saved inside the checkpoint folder.
+        """
+        spec = self.config.originality or suite.scoring.originality
+        if spec != "auto":
+            return spec
+        from pytest_novelty import demo
+
+        if self.config.model in demo.DEMO_MODELS:
+            return f"infini-gram:{demo.ensure_demo(self.config.cache_dir, log=self.config.log) / 'index'}"
+        local = Path(self.model_path()) / "novelty-index"
+        if (local / "metadata.json").is_file():
+            return f"infini-gram:{local}"
+        raise ConfigError(
+            "scoring.originality is 'auto' but the checkpoint has no novelty-index/ folder; index its "
+            "training corpus (pytest-novelty index build) and pass --originality infini-gram:DIR",
+            path=suite.path,
+            field="scoring.originality",
+        )
+
+    def generator(self) -> Any:
+        if self._generator is None:
+            from pytest_novelty.generation import open_generator
+
+            path = self.model_path()
+            self.config.log(f"[novelty] loading {self.config.model} ({path})")
+            self._generator = open_generator(
+                path, device=self.config.device, trust_remote_code=self.config.trust_remote_code
+            )
+        return self._generator
+
+    def backend(self, spec: str) -> Any:
+        if spec not in self._backends:
+            from pytest_novelty.scoring.originality import open_backend
+
+            self._backends[spec] = open_backend(spec, cache_dir=self.config.cache_dir / "originality")
+        return self._backends[spec]
+
+    def judge(self, suite: Suite) -> Any:
+        spec = self.config.judge or suite.scoring.judge
+        key = (spec, suite.scoring.judge_samples, suite.scoring.judge_temperature)
+        if key not in self._judges:
+            from pytest_novelty.scoring.judges import open_judge
+
+            self._judges[key] = open_judge(
+                spec,
+                cache_dir=self.config.cache_dir / "judge",
+                samples=suite.scoring.judge_samples,
+                temperature=suite.scoring.judge_temperature,
+                base_url=self.config.judge_base_url,
+            )
+        return self._judges[key]
+
+    # -- the pipeline ---------------------------------------------------------------------------
+
+    def prompts(self, suite: Suite) -> tuple[list[Prompt], list[Any]]:
+        """The suite's prompts and the model inputs built from them."""
+        from pytest_novelty.suites.loaders import load_prompts
+        from pytest_novelty.suites.prompting import build_inputs
+
+        src = suite.prompts
+        prompts = load_prompts(
+            src.source, base_dir=suite.base_dir, limit=src.limit, seed=src.seed, **dict(src.options)
+        )
+        if not prompts:
+            raise ConfigError("the prompt source yielded no prompts", path=suite.path, field="prompts.source")
+        inputs = build_inputs(suite, prompts)
+        return prompts, inputs
+
+    def run(self, suite: Suite) -> SuiteResult:
+        """Generate, score and summarise one suite."""
+        from pytest_novelty import generation
+        from pytest_novelty.suites.tasks import get_task
+
+        log = self.config.log
+        start = time.perf_counter()
+        prompts, inputs = self.prompts(suite)
+        gen = self.generator()
+        task = get_task(suite.task)
+        texts = [gen.render(x) for x in inputs]
+        settings = suite.generation
+        if not settings.stop and task.stop:
+            from dataclasses import replace
+
+            settings = replace(settings, stop=tuple(task.stop))
+
+        def on_batch(done: int, total: int) -> None:
+            if done == total or done % max(1, total // 4) == 0:
+                log(f"[novelty] {suite.name}: generated batch {done}/{total}")
+
+        raw, generated = generation.generate(
+            gen, texts, settings, cache_dir=self.config.cache_dir / "generations", on_batch=on_batch
+        )
+        batches_total = len(generation.batches(texts, settings.batch_size))
+        self.counters["generated_batches"] += generated
+        self.counters["cached_batches"] += batches_total - generated
+        answers = [[task.cut(p, r) for r in samples] for p, samples in zip(prompts, raw, strict=True)]
+        t_gen = time.perf_counter() - start
+
+        originality, prompt_novelty, longest = self._originality(suite, prompts, answers)
+        t_orig = time.perf_counter() - start - t_gen
+        quality, judge_info = self._quality(suite, prompts, answers)
+        t_judge = time.perf_counter() - start - t_gen - t_orig
+
+        from pytest_novelty.metrics.suite import suite_metrics
+
+        equivalent = None
+        if any(t.base in ("distinct_k", "utility_k") for t in suite.thresholds):
+            from pytest_novelty.scoring.partitioners import open_equivalence
+
+            equivalent = open_equivalence(suite.scoring.equivalence)
+        metrics, per_prompt = suite_metrics(
+            quality=quality,
+            originality=originality,
+            prompt_novelty=prompt_novelty,
+            prompt_ids=[p.id for p in prompts],
+            answers=answers,
+            thresholds=[t.metric for t in suite.thresholds],
+            equivalent=equivalent,
+        )
+        info = {
+            "model": self.config.model,
+            "model_path": self.model_path(),
+            "fingerprint": gen.fingerprint,
+            "judge": judge_info,
+            "originality": self.originality_spec(suite),
+            "prompts": len(prompts),
+            "samples": settings.samples,
+            "generated_batches": generated,
+            "cached_batches": batches_total - generated,
+            "seconds": {"generation": t_gen, "originality": t_orig, "judge": t_judge},
+            "longest_copied": longest,
+        }
+        log(
+            f"[novelty] {suite.name}: {len(prompts)} prompts x {settings.samples} samples "
+            f"(generation {t_gen:.1f}s, {generated} new batches; originality {t_orig:.1f}s; judge {t_judge:.1f}s)"
+        )
+        return SuiteResult(suite, self.config.model, prompts, answers, originality, quality, metrics, per_prompt, info)
+
+    def _originality(
+        self, suite: Suite, prompts: list[Prompt], answers: list[list[str]]
+    ) -> tuple[dict[int, np.ndarray], np.ndarray, list[dict[str, Any]]]:
+        from pytest_novelty.scoring.originality import score_texts
+
+        backend = self.backend(self.originality_spec(suite))
+        flat = [a for samples in answers for a in samples]
+        ns = suite.scoring.ngrams
+        results = score_texts(backend, flat, ns)
+        shape = (len(answers), len(answers[0]) if answers else 0)
+        originality = {
+            n: np.array([math.nan if r.originality[n] is None else r.originality[n] for r in results]).reshape(shape)
+            for n in ns
+        }
+        prompt_results = score_texts(backend, [p.text for p in prompts], (4,))
+        prompt_novelty = np.array([math.nan if r.originality[4] is None else r.originality[4] for r in prompt_results])
+        ranked = sorted(range(len(results)), key=lambda i: -results[i].longest_span)[:3]
+        longest = [
+            {"text": flat[i], "longest_span": results[i].longest_span, "doc": results[i].longest_span_doc}
+            for i in ranked
+        ]
+        return originality, prompt_novelty, longest
+
+    def _quality(self, suite: Suite, prompts: list[Prompt], answers: list[list[str]]) -> tuple[np.ndarray, str]:
+        from pytest_novelty.scoring.judges import JudgeItem
+
+        judge = self.judge(suite)
+        items = [
+            JudgeItem(task=suite.task, prompt=p.text, response=a, meta=dict(p.meta))
+            for p, samples in zip(prompts, answers, strict=True)
+            for a in samples
+        ]
+        results = judge.score(items)
+        flat = np.array([math.nan if r.quality is None else r.quality for r in results], dtype=float)
+        return flat.reshape(len(answers), -1), str(getattr(judge, "description", judge.spec))

@@ -1,0 +1,78 @@
+"""The records a judge reads and writes, and the Protocol every judge implements.
+
+A judge answers one question: "how good is each of these responses to its prompt?". It gets
+:class:`JudgeItem` records and returns one :class:`JudgeResult` per item, in order. ``quality`` is on
+a 0-1 scale so that the metrics layer never needs to know which judge produced it:
+
+- rubric judges (``rules``, ``openai:``, ``hf:``) award 0-5 additive rubric points per sample, and
+  ``quality`` is the mean over the samples that produced a valid score, divided by 5;
+- reward judges (``reward:``) map a reward to NoveltyBench's 1-10 scale, and ``quality`` is that
+  value divided by 10.
+
+An item that could not be scored has ``quality=None`` and says why in ``error``; it is never
+reported as 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+RUBRIC_POINTS = 5
+"""Rubric judges award between 0 and this many points per sample."""
+
+
+@dataclass(frozen=True)
+class JudgeItem:
+    """One (prompt, response) pair to grade.
+
+    ``task`` is one of ``story``, ``poetry``, ``tool``, ``open``; ``prompt`` is the task input as
+    the model saw it and ``response`` what the model wrote. ``meta`` carries what task checks need,
+    by convention ``characters`` (story), ``contains`` / ``ends_with`` / ``rhymes_with`` (poetry),
+    ``items`` (tool).
+    """
+
+    task: str
+    prompt: str
+    response: str
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JudgeResult:
+    """The verdict on one item.
+
+    ``scores`` holds one valid score per sample that produced one, in sample order (rubric points
+    0-5, or 1-10 for reward judges). ``quality`` is their mean normalised to 0-1, or ``None`` when
+    no sample produced a valid score; ``error`` then gives the reason. ``judge`` is the spec of the
+    judge that produced the result.
+    """
+
+    quality: float | None
+    scores: tuple[float, ...]
+    judge: str
+    error: str | None = None
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """Scores (task, prompt, response) items; chosen by a spec string such as ``openai:MODEL``."""
+
+    spec: str
+
+    def score(self, items: Sequence[JudgeItem], *, progress: bool = False) -> list[JudgeResult]:
+        """Return one result per item, in the order given."""
+        ...
+
+
+def rubric_result(scores: Sequence[float], judge: str, errors: Sequence[str] = ()) -> JudgeResult:
+    """Build the result of a rubric judge from the valid per-sample scores (0-5 points).
+
+    With no valid score the item is unscored: ``quality`` is ``None`` and ``error`` names the
+    distinct reasons the samples failed.
+    """
+    if scores:
+        return JudgeResult(quality=sum(scores) / len(scores) / RUBRIC_POINTS, scores=tuple(scores), judge=judge)
+    reasons = "; ".join(dict.fromkeys(errors)) or "no sample produced a score"
+    return JudgeResult(quality=None, scores=(), judge=judge, error=reasons)

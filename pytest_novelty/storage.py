@@ -1,0 +1,49 @@
+"""Small, dependency-free helpers for files that must never be half-written.
+
+Every cache entry and report is written to a temporary file in the same folder and moved into
+place with ``os.replace``, which is atomic on POSIX and Windows: a run killed at any moment
+leaves either the old file or the new one, never a torn one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, creating parent folders."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as indented JSON atomically."""
+    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def read_json(path: Path) -> Any | None:
+    """The JSON in ``path``, or None when it is missing or unreadable (a cache miss)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def stable_hash(*parts: Any) -> str:
+    """A short SHA-256 of JSON-serialisable parts, for cache keys."""
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:24]

@@ -1,0 +1,385 @@
+"""Suite files: a declarative TOML format, loaded into frozen dataclasses and validated.
+
+A suite file names one task, where its prompts come from, how they are put to the model, how
+the answers are generated and scored, and the thresholds that gate the checkpoint. Every error
+names the file, the key and what is allowed; misspelt keys get a did-you-mean. The format is
+documented with an example in the README ("Suite files").
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_novelty.errors import ConfigError, did_you_mean
+from pytest_novelty.suites.prompts import TASKS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+PROMPTING_METHODS = ("few-shot", "chat", "ask-novelty", "denial", "novel-examples")
+BOUNDED_METRICS = ("novelty", "top10_novelty", "originality", "quality", "q_at_tail")
+COUNT_METRICS = ("distinct_k", "utility_k")
+_METRIC_RE = re.compile(r"^(?P<base>[a-z0-9_]+?)(?:@(?P<arg>[0-9.]+))?$")
+
+
+@dataclass(frozen=True)
+class PromptSource:
+    """Where the prompts come from: ``builtin:story``, ``tinystories:PATH``, ``jsonl:PATH``..."""
+
+    source: str
+    limit: int | None = None
+    seed: int = 0
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Prompting:
+    """How a prompt becomes model input (see ``pytest_novelty.suites.prompting``)."""
+
+    method: str = "few-shot"
+    examples: int = 0
+    rounds: int = 3
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Sampling settings; ``samples`` answers per prompt, reproducible from ``seed``."""
+
+    samples: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int = 64
+    seed: int = 1234
+    batch_size: int = 32
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """How answers are scored: n-gram orders, originality backend, judge and partitioner."""
+
+    ngrams: tuple[int, ...] = (4, 5, 6)
+    originality: str = "auto"
+    judge: str = "rules"
+    judge_samples: int = 5
+    judge_temperature: float = 0.7
+    equivalence: str = "unigram"
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """Regression settings against a snapshot or a baseline checkpoint."""
+
+    alpha: float = 0.05
+    tolerance_abs: float = 0.02
+    tolerance_rel: float = 0.0
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """One gate: ``metric`` must stay at or above ``min`` or at or below ``max``."""
+
+    metric: str
+    op: str  # ">=" or "<="
+    value: float
+    tolerance_abs: float | None = None
+    tolerance_rel: float | None = None
+
+    @property
+    def base(self) -> str:
+        """The metric family, e.g. ``novelty`` for ``novelty@5``."""
+        return self.metric.split("@", 1)[0]
+
+    @property
+    def arg(self) -> float | None:
+        """The number after ``@`` (an n-gram order or a tail fraction), if any."""
+        _, _, arg = self.metric.partition("@")
+        return float(arg) if arg else None
+
+    def holds(self, value: float) -> bool:
+        """Whether ``value`` satisfies this threshold (NaN never does)."""
+        if math.isnan(value):
+            return False
+        return value >= self.value if self.op == ">=" else value <= self.value
+
+    @property
+    def label(self) -> str:
+        """``novelty@5>=0.3``: used in test ids and tables."""
+        return f"{self.metric}{self.op}{self.value:g}"
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A validated suite file."""
+
+    name: str
+    task: str
+    path: Path
+    prompts: PromptSource
+    prompting: Prompting
+    generation: GenerationSettings
+    scoring: Scoring
+    gate: GateSettings
+    thresholds: tuple[Threshold, ...]
+    description: str = ""
+
+    @property
+    def base_dir(self) -> Path:
+        """Relative paths in the suite file are relative to its folder."""
+        return self.path.parent
+
+
+# --- validation helpers ---------------------------------------------------------------------------
+
+_SECTIONS: dict[str, tuple[type, set[str]]] = {
+    "prompts": (PromptSource, {"source", "limit", "seed", "options"}),
+    "prompting": (Prompting, {"method", "examples", "rounds"}),
+    "generation": (
+        GenerationSettings,
+        {"samples", "temperature", "top_p", "top_k", "max_new_tokens", "seed", "batch_size", "stop"},
+    ),
+    "scoring": (
+        Scoring,
+        {"ngrams", "originality", "judge", "judge_samples", "judge_temperature", "equivalence"},
+    ),
+    "gate": (GateSettings, {"alpha", "tolerance_abs", "tolerance_rel"}),
+}
+_TOP_KEYS = {"name", "task", "description", "thresholds", *_SECTIONS}
+_THRESHOLD_KEYS = {"metric", "min", "max", "tolerance_abs", "tolerance_rel"}
+
+
+class _Checker:
+    """Typed access to one table of a suite file, with errors that name the file and key."""
+
+    def __init__(self, path: Path, prefix: str, table: Mapping[str, Any], allowed: set[str]) -> None:
+        self.path, self.prefix, self.table = path, prefix, table
+        for key in table:
+            if key not in allowed:
+                raise ConfigError(
+                    f"unknown key{did_you_mean(key, allowed)}; allowed keys: {', '.join(sorted(allowed))}",
+                    path=path,
+                    field=self.key(key),
+                )
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}.{name}" if self.prefix else name
+
+    def fail(self, name: str, message: str) -> ConfigError:
+        return ConfigError(message, path=self.path, field=self.key(name))
+
+    def get(self, name: str, kind: type | tuple[type, ...], default: Any) -> Any:
+        if name not in self.table:
+            return default
+        value = self.table[name]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            wanted = " or ".join(k.__name__ for k in kinds)
+            raise self.fail(name, f"expected {wanted}, got {type(value).__name__} {value!r}")
+        return value
+
+    def number(self, name: str, default: float, *, low: float, high: float, integer: bool = False) -> Any:
+        value = self.get(name, int if integer else float, default)
+        if not low <= value <= high:
+            raise self.fail(name, f"must be between {low:g} and {high:g}, got {value!r}")
+        return value
+
+    def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
+        value: str = self.get(name, str, default)
+        if value not in choices:
+            raise self.fail(
+                name, f"{value!r} is not one of {', '.join(choices)}{did_you_mean(value, choices)}"
+            )
+        return value
+
+
+def _section(path: Path, data: Mapping[str, Any], name: str) -> _Checker:
+    table = data.get(name, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"expected a table ([{name}]), got {type(table).__name__}", path=path, field=name)
+    return _Checker(path, name, table, _SECTIONS[name][1])
+
+
+def _parse_prompts(path: Path, data: Mapping[str, Any]) -> PromptSource:
+    c = _section(path, data, "prompts")
+    source = c.get("source", str, None)
+    if not source:
+        raise c.fail("source", "missing; e.g. source = \"builtin:story\" or \"tinystories:data/valid.txt\"")
+    limit = c.get("limit", int, None)
+    if limit is not None and limit < 1:
+        raise c.fail("limit", f"must be at least 1, got {limit}")
+    options = c.get("options", dict, {})
+    return PromptSource(source=source, limit=limit, seed=c.get("seed", int, 0), options=options)
+
+
+def _parse_generation(path: Path, data: Mapping[str, Any]) -> GenerationSettings:
+    c = _section(path, data, "generation")
+    stop = c.get("stop", list, [])
+    if not all(isinstance(s, str) and s for s in stop):
+        raise c.fail("stop", "must be a list of non-empty strings")
+    return GenerationSettings(
+        samples=c.number("samples", 1, low=1, high=1000, integer=True),
+        temperature=c.number("temperature", 1.0, low=0.0, high=10.0),
+        top_p=c.number("top_p", 1.0, low=0.0, high=1.0),
+        top_k=c.number("top_k", 0, low=0, high=1_000_000, integer=True),
+        max_new_tokens=c.number("max_new_tokens", 64, low=1, high=100_000, integer=True),
+        seed=c.get("seed", int, 1234),
+        batch_size=c.number("batch_size", 32, low=1, high=100_000, integer=True),
+        stop=tuple(stop),
+    )
+
+
+def _parse_scoring(path: Path, data: Mapping[str, Any]) -> Scoring:
+    c = _section(path, data, "scoring")
+    ngrams = c.get("ngrams", list, [4, 5, 6])
+    if not ngrams or not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 32 for n in ngrams):
+        raise c.fail("ngrams", f"must be a non-empty list of integers between 1 and 32, got {ngrams!r}")
+    return Scoring(
+        ngrams=tuple(sorted(set(ngrams))),
+        originality=c.get("originality", str, "auto"),
+        judge=c.get("judge", str, "rules"),
+        judge_samples=c.number("judge_samples", 5, low=1, high=100, integer=True),
+        judge_temperature=c.number("judge_temperature", 0.7, low=0.0, high=2.0),
+        equivalence=c.get("equivalence", str, "unigram"),
+    )
+
+
+def _parse_threshold(path: Path, index: int, raw: Any, suite: dict[str, Any]) -> Threshold:
+    prefix = f"thresholds[{index}]"
+    if not isinstance(raw, dict):
+        raise ConfigError("expected a table ([[thresholds]])", path=path, field=prefix)
+    c = _Checker(path, prefix, raw, _THRESHOLD_KEYS)
+    metric = c.get("metric", str, None)
+    if metric is None:
+        raise c.fail("metric", "missing; e.g. metric = \"novelty@5\"")
+    match = _METRIC_RE.match(metric)
+    base = match.group("base") if match else metric
+    known = (*BOUNDED_METRICS, *COUNT_METRICS)
+    if base not in known:
+        raise c.fail("metric", f"unknown metric {metric!r}{did_you_mean(base, known)}; known: {', '.join(known)}")
+    arg = match.group("arg") if match else None
+    ngrams: tuple[int, ...] = suite["scoring"].ngrams
+    if base in ("novelty", "top10_novelty", "originality"):
+        if arg is None or not arg.isdigit():
+            raise c.fail("metric", f"{base} needs an n-gram order, e.g. {base}@{ngrams[0]}")
+        if int(arg) not in ngrams:
+            raise c.fail("metric", f"{metric}: n = {arg} is not in scoring.ngrams {list(ngrams)}; add it there")
+    elif base == "q_at_tail":
+        alpha = float(arg) if arg and re.fullmatch(r"[0-9]*\.?[0-9]+", arg) else -1.0
+        if not 0.0 < alpha <= 1.0:
+            raise c.fail("metric", "q_at_tail needs a tail fraction in (0, 1], e.g. q_at_tail@0.1")
+    elif arg is not None:
+        raise c.fail("metric", f"{base} takes no @ argument")
+    if base in COUNT_METRICS and suite["generation"].samples < 2:
+        raise c.fail("metric", f"{base} needs several samples per prompt: set generation.samples >= 2")
+    has_min, has_max = "min" in raw, "max" in raw
+    if has_min == has_max:
+        raise c.fail("min", "give exactly one of min = ... or max = ...")
+    bound = "min" if has_min else "max"
+    value = c.get(bound, float, None)
+    if base in BOUNDED_METRICS:
+        high = 1.0
+    elif base == "distinct_k":
+        high = float(suite["generation"].samples)
+    else:
+        high = 10.0
+    low = 1.0 if base == "distinct_k" else 0.0
+    if not low <= value <= high:
+        raise c.fail(bound, f"{metric} lies between {low:g} and {high:g}, so {value:g} can never be met")
+    tol_abs = c.get("tolerance_abs", float, None)
+    tol_rel = c.get("tolerance_rel", float, None)
+    for name, tol in (("tolerance_abs", tol_abs), ("tolerance_rel", tol_rel)):
+        if tol is not None and tol < 0:
+            raise c.fail(name, "must not be negative")
+    return Threshold(metric, ">=" if has_min else "<=", value, tol_abs, tol_rel)
+
+
+def parse_suite(data: Mapping[str, Any], path: Path) -> Suite:
+    """Validate the parsed TOML ``data`` of the suite file at ``path``."""
+    top = _Checker(path, "", data, _TOP_KEYS)
+    task = top.choice("task", "", TASKS) if "task" in data else None
+    if task is None:
+        raise top.fail("task", f"missing; one of {', '.join(TASKS)}")
+    name = top.get("name", str, path.stem)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise top.fail("name", f"{name!r}: use letters, digits, '-', '_' and '.' only")
+    parsed: dict[str, Any] = {
+        "prompts": _parse_prompts(path, data),
+        "generation": _parse_generation(path, data),
+        "scoring": _parse_scoring(path, data),
+    }
+    pc = _section(path, data, "prompting")
+    parsed["prompting"] = Prompting(
+        method=pc.choice("method", "few-shot", PROMPTING_METHODS),
+        examples=pc.number("examples", 0, low=0, high=64, integer=True),
+        rounds=pc.number("rounds", 3, low=1, high=20, integer=True),
+    )
+    gc = _section(path, data, "gate")
+    parsed["gate"] = GateSettings(
+        alpha=gc.number("alpha", 0.05, low=1e-9, high=1.0),
+        tolerance_abs=gc.number("tolerance_abs", 0.02, low=0.0, high=1e9),
+        tolerance_rel=gc.number("tolerance_rel", 0.0, low=0.0, high=1.0),
+    )
+    raw_thresholds = top.get("thresholds", list, [])
+    if not raw_thresholds:
+        raise top.fail("thresholds", "a suite needs at least one [[thresholds]] table to gate on")
+    thresholds = tuple(_parse_threshold(path, i, t, parsed) for i, t in enumerate(raw_thresholds))
+    labels = [t.label for t in thresholds]
+    for label in labels:
+        if labels.count(label) > 1:
+            raise top.fail("thresholds", f"{label} is listed twice")
+    return Suite(
+        name=name,
+        task=task,
+        path=path,
+        description=top.get("description", str, ""),
+        thresholds=thresholds,
+        **parsed,
+    )
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Read and validate one suite file."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError("suite file not found", path=path) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}", path=path) from None
+    return parse_suite(data, path)
+
+
+def find_suite_files(folder: str | Path) -> list[Path]:
+    """The suite files directly inside ``folder``, sorted by name."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError(
+            "suite folder not found; pass --novelty-suites DIR or set novelty_suites in your pytest ini",
+            path=folder,
+        )
+    return sorted(p for p in folder.glob("*.toml") if p.is_file())
+
+
+def load_suites(folder: str | Path) -> list[Suite]:
+    """Load every suite in ``folder``; suite names must be unique."""
+    suites = [load_suite(p) for p in find_suite_files(folder)]
+    if not suites:
+        raise ConfigError("no suite files (*.toml) in this folder", path=folder)
+    seen: dict[str, Path] = {}
+    for suite in suites:
+        if suite.name in seen:
+            raise ConfigError(f"suite name {suite.name!r} is also used by {seen[suite.name]}", path=suite.path)
+        seen[suite.name] = suite.path
+    return suites
