@@ -73,6 +73,7 @@ def rubric_result(scores: Sequence[float], judge: str, errors: Sequence[str] = (
     distinct reasons the samples failed.
     """
     if scores:
-        return JudgeResult(quality=sum(scores) / len(scores) / RUBRIC_POINTS, scores=tuple(scores), judge=judge)
+        quality = sum(scores) / len(scores) / RUBRIC_POINTS
+        return JudgeResult(quality=quality, scores=tuple(scores), judge=judge)
     reasons = "; ".join(dict.fromkeys(errors)) or "no sample produced a score"
     return JudgeResult(quality=None, scores=(), judge=judge, error=reasons)

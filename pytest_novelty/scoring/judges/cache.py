@@ -75,7 +75,7 @@ class AnswerCache:
             if self.path is None:
                 self._memory[key] = blob
             else:
-                self._connect().execute("INSERT OR REPLACE INTO answers (key, value) VALUES (?, ?)", (key, blob))
+                self._connect().execute("INSERT OR REPLACE INTO answers VALUES (?, ?)", (key, blob))
 
     def __len__(self) -> int:
         with self._lock:

@@ -1,0 +1,359 @@
+"""Equivalence checks that decide whether two generations say the same thing (NoveltyBench partitioning).
+
+A check is chosen by a short spec string (serialisable, so it can cross to xdist workers):
+
+* ``unigram``: ROUGE-1 F1 of the two texts above 0.458;
+* ``classifier:PATH``: a sequence-pair classifier in a local folder (NoveltyBench used
+  ``yimingzhang/deberta-v3-large-generation-similarity``); equivalent when the softmax probability
+  of class 1 is above 0.102;
+* ``embedding:PATH``: a sentence-embedding model folder; equivalent when the cosine similarity of
+  the mean-pooled embeddings is above a threshold (0.9 unless told otherwise).
+
+Every check applies :func:`prefilter_equivalence` first and only scores the pairs it leaves open.
+Thresholds and the classifier's input layout follow NoveltyBench's ``src/partition.py`` (Zhang et
+al. 2025); where we differ it is said below. The partition itself is
+:func:`pytest_novelty.metrics.partition`, which uses :meth:`EquivalenceCheck.matches` to score all
+candidates for a representative in one batch. torch and transformers are imported only when a model
+check is opened.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_novelty.errors import ConfigError, did_you_mean
+
+#: Default decision thresholds per check kind. unigram and classifier are NoveltyBench's calibrated
+#: values; the embedding threshold is our uncalibrated choice (only near-paraphrases merge).
+DEFAULT_THRESHOLDS = {"unigram": 0.458, "classifier": 0.102, "embedding": 0.9}
+
+#: Longest text, in words, that the pre-filter decides on its own.
+PREFILTER_MAX_WORDS = 5
+
+#: Tokens kept from each generation in the classifier's input (NoveltyBench: 128).
+CLASSIFIER_MAX_TOKENS = 128
+
+#: Upper bound on tokens per text for the embedding model (its own limit applies when smaller).
+EMBEDDING_MAX_TOKENS = 512
+
+_NEEDS_PATH = ("classifier", "embedding")
+_KINDS = ("unigram", *_NEEDS_PATH)
+_NOT_ALPHANUMERIC = re.compile(r"[^a-z0-9]+")
+
+
+def prefilter_equivalence(first: str, second: str) -> bool | None:
+    """Decide equivalence of short texts by shared words; return None when the texts are too long.
+
+    Both texts are lower-cased, stripped and split on whitespace. When the longer one has at most
+    :data:`PREFILTER_MAX_WORDS` (5) words, they are equivalent iff 2 × (number of distinct words
+    they share) ≥ the longer length. Otherwise the pre-filter abstains (None) and the model decides.
+    Short answers ("Paris", "The answer is 42") are what embedding and classifier checks get wrong
+    most easily. Source: ``maybe_test_equality`` in NoveltyBench's ``src/partition.py``. Two empty
+    texts are equivalent; an empty text and a non-empty one are not.
+    """
+    words_first = first.strip().lower().split()
+    words_second = second.strip().lower().split()
+    longer = max(len(words_first), len(words_second))
+    if longer > PREFILTER_MAX_WORDS:
+        return None
+    shared = set(words_first) & set(words_second)
+    return 2 * len(shared) >= longer
+
+
+def _rouge_tokens(text: str) -> list[str]:
+    """ROUGE's default tokenisation: lower-case, non-[a-z0-9] runs become spaces, split, no stemming."""
+    return [token for token in _NOT_ALPHANUMERIC.sub(" ", text.lower()).split() if token]
+
+
+def rouge1_f1(first: str, second: str) -> float:
+    """ROUGE-1 F1 of two texts: the F-measure of their unigram overlap, symmetric in its arguments.
+
+    overlap = Σ_w min(count_first(w), count_second(w)); precision = overlap / |second|,
+    recall = overlap / |first| (each denominator at least 1); F1 = 2PR / (P + R), 0 when both are 0.
+    Tokens as in the ``rouge-score`` package with its defaults (what NoveltyBench calls): lower-cased
+    runs of ASCII letters and digits, no stemming, so non-ASCII letters split words.
+    """
+    counts_first = Counter(_rouge_tokens(first))
+    counts_second = Counter(_rouge_tokens(second))
+    overlap = sum((counts_first & counts_second).values())
+    precision = overlap / max(sum(counts_second.values()), 1)
+    recall = overlap / max(sum(counts_first.values()), 1)
+    if precision + recall == 0:
+        return 0.0
+    return 2 * precision * recall / (precision + recall)
+
+
+class EquivalenceCheck(ABC):
+    """Base of the checks: a pre-filter, then a similarity score compared with ``threshold``.
+
+    Subclasses implement :meth:`scores` only. :meth:`matches` and :meth:`__call__` are final: they
+    apply the pre-filter, score the remaining pairs in one call, and compare strictly
+    (``score > threshold``), so every check reads the same way.
+    """
+
+    kind: str = ""
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = float(threshold)
+
+    @abstractmethod
+    def scores(self, representative: str, candidates: Sequence[str]) -> list[float]:
+        """Similarity of ``representative`` with each candidate (higher means more alike)."""
+
+    def matches(self, representative: str, candidates: Sequence[str]) -> list[bool]:
+        """For each candidate, whether it is equivalent to ``representative`` (pre-filter first)."""
+        verdicts = [prefilter_equivalence(representative, candidate) for candidate in candidates]
+        open_positions = [position for position, verdict in enumerate(verdicts) if verdict is None]
+        if open_positions:
+            scored = self.scores(representative, [candidates[position] for position in open_positions])
+            for position, score in zip(open_positions, scored, strict=True):
+                verdicts[position] = score > self.threshold
+        return [bool(verdict) for verdict in verdicts]
+
+    def __call__(self, representative: str, candidate: str) -> bool:
+        """Whether the two generations are equivalent."""
+        return self.matches(representative, [candidate])[0]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(threshold={self.threshold})"
+
+
+class UnigramEquivalence(EquivalenceCheck):
+    """``unigram``: equivalent when ROUGE-1 F1 > threshold (NoveltyBench: 0.458).
+
+    Unlike NoveltyBench, which applies its pre-filter only before the classifier, we apply it before
+    every check, so short answers are judged the same way whichever check a suite uses.
+    """
+
+    kind = "unigram"
+
+    def __init__(self, threshold: float = DEFAULT_THRESHOLDS["unigram"]) -> None:
+        super().__init__(threshold)
+
+    def scores(self, representative: str, candidates: Sequence[str]) -> list[float]:
+        """ROUGE-1 F1 of the representative with each candidate."""
+        return [rouge1_f1(representative, candidate) for candidate in candidates]
+
+
+def _load_error(kind: str, path: Path, error: Exception) -> ConfigError:
+    return ConfigError(f"could not load the {kind} model folder: {error}", path=path)
+
+
+def _pick_device(device: str | None) -> str:
+    import torch
+
+    if device is not None:
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class ClassifierEquivalence(EquivalenceCheck):
+    """``classifier:PATH``: a two-class sequence-pair classifier; equivalent when P(class 1) > threshold.
+
+    Input layout, as NoveltyBench's ``classifier_score``: each text is tokenised without special
+    tokens and truncated to 128 tokens, then ``[CLS] first [SEP] second [SEP]``, with token type 0
+    up to and including the first ``[SEP]`` and 1 after it (passed when the model accepts token
+    types). The reference scores one pair at a time; we pad pairs to a batch on the right with an
+    attention mask, which changes the probabilities only by floating-point rounding. The folder
+    must hold the model and its tokenizer (for the NoveltyBench classifier, save the tokenizer of
+    ``microsoft/deberta-v3-large`` into the folder).
+    """
+
+    kind = "classifier"
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        threshold: float = DEFAULT_THRESHOLDS["classifier"],
+        device: str | None = None,
+        batch_size: int = 32,
+        max_tokens: int = CLASSIFIER_MAX_TOKENS,
+    ) -> None:
+        super().__init__(threshold)
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        self.path = Path(path)
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self.device = _pick_device(device)
+        try:
+            self.tokenizer: Any = AutoTokenizer.from_pretrained(self.path)
+            self.model: Any = AutoModelForSequenceClassification.from_pretrained(self.path)
+        except (OSError, ValueError, KeyError) as error:
+            raise _load_error(self.kind, self.path, error) from error
+        if self.model.config.num_labels != 2:
+            raise ConfigError(
+                f"expected a two-class pair classifier, the model has {self.model.config.num_labels} labels",
+                path=self.path,
+            )
+        if self.tokenizer.cls_token_id is None or self.tokenizer.sep_token_id is None:
+            raise ConfigError("the tokenizer needs a [CLS] and a [SEP] token", path=self.path)
+        self._pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self._token_types = "token_type_ids" in inspect.signature(self.model.forward).parameters
+        self.model.to(self.device).eval()
+        self._torch = torch
+
+    def _token_ids(self, texts: Sequence[str]) -> dict[str, list[int]]:
+        unique = list(dict.fromkeys(texts))
+        encoded = self.tokenizer(
+            unique, add_special_tokens=False, truncation=True, max_length=self.max_tokens
+        )["input_ids"]
+        return dict(zip(unique, encoded, strict=True))
+
+    def probabilities(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        """Softmax probability of class 1 ("equivalent") for each (first, second) pair."""
+        torch = self._torch
+        results: list[float] = []
+        for start in range(0, len(pairs), self.batch_size):
+            chunk = pairs[start : start + self.batch_size]
+            ids = self._token_ids([text for pair in chunk for text in pair])
+            rows, types = [], []
+            for first, second in chunk:
+                head = [self.tokenizer.cls_token_id, *ids[first], self.tokenizer.sep_token_id]
+                tail = [*ids[second], self.tokenizer.sep_token_id]
+                rows.append(head + tail)
+                types.append([0] * len(head) + [1] * len(tail))
+            width = max(len(row) for row in rows)
+            input_ids = torch.full((len(rows), width), self._pad_id, dtype=torch.long)
+            token_type_ids = torch.zeros((len(rows), width), dtype=torch.long)
+            attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+            for index, (row, kinds) in enumerate(zip(rows, types, strict=True)):
+                input_ids[index, : len(row)] = torch.tensor(row)
+                token_type_ids[index, : len(row)] = torch.tensor(kinds)
+                attention_mask[index, : len(row)] = 1
+            inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+            if self._token_types:
+                inputs["token_type_ids"] = token_type_ids
+            with torch.inference_mode():
+                logits = self.model(**{name: value.to(self.device) for name, value in inputs.items()}).logits
+            results.extend(logits.float().softmax(-1)[:, 1].tolist())
+        return results
+
+    def scores(self, representative: str, candidates: Sequence[str]) -> list[float]:
+        """P(equivalent) for (representative, candidate) pairs, in the reference's argument order."""
+        return self.probabilities([(representative, candidate) for candidate in candidates])
+
+
+class EmbeddingEquivalence(EquivalenceCheck):
+    """``embedding:PATH``: cosine similarity of mean-pooled embeddings above ``threshold``.
+
+    Each text is tokenised with the model's special tokens, truncated to the smaller of 512 tokens
+    and the model's limit, and embedded as the mean of the last hidden states over its real tokens
+    (padding masked out). The default threshold, 0.9, is our uncalibrated choice; calibrate it for
+    the embedding model you use. Embeddings are cached per text, so each generation is embedded
+    once however many representatives it meets.
+    """
+
+    kind = "embedding"
+    _CACHE_LIMIT = 4096
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        threshold: float = DEFAULT_THRESHOLDS["embedding"],
+        device: str | None = None,
+        batch_size: int = 32,
+    ) -> None:
+        super().__init__(threshold)
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        self.path = Path(path)
+        self.batch_size = batch_size
+        self.device = _pick_device(device)
+        try:
+            self.tokenizer: Any = AutoTokenizer.from_pretrained(self.path)
+            self.model: Any = AutoModel.from_pretrained(self.path)
+        except (OSError, ValueError, KeyError) as error:
+            raise _load_error(self.kind, self.path, error) from error
+        if self.tokenizer.pad_token is None:
+            if self.tokenizer.eos_token is None:
+                raise ConfigError("the tokenizer has neither a padding nor an end token", path=self.path)
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        limits = [EMBEDDING_MAX_TOKENS, int(min(self.tokenizer.model_max_length, 1 << 30))]
+        positions = getattr(self.model.config, "max_position_embeddings", None)
+        if positions:
+            limits.append(int(positions))
+        self.max_tokens = min(limits)
+        self.model.to(self.device).eval()
+        self._torch = torch
+        self._cache: dict[str, Any] = {}
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        """Unit-length mean-pooled embeddings of ``texts`` as a (len(texts), dim) float32 CPU tensor."""
+        torch = self._torch
+        missing = [text for text in dict.fromkeys(texts) if text not in self._cache]
+        if len(self._cache) + len(missing) > self._CACHE_LIMIT:
+            self._cache.clear()
+            missing = list(dict.fromkeys(texts))
+        for start in range(0, len(missing), self.batch_size):
+            chunk = missing[start : start + self.batch_size]
+            encoded = self.tokenizer(
+                chunk, padding=True, truncation=True, max_length=self.max_tokens, return_tensors="pt"
+            )
+            encoded = {name: value.to(self.device) for name, value in encoded.items()}
+            with torch.inference_mode():
+                hidden = self.model(**encoded).last_hidden_state.float()
+            mask = encoded["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+            unit = torch.nn.functional.normalize(pooled, dim=-1).cpu()
+            for text, vector in zip(chunk, unit, strict=True):
+                self._cache[text] = vector
+        return torch.stack([self._cache[text] for text in texts])
+
+    def scores(self, representative: str, candidates: Sequence[str]) -> list[float]:
+        """Cosine similarity of the representative's embedding with each candidate's."""
+        vectors = self.embed([representative, *candidates])
+        return (vectors[1:] @ vectors[0]).tolist()
+
+
+def open_equivalence(
+    spec: str,
+    *,
+    threshold: float | None = None,
+    device: str | None = None,
+    batch_size: int = 32,
+) -> EquivalenceCheck:
+    """Open the equivalence check named by ``spec``: ``unigram``, ``classifier:PATH`` or ``embedding:PATH``.
+
+    ``threshold`` replaces the kind's default (:data:`DEFAULT_THRESHOLDS`); it must lie in [0, 1]
+    (in [−1, 1] for ``embedding``). ``device`` defaults to CUDA when available, else CPU. The
+    result is callable as ``check(a, b) -> bool`` and batches through ``check.matches``. Raises
+    :class:`~pytest_novelty.errors.ConfigError` for an unknown kind (with a suggestion), a missing
+    or extra path, a bad threshold or a folder that does not load.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(f"an equivalence check must be one of {', '.join(_KINDS)}; got {spec!r}")
+    kind, colon, location = spec.strip().partition(":")
+    if kind not in _KINDS:
+        raise ConfigError(
+            f"unknown equivalence check {kind!r} in {spec!r}{did_you_mean(kind, _KINDS)}; "
+            f"choose unigram, classifier:PATH or embedding:PATH"
+        )
+    if kind in _NEEDS_PATH and not location:
+        raise ConfigError(f"the {kind} check needs a model folder: write {kind}:PATH, got {spec!r}")
+    if kind not in _NEEDS_PATH and colon:
+        raise ConfigError(f"the {kind} check takes no path: write {kind!r}, got {spec!r}")
+    value = DEFAULT_THRESHOLDS[kind] if threshold is None else threshold
+    low = -1.0 if kind == "embedding" else 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= 1.0:
+        raise ConfigError(f"the {kind} threshold must be a number in [{low:g}, 1], got {value!r}")
+    if kind == "unigram":
+        return UnigramEquivalence(threshold=value)
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+    folder = Path(location).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(f"the {kind} check needs a local model folder; none found", path=folder)
+    if kind == "classifier":
+        return ClassifierEquivalence(folder, threshold=value, device=device, batch_size=batch_size)
+    return EmbeddingEquivalence(folder, threshold=value, device=device, batch_size=batch_size)

@@ -1,0 +1,84 @@
+"""Shared test fixtures: a tiny real checkpoint and a real infini-gram index, built in the test run."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATASETS = REPO.parent / "shared" / "datasets"
+
+NAMES = ["Lily", "Tom", "Mia", "Ben", "Sam", "Anna", "Max", "Lucy"]
+THINGS = ["ball", "kite", "cat", "dog", "tree", "boat", "cake", "hat", "box", "bird"]
+PLACES = ["park", "garden", "house", "beach", "forest", "school"]
+
+
+def small_corpus(docs: int = 1500, seed: int = 0) -> list[str]:
+    """Simple template stories, about 150 KB for 1,500 documents (enough for one index part)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(docs):
+        a, b = rng.sample(NAMES, 2)
+        thing, place = rng.choice(THINGS), rng.choice(PLACES)
+        out.append(
+            f"{a} and {b} went to the {place}. {a} saw a {thing} near the {rng.choice(THINGS)}. "
+            f"{b} said, \"Let us play with the {thing}!\" They were happy and played all day."
+        )
+    return out
+
+
+def build_tiny_checkpoint(folder: Path, corpus: list[str], *, seed: int = 0) -> Path:
+    """A real (untrained, seeded) GPT-2 style checkpoint with a byte-level BPE tokenizer."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    eos = "<|endoftext|>"
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=[eos], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(corpus, trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=eos, bos_token=eos, unk_token=eos, pad_token=eos, padding_side="left"
+    )
+    eos_id = fast.convert_tokens_to_ids(eos)
+    torch.manual_seed(seed)
+    config = GPT2Config(
+        vocab_size=len(fast), n_embd=32, n_layer=2, n_head=2, n_positions=128,
+        bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id,
+    )
+    model = GPT2LMHeadModel(config)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus() -> list[str]:
+    return small_corpus()
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory, tiny_corpus: list[str]) -> Path:
+    """A tiny real Hugging Face checkpoint folder."""
+    return build_tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny-model", tiny_corpus)
+
+
+@pytest.fixture(scope="session")
+def tiny_index(tmp_path_factory: pytest.TempPathFactory, tiny_corpus: list[str]) -> Path:
+    """A real infini-gram index (words tokenisation) of the tiny corpus."""
+    from pytest_novelty.scoring.originality import build_index
+
+    root = tmp_path_factory.mktemp("corpus")
+    corpus = root / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in tiny_corpus))
+    out = root / "idx"
+    build_index([corpus], out, tokenizer="words", progress=False)
+    return out
