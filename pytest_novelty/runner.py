@@ -212,10 +212,10 @@ class Runner:
         metrics, per_prompt = suite_metrics(
             quality=quality,
             originality=originality,
-            prompt_novelty=prompt_novelty,
             prompt_ids=[p.id for p in prompts],
+            metrics=[t.metric for t in suite.thresholds],
+            prompt_novelty=prompt_novelty,
             answers=answers,
-            thresholds=[t.metric for t in suite.thresholds],
             equivalent=equivalent,
         )
         info = {
@@ -244,7 +244,7 @@ class Runner:
 
         backend = self.backend(self.originality_spec(suite))
         flat = [a for samples in answers for a in samples]
-        ns = suite.scoring.ngrams
+        ns = sorted({*suite.scoring.ngrams, 4})
         results = score_texts(backend, flat, ns)
         shape = (len(answers), len(answers[0]) if answers else 0)
         originality = {

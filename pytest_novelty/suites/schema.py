@@ -278,6 +278,7 @@ def _parse_threshold(path: Path, index: int, raw: Any, suite: dict[str, Any]) ->
         alpha = float(arg) if arg and re.fullmatch(r"[0-9]*\.?[0-9]+", arg) else -1.0
         if not 0.0 < alpha <= 1.0:
             raise c.fail("metric", "q_at_tail needs a tail fraction in (0, 1], e.g. q_at_tail@0.1")
+        metric = f"q_at_tail@{alpha:g}"
     elif arg is not None:
         raise c.fail("metric", f"{base} takes no @ argument")
     if base in COUNT_METRICS and suite["generation"].samples < 2:

@@ -293,9 +293,11 @@ class OpenAIJudge:
                     raise _RequestFailed(f"the judge answered {status}: {self._describe(error)}") from None
                 if attempt >= self.max_attempts:
                     reason = self._describe(error)
-                    if isinstance(error, openai.APIConnectionError) and not isinstance(
-                        error, openai.APITimeoutError
-                    ) and not run.succeeded:
+                    if (
+                        isinstance(error, openai.APIConnectionError)
+                        and not isinstance(error, openai.APITimeoutError)
+                        and not run.succeeded
+                    ):
                         raise HarnessError(
                             f"cannot reach the judge at {_safe_url(self.base_url)} "
                             f"({reason}, {attempt} attempts); is the server running and the URL right?"

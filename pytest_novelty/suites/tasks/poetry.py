@@ -35,7 +35,7 @@ class PoetryTask(CompletionTask):
     """``Instruction: TEXT`` / ``Poem line:``; the answer is the first line."""
 
     name = "poetry"
-    stop = ("\n",)
+    stop: tuple[str, ...] = ("\n",)
     description = "write one line of poetry that follows an instruction"
     concepts = "literary devices and rhymes"
     input_label = "Instruction:"

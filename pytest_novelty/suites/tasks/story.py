@@ -17,8 +17,7 @@ _WORD = re.compile(r"\S+")
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]+(?:['’]s)?\b")
 _LOWER_WORD = re.compile(r"\b[a-z]+\b")
 # Capitalised words that start sentences or exclamations in children's stories but are no names.
-_NOT_NAMES = frozenset(
-    """
+_STARTERS = """
     a an the and but or so then once one two three upon there this that these those it its he she
     they we you i his her their our my your me him them us when while after before every each all
     some many much more most in on at by for from with without into over under about as if because
@@ -27,8 +26,8 @@ _NOT_NAMES = frozenset(
     thanks okay ok sorry good bad come go stop wait what where why how who which whose can could will
     would shall should may might must do does did is are was were be been being have has had not very
     too here long inside outside together everyone everything someone something nobody nothing
-    """.split()
-)
+"""
+_NOT_NAMES = frozenset(_STARTERS.split())
 
 
 class StoryTask(CompletionTask):

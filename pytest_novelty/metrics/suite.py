@@ -1,0 +1,138 @@
+"""A suite's metric values from its per-generation arrays (what the gate compares).
+
+Inputs are aligned arrays of shape (prompts, samples): quality in [0, 1] and, per n-gram order,
+originality in [0, 1], NaN where undefined (unscored, or shorter than n). Names match the suite
+files' threshold metrics:
+
+* ``quality``, ``originality@n``: means over generations, NaN left out.
+* ``novelty@n``: mean over generations of the per-generation harmonic mean (:func:`novelty`),
+  as the novelty paper averages per-generation values; ``top10_novelty@n`` the mean of the top
+  10 % (:func:`top_fraction_mean`).
+* ``q_at_tail@α``: :func:`q_at_tail` on the tail chosen by :func:`tail_prompts` from
+  s_j = (input novelty_j + mean output novelty_j) / 2, novelty here being originality at n = 4.
+  The reference pool is the given ``pool_novelty`` (e.g. a frozen baseline), else the candidate's
+  own outputs; ``tail_ids`` fixes the tail outright (as stored with a snapshot) so every candidate
+  is judged on the same prompts. Prompts whose s_j is undefined are left out of the ranking.
+  ``novelty_overall@α`` and ``novelty_at_peak@α`` are reported beside it.
+* ``distinct_k`` and ``utility_k``: NoveltyBench's per-prompt values, averaged over prompts. The
+  per-generation score g on NoveltyBench's 1-10 scale is 10 × quality (rubric judges give 0-1);
+  prompts with an unscored generation are left out of ``utility_k``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pytest_novelty.metrics.novelty import novelty
+from pytest_novelty.metrics.noveltybench import distinct_k, partition, utility_k
+from pytest_novelty.metrics.stats import mean_excluding_nan, top_fraction_mean
+from pytest_novelty.metrics.tail import peak_prompts, prompt_scores, q_at_tail, tail_prompts
+
+Array = NDArray[np.float64]
+
+
+def _row_means(values: Array) -> list[float]:
+    out = []
+    for row in values:
+        present = row[~np.isnan(row)]
+        out.append(float(present.mean()) if present.size else float("nan"))
+    return out
+
+
+def _mean(values: Array) -> float:
+    return mean_excluding_nan(values.ravel()).mean
+
+
+def tail_ranking(
+    prompt_ids: Sequence[str], prompt_novelty: Array, pool_novelty: Array
+) -> tuple[list[str], Array]:
+    """Prompt ids with a defined long-tail score s_j, and those scores."""
+    scores = prompt_scores(prompt_novelty, list(pool_novelty))
+    keep = ~np.isnan(scores)
+    return [i for i, k in zip(prompt_ids, keep, strict=True) if k], scores[keep]
+
+
+def suite_metrics(
+    *,
+    quality: Array,
+    originality: Mapping[int, Array],
+    prompt_ids: Sequence[str],
+    metrics: Sequence[str],
+    prompt_novelty: Array | None = None,
+    answers: Sequence[Sequence[str]] | None = None,
+    equivalent: Callable[[str, str], bool] | None = None,
+    pool_novelty: Array | None = None,
+    tail_ids: Mapping[float, Sequence[str]] | None = None,
+) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Every metric of a suite and the per-prompt values behind them (for paired tests).
+
+    ``metrics`` lists the threshold metrics the suite gates on; the standard ones (quality,
+    originality, novelty, top-10 % novelty at every n) are always computed.
+    """
+    quality = np.asarray(quality, dtype=float)
+    if quality.ndim != 2 or quality.shape[0] != len(prompt_ids):
+        raise ValueError(f"quality must have shape (prompts={len(prompt_ids)}, samples), got {quality.shape}")
+    values: dict[str, float] = {"quality": _mean(quality)}
+    per_prompt: dict[str, list[float]] = {"quality": _row_means(quality)}
+    for n, orig in sorted(originality.items()):
+        orig = np.asarray(orig, dtype=float)
+        if orig.shape != quality.shape:
+            raise ValueError(f"originality@{n} has shape {orig.shape}, quality {quality.shape}")
+        nov = novelty(quality, orig)
+        values[f"originality@{n}"] = _mean(orig)
+        values[f"novelty@{n}"] = _mean(nov)
+        flat = nov.ravel()
+        values[f"top10_novelty@{n}"] = (
+            top_fraction_mean(flat, 0.1) if np.any(~np.isnan(flat)) else float("nan")
+        )
+        per_prompt[f"originality@{n}"] = _row_means(orig)
+        per_prompt[f"novelty@{n}"] = _row_means(nov)
+
+    for name in metrics:
+        if name.startswith("q_at_tail@"):
+            alpha = float(name.split("@", 1)[1])
+            values.update(_tail_metrics(alpha, quality, originality, prompt_ids, prompt_novelty, pool_novelty, tail_ids))
+    if any(name in ("distinct_k", "utility_k") for name in metrics):
+        if answers is None or equivalent is None:
+            raise ValueError("distinct_k and utility_k need the answers and an equivalence check")
+        distinct, utility = [], []
+        for samples, q in zip(answers, quality, strict=True):
+            labels = partition(list(samples), equivalent)
+            distinct.append(float(distinct_k(labels)))
+            utility.append(float("nan") if np.isnan(q).any() else utility_k(labels, 10.0 * q))
+        values["distinct_k"] = float(np.mean(distinct))
+        values["utility_k"] = mean_excluding_nan(np.array(utility)).mean
+        per_prompt["distinct_k"] = distinct
+        per_prompt["utility_k"] = utility
+    return values, per_prompt
+
+
+def _tail_metrics(
+    alpha: float,
+    quality: Array,
+    originality: Mapping[int, Array],
+    prompt_ids: Sequence[str],
+    prompt_novelty: Array | None,
+    pool_novelty: Array | None,
+    tail_ids: Mapping[float, Sequence[str]] | None,
+) -> dict[str, float]:
+    if 4 not in originality or prompt_novelty is None:
+        raise ValueError("q_at_tail needs originality at n = 4 and the prompts' own novelty")
+    outputs = np.asarray(originality[4], dtype=float)
+    pool = outputs if pool_novelty is None else np.asarray(pool_novelty, dtype=float)
+    ids, scores = tail_ranking(prompt_ids, np.asarray(prompt_novelty, dtype=float), pool)
+    if not ids:
+        return {f"q_at_tail@{alpha:g}": float("nan")}
+    tail = list(tail_ids[alpha]) if tail_ids and alpha in tail_ids else list(tail_prompts(ids, scores, alpha))
+    peak = peak_prompts(ids, scores, alpha)
+    per_quality = dict(zip(prompt_ids, _row_means(quality), strict=True))
+    per_novelty = dict(zip(prompt_ids, _row_means(outputs), strict=True))
+    known = [i for i in tail if i in per_quality]
+    return {
+        f"q_at_tail@{alpha:g}": q_at_tail({i: per_quality[i] for i in known}, known) if known else float("nan"),
+        f"novelty_overall@{alpha:g}": float(np.nanmean(list(per_novelty.values()))),
+        f"novelty_at_peak@{alpha:g}": float(np.nanmean([per_novelty[i] for i in peak])),
+    }

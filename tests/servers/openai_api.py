@@ -1,0 +1,332 @@
+"""A fake OpenAI-compatible chat server on 127.0.0.1 for judge tests and benchmarks.
+
+It is a real HTTP server (``http.server`` in a background thread, HTTP/1.1 keep-alive), so the
+``openai`` client talks to it exactly as to a hosted endpoint. It speaks
+``POST /v1/chat/completions`` (``model``, ``messages``, ``n``, ``temperature``) and
+``GET /v1/models``, answers with OpenAI-shaped JSON, and counts every request.
+
+Faults are injected with :meth:`FakeOpenAI.inject`, optionally only for requests whose last user
+message contains a marker string, for a given number of requests:
+
+- ``status``: answer with an HTTP error (429, 500, 503, ...), optionally with ``Retry-After``;
+- ``hang``: read the request and never answer (the client times out); ``drop``: close the
+  connection without answering;
+- ``delay``: extra latency before a normal answer;
+- ``no_score``: answer with prose that has no score; ``out_of_range``: answer ``Score: 9``.
+
+Server-wide behaviours: ``latency`` before every answer, ``n_mode`` (``"support"``, ``"ignore"``
+returns a single choice, ``"reject"`` answers 400 to ``n > 1``), ``reject_temperature`` (400 like a
+reasoning model), ``api_key`` (401 unless the request carries it) and ``models`` (404 for others).
+
+Usage::
+
+    with FakeOpenAI(latency=0.01) as server:
+        judge = OpenAIJudge("judge-model", base_url=server.url)
+        server.inject("status", status=429, retry_after=1, times=2)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+FAULT_KINDS = ("status", "hang", "drop", "delay", "no_score", "out_of_range")
+
+
+@dataclass
+class Fault:
+    """One injected fault; ``times`` is how many more matching requests it hits (-1: all)."""
+
+    kind: str
+    times: int = 1
+    match: str | None = None
+    status: int = 500
+    retry_after: str | None = None
+    seconds: float = 30.0
+
+
+def default_reply(prompt: str, choice: int) -> str:
+    """A plausible judge answer; its score (0-5) depends only on the prompt text and the choice index."""
+    score = (int(hashlib.sha256(prompt.encode()).hexdigest(), 16) + choice) % 6
+    return f"The response meets some criteria and misses others.\n\n**Score:** {score}"
+
+
+class FakeOpenAI:
+    """The server; see the module docstring. Start it with ``with`` or :meth:`start`."""
+
+    def __init__(
+        self,
+        *,
+        latency: float = 0.0,
+        n_mode: str = "support",
+        reject_temperature: bool = False,
+        api_key: str | None = None,
+        models: tuple[str, ...] | None = None,
+        reply: Callable[[str, int], str] = default_reply,
+    ) -> None:
+        if n_mode not in ("support", "ignore", "reject"):
+            raise ValueError(f"n_mode must be support, ignore or reject, not {n_mode!r}")
+        self.latency = latency
+        self.n_mode = n_mode
+        self.reject_temperature = reject_temperature
+        self.api_key = api_key
+        self.models = models
+        self.reply = reply
+        self.requests: list[dict[str, Any]] = []
+        """The JSON body of every chat request received, in arrival order (faulted ones too)."""
+        self.authorized: list[bool] = []
+        """Per request, whether it carried the expected key (no key is ever recorded)."""
+        self._faults: list[Fault] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- control ----------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The base URL to give the client, ending in ``/v1``."""
+        assert self._server is not None, "start the server first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    @property
+    def request_count(self) -> int:
+        """How many chat requests arrived so far."""
+        with self._lock:
+            return len(self.requests)
+
+    def inject(
+        self,
+        kind: str,
+        *,
+        times: int = 1,
+        match: str | None = None,
+        status: int = 500,
+        retry_after: float | str | None = None,
+        seconds: float = 30.0,
+    ) -> None:
+        """Make the next ``times`` matching requests fail with ``kind`` (see the module docstring)."""
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault {kind!r}; choose from {FAULT_KINDS}")
+        header = None if retry_after is None else str(retry_after)
+        with self._lock:
+            self._faults.append(Fault(kind, times, match, status, header, seconds))
+
+    def clear_faults(self) -> None:
+        """Remove every pending fault."""
+        with self._lock:
+            self._faults.clear()
+
+    def start(self) -> FakeOpenAI:
+        """Listen on a free port of 127.0.0.1 and serve in a daemon thread."""
+        handler = type("Handler", (_Handler,), {"fake": self})
+        server = _Server(("127.0.0.1", 0), handler)
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="fake-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; hanging handlers are released."""
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- behaviour --------------------------------------------------------------------------------
+
+    def _take_fault(self, prompt: str) -> Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.times != 0 and (fault.match is None or fault.match in prompt):
+                    if fault.times > 0:
+                        fault.times -= 1
+                    return fault
+        return None
+
+    def _record(self, body: dict[str, Any], authorized: bool) -> None:
+        with self._lock:
+            self.requests.append(body)
+            self.authorized.append(authorized)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # many clients connect at once; the default backlog of 5 stalls them
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    fake: FakeOpenAI
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            names = self.fake.models or ("judge-model",)
+            data = [{"id": name, "object": "model", "created": 0, "owned_by": "fake"} for name in names]
+            self._send(200, {"object": "list", "data": data})
+        else:
+            self._error(404, f"no route {self.path}", "not_found")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._error(404, f"no route {self.path}", "not_found")
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self._error(400, "the body is not valid JSON", "invalid_json")
+            return
+        fake = self.fake
+        expected = f"Bearer {fake.api_key}" if fake.api_key else None
+        authorized = expected is None or self.headers.get("Authorization") == expected
+        fake._record(body if isinstance(body, dict) else {"invalid": True}, authorized)
+        problem = _validate(body)
+        if problem:
+            self._error(400, problem[1], "invalid_request_error", param=problem[0])
+            return
+        if not authorized:
+            self._error(401, "Incorrect API key provided.", "invalid_api_key", kind="authentication_error")
+            return
+        if fake.models is not None and body["model"] not in fake.models:
+            self._error(404, f"The model '{body['model']}' does not exist.", "model_not_found")
+            return
+        n = int(body.get("n") or 1)
+        if fake.reject_temperature and "temperature" in body:
+            self._error(
+                400,
+                "This model only runs at its default temperature; remove 'temperature'.",
+                "unsupported_value",
+                param="temperature",
+            )
+            return
+        if fake.n_mode == "reject" and n > 1:
+            message = "Only a single choice is supported: 'n' must be 1."
+            self._error(400, message, "unsupported_value", param="n")
+            return
+        prompt = _last_user_message(body)
+        fault = fake._take_fault(prompt)
+        if fake.latency:
+            time.sleep(fake.latency)
+        if fault is not None:
+            if fault.kind == "status":
+                headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
+                self._error(fault.status, f"injected status {fault.status}", "injected", headers=headers)
+                return
+            if fault.kind == "hang":
+                fake._stop.wait(fault.seconds)
+                self.close_connection = True
+                return
+            if fault.kind == "drop":
+                self.close_connection = True
+                return
+            if fault.kind == "delay":
+                time.sleep(fault.seconds)
+        if fake.n_mode == "ignore":
+            n = 1
+        texts = []
+        for choice in range(n):
+            if fault is not None and fault.kind == "no_score":
+                texts.append("The response is a reasonable attempt, though I will not give a number.")
+            elif fault is not None and fault.kind == "out_of_range":
+                texts.append("Excellent work.\nScore: 9")
+            else:
+                texts.append(fake.reply(prompt, choice))
+        self._send(200, _completion(body["model"], texts))
+
+    def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(
+        self,
+        status: int,
+        message: str,
+        code: str,
+        *,
+        param: str | None = None,
+        kind: str = "invalid_request_error",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        error = {"message": message, "type": kind, "param": param, "code": code}
+        self._send(status, {"error": error}, headers)
+
+
+_ROLES = ("system", "developer", "user", "assistant")
+
+
+def _validate(body: Any) -> tuple[str | None, str] | None:
+    """Return (param, message) for a request the real API would reject, else None."""
+    if not isinstance(body, dict):
+        return None, "the body must be a JSON object"
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        return "model", "'model' is required"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages", "'messages' must be a non-empty list"
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") not in _ROLES:
+            return "messages", "each message needs a valid 'role'"
+        if not isinstance(message.get("content"), str):
+            return "messages", "each message needs string 'content'"
+    n = body.get("n", 1)
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 128):
+        return "n", "'n' must be an integer from 1 to 128"
+    temperature = body.get("temperature")
+    if temperature is not None and (not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2):
+        return "temperature", "'temperature' must be between 0 and 2"
+    return None
+
+
+def _last_user_message(body: dict[str, Any]) -> str:
+    for message in reversed(body["messages"]):
+        if message["role"] == "user":
+            return str(message["content"])
+    return ""
+
+
+def _completion(model: str, texts: list[str]) -> dict[str, Any]:
+    choices = [
+        {
+            "index": i,
+            "message": {"role": "assistant", "content": text, "refusal": None},
+            "finish_reason": "stop",
+            "logprobs": None,
+        }
+        for i, text in enumerate(texts)
+    ]
+    used = sum(len(text.split()) for text in texts)
+    return {
+        "id": f"chatcmpl-fake-{time.monotonic_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "usage": {"prompt_tokens": 10, "completion_tokens": used, "total_tokens": 10 + used},
+    }
