@@ -185,7 +185,7 @@ def pytest_configure(config: pytest.Config) -> None:
         else:
             from pytest_novelty.generation.hf import check_checkpoint
 
-            check_checkpoint(model)
+            check_checkpoint(model, trust_remote_code=config.option.novelty_trust_remote_code)
     except NoveltyError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = NoveltyState(config, suites, cache_dir)

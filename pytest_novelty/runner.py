@@ -91,7 +91,7 @@ class Runner:
             else:
                 from pytest_novelty.generation.hf import check_checkpoint
 
-                check_checkpoint(model)
+                check_checkpoint(model, trust_remote_code=self.config.trust_remote_code)
                 self._model_path = model
         return self._model_path
 

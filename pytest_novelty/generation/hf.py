@@ -6,6 +6,7 @@ torch and transformers are imported here only, when a checkpoint is loaded.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,11 +22,12 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "to
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 
 
-def check_checkpoint(model: str) -> None:
+def check_checkpoint(model: str, *, trust_remote_code: bool = True) -> None:
     """Cheap checks of a local checkpoint folder, before anything heavy is imported.
 
     A string that is not an existing path but looks like a hub id (``org/name``) passes: it is
-    resolved by transformers when the model is loaded.
+    resolved by transformers when the model is loaded. With ``trust_remote_code=False`` a folder
+    whose config or tokenizer config maps to its own Python code (``auto_map``) is refused.
     """
     path = Path(model)
     if not path.exists():
@@ -52,6 +54,23 @@ def check_checkpoint(model: str) -> None:
             path=model,
             field="--model",
         )
+    if not trust_remote_code and _ships_code(path):
+        raise ConfigError(
+            "this checkpoint ships its own Python code (auto_map); review it, then pass --trust-remote-code",
+            path=model,
+            field="--model",
+        )
+
+
+def _ships_code(path: Path) -> bool:
+    for name in ("config.json", "tokenizer_config.json"):
+        try:
+            data = json.loads((path / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("auto_map"):
+            return True
+    return False
 
 
 def _looks_like_hub_id(model: str) -> bool:
@@ -105,7 +124,7 @@ class HFGenerator:
     """Samples continuations from a transformers causal LM."""
 
     def __init__(self, model: str, *, device: str = "auto", trust_remote_code: bool = False) -> None:
-        check_checkpoint(model)
+        check_checkpoint(model, trust_remote_code=trust_remote_code)
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -9,8 +9,8 @@ with every choice stated where it is made:
 * a prompt's score s_j is the mean of two parts, the novelty of the prompt itself and the mean output
   novelty of a frozen reference pool of models and samples on that prompt (:func:`prompt_scores`);
 * the tail is the ceil(α·N) prompts with the highest s_j, the peak the ceil(α·N) with the lowest
-  (the most common prompts); ties are broken by prompt id, so the selection does not depend on
-  the order the prompts are listed in;
+  (the most common prompts); both are read off one ranking whose ties are broken by prompt id, so
+  the selection does not depend on the order the prompts are listed in;
 * q@Tail is the mean quality of the candidate on the tail; Novelty Overall and Novelty at Peak are
   the candidate's mean output novelty over all prompts and over the peak.
 
@@ -77,17 +77,19 @@ def _ranked(prompt_ids: Sequence[str], scores: ArrayLike, alpha: float, *, highe
     missing = [prompt_id for prompt_id, value in zip(ids, values, strict=True) if np.isnan(value)]
     if missing:
         raise ValueError(f"scores are NaN for prompts {missing[:5]}: score or drop them before selecting")
-    sign = -1.0 if highest else 1.0
-    order = sorted(range(len(ids)), key=lambda index: (sign * values[index], ids[index]))
-    return tuple(ids[index] for index in order[: ceil_fraction(share, len(ids))])
+    ranking = sorted(range(len(ids)), key=lambda index: (-values[index], ids[index]))
+    if not highest:
+        ranking.reverse()
+    return tuple(ids[index] for index in ranking[: ceil_fraction(share, len(ids))])
 
 
 def tail_prompts(prompt_ids: Sequence[str], scores: ArrayLike, alpha: float) -> tuple[str, ...]:
     """Ids of the long tail: the ceil(α·N) prompts with the highest score s_j, highest first.
 
-    Equal scores are ordered by prompt id (ascending string order), so the result depends only on
-    the (id, score) pairs and not on their order. α must lie in (0, 1]; ceil is taken on the
-    decimal value of α. Ids must be unique strings and no score may be NaN.
+    The prompts are ranked once, by score descending and, among equal scores, by prompt id
+    ascending (string order); the tail is the head of that ranking. The result therefore depends
+    only on the (id, score) pairs, not on the order they are listed in. α must lie in (0, 1]; ceil
+    is taken on the decimal value of α. Ids must be unique strings and no score may be NaN.
     """
     return _ranked(prompt_ids, scores, alpha, highest=True)
 
@@ -95,7 +97,9 @@ def tail_prompts(prompt_ids: Sequence[str], scores: ArrayLike, alpha: float) -> 
 def peak_prompts(prompt_ids: Sequence[str], scores: ArrayLike, alpha: float) -> tuple[str, ...]:
     """Ids of the peak: the ceil(α·N) prompts with the lowest score s_j (the most common), lowest first.
 
-    Ties and validation as in :func:`tail_prompts`.
+    The peak is the end of the same ranking as :func:`tail_prompts`, read backwards: among equal
+    scores the larger id comes first. Using one ranking keeps tail and peak disjoint whenever
+    2·ceil(α·N) ≤ N, even when many scores are tied. Validation as in :func:`tail_prompts`.
     """
     return _ranked(prompt_ids, scores, alpha, highest=False)
 

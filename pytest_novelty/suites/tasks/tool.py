@@ -27,6 +27,7 @@ _INTRODUCERS = (
     r"you (?:only |also |do |still )?(?:have|possess)(?: access to| with you| on hand| at your disposal)?"
     r"(?: only)?\s*:?",
     r"you(?:'ve| have) got",
+    r"you (?:can |could )?(?:find|see|notice)",
     r"(?:contains|you are left with|around you are|using only)",
 )
 _LISTS = tuple(

@@ -1,0 +1,68 @@
+"""Helpers for the plugin's pytester integration tests: a suite folder over the tiny checkpoint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+PROMPTS = [
+    {"id": f"p{i}", "text": f"{name} and {other} went to the {place}.", "meta": {"characters": [name, other]}}
+    for i, (name, other, place) in enumerate(
+        [
+            ("Lily", "Tom", "park"),
+            ("Mia", "Ben", "garden"),
+            ("Sam", "Anna", "beach"),
+            ("Max", "Lucy", "forest"),
+            ("Tom", "Mia", "school"),
+            ("Ben", "Lily", "house"),
+        ]
+    )
+]
+
+SUITE = """
+task = "story"
+[prompts]
+source = "jsonl:prompts.jsonl"
+[generation]
+samples = 2
+max_new_tokens = 16
+batch_size = 4
+[scoring]
+judge = "rules"
+judge_samples = 1
+[[thresholds]]
+metric = "originality@4"
+min = {orig_min}
+[[thresholds]]
+metric = "quality"
+min = 0.0
+"""
+
+
+@pytest.fixture
+def suite_dir(pytester: pytest.Pytester) -> Path:
+    """A folder with one story suite over six prompts; thresholds adjustable via write_suite."""
+    folder = pytester.path / "gate-suites"
+    folder.mkdir()
+    (folder / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
+    (folder / "story.toml").write_text(SUITE.format(orig_min=0.0))
+    return folder
+
+
+@pytest.fixture
+def novelty_args(suite_dir: Path, tiny_checkpoint: Path, tiny_index: Path, tmp_path: Path) -> list[str]:
+    """Command-line arguments that gate the tiny checkpoint on the suite folder."""
+    return [
+        "--model",
+        str(tiny_checkpoint),
+        "--novelty-suites",
+        str(suite_dir),
+        "--novelty-cache",
+        str(tmp_path / "cache"),
+        "--originality",
+        f"infini-gram:{tiny_index}",
+        "-p",
+        "no:cacheprovider",
+    ]
