@@ -143,6 +143,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="allow a checkpoint to run the Python code it ships (review it first)",
     )
+    group.addoption(
+        "--gpus-per-worker",
+        dest="novelty_gpus_per_worker",
+        type=int,
+        default=1,
+        help="GPUs given to each pytest-xdist worker (for models spread over several devices)",
+    )
     parser.addini("novelty_suites", "folder of suite files, relative to the rootdir", default="")
     parser.addini("novelty_cache", "cache folder for pytest-novelty", default="")
 
@@ -188,12 +195,47 @@ def pytest_configure(config: pytest.Config) -> None:
             check_checkpoint(model, trust_remote_code=config.option.novelty_trust_remote_code)
     except NoveltyError as exc:
         raise pytest.UsageError(str(exc)) from None
+    _place_worker(config)
     state = NoveltyState(config, suites, cache_dir)
     config.stash[STATE] = state
     config.pluginmanager.register(state, "novelty-state")
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --model X` with no paths: run the suites, not the project's own tests.
         config.args = [str(folder)]
+
+
+def _place_worker(config: pytest.Config) -> None:
+    """Pin an xdist worker to its GPU group before CUDA initialises; keep a suite on one worker."""
+    from pytest_novelty.generation import devices
+
+    args = [str(a) for a in config.invocation_params.args]
+    if getattr(config.option, "dist", "no") == "load" and not any(a.startswith("--dist") for a in args):
+        # All cases of a suite share one generation run: keep each suite file on one worker.
+        config.option.dist = "loadscope"
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or config.option.novelty_device not in ("auto", "cuda"):
+        return
+    gpus = devices.visible_gpus()
+    if gpus:
+        try:
+            chosen = devices.assign_gpus(worker, gpus, config.option.novelty_gpus_per_worker)
+        except NoveltyError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(chosen)
+    else:
+        import torch
+
+        torch.set_num_threads(devices.cpu_threads(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` with ``--model``: one worker per GPU group (xdist's default on CPU-only machines)."""
+    if not config.option.novelty_model:
+        return None
+    from pytest_novelty.generation import devices
+
+    return devices.auto_workers(devices.visible_gpus(), config.option.novelty_gpus_per_worker)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:

@@ -153,8 +153,10 @@ def utility_k(labels: Sequence[int], scores: ArrayLike, patience: float = DEFAUL
     bits. k is the number of generations given, not a fixed 10 (NoveltyBench's human references
     have 8).
 
-    ``scores`` has one value per generation on the 1-10 scale. Only first members' scores are used;
-    the others may be anything, including 0 (the reference stores 0 there) or NaN (not scored).
+    ``scores`` has one value per generation on NoveltyBench's 1-10 scale. Only first members'
+    scores are used; the others may be anything, including 0 (the reference stores 0 there) or NaN
+    (not scored). First members' scores must lie in [0, 10]: the reference's scores are 1-10, and we
+    also accept 0 so that a quality in [0, 1] scaled by 10 can be passed as it is.
     """
     values = _check_partition(labels)
     graded = as_vector(scores, "scores")
@@ -168,9 +170,9 @@ def utility_k(labels: Sequence[int], scores: ArrayLike, patience: float = DEFAUL
             first[position] = True
             seen += 1
     used = graded[first]
-    if np.isnan(used).any() or used.min() < 1.0 or used.max() > 10.0:
-        bad = used[np.isnan(used) | (used < 1.0) | (used > 10.0)][0]
-        raise ValueError(f"scores of first class members must lie in [1, 10], got {bad!r}")
+    if np.isnan(used).any() or used.min() < 0.0 or used.max() > 10.0:
+        bad = used[np.isnan(used) | (used < 0.0) | (used > 10.0)][0]
+        raise ValueError(f"scores of first class members must lie in [0, 10], got {bad!r}")
     gains = np.where(first, graded, 0.0)
     weights = weight ** np.arange(len(values), dtype=np.float64)
     return float(np.multiply(gains, weights).sum() / weights.sum())

@@ -51,9 +51,7 @@ def prompt_scores(input_novelty: ArrayLike, pool_novelty: Sequence[ArrayLike]) -
     prompts = as_vector(input_novelty, "input_novelty")
     check_range(prompts, "input_novelty", 0.0, 1.0)
     if len(pool_novelty) != prompts.size:
-        raise ValueError(
-            f"input_novelty has {prompts.size} prompts but pool_novelty has {len(pool_novelty)}"
-        )
+        raise ValueError(f"input_novelty has {prompts.size} prompts but pool_novelty has {len(pool_novelty)}")
     pool_means = np.empty(prompts.size)
     for index, outputs in enumerate(pool_novelty):
         values = as_float_array(outputs, f"pool_novelty[{index}]").ravel()

@@ -29,8 +29,9 @@ from typing import Any
 
 from pytest_novelty.errors import ConfigError, did_you_mean
 
-#: Default decision thresholds per check kind. unigram and classifier are NoveltyBench's calibrated
-#: values; the embedding threshold is our uncalibrated choice (only near-paraphrases merge).
+#: Default decision thresholds per check kind. unigram and classifier are NoveltyBench's values
+#: (``src/partition.py``); the embedding threshold is our uncalibrated choice (only near-paraphrases
+#: merge).
 DEFAULT_THRESHOLDS = {"unigram": 0.458, "classifier": 0.102, "embedding": 0.9}
 
 #: Longest text, in words, that the pre-filter decides on its own.
@@ -53,8 +54,8 @@ def prefilter_equivalence(first: str, second: str) -> bool | None:
     Both texts are lower-cased, stripped and split on whitespace. When the longer one has at most
     :data:`PREFILTER_MAX_WORDS` (5) words, they are equivalent iff 2 × (number of distinct words
     they share) ≥ the longer length. Otherwise the pre-filter abstains (None) and the model decides.
-    Short answers ("Paris", "The answer is 42") are what embedding and classifier checks get wrong
-    most easily. Source: ``maybe_test_equality`` in NoveltyBench's ``src/partition.py``. Two empty
+    Few-word answers ("Paris", "The answer is 42") are thus compared by their words, not by a
+    model score. Source: ``maybe_test_equality`` in NoveltyBench's ``src/partition.py``. Two empty
     texts are equivalent; an empty text and a non-empty one are not.
     """
     words_first = first.strip().lower().split()
@@ -98,8 +99,19 @@ class EquivalenceCheck(ABC):
     """
 
     kind: str = ""
+    #: Lowest meaningful threshold: scores lie in [lowest_threshold, 1].
+    lowest_threshold: float = 0.0
 
     def __init__(self, threshold: float) -> None:
+        low = self.lowest_threshold
+        if (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, (int, float))
+            or not low <= threshold <= 1
+        ):
+            raise ConfigError(
+                f"the {self.kind} threshold must be a number in [{low:g}, 1], got {threshold!r}"
+            )
         self.threshold = float(threshold)
 
     @abstractmethod
@@ -253,6 +265,7 @@ class EmbeddingEquivalence(EquivalenceCheck):
     """
 
     kind = "embedding"
+    lowest_threshold = -1.0
     _CACHE_LIMIT = 4096
 
     def __init__(
@@ -344,9 +357,6 @@ def open_equivalence(
     if kind not in _NEEDS_PATH and colon:
         raise ConfigError(f"the {kind} check takes no path: write {kind!r}, got {spec!r}")
     value = DEFAULT_THRESHOLDS[kind] if threshold is None else threshold
-    low = -1.0 if kind == "embedding" else 0.0
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= 1.0:
-        raise ConfigError(f"the {kind} threshold must be a number in [{low:g}, 1], got {value!r}")
     if kind == "unigram":
         return UnigramEquivalence(threshold=value)
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:

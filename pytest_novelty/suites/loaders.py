@@ -284,7 +284,7 @@ def _read_macgyver(path: Path) -> list[Row]:
         workbook.close()
     values = [row for row in values if any(cell not in (None, "") for cell in row)]
     if not values:
-        raise ConfigError(f"the workbook's first sheet is empty; expected a header row {_COLUMN_LIST}", path=path)
+        raise ConfigError(f"the first sheet is empty; expected a header row {_COLUMN_LIST}", path=path)
     header = [str(cell).strip() if cell is not None else "" for cell in values[0]]
     return [
         (f"row {number}", {name: cell for name, cell in zip(header, row, strict=False) if name})

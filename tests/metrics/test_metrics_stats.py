@@ -12,9 +12,7 @@ from scipy import stats as scipy_stats
 
 from pytest_novelty.metrics import mean_excluding_nan, paired_test, top_fraction_mean
 
-values_strategy = st.lists(
-    st.floats(min_value=-1e6, max_value=1e6, allow_nan=False), min_size=1, max_size=60
-)
+values_strategy = st.lists(st.floats(min_value=-1e6, max_value=1e6, allow_nan=False), min_size=1, max_size=60)
 fractions = st.floats(min_value=1e-3, max_value=1.0, exclude_min=False)
 
 

@@ -8,7 +8,8 @@ It is a real HTTP server (``http.server`` in a background thread, HTTP/1.1 keep-
 Faults are injected with :meth:`FakeOpenAI.inject`, optionally only for requests whose last user
 message contains a marker string, for a given number of requests:
 
-- ``status``: answer with an HTTP error (429, 500, 503, ...), optionally with ``Retry-After``;
+- ``status``: answer with an HTTP error (429, 500, 503, ...), optionally with ``Retry-After`` and
+  an error ``message`` of your choosing;
 - ``hang``: read the request and never answer (the client times out); ``drop``: close the
   connection without answering;
 - ``delay``: extra latency before a normal answer;
@@ -49,6 +50,7 @@ class Fault:
     status: int = 500
     retry_after: str | None = None
     seconds: float = 30.0
+    message: str | None = None
 
 
 def default_reply(prompt: str, choice: int) -> str:
@@ -82,6 +84,11 @@ class FakeOpenAI:
         """The JSON body of every chat request received, in arrival order (faulted ones too)."""
         self.authorized: list[bool] = []
         """Per request, whether it carried the expected key (no key is ever recorded)."""
+        self.arrivals: list[float] = []
+        """Per request, its arrival time (``time.monotonic()``)."""
+        self.in_flight = 0
+        self.max_in_flight = 0
+        """The most chat requests being handled at the same moment."""
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -112,13 +119,14 @@ class FakeOpenAI:
         status: int = 500,
         retry_after: float | str | None = None,
         seconds: float = 30.0,
+        message: str | None = None,
     ) -> None:
         """Make the next ``times`` matching requests fail with ``kind`` (see the module docstring)."""
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault {kind!r}; choose from {FAULT_KINDS}")
         header = None if retry_after is None else str(retry_after)
         with self._lock:
-            self._faults.append(Fault(kind, times, match, status, header, seconds))
+            self._faults.append(Fault(kind, times, match, status, header, seconds, message))
 
     def clear_faults(self) -> None:
         """Remove every pending fault."""
@@ -164,6 +172,16 @@ class FakeOpenAI:
         with self._lock:
             self.requests.append(body)
             self.authorized.append(authorized)
+            self.arrivals.append(time.monotonic())
+
+    def _enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
 
 
 class _Server(ThreadingHTTPServer):
@@ -187,6 +205,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, f"no route {self.path}", "not_found")
 
     def do_POST(self) -> None:
+        self.fake._enter()
+        try:
+            self._chat()
+        finally:
+            self.fake._leave()
+
+    def _chat(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         if self.path.rstrip("/") != "/v1/chat/completions":
@@ -231,7 +256,8 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None:
             if fault.kind == "status":
                 headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
-                self._error(fault.status, f"injected status {fault.status}", "injected", headers=headers)
+                message = fault.message or f"injected status {fault.status}"
+                self._error(fault.status, message, "injected", headers=headers)
                 return
             if fault.kind == "hang":
                 fake._stop.wait(fault.seconds)

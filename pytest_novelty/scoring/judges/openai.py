@@ -63,6 +63,21 @@ _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _KEY_LIKE = re.compile(r"\b(sk|key|token)-[A-Za-z0-9_\-*.]{6,}", re.IGNORECASE)
 
 
+class _Secret:
+    """Holds the API key so that reprs, ``vars()`` and debug dumps show ``***``, never the key."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "***" if self._value else "''"
+
+
 class _RequestFailed(Exception):
     """A request that did not yield choices; the affected samples stay unscored (not cached)."""
 
@@ -119,7 +134,7 @@ class OpenAIJudge:
         self.send_n = True
         self.requests_sent = 0
         """HTTP requests sent over the life of this judge (all attempts)."""
-        self.__key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        self._api_key = _Secret(api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", ""))
 
     def __repr__(self) -> str:
         return (
@@ -167,7 +182,7 @@ class OpenAIJudge:
         cached = self.cache.get_many(key for item_keys in keys for key in item_keys)
         run = _Run(asyncio.Semaphore(self.concurrency), self.budget)
         client = openai.AsyncOpenAI(
-            api_key=self.__key or "no-key",
+            api_key=self._api_key.reveal() or "no-key",
             base_url=self.base_url,
             max_retries=0,
             timeout=self.timeout,
@@ -251,20 +266,24 @@ class OpenAIJudge:
 
         attempt = 0
         while True:
-            if run.budget is not None and run.requests >= run.budget:
-                raise _RequestFailed(f"call budget of {run.budget} exhausted")
-            run.requests += 1
-            self.requests_sent += 1
-            attempt += 1
             body: dict[str, Any] = {"model": self.model, "messages": messages}
-            if n > 1:
-                body["n"] = n
-            if self.send_temperature:
-                body["temperature"] = self.temperature
-            if self.max_tokens is not None:
-                body["max_tokens"] = self.max_tokens
             try:
                 async with run.semaphore:
+                    # Decide inside the semaphore, so that a request waiting for its turn uses what
+                    # the requests before it learned (no temperature, no ``n``).
+                    if n > 1 and not self.send_n:
+                        return []
+                    if run.budget is not None and run.requests >= run.budget:
+                        raise _RequestFailed(f"call budget of {run.budget} exhausted")
+                    run.requests += 1
+                    self.requests_sent += 1
+                    attempt += 1
+                    if n > 1:
+                        body["n"] = n
+                    if self.send_temperature:
+                        body["temperature"] = self.temperature
+                    if self.max_tokens is not None:
+                        body["max_tokens"] = self.max_tokens
                     response = await client.chat.completions.create(**body)
             except openai.BadRequestError as error:
                 if "temperature" in body and _is_about(error, "temperature"):
@@ -333,8 +352,9 @@ class OpenAIJudge:
         return self._scrub(text)[:300]
 
     def _scrub(self, text: str) -> str:
-        if self.__key:
-            text = text.replace(self.__key, "***")
+        key = self._api_key.reveal()
+        if key:
+            text = text.replace(key, "***")
         return _KEY_LIKE.sub("***", text)
 
 

@@ -21,7 +21,11 @@ class Task(Protocol):
     description: str
     """What the task asks for, as a phrase that completes "Your task is to ..."."""
     concepts: str
-    """The high-level concepts a judge lists for an answer in denial prompting."""
+    """The high-level concepts a judge lists for an answer in denial prompting, as a phrase."""
+
+    def labelled_input(self, prompt: Prompt) -> str:
+        """The task input with its label ("Problem: ..."), for instructions that explain the task."""
+        ...
 
     def completion_prefix(self, prompt: Prompt) -> str:
         """The zero-shot input for a base model; the answer follows after one space."""
@@ -57,6 +61,10 @@ class CompletionTask:
     concepts = ""
     input_label = ""
     answer_label = ""
+
+    def labelled_input(self, prompt: Prompt) -> str:
+        """``INPUT_LABEL TEXT``."""
+        return f"{self.input_label} {prompt.text.strip()}"
 
     def completion_prefix(self, prompt: Prompt) -> str:
         """``INPUT_LABEL TEXT`` and a new line with ``ANSWER_LABEL``."""

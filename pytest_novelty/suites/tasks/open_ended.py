@@ -10,6 +10,6 @@ class OpenTask(CompletionTask):
 
     name = "open"
     description = "answer an open-ended request that has many good answers"
-    concepts = "main ideas and choices"
+    concepts = "the main ideas and choices"
     input_label = "Question:"
     answer_label = "Answer:"

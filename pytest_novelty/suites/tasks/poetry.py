@@ -37,7 +37,7 @@ class PoetryTask(CompletionTask):
     name = "poetry"
     stop: tuple[str, ...] = ("\n",)
     description = "write one line of poetry that follows an instruction"
-    concepts = "literary devices and rhymes"
+    concepts = "the literary devices (such as a metaphor, a simile or personification) and the rhyme"
     input_label = "Instruction:"
     answer_label = "Poem line:"
 

@@ -26,6 +26,9 @@ _STARTERS = """
     thanks okay ok sorry good bad come go stop wait what where why how who which whose can could will
     would shall should may might must do does did is are was were be been being have has had not very
     too here long inside outside together everyone everything someone something nobody nothing
+    instead maybe meanwhile next first last again already almost
+    monday tuesday wednesday thursday friday saturday sunday january february march july
+    september october november december christmas easter
 """
 _NOT_NAMES = frozenset(_STARTERS.split())
 
@@ -35,7 +38,8 @@ class StoryTask(CompletionTask):
 
     name = "story"
     description = "continue a short story for young children from its opening"
-    concepts = "characters, plot arcs and themes"
+    concepts = "the characters, the plot arc and the themes"
+    input_label = "Story opening:"
 
     def completion_prefix(self, prompt: Prompt) -> str:
         """The opening, without surrounding whitespace."""

@@ -41,7 +41,8 @@ _NOT_A_LIST = re.compile(
 )
 _LIST_END = re.compile(r"\.\s|[,;]?\s(?:however|but|although|albeit)\b", re.IGNORECASE)
 _SEPARATORS = re.compile(
-    r",\s*(?:and\s+|or\s+)?|\s+and\s+(?=(?:a|an|some|the|two|three|several|one)\b)", re.IGNORECASE
+    r",\s*(?:and\s+|or\s+)?|\s+and\s+(?=(?:a|an|some|the|several|one|two|three|four|five|six|\d+)\b)",
+    re.IGNORECASE,
 )
 _TRAILING = re.compile(
     r"\s*(?:available(?: to you)?|at your disposal|with you|on hand|at hand|handy"
@@ -57,7 +58,7 @@ class ToolTask(CompletionTask):
 
     name = "tool"
     description = "solve a practical problem in a creative way, using only the items at hand"
-    concepts = "uses of the items and plans"
+    concepts = "how each item is used and the overall plan"
     input_label = "Problem:"
     answer_label = "Solution:"
 

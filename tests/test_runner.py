@@ -1,0 +1,85 @@
+"""The pipeline end to end on a tiny real checkpoint and a real index, without pytest's plugin."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_novelty.metrics import novelty
+from pytest_novelty.runner import RunConfig, Runner
+from pytest_novelty.suites.schema import load_suite
+
+pytestmark = pytest.mark.slow
+
+SUITE = """
+task = "{task}"
+[prompts]
+source = "jsonl:prompts.jsonl"
+[generation]
+samples = 3
+max_new_tokens = 12
+batch_size = 4
+[scoring]
+ngrams = [4, 5]
+judge = "rules"
+judge_samples = 1
+[[thresholds]]
+metric = "novelty@5"
+min = 0.0
+[[thresholds]]
+metric = "q_at_tail@0.5"
+min = 0.0
+[[thresholds]]
+metric = "distinct_k"
+min = 1
+"""
+
+
+@pytest.fixture
+def suite_file(tmp_path: Path) -> Path:
+    prompts = [
+        {"id": f"p{i}", "text": text, "meta": {"characters": text.split()[:1]}}
+        for i, text in enumerate(
+            ["Lily went to the park with her red ball.", "Tom and Mia saw a bird.", "Ben had a cake.", "Sue sang."]
+        )
+    ]
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in prompts))
+    path = tmp_path / "story.toml"
+    path.write_text(SUITE.format(task="story"))
+    return path
+
+
+def test_suite_runs_end_to_end_and_resumes_from_cache(
+    suite_file: Path, tiny_checkpoint: Path, tiny_index: Path, tmp_path: Path
+) -> None:
+    lines: list[str] = []
+    config = RunConfig(
+        model=str(tiny_checkpoint),
+        cache_dir=tmp_path / "cache",
+        device="cpu",
+        originality=f"infini-gram:{tiny_index}",
+        log=lines.append,
+    )
+    suite = load_suite(suite_file)
+    result = Runner(config).run(suite)
+
+    assert len(result.prompts) == 4
+    assert [len(a) for a in result.answers] == [3, 3, 3, 3]
+    assert result.quality.shape == (4, 3)
+    assert set(result.originality) == {4, 5}
+    # novelty@5 is the mean of per-generation harmonic means, recomputed here from the arrays.
+    expected = np.nanmean(novelty(result.quality, result.originality[5]))
+    assert math.isclose(result.metrics["novelty@5"], float(expected), rel_tol=1e-12)
+    assert 0.0 <= result.metrics["q_at_tail@0.5"] <= 1.0
+    assert 1.0 <= result.metrics["distinct_k"] <= 3.0
+    assert result.info["generated_batches"] == 1
+    assert len(result.per_prompt["novelty@5"]) == 4
+
+    again = Runner(config).run(suite)
+    assert again.info["generated_batches"] == 0
+    assert again.answers == result.answers
+    assert again.metrics == result.metrics
