@@ -159,9 +159,8 @@ class Runner:
         from pytest_novelty.suites.prompting import build_inputs
 
         src = suite.prompts
-        prompts = load_prompts(
-            src.source, base_dir=suite.base_dir, limit=src.limit, seed=src.seed, **dict(src.options)
-        )
+        options = {"task": suite.task, **dict(src.options)}
+        prompts = load_prompts(src.source, base_dir=suite.base_dir, limit=src.limit, seed=src.seed, **options)
         if not prompts:
             raise ConfigError("the prompt source yielded no prompts", path=suite.path, field="prompts.source")
         inputs = build_inputs(suite, prompts)
@@ -170,6 +169,7 @@ class Runner:
     def run(self, suite: Suite) -> SuiteResult:
         """Generate, score and summarise one suite."""
         from pytest_novelty import generation
+        from pytest_novelty.suites.prompting import extract_answer
         from pytest_novelty.suites.tasks import get_task
 
         log = self.config.log
@@ -194,7 +194,8 @@ class Runner:
         batches_total = len(generation.batches(texts, settings.batch_size))
         self.counters["generated_batches"] += generated
         self.counters["cached_batches"] += batches_total - generated
-        answers = [[task.cut(p, r) for r in samples] for p, samples in zip(prompts, raw, strict=True)]
+        method = suite.prompting.method
+        answers = [[extract_answer(method, task, p, r) for r in samples] for p, samples in zip(prompts, raw, strict=True)]
         t_gen = time.perf_counter() - start
 
         originality, prompt_novelty, longest = self._originality(suite, prompts, answers)

@@ -94,7 +94,8 @@ def suite_metrics(
     for name in metrics:
         if name.startswith("q_at_tail@"):
             alpha = float(name.split("@", 1)[1])
-            values.update(_tail_metrics(alpha, quality, originality, prompt_ids, prompt_novelty, pool_novelty, tail_ids))
+            tail = _tail_metrics(alpha, quality, originality, prompt_ids, prompt_novelty, pool_novelty, tail_ids)
+            values.update(tail)
     if any(name in ("distinct_k", "utility_k") for name in metrics):
         if answers is None or equivalent is None:
             raise ValueError("distinct_k and utility_k need the answers and an equivalence check")

@@ -51,11 +51,12 @@ _MACGYVER_COLUMNS = ("ID", "Problem", "Solvable?", "Unconventional?", "Solution"
 _MACGYVER_REQUIRED = ("ID", "Problem", "Solvable?")
 _COLUMN_LIST = ", ".join(_MACGYVER_COLUMNS)
 _HUB_SPLITS = {"tinystories": "validation", "noveltybench": "curated"}
+_KIND_TASKS = {"tinystories": "story", "copoet": "poetry", "macgyver": "tool", "noveltybench": "open"}
 
-# option name -> (default, allowed types); ``split`` is common to every kind.
+# option name -> (default, allowed types); ``split`` and ``task`` are common to every kind.
 _OPTIONS: dict[str, dict[str, tuple[Any, tuple[type, ...]]]] = {
     "builtin": {},
-    "jsonl": {"task": (None, (str,))},
+    "jsonl": {},
     "tinystories": {
         "opening_sentences": (1, (int,)),
         "opening_words": (None, (int,)),
@@ -83,35 +84,45 @@ def load_prompts(
     """
     kind, location = _parse_source(source)
     opts = _check_options(kind, options)
-    split = opts.pop("split")
     if kind in ("builtin", "jsonl"):
-        if location.startswith(HUB_PREFIX):
-            raise ConfigError(f"{kind}: sources are files; hub ids work for the dataset kinds "
-                              f"({', '.join(SOURCE_KINDS[2:])})", field="source")
-        path = _builtin_path(location) if kind == "builtin" else _resolve(location, base_dir)
-        default_task = (location if location in TASKS else None) if kind == "builtin" else opts["task"]
-        prompts = _own_prompts(_read_records(path, "one JSON object per line with id and text"), path,
-                               default_task=default_task, split=split)
+        prompts = _load_own(kind, location, base_dir, opts)
     else:
-        holdout = opts.pop("holdout")
-        if not 0 <= holdout < 1:
-            raise ConfigError(f"must be at least 0 and below 1, got {holdout}", field="options.holdout")
-        hub_split, hub_config = opts.pop("hub_split"), opts.pop("hub_config")
-        if location.startswith(HUB_PREFIX):
-            dataset = location[len(HUB_PREFIX):]
-            rows = _hub_rows(dataset, split=hub_split or _HUB_SPLITS.get(kind, "test"), config=hub_config)
-            origin = f"hf:{dataset}"
-        else:
-            if hub_split or hub_config:
-                raise ConfigError("hub_split and hub_config apply to hub ids (hf:OWNER/NAME) only",
-                                  field="options")
-            path = _resolve(location, base_dir)
-            rows, origin = _READERS[kind](path), str(path)
-        prompts = _select_split(_CONVERTERS[kind](rows, origin, opts), split, holdout)
+        prompts = _load_dataset(kind, location, base_dir, opts)
     return _take(prompts, limit, seed)
 
 
 # -- sources and options ----------------------------------------------------------------------
+
+
+def _load_own(kind: str, location: str, base_dir: Path, opts: dict[str, Any]) -> list[Prompt]:
+    if location.startswith(HUB_PREFIX):
+        raise ConfigError(
+            f"{kind}: sources are files; hub ids work for the dataset kinds ({', '.join(SOURCE_KINDS[2:])})",
+            field="source",
+        )
+    path = _builtin_path(location) if kind == "builtin" else _resolve(location, base_dir)
+    default_task = opts["task"] or (location if kind == "builtin" and location in TASKS else None)
+    rows = _read_records(path, "one JSON object per line with id and text")
+    return _own_prompts(rows, path, default_task=default_task, split=opts["split"])
+
+
+def _load_dataset(kind: str, location: str, base_dir: Path, opts: dict[str, Any]) -> list[Prompt]:
+    if opts["task"] not in (None, _KIND_TASKS[kind]):
+        raise ConfigError(f"{kind} sources hold {_KIND_TASKS[kind]} prompts, not {opts['task']} prompts", field="task")
+    if not 0 <= opts["holdout"] < 1:
+        raise ConfigError(f"must be at least 0 and below 1, got {opts['holdout']}", field="options.holdout")
+    if location.startswith(HUB_PREFIX):
+        dataset = location[len(HUB_PREFIX):]
+        split = opts["hub_split"] or _HUB_SPLITS.get(kind, "test")
+        rows, origin = _hub_rows(dataset, split=split, config=opts["hub_config"]), f"hf:{dataset}"
+    else:
+        if opts["hub_split"] or opts["hub_config"]:
+            raise ConfigError("hub_split and hub_config apply to hub ids (hf:OWNER/NAME) only", field="options")
+        path = _resolve(location, base_dir)
+        rows, origin = _READERS[kind](path), str(path)
+    return _select_split(_CONVERTERS[kind](rows, origin, opts), opts["split"], opts["holdout"])
+
+
 
 
 def _parse_source(source: str) -> tuple[str, str]:
@@ -131,7 +142,7 @@ def _parse_source(source: str) -> tuple[str, str]:
 
 
 def _check_options(kind: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    allowed = {"split": ("test", (str,)), **_OPTIONS[kind]}
+    allowed = {"split": ("test", (str,)), "task": (None, (str,)), **_OPTIONS[kind]}
     if kind not in ("builtin", "jsonl"):
         allowed.update(_DATASET_OPTIONS)
     resolved = {name: default for name, (default, _) in allowed.items()}
@@ -211,34 +222,25 @@ def _read_text(path: Path) -> str:
 
 
 def _read_records(path: Path, expected: str) -> list[Row]:
-    """JSON Lines (or one JSON array) of objects; blank lines are skipped."""
+    """JSON Lines of objects; blank lines are skipped."""
     text = _read_text(path)
     if not text.strip():
         raise ConfigError(f"the file is empty; expected {expected}", path=path)
-    if text.lstrip().startswith("["):
+    rows: list[Row] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
         try:
-            data = json.loads(text)
+            record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ConfigError(
-                f"line {exc.lineno}: broken JSON ({exc.msg}); expected {expected}", path=path
+                f"line {number}: broken JSON ({exc.msg} at column {exc.colno}); "
+                f"each line must be one JSON object, {expected}",
+                path=path,
             ) from None
-        rows = [(f"item {i + 1}", item) for i, item in enumerate(data)]
-    else:
-        rows = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append((f"line {number}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise ConfigError(
-                    f"line {number}: broken JSON ({exc.msg} at column {exc.colno}); "
-                    f"each line must be one JSON object, {expected}",
-                    path=path,
-                ) from None
-    for where, record in rows:
         if not isinstance(record, dict):
-            raise ConfigError(f"{where}: expected a JSON object, got {type(record).__name__}", path=path)
+            raise ConfigError(f"line {number}: expected a JSON object, got {type(record).__name__}", path=path)
+        rows.append((f"line {number}", record))
     return rows
 
 
@@ -320,6 +322,9 @@ def _require(record: Mapping[str, Any], name: str, where: str, origin: str, expe
 
 
 def _story_prompts(rows: list[Row], origin: str, opts: Mapping[str, Any]) -> list[Prompt]:
+    for name in ("opening_sentences", "opening_words"):
+        if opts[name] is not None and opts[name] < 1:
+            raise ConfigError(f"must be at least 1, got {opts[name]}", field=f"options.{name}")
     prompts = []
     for index, (where, record) in enumerate(rows):
         text = str(_require(record, "text", where, origin, ("text",)))

@@ -79,7 +79,7 @@ _BULLET = re.compile(r"^\s*(?:[-*•–]|\d+[.)])\s+(?P<item>.+)$")
 _NO_CONCEPTS = frozenset({"none", "n/a", "nothing", "no concepts"})
 
 
-def user(content: str) -> list[Message]:
+def _user(content: str) -> list[Message]:
     """One user message."""
     return [{"role": "user", "content": content}]
 
@@ -146,12 +146,12 @@ def novel_examples(
 
 def chat(task: Task, prompt: Prompt) -> list[Message]:
     """The task's instruction as the only user message."""
-    return user(task.instruction(prompt))
+    return _user(task.instruction(prompt))
 
 
 def ask_novelty(task: Task, prompt: Prompt) -> list[Message]:
     """Explain the task and ask for an original, high-quality answer, thought through first."""
-    return user(f"Your task is to {task.description}.\n\n{task.labelled_input(prompt)}\n\n{NOVELTY_REQUEST}")
+    return _user(f"Your task is to {task.description}.\n\n{task.labelled_input(prompt)}\n\n{NOVELTY_REQUEST}")
 
 
 def denial(task: Task, prompt: Prompt, forbidden: Sequence[str] = ()) -> list[Message]:
@@ -169,12 +169,12 @@ def denial(task: Task, prompt: Prompt, forbidden: Sequence[str] = ()) -> list[Me
             f"Your answer must not use any of them; find different ones.\n{listed}"
         )
     parts.append(ANSWER_FORMAT)
-    return user("\n\n".join(parts))
+    return _user("\n\n".join(parts))
 
 
 def concept_prompt(task: Task, prompt: Prompt, answer: str) -> list[Message]:
     """The judge's request: list the high-level concepts of ``answer``, one per line."""
-    return user(
+    return _user(
         f"Here is a task and an answer to it.\n\n"
         f"Task: {task.description}.\n{task.labelled_input(prompt)}\n\n"
         f"Answer:\n{answer.strip()}\n\n"
@@ -257,7 +257,7 @@ def load_examples(suite: Suite) -> list[Prompt]:
     from pytest_novelty.suites.loaders import load_prompts
 
     source = suite.prompts
-    options = {**source.options, "split": "examples"}
+    options = {"task": suite.task, **source.options, "split": "examples"}
     examples = [p for p in load_prompts(source.source, base_dir=suite.base_dir, **options) if p.reference]
     if not examples:
         raise ConfigError(

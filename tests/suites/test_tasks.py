@@ -73,7 +73,8 @@ def test_cut_stops_at_the_first_stop_sequence() -> None:
 
 def test_cut_takes_the_first_non_empty_poem_line() -> None:
     poetry = get_task("poetry")
-    assert poetry.cut(POEM, "\n  The kettle hums its song at dawn.\nInstruction: x") == "The kettle hums its song at dawn."
+    line = "The kettle hums its song at dawn."
+    assert poetry.cut(POEM, f"\n  {line}\nInstruction: x") == line
     assert poetry.cut(POEM, "") == ""
 
 
@@ -89,7 +90,7 @@ def test_chat_cut_keeps_paragraphs_and_drops_labels_and_quotes() -> None:
     assert story.cut(STORY, "She ran.\n\nShe laughed.", chat=True) == "She ran.\n\nShe laughed."
     assert get_task("tool").cut(TOOL, "Solution: Use the broom.", chat=True) == "Use the broom."
     poetry = get_task("poetry")
-    assert poetry.cut(POEM, '"The kettle sighs at dawn."\nI hope you like it!', chat=True) == "The kettle sighs at dawn."
+    assert poetry.cut(POEM, '"The kettle sighs at dawn."\nHope you like it!', chat=True) == "The kettle sighs at dawn."
     assert poetry.cut(POEM, "“The kettle sighs at dawn.”", chat=True) == "The kettle sighs at dawn."
     assert poetry.cut(POEM, "Poem line: Steam rises at dawn.", chat=True) == "Steam rises at dawn."
 

@@ -79,8 +79,7 @@ def open_judge(
     kind, sep, target = spec.strip().partition(":")
     if kind not in KINDS:
         raise ConfigError(
-            f"unknown judge {spec!r}{did_you_mean(kind, KINDS)}; "
-            "use rules, openai:MODEL, hf:PATH or reward:PATH",
+            f"unknown judge {spec!r}{did_you_mean(kind, KINDS)}; use rules, openai:MODEL, hf:PATH or reward:PATH",
             field="judge",
         )
     unknown = sorted(set(options) - _OPTIONS[kind])

@@ -72,16 +72,19 @@ class HFJudge:
 
     def planned_calls(self, items: Sequence[JudgeItem]) -> int:
         """Dry run: how many judge replies a run would generate from the current cache (no re-asks)."""
-        keys = [self._keys(item) for item in items]
-        cached = self.cache.get_many(key for item_keys in keys for key in item_keys)
-        return sum(key not in cached for item_keys in keys for key in item_keys)
+        keys = {key for item in items for key in self._keys(item)}
+        return len(keys - set(self.cache.get_many(keys)))
 
     def score(self, items: Sequence[JudgeItem], *, progress: bool = False) -> list[JudgeResult]:
         """Grade ``items`` (see the module doc); one result per item, in order."""
         keys = [self._keys(item) for item in items]
         answers = self.cache.get_many(key for item_keys in keys for key in item_keys)
         for attempt in range(1 + self.max_reasks):
-            todo = sorted({i for i, item_keys in enumerate(keys) for key in item_keys if key not in answers})
+            # one generation per distinct item: identical items share their answers
+            unique: dict[str, int] = {}
+            for i, item_keys in enumerate(keys):
+                unique.setdefault(item_keys[0], i)
+            todo = [i for i in unique.values() if any(key not in answers for key in keys[i])]
             if not todo:
                 break
             replies = self._generate([items[i] for i in todo], attempt, progress)

@@ -151,7 +151,8 @@ class OpenAIJudge:
     def planned_calls(self, items: Sequence[JudgeItem]) -> int:
         """Dry run: the requests :meth:`score` would send from the current cache if nothing failed."""
         calls = 0
-        for missing in self._missing(items):
+        unique = list({self._keys(item)[0]: item for item in items}.values())
+        for missing in self._missing(unique):
             if missing:
                 calls += 1 if self.send_n else len(missing)
         return calls if self.budget is None else min(calls, self.budget)
@@ -159,9 +160,7 @@ class OpenAIJudge:
     # -- planning ---------------------------------------------------------------------------------
 
     def _key(self, rubric: Rubric, item: JudgeItem, sample: int) -> str:
-        return answer_key(
-            self.spec, self.temperature, rubric.version, item.task, item.prompt, item.response, sample
-        )
+        return answer_key(self.spec, self.temperature, rubric.version, item.task, item.prompt, item.response, sample)
 
     def _keys(self, item: JudgeItem) -> list[str]:
         rubric = rubric_for(item.task)
@@ -187,11 +186,16 @@ class OpenAIJudge:
             max_retries=0,
             timeout=self.timeout,
         )
-        bar = tqdm(total=len(items), disable=not progress, desc=f"judge {self.spec}", unit="item")
-        tasks = [
-            asyncio.ensure_future(self._score_item(client, run, item, item_keys, cached))
-            for item, item_keys in zip(items, keys, strict=True)
-        ]
+        # Identical items (same task, prompt and response) are judged once and share the result.
+        first: dict[str, int] = {}
+        for i, item_keys in enumerate(keys):
+            first.setdefault(item_keys[0], i)
+        bar = tqdm(total=len(first), disable=not progress, desc=f"judge {self.spec}", unit="item")
+        by_item = {
+            key: asyncio.ensure_future(self._score_item(client, run, items[i], keys[i], cached))
+            for key, i in first.items()
+        }
+        tasks = list(by_item.values())
         for task in tasks:
             task.add_done_callback(lambda _task: bar.update(1))
         try:
@@ -202,7 +206,7 @@ class OpenAIJudge:
                     error = task.exception()
                     if error is not None:
                         raise error
-            return [task.result() for task in tasks]
+            return [by_item[item_keys[0]].result() for item_keys in keys]
         finally:
             for task in tasks:
                 task.cancel()

@@ -66,8 +66,7 @@ RUBRICS: dict[str, Rubric] = {
             "The continuation stays with the opening: the same setting, theme and characters, "
             "picking up where the opening stops.",
             "The events follow from one another without contradicting the opening or each other.",
-            "It develops what the opening set up and does not wander off into unrelated events or "
-            "characters.",
+            "It develops what the opening set up and does not wander off into unrelated events or characters.",
             "The sentences are grammatical and read naturally.",
             "All of the above hold and the story reaches a sensible ending (an open ending is fine "
             "if it is deliberate).",
@@ -78,12 +77,10 @@ RUBRICS: dict[str, Rubric] = {
         version="poetry/1",
         task_label="write one line of poetry to an instruction",
         criteria=(
-            "The response is an attempt at a line of poetry rather than prose, a refusal or a comment "
-            "on the task.",
+            "The response is an attempt at a line of poetry rather than prose, a refusal or a comment on the task.",
             "It meets the form the instruction asks for: it contains or ends with the required word, "
             "or rhymes with the given word, as instructed.",
-            "The requested words or themes are woven into the line so that it makes sense, not just "
-            "dropped in.",
+            "The requested words or themes are woven into the line so that it makes sense, not just dropped in.",
             "The line is grammatical (poetic licence is fine, word salad is not).",
             "Every constraint of the instruction is satisfied at once.",
         ),

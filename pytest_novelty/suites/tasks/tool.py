@@ -14,7 +14,7 @@ from pytest_novelty.suites.tasks.base import CompletionTask
 
 # Phrases that introduce an item list, most specific first; the list runs to the sentence end.
 _INTRODUCERS = (
-    r"(?:[A-Za-z]+ ){0,3}(?:tools|items|disposal|availability|available|resources|supplies|materials)\s*:",
+    r"(?:tools|items|disposal|availability|available|resources|supplies|materials)\s*:",
     r"tools? available(?: to you)?(?: (?:are|include|includes))?\s*:?",
     r"items? available(?: to you)?(?: (?:are|include|includes))?\s*:?",
     r"available (?:items|tools|objects|supplies|materials)(?: to you)?(?: (?:are|include|includes))?\s*:?",
@@ -31,7 +31,7 @@ _INTRODUCERS = (
     r"(?:contains|you are left with|around you are|using only)",
 )
 _LISTS = tuple(
-    re.compile(rf"(?:^|(?<=[\s,.;])){intro}\s+(?P<list>.+?)(?:\.(?=\s|$)|\?|$)", re.IGNORECASE | re.DOTALL)
+    re.compile(rf"\b{intro}\s+(?P<list>.+?)(?:\.(?=\s|$)|\?|$)", re.IGNORECASE | re.DOTALL)
     for intro in _INTRODUCERS
 )
 _NOT_A_LIST = re.compile(

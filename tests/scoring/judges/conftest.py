@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from pytest_novelty.scoring.judges import OpenAIJudge
+from tests.scoring.judges.judge_helpers import SECRET
 from tests.servers.openai_api import FakeOpenAI
-
-SECRET = "sk-test-0123456789abcdefSECRET"
 
 
 @pytest.fixture
@@ -39,4 +38,3 @@ def make_judge(server: FakeOpenAI, tmp_path: Path) -> Callable[..., OpenAIJudge]
         return OpenAIJudge("judge-model", **settings)
 
     return build
-

@@ -14,7 +14,7 @@ from pytest_novelty.errors import HarnessError
 from pytest_novelty.scoring.judges import JudgeItem, OpenAIJudge, open_judge, parse_score
 from pytest_novelty.scoring.judges.cache import FILENAME
 from pytest_novelty.scoring.judges.rubrics import rubric_for
-from tests.scoring.judges.conftest import SECRET
+from tests.scoring.judges.judge_helpers import SECRET
 from tests.servers.openai_api import FakeOpenAI, default_reply
 
 Build = Callable[..., OpenAIJudge]
@@ -161,8 +161,12 @@ def _closed_port() -> int:
 
 def test_unreachable_endpoint_is_a_harness_error(tmp_path: Path) -> None:
     judge = OpenAIJudge(
-        "judge-model", base_url=f"http://127.0.0.1:{_closed_port()}/v1", api_key=SECRET,
-        max_attempts=2, backoff=0.01, cache_dir=tmp_path,
+        "judge-model",
+        base_url=f"http://127.0.0.1:{_closed_port()}/v1",
+        api_key=SECRET,
+        max_attempts=2,
+        backoff=0.01,
+        cache_dir=tmp_path,
     )
     with pytest.raises(HarnessError, match="cannot reach the judge") as info:
         judge.score(items(3))
@@ -207,3 +211,11 @@ def test_score_works_inside_a_running_event_loop(server: FakeOpenAI, make_judge:
         return [r.quality for r in make_judge().score(items(2))]
 
     assert all(q is not None for q in asyncio.run(main()))
+
+
+def test_identical_items_are_judged_once(server: FakeOpenAI, make_judge: Build) -> None:
+    batch = items(3)
+    results = make_judge().score([batch[0], batch[1], batch[0], batch[2], batch[1]])
+    assert server.request_count == 3
+    assert results[0] == results[2] and results[1] == results[4]
+    assert make_judge().score([]) == []

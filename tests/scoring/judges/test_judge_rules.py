@@ -24,10 +24,10 @@ def points(item: JudgeItem) -> float:
 
 def test_labelled_as_a_heuristic() -> None:
     judge = open_judge("rules", samples=5)
-    assert judge.spec == "rules"
+    assert isinstance(judge, RulesJudge) and judge.spec == "rules"
     assert DESCRIPTION == "rules (offline heuristic, not an LLM judge)"
-    assert getattr(judge, "description") == DESCRIPTION
-    assert judge.planned_calls([JudgeItem("story", OPENING, STORY)]) == 0  # type: ignore[attr-defined]
+    assert judge.description == DESCRIPTION
+    assert judge.planned_calls([JudgeItem("story", OPENING, STORY)]) == 0
 
 
 def test_a_good_story_passes_every_check() -> None:

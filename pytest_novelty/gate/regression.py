@@ -1,0 +1,367 @@
+"""Regression against an accepted snapshot: did the candidate lose more than noise and tolerance allow?
+
+A :class:`MetricRecord` holds one gated metric of one suite together with the per-prompt values
+behind it; one record is stored per case as the accepted baseline, and :func:`compare` judges a
+candidate's record against it. The rules, in order:
+
+1. Direction. Only movement in the bad direction counts: down for a ``min`` threshold
+   (``higher_is_better``), up for a ``max`` one. Movement in the good direction is an
+   improvement and never fails.
+2. Tolerance. tolerance = max(tolerance_abs, tolerance_rel × |snapshot value|), taken from the
+   *candidate* record, i.e. from the suite file as it is now, so loosening a tolerance in the suite
+   file takes effect without re-recording. A drop within tolerance passes.
+3. Significance. A drop beyond tolerance is a regression only when the paired test over the
+   prompts both records share (:func:`pytest_novelty.metrics.paired_test`: mean per-prompt
+   difference, percentile-bootstrap CI at 1 − α, two-sided paired t-test) finds it significant,
+   p < α, in the bad direction. Otherwise it is "not significant" and passes with a warning. When no
+   test is possible (fewer than two shared prompts with values, or no per-prompt values stored), a
+   drop beyond tolerance is a regression: the gate errs towards telling a human.
+
+q@Tail metrics carry the snapshot's tail prompt ids (``tail_ids``). The candidate's value is then
+recomputed as the mean of the candidate's per-prompt values over the *snapshot's* tail ids, and the
+paired test runs on those ids only, so both checkpoints are judged on the same prompts even when the
+candidate's own outputs would pick a different tail. Tail ids the candidate lacks are left out, and
+the snapshot's value is then recomputed on the same remaining ids.
+
+Values are stored to 6 decimals, so differences below 1e-6 count as "same".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pytest_novelty.metrics.stats import paired_test
+
+#: Version of the stored record layout; bumped when a field changes meaning.
+FORMAT_VERSION = 1
+
+#: Decimal places kept for stored floats (diff-friendly, well below any sensible tolerance).
+DIGITS = 6
+
+#: Differences smaller than this are below the stored precision and count as no change.
+SAME_EPS = 10.0**-DIGITS
+
+#: Bootstrap resamples for the confidence interval of a comparison.
+N_BOOT = 10_000
+
+STATUSES = ("same", "improved", "within_tolerance", "not_significant", "regressed")
+
+_VERDICT_WORDS = {
+    "same": "unchanged",
+    "improved": "improvement",
+    "within_tolerance": "within tolerance",
+    "not_significant": "drop not significant (passes with a warning)",
+    "regressed": "regression",
+}
+
+# URL credentials (scheme://user:secret@host) and API-key-shaped tokens never reach a snapshot.
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
+_KEY_LIKE = re.compile(r"\b(sk|pk|rk|hf|ghp|gho|xox[abp])[-_][A-Za-z0-9_-]{12,}")
+
+
+def redact(text: str) -> str:
+    """``text`` without URL credentials or API-key-shaped tokens, for anything written to disk."""
+    text = _URL_CREDENTIALS.sub(r"\g<scheme>", text)
+    return _KEY_LIKE.sub("[redacted]", text)
+
+
+def _missing(value: float | None) -> bool:
+    return value is None or math.isnan(value)
+
+
+def _round(value: float | None) -> float | None:
+    if _missing(value):
+        return None
+    assert value is not None
+    rounded = round(float(value), DIGITS)
+    return 0.0 if rounded == 0 else rounded  # no "-0.0" churn in diffs
+
+
+def _float(value: Any) -> float:
+    return math.nan if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class MetricRecord:
+    """One gated metric of one suite, with what a later run needs to compare against it.
+
+    ``value`` is the suite-level metric (None or NaN when it could not be computed);
+    ``higher_is_better`` is True for ``min`` thresholds and False for ``max`` ones. ``per_prompt``
+    maps prompt id to the per-prompt value (NaN when unscored) and feeds the paired test; for q@Tail
+    metrics it holds every prompt's quality and ``tail_ids`` the frozen tail. ``model``,
+    ``fingerprint`` and ``judge`` say what produced the numbers; the tolerances and ``alpha`` are the
+    suite file's gate settings for this metric.
+    """
+
+    suite: str
+    metric: str
+    value: float | None
+    higher_is_better: bool
+    per_prompt: Mapping[str, float] = field(default_factory=dict)
+    tail_ids: list[str] | None = None
+    model: str = ""
+    fingerprint: str = ""
+    judge: str = ""
+    tolerance_abs: float = 0.02
+    tolerance_rel: float = 0.0
+    alpha: float = 0.05
+
+    @property
+    def key(self) -> tuple[str, str, bool]:
+        """(suite, metric, direction): identifies the case this record belongs to."""
+        return (self.suite, self.metric, self.higher_is_better)
+
+    def to_json(self) -> str:
+        """Deterministic, diff-friendly JSON text.
+
+        Keys are sorted, floats rounded to 6 decimals, NaN written as null, one prompt per line;
+        model, fingerprint and judge pass through :func:`redact` so no credential is ever stored.
+        """
+        data = {
+            "format": FORMAT_VERSION,
+            "suite": self.suite,
+            "metric": self.metric,
+            "value": _round(self.value),
+            "higher_is_better": bool(self.higher_is_better),
+            "per_prompt": {str(k): _round(v) for k, v in self.per_prompt.items()},
+            "tail_ids": None if self.tail_ids is None else sorted(str(i) for i in self.tail_ids),
+            "model": redact(self.model),
+            "fingerprint": redact(self.fingerprint),
+            "judge": redact(self.judge),
+            "tolerance_abs": _round(self.tolerance_abs),
+            "tolerance_rel": _round(self.tolerance_rel),
+            "alpha": _round(self.alpha),
+        }
+        return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> MetricRecord:
+        """Parse :meth:`to_json` output; raises ``ValueError`` on anything else."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ValueError("expected a JSON object")
+        if data.get("format") != FORMAT_VERSION:
+            raise ValueError(f"unsupported record format {data.get('format')!r} (expected {FORMAT_VERSION})")
+        try:
+            per_prompt = {str(k): _float(v) for k, v in dict(data.get("per_prompt") or {}).items()}
+            tail = data.get("tail_ids")
+            return cls(
+                suite=str(data["suite"]),
+                metric=str(data["metric"]),
+                value=None if data.get("value") is None else float(data["value"]),
+                higher_is_better=bool(data["higher_is_better"]),
+                per_prompt=per_prompt,
+                tail_ids=None if tail is None else [str(i) for i in tail],
+                model=str(data.get("model", "")),
+                fingerprint=str(data.get("fingerprint", "")),
+                judge=str(data.get("judge", "")),
+                tolerance_abs=float(data.get("tolerance_abs", 0.0)),
+                tolerance_rel=float(data.get("tolerance_rel", 0.0)),
+                alpha=float(data.get("alpha", 0.05)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"malformed record: {exc!r}") from None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The verdict of :func:`compare`: one of :data:`STATUSES` and the numbers behind it.
+
+    ``delta`` is candidate − snapshot (NaN when either is missing); ``ci`` bounds the mean
+    per-prompt difference (candidate − snapshot) at level 1 − α and ``p_value`` is the paired
+    test's, both None when no test ran; ``n_pairs`` counts the prompts the test used.
+    """
+
+    status: str
+    snapshot_value: float | None
+    candidate_value: float | None
+    delta: float
+    tolerance: float
+    ci: tuple[float, float] | None
+    p_value: float | None
+    n_pairs: int
+    message: str
+    suite: str = ""
+    metric: str = ""
+    alpha: float = 0.05
+
+    @property
+    def passed(self) -> bool:
+        """Everything but a regression passes."""
+        return self.status != "regressed"
+
+    @property
+    def warning(self) -> bool:
+        """A drop that passed: within tolerance or not significant; worth a line in the output."""
+        return self.status in ("within_tolerance", "not_significant")
+
+    @property
+    def verdict(self) -> str:
+        """The status in words, as the message ends."""
+        return _VERDICT_WORDS[self.status]
+
+    def lines(self) -> list[str]:
+        """The comparison as three short lines, for a snapshot failure's explanation.
+
+        Kept short on purpose: pytest truncates assertion explanations beyond 8 lines outside CI.
+        """
+        confidence = f"{100 * (1 - self.alpha):g}%"
+        ci = f"[{self.ci[0]:+.4f}, {self.ci[1]:+.4f}]" if self.ci else "n/a"
+        p = _format_p(self.p_value) if self.p_value is not None else "n/a"
+        return [
+            f"{self.suite} {self.metric}: {self.verdict}",
+            f"  snapshot value {_format_value(self.snapshot_value)}, new value "
+            f"{_format_value(self.candidate_value)}, delta {_format_delta(self.delta)}, "
+            f"tolerance {self.tolerance:.4f}",
+            f"  {confidence} CI {ci} over {self.n_pairs} paired prompts, p-value {p} (alpha {self.alpha:g})",
+        ]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form (NaN becomes None), for report rows and JUnit properties."""
+
+        def clean(value: float | None) -> float | None:
+            return None if value is None or math.isnan(value) else value
+
+        return {
+            "status": self.status,
+            "baseline": clean(self.snapshot_value),
+            "value": clean(self.candidate_value),
+            "delta": clean(self.delta),
+            "tolerance": self.tolerance,
+            "ci": list(self.ci) if self.ci else None,
+            "p_value": clean(self.p_value),
+            "n_pairs": self.n_pairs,
+            "verdict": self.verdict,
+            "message": self.message,
+        }
+
+
+def _format_value(value: float | None) -> str:
+    return "n/a" if _missing(value) else f"{value:.4f}"
+
+
+def _format_delta(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:+.4f}"
+
+
+def _format_p(p: float) -> str:
+    if math.isnan(p):
+        return "n/a"
+    return "< 0.0001" if p < 0.0001 else f"{p:.4f}"
+
+
+def _p_phrase(p: float) -> str:
+    """``p = 0.0123`` or ``p < 0.0001``, as a sentence would say it."""
+    text = _format_p(p)
+    return f"p {text}" if text.startswith("<") else f"p = {text}"
+
+
+def _mean_over(values: Mapping[str, float], ids: Iterable[str]) -> float:
+    chosen = np.array([values[i] for i in ids], dtype=float)
+    present = chosen[~np.isnan(chosen)]
+    return float(present.mean()) if present.size else math.nan
+
+
+def _values(snapshot: MetricRecord, candidate: MetricRecord) -> tuple[float, float, list[str], str]:
+    """The two values to compare, the prompt ids to pair on, and a note for the message."""
+    if snapshot.tail_ids is None:
+        shared = sorted(set(snapshot.per_prompt) & set(candidate.per_prompt))
+        return _float(snapshot.value), _float(candidate.value), shared, ""
+    tail = sorted(set(snapshot.tail_ids))
+    known = [i for i in tail if i in candidate.per_prompt]
+    if not known:
+        return _float(snapshot.value), math.nan, [], " (candidate has none of the snapshot's tail prompts)"
+    candidate_value = _mean_over(candidate.per_prompt, known)
+    snapshot_value = _float(snapshot.value)
+    note = ""
+    if len(known) < len(tail):
+        note = f" (on {len(known)} of {len(tail)} tail prompts)"
+        if all(i in snapshot.per_prompt for i in known):
+            snapshot_value = _mean_over(snapshot.per_prompt, known)
+    shared = [i for i in known if i in snapshot.per_prompt]
+    return snapshot_value, candidate_value, shared, note
+
+
+def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_BOOT, seed: int = 0) -> Comparison:
+    """Judge ``candidate`` against the accepted ``snapshot`` (see the module docstring for the rules).
+
+    Direction comes from the snapshot, tolerances and α from the candidate (the suite file's current
+    settings). A missing candidate value (nothing could be scored) against a present snapshot value
+    is a regression; a snapshot without a value is beaten by any candidate value.
+    """
+    snap_value, cand_value, shared, note = _values(snapshot, candidate)
+    alpha = candidate.alpha
+    scale = 0.0 if math.isnan(snap_value) else abs(snap_value)
+    tolerance = max(candidate.tolerance_abs, candidate.tolerance_rel * scale)
+    delta = cand_value - snap_value
+    label = f"{candidate.suite} {candidate.metric}"
+
+    def done(
+        status: str, ci: tuple[float, float] | None = None, p: float | None = None, n: int = 0, extra: str = ""
+    ) -> Comparison:
+        parts = [_format_delta(delta), f"tolerance {tolerance:.4f}"]
+        if ci is not None:
+            parts.append(f"{100 * (1 - alpha):g}% CI [{ci[0]:.4f}, {ci[1]:.4f}]")
+        if p is not None:
+            parts.append(_p_phrase(p))
+        message = (
+            f"{label}: {_format_value(snap_value)} -> {_format_value(cand_value)} "
+            f"({', '.join(parts)}){note}: {_VERDICT_WORDS[status]}{extra}"
+        )
+        return Comparison(
+            status=status,
+            snapshot_value=None if math.isnan(snap_value) else snap_value,
+            candidate_value=None if math.isnan(cand_value) else cand_value,
+            delta=delta,
+            tolerance=tolerance,
+            ci=ci,
+            p_value=p,
+            n_pairs=n,
+            message=message,
+            suite=candidate.suite,
+            metric=candidate.metric,
+            alpha=alpha,
+        )
+
+    if math.isnan(snap_value) and math.isnan(cand_value):
+        return done("same", extra=" (neither value could be computed)")
+    if math.isnan(cand_value):
+        return done("regressed", extra=" (the candidate's value could not be computed)")
+    if math.isnan(snap_value):
+        return done("improved", extra=" (the snapshot has no value)")
+    if abs(delta) < SAME_EPS:
+        return done("same")
+    drop = -delta if snapshot.higher_is_better else delta
+    if drop < 0:
+        return done("improved")
+    if drop <= tolerance + SAME_EPS / 2:
+        return done("within_tolerance")
+
+    a = np.array([snapshot.per_prompt[i] for i in shared], dtype=float)
+    b = np.array([candidate.per_prompt[i] for i in shared], dtype=float)
+    usable = int(np.sum(~(np.isnan(a) | np.isnan(b))))
+    if usable < 2:
+        return done("regressed", n=usable, extra=" (too few paired prompts to test significance)")
+    with warnings.catch_warnings():
+        # scipy warns about precision loss when the differences are nearly all equal (an almost exact
+        # shift); its p-value is still the right, tiny one.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        test = paired_test(a, b, n_boot=n_boot, seed=seed, confidence=1.0 - alpha)
+    bad_direction = test.difference < 0 if snapshot.higher_is_better else test.difference > 0
+    ci = (test.ci_low, test.ci_high)
+    if math.isnan(test.p_value):
+        return done("regressed", ci, None, test.n, " (no significance test possible)")
+    if bad_direction and test.p_value < alpha:
+        return done("regressed", ci, test.p_value, test.n)
+    return done("not_significant", ci, test.p_value, test.n)

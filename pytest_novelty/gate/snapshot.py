@@ -1,0 +1,168 @@
+"""A syrupy extension that stores one :class:`MetricRecord` per case and compares with :func:`compare`.
+
+Use it as ``assert snapshot.use_extension(NoveltySnapshotExtension) == record``. (The shorter
+``snapshot(extension_class=...)`` compares and writes the same way, but syrupy builds the failure
+explanation after restoring the default extension, so it would show a raw text diff instead of the
+numbers.) Each case gets a readable JSON file, by default in the ``__snapshots__`` folder next to the suite file (the test
+item's path)::
+
+    suites/__snapshots__/story/test_metric[story-novelty@5=0.3].novelty.jsonc
+
+How the syrupy pieces are used:
+
+* ``serialize`` turns the record into its JSON text (:meth:`MetricRecord.to_json`).
+* ``matches`` parses both texts and is True unless :func:`compare` says "regressed", so a run
+  passes on drift within tolerance or not significant, and ``--snapshot-update`` (which rewrites
+  only when ``matches`` is False) never moves a baseline because of such drift. Setting
+  :attr:`NoveltySnapshotExtension.rerecord` makes ``matches`` False everywhere, so
+  ``--snapshot-update`` then re-records every snapshot on purpose.
+* ``diff_lines`` explains the verdict with numbers instead of a text diff.
+
+Where the files go is controlled by :attr:`NoveltySnapshotExtension.root` or, when that is unset,
+the ``PYTEST_NOVELTY_SNAPSHOTS`` environment variable: a folder that then holds one sub-folder per
+suite file. Both are plain strings, set by the plugin in ``pytest_configure`` (which also runs on
+every xdist worker), so nothing unpicklable has to cross to a worker.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+
+from pytest_novelty.gate.regression import Comparison, MetricRecord, compare
+from pytest_novelty.storage import atomic_write_text
+
+if TYPE_CHECKING:
+    from syrupy.data import SnapshotCollection
+    from syrupy.location import PyTestLocation
+    from syrupy.types import PropertyFilter, PropertyMatcher, SerializableData, SerializedData
+
+#: Environment variable naming the snapshot root folder when the class attribute is unset.
+ROOT_ENV = "PYTEST_NOVELTY_SNAPSHOTS"
+
+NO_SNAPSHOT = (
+    "no snapshot for this case: run with --snapshot-update to accept the current values as the baseline"
+)
+
+# The last comparison per case, filled by `matches` in the process that ran the assertion.
+_LAST: dict[tuple[str, str, bool], Comparison] = {}
+
+
+def pop_comparison(record: MetricRecord) -> Comparison | None:
+    """The comparison the last snapshot assertion made for ``record``'s case, removed once read.
+
+    None when the assertion compared nothing (no snapshot yet). Call it right after the
+    assertion to print a warning line for drift that passed ("within_tolerance",
+    "not_significant"); removing the entry keeps a stale result from reaching a later run.
+    """
+    return _LAST.pop(record.key, None)
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else f"...{text[-(limit - 3):]}"
+
+
+class NoveltySnapshotExtension(SingleFileSnapshotExtension):
+    """One JSON metric record per case, compared by tolerance and significance, not by text."""
+
+    # Not ".json": syrupy's JSONSnapshotExtension claims every "*.json" file in a snapshot folder,
+    # and a run that uses it with --snapshot-update would delete these files as its own unused
+    # snapshots. ".jsonc" keeps editors' JSON highlighting; the content is plain JSON.
+    file_extension = "novelty.jsonc"
+    _write_mode = WriteMode.TEXT
+
+    #: Folder that holds the snapshots (one sub-folder per suite file); None: next to the suite.
+    root: ClassVar[str | None] = None
+    #: When True, every comparison "fails" so that --snapshot-update rewrites every snapshot.
+    rerecord: ClassVar[bool] = False
+
+    @classmethod
+    def snapshot_root(cls) -> Path | None:
+        """The configured root folder (class attribute, else ``$PYTEST_NOVELTY_SNAPSHOTS``), or None."""
+        root = cls.root or os.environ.get(ROOT_ENV)
+        return Path(root).expanduser().absolute() if root else None
+
+    @classmethod
+    def dirname(cls, *, test_location: PyTestLocation) -> str:
+        """``<root>/<suite file stem>`` when a root is set, else syrupy's ``__snapshots__/<stem>``."""
+        root = cls.snapshot_root()
+        if root is None:
+            return super().dirname(test_location=test_location)
+        return str(root / test_location.basename)
+
+    @classmethod
+    def matches_test_location(cls, *, test_location: PyTestLocation, snapshot_location: str) -> bool:
+        """Also claim files whose names lost characters to filename sanitising (``>=`` in test ids)."""
+        if super().matches_test_location(test_location=test_location, snapshot_location=snapshot_location):
+            return True
+        location = Path(snapshot_location)
+        if location.parent != Path(cls.dirname(test_location=test_location)):
+            return False
+        stem = cls._snapshot_stem(location.name)
+        expected = cls._sanitize_filename(test_location.snapshot_name_parametrized)
+        return stem is not None and (stem == expected or stem.startswith(f"{expected}."))
+
+    def serialize(
+        self,
+        data: SerializableData,
+        *,
+        exclude: PropertyFilter | None = None,
+        include: PropertyFilter | None = None,
+        matcher: PropertyMatcher | None = None,
+    ) -> SerializedData:
+        """The record's JSON text."""
+        if not isinstance(data, MetricRecord):
+            raise TypeError(f"{type(self).__name__} stores MetricRecord objects, got {type(data).__name__}")
+        return data.to_json()
+
+    def matches(self, *, serialized_data: SerializableData, snapshot_data: SerializableData) -> bool:
+        """True unless the candidate regressed (or re-recording was asked for)."""
+        try:
+            candidate = MetricRecord.from_json(str(serialized_data))
+            accepted = MetricRecord.from_json(str(snapshot_data))
+        except ValueError:
+            return False  # an unreadable snapshot fails and is rewritten by --snapshot-update
+        comparison = compare(accepted, candidate)
+        _LAST[candidate.key] = comparison
+        return comparison.passed and not type(self).rerecord
+
+    def diff_lines(self, serialized_data: SerializedData, snapshot_data: SerializedData) -> Iterator[str]:
+        """The comparison's numbers and verdict instead of a text diff."""
+        if not snapshot_data:
+            yield NO_SNAPSHOT
+            return
+        try:
+            candidate = MetricRecord.from_json(str(serialized_data))
+            accepted = MetricRecord.from_json(str(snapshot_data))
+        except ValueError as exc:
+            yield f"the stored snapshot cannot be read ({exc}): run with --snapshot-update to rewrite it"
+            return
+        comparison = compare(accepted, candidate)
+        yield from comparison.lines()
+        if accepted.model != candidate.model or accepted.fingerprint != candidate.fingerprint:
+            yield f"  snapshot recorded from {_short(accepted.model)} ({_short(accepted.fingerprint)})"
+        if type(self).rerecord and comparison.passed:
+            yield "re-recording requested: run with --snapshot-update to store the current values"
+
+    def read_snapshot_data_from_location(
+        self, *, snapshot_location: str, snapshot_name: str, session_id: str
+    ) -> SerializableData | None:
+        """The stored text, or None when there is no file yet."""
+        data = super().read_snapshot_data_from_location(
+            snapshot_location=snapshot_location, snapshot_name=snapshot_name, session_id=session_id
+        )
+        return data if data else None
+
+    @classmethod
+    def write_snapshot_collection(
+        cls, *, snapshot_collection: SnapshotCollection, name_order: dict[str, int] | None = None
+    ) -> None:
+        """Write the record atomically: an interrupted update never leaves a torn snapshot."""
+        data: Any = next(iter(snapshot_collection)).data
+        if not isinstance(data, str):
+            raise TypeError(f"expected the record's JSON text, got {type(data).__name__}")
+        atomic_write_text(Path(snapshot_collection.location), data)

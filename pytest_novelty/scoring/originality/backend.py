@@ -1,0 +1,73 @@
+"""The backend Protocol: "how long a run of these units occurs in the corpus, from each position?"
+
+Every backend answers with :class:`MatchBounds`: for each unit position ``i`` of a text, bounds on
+``L_i``, the length of the longest prefix of ``units[i:]`` that occurs somewhere in the corpus.
+The n-gram starting at ``i`` occurs exactly when ``L_i >= n`` (every prefix of an occurring run
+occurs too), so one number per position answers every n at once. A backend must settle each asked
+n: for every ``n`` in ``ns`` and every ``i`` with ``i + n <= len``, either ``lower[i] >= n`` or
+``upper[i] < n``. Beyond that it may be as exact as it cheaply can (the suffix-array index gives
+``L_i`` itself; the n-gram set ``L_i`` capped at its largest n; the web APIs only the asked
+thresholds), and scoring reports whether the longest copied span is exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from pytest_novelty.scoring.originality.tokenization import Encoding, Tokenizer
+
+__all__ = ["MatchBounds", "OriginalityBackend", "check_ns"]
+
+
+@dataclass(frozen=True)
+class MatchBounds:
+    """``lower[i] <= L_i <= upper[i]`` for each unit position ``i`` (int64 arrays)."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+
+    @staticmethod
+    def exact(lengths: np.ndarray) -> MatchBounds:
+        lengths = np.asarray(lengths, dtype=np.int64)
+        return MatchBounds(lengths, lengths)
+
+
+class OriginalityBackend(Protocol):
+    """Answers which n-grams of tokenised texts occur in a corpus (see the module docstring)."""
+
+    spec: str
+    tokenizer: Tokenizer
+
+    def match_bounds(
+        self, encodings: Sequence[Encoding], ns: Sequence[int], *, progress: bool = False
+    ) -> list[MatchBounds]:
+        """Bounds on the longest corpus match at every unit position of every encoding."""
+        ...
+
+    def locate(self, encoding: Encoding, start: int, length: int) -> int | None:
+        """The number of one corpus document containing units ``start .. start + length - 1``.
+
+        ``None`` when the backend cannot tell (the web APIs) or the run does not occur.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release files, threads and connections."""
+        ...
+
+
+def check_ns(ns: Sequence[int]) -> list[int]:
+    """The distinct n-gram orders of ``ns``, sorted; each must be an integer of at least 1."""
+    from pytest_novelty.errors import ConfigError
+
+    values = list(ns)
+    if not values:
+        raise ConfigError("give at least one n-gram order", field="ns")
+    for n in values:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ConfigError(f"n-gram orders are integers of at least 1, got {n!r}", field="ns")
+    return sorted({int(n) for n in values})

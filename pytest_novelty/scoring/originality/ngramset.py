@@ -1,0 +1,242 @@
+"""``ngram-set:DIR``: every n-gram of the corpus in memory, exact, vectorised over a whole batch.
+
+Built from the token files of an index folder (no second pass over the corpus). Level ``k`` numbers
+the distinct k-grams of the corpus: the k-gram at position ``i`` is the pair (number of the
+(k-1)-gram at ``i``, unit at ``i + k - 1``), packed into one 64-bit key. Keys are passed through a
+bijective 64-bit mixer, so equal keys are equal n-grams and nothing is approximate: no hashing
+collisions are possible. Each level keeps its distinct mixed keys sorted (a key's position is the
+k-gram's number), a bucket table on their top bits for O(1) lookups, and where each k-gram first
+occurs (for document numbers).
+
+A query walks the same chain: level 1 looks up every unit, level k only the positions whose
+(k-1)-gram was found, so novel text drops out after a level or two. Matches are known up to the
+largest n built (``L_i`` capped there); levels are added when a larger n is asked.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pytest_novelty.scoring.originality.backend import MatchBounds, check_ns
+from pytest_novelty.scoring.originality.index import IndexInfo
+from pytest_novelty.scoring.originality.local import check_same_tokenizer
+from pytest_novelty.scoring.originality.tokenization import Encoding, WordCodec
+
+__all__ = ["NgramSetBackend"]
+
+_SEP = np.uint32(0xFFFFFFFF)
+_M1 = np.uint64(0x9E3779B97F4A7C15)
+_M2 = np.uint64(0xD6E8FEB86659FD93)
+_S32 = np.uint64(32)
+
+
+def _mix(keys: np.ndarray) -> np.ndarray:
+    """A bijection of uint64 (odd multiplications and xor-shifts), modifying ``keys`` in place."""
+    keys *= _M1
+    keys ^= keys >> _S32
+    keys *= _M2
+    keys ^= keys >> _S32
+    return keys
+
+
+@dataclass
+class _Level:
+    """The distinct k-grams of one level: sorted mixed keys, bucket starts, first positions."""
+
+    table: np.ndarray
+    buckets: np.ndarray
+    shift: np.uint64
+    first: np.ndarray
+
+    @staticmethod
+    def build(mixed: np.ndarray) -> tuple[_Level, np.ndarray]:
+        """The level of these keys (one per corpus position) and each position's k-gram number."""
+        if not len(mixed):
+            empty = np.zeros(0, dtype=np.uint64)
+            return _Level(empty, np.zeros(3, dtype=np.uint32), np.uint64(63), empty), np.zeros(0, np.uint32)
+        order = np.argsort(mixed)
+        ranked = mixed[order]
+        new = np.empty(len(ranked), dtype=bool)
+        new[:1] = True
+        np.not_equal(ranked[1:], ranked[:-1], out=new[1:])
+        starts = np.flatnonzero(new)
+        table = ranked[starts]
+        del ranked
+        first = np.minimum.reduceat(order, starts).astype(np.uint32 if len(order) < 2**32 else np.uint64)
+        numbers = np.empty(len(order), dtype=np.uint32)
+        numbers[order] = np.cumsum(new, dtype=np.uint32) - np.uint32(1)
+        bits = max(1, int(len(table)).bit_length() - 1)
+        shift = np.uint64(64 - bits)
+        counts = np.bincount((table >> shift).astype(np.intp), minlength=1 << bits)
+        buckets = np.zeros((1 << bits) + 1, dtype=np.uint32 if len(table) < 2**32 else np.uint64)
+        np.cumsum(counts, out=buckets[1:])
+        return _Level(table, buckets, shift, first), numbers
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """The k-gram number of each key (``keys`` are unmixed and consumed), -1 when absent."""
+        mixed = _mix(keys)
+        bucket = (mixed >> self.shift).astype(np.intp)
+        lo = self.buckets[bucket].astype(np.int64)
+        hi = self.buckets[bucket + 1].astype(np.int64)
+        out = np.full(len(mixed), -1, dtype=np.int64)
+        todo = np.flatnonzero(lo < hi)
+        pos, end, want = lo[todo], hi[todo], mixed[todo]
+        while len(todo):
+            have = self.table[pos]
+            hit = have == want
+            out[todo[hit]] = pos[hit]
+            go = (have < want) & (pos + 1 < end)
+            todo, pos, end, want = todo[go], pos[go] + 1, end[go], want[go]
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.table.nbytes + self.buckets.nbytes + self.first.nbytes)
+
+
+def _corpus_units(infos: Sequence[IndexInfo]) -> np.ndarray:
+    """The units of every shard, in order, with 0xFFFFFFFF at each document start."""
+    parts = []
+    for info in infos:
+        for shard in range(info.shards):
+            tokens = np.fromfile(info.token_file(shard), dtype="<u2" if info.dtype == "u16" else "<u4")
+            if info.tokenizer_spec == "words":
+                words = info.meta["words"]
+                parts.append(WordCodec.for_vocab(words["vocab_size"], words["single"]).decode_tokens(tokens))
+            else:
+                units = tokens.astype(np.uint32)
+                units[tokens == (0xFFFF if info.dtype == "u16" else 0xFFFFFFFF)] = _SEP
+                parts.append(units)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
+
+
+class NgramSetBackend:
+    """Exact in-memory n-gram membership, ``L_i`` capped at the largest n built."""
+
+    def __init__(
+        self,
+        infos: Sequence[IndexInfo],
+        *,
+        spec: str,
+        tokenizer: str | None = None,
+        max_n: int | None = None,
+        progress: bool = False,
+    ) -> None:
+        self.spec = spec
+        self.infos = list(infos)
+        self.tokenizer = check_same_tokenizer(self.infos, tokenizer)
+        self._units = _corpus_units(self.infos)
+        self._doc_starts = np.flatnonzero(self._units == _SEP)
+        self._levels: list[_Level] = []
+        self._numbers: np.ndarray | None = None
+        self.build_seconds = 0.0
+        self.progress = progress
+        if max_n:
+            self.ensure(int(max_n))
+
+    @property
+    def max_n(self) -> int:
+        """The largest n built so far."""
+        return len(self._levels)
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the tables (and the corpus units)."""
+        extra = self._numbers.nbytes if self._numbers is not None else 0
+        return sum(level.nbytes for level in self._levels) + int(self._units.nbytes) + int(extra)
+
+    def ensure(self, n: int) -> None:
+        """Build the levels up to ``n``."""
+        units = self._units
+        while len(self._levels) < n:
+            k = len(self._levels) + 1
+            start = time.perf_counter()
+            size = len(units) - k + 1
+            if size <= 0:
+                keys = np.zeros(0, dtype=np.uint64)
+            elif k == 1:
+                keys = units.astype(np.uint64)
+            else:
+                assert self._numbers is not None
+                keys = self._numbers[:size].astype(np.uint64)
+                keys <<= _S32
+                keys |= units[k - 1 :].astype(np.uint64)
+            level, self._numbers = _Level.build(_mix(keys))
+            del keys
+            self._levels.append(level)
+            self.build_seconds += time.perf_counter() - start
+            if self.progress:
+                print(
+                    f"[novelty] n-gram set: {len(level.table):,} distinct {k}-grams "
+                    f"({time.perf_counter() - start:.1f}s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    def match_bounds(
+        self, encodings: Sequence[Encoding], ns: Sequence[int], *, progress: bool = False
+    ) -> list[MatchBounds]:
+        """Walk the levels for the whole batch at once."""
+        cap = check_ns(ns)[-1]
+        self.ensure(cap)
+        sizes = np.array([len(enc) for enc in encodings], dtype=np.int64)
+        if not len(encodings) or not sizes.sum():
+            return [MatchBounds.exact(np.zeros(int(k), dtype=np.int64)) for k in sizes]
+        query = np.concatenate([np.asarray(enc.units, dtype=np.int64) for enc in encodings])
+        ends = np.repeat(np.cumsum(sizes), sizes)
+        remaining = ends - np.arange(len(query))
+        lengths = np.zeros(len(query), dtype=np.int64)
+        active = np.flatnonzero(query >= 0)
+        numbers = np.zeros(0, dtype=np.int64)
+        for k in range(1, cap + 1):
+            if k == 1:
+                keys = query[active].astype(np.uint64)
+            else:
+                keep = remaining[active] >= k
+                active, numbers = active[keep], numbers[keep]
+                unit = query[active + k - 1]
+                known = unit >= 0
+                active, numbers, unit = active[known], numbers[known], unit[known]
+                keys = numbers.astype(np.uint64)
+                keys <<= _S32
+                keys |= unit.astype(np.uint64)
+            found = self._levels[k - 1].find(keys)
+            hit = found >= 0
+            active, numbers = active[hit], found[hit]
+            lengths[active] = k
+            if not len(active):
+                break
+        upper = np.where(lengths >= cap, remaining, lengths)
+        out = []
+        for lo, hi in zip(np.cumsum(sizes) - sizes, np.cumsum(sizes)):
+            out.append(MatchBounds(lengths[lo:hi], upper[lo:hi]))
+        return out
+
+    def locate(self, encoding: Encoding, start: int, length: int) -> int | None:
+        """The document where the run first occurs in the corpus."""
+        if length <= 0 or length > len(self._levels):
+            return None
+        number = -1
+        for k in range(1, length + 1):
+            unit = int(encoding.units[start + k - 1])
+            if unit < 0:
+                return None
+            key = unit if k == 1 else (number << 32) | unit
+            number = int(self._levels[k - 1].find(np.array([key], dtype=np.uint64))[0])
+            if number < 0:
+                return None
+        position = int(self._levels[length - 1].first[number])
+        return int(np.searchsorted(self._doc_starts, position, side="right")) - 1
+
+    def close(self) -> None:
+        """Free the tables."""
+        self._levels = []
+        self._numbers = None
+
+    def __repr__(self) -> str:
+        return f"NgramSetBackend({self.spec!r}, max_n={self.max_n})"

@@ -1,0 +1,145 @@
+"""Originality of generations against a corpus: the fraction of their n-grams the corpus never has.
+
+Sources: Padmakumar et al. (2025), "Beyond Memorization: Mapping the Originality-Quality Frontier
+of Language Models" (arXiv 2504.09389; later "Measuring LLM Novelty As The Frontier Of Original And
+High-Quality Output"), where originality is the share of a generation's n-grams (n = 4, 5, 6)
+absent from the training corpus; and the n-gram novelty computed with infini-gram's longest-match
+(``creativity``) query, Liu et al. (2024), "Infini-gram: Scaling Unbounded n-gram Language Models to
+a Trillion Tokens". For a generation of ``T`` units (words or tokens) there are ``T - n + 1``
+n-grams, starting at positions ``i = 0 .. T - n``, and
+
+    originality@n = #{i : units[i : i + n] occurs nowhere in the corpus} / (T - n + 1)
+
+- n-grams are counted with multiplicity, per position (as the longest-match computation does): an
+  n-gram a generation repeats counts once per occurrence, seen or unseen, so originality is the
+  share of the text's positions that start an unseen n-gram, and repeating a memorised phrase
+  costs as much each time;
+- the value is ``None`` (``null`` in JSON) when ``T < n``: there is no n-gram to judge, and such
+  generations are left out of means rather than counted as 0 or 1;
+- an n-gram "occurs" when it appears inside one corpus document (never across a document boundary).
+
+Each result also carries the longest copied span: the longest run of units that occurs in the
+corpus, where it starts in the generation, its text, and the number of one corpus document that
+contains it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pytest_novelty.errors import HarnessError
+from pytest_novelty.scoring.originality.backend import MatchBounds, OriginalityBackend, check_ns
+from pytest_novelty.scoring.originality.tokenization import Encoding
+
+__all__ = ["OriginalityResult", "originality_from_bounds", "score_texts"]
+
+
+@dataclass(frozen=True)
+class OriginalityResult:
+    """Originality of one generation.
+
+    ``originality[n]``: fraction of unseen n-grams, ``None`` when the text has fewer than n units.
+    ``ngrams[n]`` / ``unseen[n]``: how many n-grams the text has and how many are unseen.
+    ``tokens``: units (words or tokens) in the text.
+    ``longest_span``: length in units of the longest run found in the corpus (0 if none), starting
+    at unit ``longest_span_start``; ``longest_span_text`` is that run as written;
+    ``longest_span_doc`` the number of one corpus document containing it (``None`` when the
+    backend cannot tell); ``longest_span_exact`` is False when the backend only looked up to some
+    length, so the true span may be longer than ``longest_span``.
+    """
+
+    originality: dict[int, float | None]
+    ngrams: dict[int, int]
+    unseen: dict[int, int] = field(default_factory=dict)
+    tokens: int = 0
+    longest_span: int = 0
+    longest_span_doc: int | None = None
+    longest_span_start: int = 0
+    longest_span_text: str = ""
+    longest_span_exact: bool = True
+
+    def as_json(self) -> dict[str, object]:
+        """JSON-ready form (keys of per-n fields as strings)."""
+        return {
+            "originality": {str(n): v for n, v in self.originality.items()},
+            "ngrams": {str(n): v for n, v in self.ngrams.items()},
+            "unseen": {str(n): v for n, v in self.unseen.items()},
+            "tokens": self.tokens,
+            "longest_span": self.longest_span,
+            "longest_span_doc": self.longest_span_doc,
+            "longest_span_text": self.longest_span_text,
+            "longest_span_exact": self.longest_span_exact,
+        }
+
+
+def originality_from_bounds(bounds: MatchBounds, n: int) -> tuple[int, int]:
+    """``(ngrams, unseen)`` at order ``n`` from match bounds; the bounds must settle every n-gram."""
+    count = len(bounds.lower) - n + 1
+    if count <= 0:
+        return 0, 0
+    seen = bounds.lower[:count] >= n
+    unsettled = ~seen & (bounds.upper[:count] >= n)
+    if unsettled.any():
+        raise HarnessError(f"originality backend left {int(unsettled.sum())} {n}-grams undecided (a backend bug)")
+    return count, int(count - seen.sum())
+
+
+def _longest(
+    backend: OriginalityBackend, enc: Encoding, bounds: MatchBounds, located: dict[bytes, int | None]
+) -> tuple[int, int, int | None, str, bool]:
+    if len(bounds.lower) == 0:
+        return 0, 0, None, "", True
+    start = int(np.argmax(bounds.lower))
+    length = int(bounds.lower[start])
+    exact = int(bounds.upper.max()) == length
+    if length == 0:
+        return 0, 0, None, "", exact
+    key = np.asarray(enc.units[start : start + length], dtype=np.int64).tobytes()
+    if key not in located:
+        located[key] = backend.locate(enc, start, length)
+    return length, start, located[key], enc.surface(start, length), exact
+
+
+def score_texts(
+    backend: OriginalityBackend, texts: Sequence[str], ns: Sequence[int] = (4, 5, 6), *, progress: bool = False
+) -> list[OriginalityResult]:
+    """Originality at each n of ``ns`` for every text, in order (see the module docstring).
+
+    The backend's own tokenizer turns texts into units. The whole batch goes to the backend at
+    once, which looks up each distinct n-gram (or text) only once.
+    """
+    orders = check_ns(ns)
+    texts = list(texts)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{i}] is a {type(text).__name__}, not a str")
+    encodings = backend.tokenizer.encode(texts)
+    all_bounds = backend.match_bounds(encodings, orders, progress=progress)
+    located: dict[bytes, int | None] = {}
+    results = []
+    for enc, bounds in zip(encodings, all_bounds):
+        originality: dict[int, float | None] = {}
+        ngrams: dict[int, int] = {}
+        unseen: dict[int, int] = {}
+        for n in orders:
+            count, missing = originality_from_bounds(bounds, n)
+            ngrams[n], unseen[n] = count, missing
+            originality[n] = missing / count if count else None
+        length, start, doc, text, exact = _longest(backend, enc, bounds, located)
+        results.append(
+            OriginalityResult(
+                originality=originality,
+                ngrams=ngrams,
+                unseen=unseen,
+                tokens=len(enc),
+                longest_span=length,
+                longest_span_doc=doc,
+                longest_span_start=start,
+                longest_span_text=text,
+                longest_span_exact=exact,
+            )
+        )
+    return results

@@ -1,0 +1,179 @@
+"""The syrupy extension end to end: a plain test file asserts a MetricRecord against its snapshot."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_novelty.gate.regression import MetricRecord
+from pytest_novelty.gate.snapshot import NO_SNAPSHOT, ROOT_ENV, NoveltySnapshotExtension
+
+IDS = [f"p{i:02d}" for i in range(24)]
+
+# The case reads its record from record.txt, so each run can hand it different numbers; the id
+# holds ">=" like the plugin's cases, which syrupy strips from the file name.
+TEST_FILE = """
+from pathlib import Path
+
+import pytest
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from pytest_novelty.gate.regression import MetricRecord
+from pytest_novelty.gate.snapshot import NoveltySnapshotExtension, pop_comparison
+
+
+@pytest.mark.parametrize("case", ["quality>=0.3"])
+def test_metric(snapshot, case):
+    record = MetricRecord.from_json(Path(__file__).with_name("record.txt").read_text())
+    assert snapshot.use_extension(NoveltySnapshotExtension) == record
+    comparison = pop_comparison(record)
+    if comparison is not None and comparison.warning:
+        print("NOVELTY-WARNING", comparison.message)
+
+
+def test_other_extension(snapshot):
+    assert snapshot(extension_class=JSONSnapshotExtension) == {"unrelated": 1}
+"""
+
+
+def make_record(shift: float = 0.0, noise: float = 0.0, seed: int = 1) -> MetricRecord:
+    base = np.random.default_rng(0).uniform(0.4, 0.8, size=len(IDS))
+    values = base + shift + np.random.default_rng(seed).normal(0.0, noise, size=len(IDS))
+    return MetricRecord(
+        suite="poetry",
+        metric="quality",
+        value=float(values.mean()),
+        higher_is_better=True,
+        per_prompt=dict(zip(IDS, values.tolist(), strict=True)),
+        model="ckpt",
+        judge="rules",
+    )
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.Pytester]:
+    monkeypatch.delenv(ROOT_ENV, raising=False)
+    monkeypatch.setattr(NoveltySnapshotExtension, "root", None)
+    monkeypatch.setattr(NoveltySnapshotExtension, "rerecord", False)
+    pytester.makepyfile(test_cases=TEST_FILE)
+    yield pytester
+
+
+def use(pytester: pytest.Pytester, record: MetricRecord) -> None:
+    (pytester.path / "record.txt").write_text(record.to_json())
+
+
+def snapshot_file(pytester: pytest.Pytester) -> Path:
+    files = list((pytester.path / "__snapshots__" / "test_cases").glob("test_metric*"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-rP", *args)
+
+
+def test_first_run_fails_then_update_writes_then_rerun_passes(project: pytest.Pytester) -> None:
+    use(project, make_record())
+    first = run(project)
+    first.assert_outcomes(failed=2)
+    first.stdout.fnmatch_lines([f"*{NO_SNAPSHOT}*"])
+
+    update = run(project, "--snapshot-update")
+    update.assert_outcomes(passed=2)
+    assert "Can not relate snapshot" not in update.stdout.str()
+    stored = snapshot_file(project)
+    assert stored.name == "test_metric[quality=0.3].novelty.jsonc"
+    assert not stored.name.endswith(".json")
+    assert json.loads(stored.read_text())["metric"] == "quality"
+    assert MetricRecord.from_json(stored.read_text()) == MetricRecord.from_json(make_record().to_json())
+
+    run(project).assert_outcomes(passed=2)
+    # syrupy's JSON extension, used in the same file, leaves our files alone on update.
+    run(project, "--snapshot-update").assert_outcomes(passed=2)
+    assert stored.exists()
+
+
+def test_a_regression_fails_with_its_numbers(project: pytest.Pytester) -> None:
+    use(project, make_record())
+    run(project, "--snapshot-update").assert_outcomes(passed=2)
+    worse = make_record(shift=-0.08, noise=0.01)
+    use(project, worse)
+    result = run(project)
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*poetry quality: regression*",
+            f"*snapshot value {make_record().value:.4f}, new value {worse.value:.4f}, delta -0.0*, "
+            "tolerance 0.0200*",
+            f"*95% CI [[]-0.0*, -0.0*[]] over {len(IDS)} paired prompts, p-value < 0.0001 (alpha 0.05)*",
+        ]
+    )
+
+
+def test_drift_within_tolerance_passes_and_update_keeps_the_baseline(project: pytest.Pytester) -> None:
+    use(project, make_record())
+    run(project, "--snapshot-update").assert_outcomes(passed=2)
+    stored = snapshot_file(project)
+    before, mtime = stored.read_text(), stored.stat().st_mtime_ns
+
+    use(project, make_record(shift=-0.01, noise=0.002))
+    result = run(project)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*NOVELTY-WARNING poetry quality:*within tolerance*"])
+
+    run(project, "--snapshot-update").assert_outcomes(passed=2)
+    assert stored.read_text() == before
+    assert stored.stat().st_mtime_ns == mtime
+
+
+def test_noise_beyond_tolerance_passes_with_a_warning(project: pytest.Pytester) -> None:
+    use(project, make_record())
+    run(project, "--snapshot-update").assert_outcomes(passed=2)
+    base = make_record()
+    noise = np.random.default_rng(4).normal(0.0, 0.3, size=len(IDS))
+    values = np.array(list(base.per_prompt.values())) - 0.03 + (noise - noise.mean())
+    use(project, replace(base, value=float(values.mean()), per_prompt=dict(zip(IDS, values.tolist(), strict=True))))
+    result = run(project)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*NOVELTY-WARNING poetry quality:*drop not significant*"])
+
+
+def test_rerecord_rewrites_on_purpose(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    use(project, make_record())
+    run(project, "--snapshot-update").assert_outcomes(passed=2)
+    drifted = make_record(shift=-0.01, noise=0.002)
+    use(project, drifted)
+    monkeypatch.setattr(NoveltySnapshotExtension, "rerecord", True)
+    result = run(project, "--snapshot-update")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*1 snapshot updated*"])
+    assert snapshot_file(project).read_text() == drifted.to_json()
+
+
+def test_root_folder_from_the_environment(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = project.path / "baselines"
+    monkeypatch.setenv(ROOT_ENV, str(root))
+    use(project, make_record())
+    run(project, "--snapshot-update").assert_outcomes(passed=2)
+    files = list(root.glob("test_cases/*.novelty.jsonc"))
+    assert len(files) == 1
+    assert not list((project.path / "__snapshots__").glob("**/*.novelty.jsonc"))
+    run(project).assert_outcomes(passed=2)
+    run(project, "--snapshot-update").assert_outcomes(passed=2)
+    assert files[0].exists()  # not taken for an unused snapshot
+
+
+def test_under_xdist(project: pytest.Pytester) -> None:
+    use(project, make_record())
+    run(project, "-n", "2", "--snapshot-update").assert_outcomes(passed=2)
+    assert snapshot_file(project).name.endswith(".novelty.jsonc")
+    use(project, make_record(shift=-0.08, noise=0.01))
+    result = run(project, "-n", "2")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*poetry quality: regression*", "*p-value < 0.0001*"])

@@ -1,0 +1,84 @@
+"""The hf: judge on tiny causal LMs built in the test (loading, chat template, batching, parsing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+torch.set_num_threads(1)
+
+from pytest_novelty.errors import ConfigError  # noqa: E402
+from pytest_novelty.scoring.judges import HFJudge, JudgeItem, open_judge  # noqa: E402
+from tests.scoring.judges.judge_helpers import tiny_causal_lm  # noqa: E402
+
+ITEMS = [
+    JudgeItem("story", "Lily had a kite.", "Lily flew the kite."),
+    JudgeItem("story", "Lily had a red kite and a blue ball in the park " * 3, "She flew the kite all day long."),
+    JudgeItem("poetry", "Write a line that ends with 'sky'.", "The kite flew high into the sky"),
+]
+
+
+@pytest.fixture(scope="module")
+def scoring_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_causal_lm(tmp_path_factory.mktemp("hf") / "scores-4", emits="Score:4")
+
+
+def _record_generate(judge: HFJudge) -> list[Any]:
+    """Wrap the loaded model's ``generate`` to record the attention masks of each batch."""
+    model = judge._load().model
+    calls: list[Any] = []
+    original = model.generate
+
+    def generate(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs["attention_mask"].clone())
+        return original(*args, **kwargs)
+
+    model.generate = generate
+    return calls
+
+
+def test_scores_parsed_from_generated_replies(scoring_lm: Path, tmp_path: Path) -> None:
+    judge = open_judge(f"hf:{scoring_lm}", cache_dir=tmp_path, samples=3, max_new_tokens=3, batch_size=2, device="cpu")
+    assert isinstance(judge, HFJudge)
+    calls = _record_generate(judge)
+    results = judge.score(ITEMS)
+    assert [r.scores for r in results] == [(4.0, 4.0, 4.0)] * 3
+    assert all(r.quality == pytest.approx(0.8) and r.judge == f"hf:{scoring_lm}" for r in results)
+    # 3 prompts in batches of 2, left padded: each row's last position is a real token
+    assert [mask.shape[0] for mask in calls] == [2, 1]  # three samples per row come from one call
+    assert all(bool(mask[:, -1].all()) for mask in calls)
+    assert any(not bool(mask[:, 0].all()) for mask in calls)
+    assert judge.sequences_generated == 9
+
+    again = HFJudge(str(scoring_lm), cache_dir=tmp_path, samples=3, max_new_tokens=3, batch_size=2, device="cpu")
+    assert again.planned_calls(ITEMS) == 0
+    assert again.score(ITEMS) == results
+    assert again.sequences_generated == 0 and again._generator is None  # nothing loaded
+
+
+def test_chat_template_and_plain_fallback(scoring_lm: Path, tmp_path: Path) -> None:
+    judge = HFJudge(str(scoring_lm), samples=1, max_new_tokens=2, device="cpu")
+    rendered = judge._render(ITEMS[0])
+    assert rendered.startswith("system: ") and rendered.endswith("assistant:")
+    plain = tiny_causal_lm(tmp_path / "plain", emits="Score:4", chat_template=None)
+    judge = HFJudge(str(plain), samples=2, max_new_tokens=2, device="cpu")
+    assert judge._render(ITEMS[0]).endswith("Evaluation:")
+    assert [r.scores for r in judge.score(ITEMS[:1])] == [(4.0, 4.0)]
+
+
+def test_unparsable_replies_are_reasked_then_unscored(tmp_path: Path) -> None:
+    silent = tiny_causal_lm(tmp_path / "silent", emits="kite")
+    judge = HFJudge(str(silent), samples=2, max_new_tokens=3, max_reasks=1, device="cpu", cache_dir=tmp_path)
+    results = judge.score(ITEMS[:2])
+    assert all(r.quality is None and r.scores == () for r in results)
+    assert all("no 'Score: N' line (asked 2 times)" in (r.error or "") for r in results)
+    assert judge.sequences_generated == 2 * 2 * 2  # items x samples x (1 + re-asks)
+    assert judge.planned_calls(ITEMS[:2]) == 0  # failures are cached too
+
+
+def test_missing_checkpoint_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="hf:"):
+        open_judge(f"hf:{tmp_path / 'nowhere'}")
