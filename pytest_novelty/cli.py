@@ -16,7 +16,7 @@ from pytest_novelty.errors import NoveltyError
 
 def _cmd_demo_build(args: argparse.Namespace) -> int:
     from pytest_novelty import demo
-    from pytest_novelty.runner import default_cache_dir
+    from pytest_novelty.storage import default_cache_dir
 
     cache = Path(args.cache) if args.cache else default_cache_dir()
     if args.force:
@@ -32,7 +32,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pytest_novelty.gate import check_threshold
     from pytest_novelty.report import render_table
     from pytest_novelty.resources import bundled_path
-    from pytest_novelty.runner import RunConfig, Runner, default_cache_dir
+    from pytest_novelty.runner import RunConfig, Runner
+    from pytest_novelty.storage import default_cache_dir
     from pytest_novelty.suites.schema import load_suites
 
     suites = load_suites(args.suites or (Path("suites") if Path("suites").is_dir() else bundled_path("suites")))

@@ -171,7 +171,7 @@ def _cache_dir(config: pytest.Config) -> Path:
     opt = config.option.novelty_cache or config.getini("novelty_cache")
     if opt:
         return Path(opt).expanduser().resolve()
-    from pytest_novelty.runner import default_cache_dir
+    from pytest_novelty.storage import default_cache_dir
 
     return default_cache_dir()
 

@@ -56,16 +56,6 @@ class SuiteResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def default_cache_dir() -> Path:
-    """``$PYTEST_NOVELTY_CACHE``, else ``$XDG_CACHE_HOME/pytest-novelty``, else ``~/.cache/pytest-novelty``."""
-    import os
-
-    if os.environ.get("PYTEST_NOVELTY_CACHE"):
-        return Path(os.environ["PYTEST_NOVELTY_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pytest-novelty"
-
-
 class Runner:
     """Runs suites against one checkpoint, loading each heavy part once."""
 

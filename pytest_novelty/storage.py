@@ -47,3 +47,11 @@ def stable_hash(*parts: Any) -> str:
     """A short SHA-256 of JSON-serialisable parts, for cache keys."""
     blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:24]
+
+
+def default_cache_dir() -> Path:
+    """``$PYTEST_NOVELTY_CACHE``, else ``$XDG_CACHE_HOME/pytest-novelty``, else ``~/.cache/pytest-novelty``."""
+    if os.environ.get("PYTEST_NOVELTY_CACHE"):
+        return Path(os.environ["PYTEST_NOVELTY_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pytest-novelty"

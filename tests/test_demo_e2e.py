@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.runner import default_cache_dir
+from pytest_novelty.storage import default_cache_dir
 
 pytestmark = pytest.mark.slow
 

@@ -32,13 +32,14 @@ import json
 import math
 import re
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from pytest_novelty.metrics.stats import paired_test
+from pytest_novelty.suites.schema import Suite, Threshold
 
 #: Version of the stored record layout; bumped when a field changes meaning.
 FORMAT_VERSION = 1
@@ -65,6 +66,10 @@ _VERDICT_WORDS = {
 # URL credentials (scheme://user:secret@host) and API-key-shaped tokens never reach a snapshot.
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
 _KEY_LIKE = re.compile(r"\b(sk|pk|rk|hf|ghp|gho|xox[abp])[-_][A-Za-z0-9_-]{12,}")
+
+
+class NoveltyDriftWarning(UserWarning):
+    """A metric moved the bad way but passed: within tolerance, or not significant."""
 
 
 def redact(text: str) -> str:
@@ -365,3 +370,59 @@ def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_
     if bad_direction and test.p_value < alpha:
         return done("regressed", ci, test.p_value, test.n)
     return done("not_significant", ci, test.p_value, test.n)
+
+
+def per_prompt_key(metric: str) -> str:
+    """Which per-prompt series backs ``metric`` in the paired test.
+
+    Most metrics are means of their own per-prompt values. ``top10_novelty@n`` is paired on
+    per-prompt ``novelty@n`` (a top-10 % mean has no per-prompt form; the test then asks whether
+    novelty as a whole dropped), and ``q_at_tail@α`` on per-prompt ``quality`` (restricted to the
+    tail ids by :func:`compare`).
+    """
+    base, _, arg = metric.partition("@")
+    if base == "top10_novelty":
+        return f"novelty@{arg}"
+    if base == "q_at_tail":
+        return "quality"
+    return metric
+
+
+def make_record(
+    suite: Suite,
+    threshold: Threshold,
+    *,
+    metrics: Mapping[str, float],
+    per_prompt: Mapping[str, Sequence[float]],
+    prompt_ids: Sequence[str],
+    tail_ids: Sequence[str] | None = None,
+    model: str = "",
+    fingerprint: str = "",
+    judge: str = "",
+) -> MetricRecord:
+    """The record of one case from a suite's results.
+
+    ``metrics`` and ``per_prompt`` are what :func:`pytest_novelty.metrics.suite.suite_metrics`
+    returns (per-prompt lists aligned with ``prompt_ids``). Tolerances come from the threshold when
+    it sets them, else from the suite's ``[gate]`` table; α from ``[gate]``. ``tail_ids`` is the
+    tail the candidate's own q@Tail was computed on (stored so later runs reuse it).
+    """
+    series = per_prompt.get(per_prompt_key(threshold.metric), [])
+    if series and len(series) != len(prompt_ids):
+        raise ValueError(f"{threshold.metric}: {len(series)} per-prompt values for {len(prompt_ids)} prompts")
+    gate = suite.gate
+    value = metrics.get(threshold.metric)
+    return MetricRecord(
+        suite=suite.name,
+        metric=threshold.metric,
+        value=None if value is None or math.isnan(value) else float(value),
+        higher_is_better=threshold.op == ">=",
+        per_prompt={str(i): float(v) for i, v in zip(prompt_ids, series, strict=False)},
+        tail_ids=None if tail_ids is None else [str(i) for i in tail_ids],
+        model=model,
+        fingerprint=fingerprint,
+        judge=judge,
+        tolerance_abs=gate.tolerance_abs if threshold.tolerance_abs is None else threshold.tolerance_abs,
+        tolerance_rel=gate.tolerance_rel if threshold.tolerance_rel is None else threshold.tolerance_rel,
+        alpha=gate.alpha,
+    )

@@ -3,10 +3,15 @@
 Use it as ``assert snapshot.use_extension(NoveltySnapshotExtension) == record``. (The shorter
 ``snapshot(extension_class=...)`` compares and writes the same way, but syrupy builds the failure
 explanation after restoring the default extension, so it would show a raw text diff instead of the
-numbers.) Each case gets a readable JSON file, by default in the ``__snapshots__`` folder next to the suite file (the test
-item's path)::
+numbers.) Each case gets a readable JSON file, by default in a ``__novelty_snapshots__`` folder next
+to the suite file (the test item's path)::
 
-    suites/__snapshots__/story/test_metric[story-novelty@5=0.3].novelty.jsonc
+    suites/__novelty_snapshots__/story/test_metric[story-novelty@5=0.3].novelty.jsonc
+
+The folder is deliberately not syrupy's ``__snapshots__``: in a run that makes no assertion with this
+extension (``pytest --model X`` without snapshot comparison), syrupy scans ``__snapshots__`` next to
+every collected file with its default extension, takes files it does not own for unused snapshots,
+exits with status 1 because of them and deletes them on ``--snapshot-update``.
 
 How the syrupy pieces are used:
 
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -37,6 +43,7 @@ from pytest_novelty.gate.regression import Comparison, MetricRecord, compare
 from pytest_novelty.storage import atomic_write_text
 
 if TYPE_CHECKING:
+    from syrupy.assertion import SnapshotAssertion
     from syrupy.data import SnapshotCollection
     from syrupy.location import PyTestLocation
     from syrupy.types import PropertyFilter, PropertyMatcher, SerializableData, SerializedData
@@ -44,9 +51,10 @@ if TYPE_CHECKING:
 #: Environment variable naming the snapshot root folder when the class attribute is unset.
 ROOT_ENV = "PYTEST_NOVELTY_SNAPSHOTS"
 
-NO_SNAPSHOT = (
-    "no snapshot for this case: run with --snapshot-update to accept the current values as the baseline"
-)
+NO_SNAPSHOT = "no snapshot for this case: run with --snapshot-update to accept the current values as the baseline"
+
+UNREADABLE = "the stored snapshot cannot be read"
+RERECORD = "re-recording requested: run with --snapshot-update to store the current values"
 
 # The last comparison per case, filled by `matches` in the process that ran the assertion.
 _LAST: dict[tuple[str, str, bool], Comparison] = {}
@@ -62,8 +70,46 @@ def pop_comparison(record: MetricRecord) -> Comparison | None:
     return _LAST.pop(record.key, None)
 
 
+@dataclass(frozen=True)
+class SnapshotOutcome:
+    """What :func:`check_snapshot` found: whether the case passes, the comparison, the explanation."""
+
+    passed: bool
+    comparison: Comparison | None
+    lines: list[str]
+
+    @property
+    def message(self) -> str:
+        """One line for a failure or a warning: the comparison's message, else the first line."""
+        if self.comparison is not None:
+            return self.comparison.message
+        return self.lines[0] if self.lines else ""
+
+
+def check_snapshot(snapshot: SnapshotAssertion, record: MetricRecord) -> SnapshotOutcome:
+    """Compare ``record`` with its stored snapshot through syrupy, without raising.
+
+    ``snapshot`` is the test's ``snapshot`` fixture. Writing on ``--snapshot-update`` and the
+    unused-snapshot bookkeeping are syrupy's as with a plain ``assert``; the caller decides how to
+    fail, so a threshold failure and a regression can be reported together.
+    """
+    assertion = snapshot.use_extension(NoveltySnapshotExtension)
+    passed = bool(assertion == record)
+    comparison = pop_comparison(record)
+    lines: list[str] = []
+    if not passed and comparison is not None:
+        lines = comparison.lines()
+        if comparison.passed:
+            lines.append(RERECORD)
+    elif not passed:
+        explained = assertion.get_assert_diff()
+        ours = [line for line in explained if line == NO_SNAPSHOT or line.startswith(UNREADABLE)]
+        lines = ours or explained
+    return SnapshotOutcome(passed=passed, comparison=comparison, lines=lines)
+
+
 def _short(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else f"...{text[-(limit - 3):]}"
+    return text if len(text) <= limit else f"...{text[-(limit - 3) :]}"
 
 
 class NoveltySnapshotExtension(SingleFileSnapshotExtension):
@@ -74,6 +120,8 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
     # snapshots. ".jsonc" keeps editors' JSON highlighting; the content is plain JSON.
     file_extension = "novelty.jsonc"
     _write_mode = WriteMode.TEXT
+    # Set on this class, so syrupy's --snapshot-dirname (which sets the base class) leaves it alone.
+    snapshot_dirname = "__novelty_snapshots__"
 
     #: Folder that holds the snapshots (one sub-folder per suite file); None: next to the suite.
     root: ClassVar[str | None] = None
@@ -88,10 +136,11 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
 
     @classmethod
     def dirname(cls, *, test_location: PyTestLocation) -> str:
-        """``<root>/<suite file stem>`` when a root is set, else syrupy's ``__snapshots__/<stem>``."""
+        """``<root>/<suite file stem>`` when a root is set, else ``__novelty_snapshots__/<stem>`` beside it."""
         root = cls.snapshot_root()
         if root is None:
-            return super().dirname(test_location=test_location)
+            # syrupy's own dirname reads the base class's folder name, so build the path here.
+            root = Path(test_location.filepath).parent / cls.snapshot_dirname
         return str(root / test_location.basename)
 
     @classmethod
@@ -139,14 +188,14 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
             candidate = MetricRecord.from_json(str(serialized_data))
             accepted = MetricRecord.from_json(str(snapshot_data))
         except ValueError as exc:
-            yield f"the stored snapshot cannot be read ({exc}): run with --snapshot-update to rewrite it"
+            yield f"{UNREADABLE} ({exc}): run with --snapshot-update to rewrite it"
             return
         comparison = compare(accepted, candidate)
         yield from comparison.lines()
         if accepted.model != candidate.model or accepted.fingerprint != candidate.fingerprint:
             yield f"  snapshot recorded from {_short(accepted.model)} ({_short(accepted.fingerprint)})"
         if type(self).rerecord and comparison.passed:
-            yield "re-recording requested: run with --snapshot-update to store the current values"
+            yield RERECORD
 
     def read_snapshot_data_from_location(
         self, *, snapshot_location: str, snapshot_name: str, session_id: str

@@ -14,9 +14,6 @@ appearance ("canonical" form), as :func:`partition` returns it. The equivalence 
 
 from __future__ import annotations
 
-import bisect
-import itertools
-import math
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -25,6 +22,10 @@ from numpy.typing import ArrayLike
 
 from pytest_novelty.metrics._validate import as_vector, check_fraction
 
+# Defined beside the reward judge, which maps rewards with it; part of this module's API too.
+from pytest_novelty.scoring.reward_scale import NOVELTYBENCH_REWARD_THRESHOLDS as NOVELTYBENCH_REWARD_THRESHOLDS
+from pytest_novelty.scoring.reward_scale import reward_to_utility as reward_to_utility
+
 #: Samples per prompt, sampling temperature and generation length used by NoveltyBench.
 NOVELTYBENCH_K = 10
 NOVELTYBENCH_TEMPERATURE = 1.0
@@ -32,20 +33,6 @@ NOVELTYBENCH_MAX_NEW_TOKENS = 512
 
 #: Patience p of utility_k: the weight of the i-th generation is p**i.
 DEFAULT_PATIENCE = 0.8
-
-#: NoveltyBench's cut points from a raw Skywork-Reward-Gemma-2-27B-v0.2 reward to the 1-10 scale
-#: (``reward_thresholds`` in the reference's ``src/score.py``).
-NOVELTYBENCH_REWARD_THRESHOLDS: tuple[float, ...] = (
-    -7.71875,
-    -6.28125,
-    -6.0,
-    -5.71875,
-    -5.5,
-    -5.0,
-    -4.375,
-    -3.4375,
-    -2.046875,
-)
 
 Equivalence = Callable[[str, str], bool]
 
@@ -178,24 +165,3 @@ def utility_k(labels: Sequence[int], scores: ArrayLike, patience: float = DEFAUL
     return float(np.multiply(gains, weights).sum() / weights.sum())
 
 
-def reward_to_utility(reward: float, thresholds: Sequence[float] = NOVELTYBENCH_REWARD_THRESHOLDS) -> int:
-    """Map a reward model's raw reward to NoveltyBench's 1-10 scale.
-
-    score = 1 + the number of thresholds strictly below ``reward`` (the reference's
-    ``bisect_left(thresholds, reward) + 1``), so a reward exactly on a threshold gets the lower
-    score. With the default thresholds the scale runs from 1 (reward ≤ −7.71875) to 10
-    (reward > −2.046875). ``thresholds`` must be sorted ascending; NaN or infinite rewards are
-    rejected.
-    """
-    if isinstance(reward, bool) or not isinstance(reward, (int, float, np.integer, np.floating)):
-        raise ValueError(f"reward must be a number, got {reward!r}")
-    if not math.isfinite(float(reward)):
-        raise ValueError(f"reward must be finite, got {reward!r}")
-    cuts = [float(value) for value in thresholds]
-    if not cuts:
-        raise ValueError("thresholds is empty")
-    if any(not math.isfinite(value) for value in cuts) or any(
-        low > high for low, high in itertools.pairwise(cuts)
-    ):
-        raise ValueError(f"thresholds must be finite and sorted ascending, got {tuple(cuts)}")
-    return bisect.bisect_left(cuts, float(reward)) + 1

@@ -1,5 +1,27 @@
 """The report layer: what a reviewer reads at the end of a run."""
 
-from pytest_novelty.report.terminal import render_table
+from pytest_novelty.report.json_report import (
+    ReportFiles,
+    SuiteData,
+    build_report,
+    write_json_report,
+    write_report,
+)
+from pytest_novelty.report.markdown import render_markdown, write_markdown_report
+from pytest_novelty.report.plots import plot_novelty_histogram, plot_quality_originality, write_plots
+from pytest_novelty.report.terminal import render_table, verdict_text
 
-__all__ = ["render_table"]
+__all__ = [
+    "ReportFiles",
+    "SuiteData",
+    "build_report",
+    "plot_novelty_histogram",
+    "plot_quality_originality",
+    "render_markdown",
+    "render_table",
+    "verdict_text",
+    "write_json_report",
+    "write_markdown_report",
+    "write_plots",
+    "write_report",
+]

@@ -183,7 +183,7 @@ class _Checker:
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if float in kinds and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
             wanted = " or ".join(k.__name__ for k in kinds)
             raise self.fail(name, f"expected {wanted}, got {type(value).__name__} {value!r}")
         return value

@@ -69,7 +69,7 @@ def use(pytester: pytest.Pytester, record: MetricRecord) -> None:
 
 
 def snapshot_file(pytester: pytest.Pytester) -> Path:
-    files = list((pytester.path / "__snapshots__" / "test_cases").glob("test_metric*"))
+    files = list((pytester.path / "__novelty_snapshots__" / "test_cases").glob("test_metric*"))
     assert len(files) == 1, files
     return files[0]
 
@@ -109,8 +109,7 @@ def test_a_regression_fails_with_its_numbers(project: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "*poetry quality: regression*",
-            f"*snapshot value {make_record().value:.4f}, new value {worse.value:.4f}, delta -0.0*, "
-            "tolerance 0.0200*",
+            f"*snapshot value {make_record().value:.4f}, new value {worse.value:.4f}, delta -0.0*, tolerance 0.0200*",
             f"*95% CI [[]-0.0*, -0.0*[]] over {len(IDS)} paired prompts, p-value < 0.0001 (alpha 0.05)*",
         ]
     )
@@ -163,10 +162,23 @@ def test_root_folder_from_the_environment(project: pytest.Pytester, monkeypatch:
     run(project, "--snapshot-update").assert_outcomes(passed=2)
     files = list(root.glob("test_cases/*.novelty.jsonc"))
     assert len(files) == 1
-    assert not list((project.path / "__snapshots__").glob("**/*.novelty.jsonc"))
+    assert not list((project.path / "__novelty_snapshots__").glob("**/*.novelty.jsonc"))
     run(project).assert_outcomes(passed=2)
     run(project, "--snapshot-update").assert_outcomes(passed=2)
     assert files[0].exists()  # not taken for an unused snapshot
+
+
+def test_runs_without_the_extension_leave_the_snapshots_alone(project: pytest.Pytester) -> None:
+    use(project, make_record())
+    run(project, "--snapshot-update").assert_outcomes(passed=2)
+    stored = snapshot_file(project)
+    before = stored.read_text()
+    # Same test names, no novelty assertion (a run that does not compare snapshots).
+    project.makepyfile(test_cases="def test_metric():\n    pass\n\ndef test_other_extension():\n    pass\n")
+    result = run(project)
+    assert result.ret == 0
+    run(project, "--snapshot-update").assert_outcomes(passed=2)
+    assert stored.read_text() == before
 
 
 def test_under_xdist(project: pytest.Pytester) -> None:

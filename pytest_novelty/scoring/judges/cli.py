@@ -23,7 +23,11 @@ def add_commands(subparsers: Any) -> None:
     judge = subparsers.add_parser(
         "judge",
         help="score (prompt, response) pairs with a quality judge",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=(
+            "Score each (prompt, response) of a JSON Lines file (fields id, prompt, response, optional "
+            "meta) and write one JSON line per item: id, quality (0-1, null when unscored), scores, "
+            "judge, and error when unscored."
+        ),
     )
     judge.add_argument("input", metavar="INPUT.jsonl", help="JSON Lines with id, prompt, response")
     judge.add_argument("--task", required=True, choices=TASKS, help="the task the responses answer")
@@ -100,7 +104,7 @@ def run_judge_command(args: argparse.Namespace) -> int:
     if args.cache:
         cache = Path(args.cache)
     else:
-        from pytest_novelty.runner import default_cache_dir
+        from pytest_novelty.storage import default_cache_dir
 
         cache = default_cache_dir() / "judge"
     judge = open_judge(

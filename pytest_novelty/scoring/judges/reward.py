@@ -24,25 +24,11 @@ from typing import Any
 from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.scoring.judges.base import JudgeItem, JudgeResult
 from pytest_novelty.scoring.judges.cache import AnswerCache, answer_key
+from pytest_novelty.scoring.reward_scale import NOVELTYBENCH_REWARD_THRESHOLDS, reward_to_utility
 
-DEFAULT_THRESHOLDS: tuple[float, ...] = (
-    -7.71875,
-    -6.28125,
-    -6.0,
-    -5.71875,
-    -5.5,
-    -5.0,
-    -4.375,
-    -3.4375,
-    -2.046875,
-)
+DEFAULT_THRESHOLDS = NOVELTYBENCH_REWARD_THRESHOLDS
 SCALE_MAX = 10
 _FORMAT_VERSION = "reward/1"
-
-
-def _reward_to_scale(reward: float, thresholds: Sequence[float] = DEFAULT_THRESHOLDS) -> int:
-    """NoveltyBench's mapping: 1 + the number of thresholds strictly below ``reward`` (1-10)."""
-    return 1 + sum(threshold < reward for threshold in thresholds)
 
 
 def check_thresholds(thresholds: Sequence[float]) -> tuple[float, ...]:
@@ -100,7 +86,7 @@ class RewardJudge:
         """One 1-10 score per item from its raw reward (quality = score / 10)."""
         results = []
         for reward in self.rewards(items, progress=progress):
-            scale = _reward_to_scale(reward, self.thresholds)
+            scale = reward_to_utility(reward, self.thresholds)
             results.append(JudgeResult(quality=scale / SCALE_MAX, scores=(float(scale),), judge=self.spec))
         return results
 

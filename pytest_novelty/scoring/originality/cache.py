@@ -84,9 +84,11 @@ class CountCache:
         with self._lock:
             if self.path is None:
                 return len(self._memory)
-            row = self._connect().execute(
-                "SELECT COUNT(*) FROM counts WHERE service = ? AND idx = ?", (self.service, self.index)
-            ).fetchone()
+            row = (
+                self._connect()
+                .execute("SELECT COUNT(*) FROM counts WHERE service = ? AND idx = ?", (self.service, self.index))
+                .fetchone()
+            )
             return int(row[0])
 
     def close(self) -> None:

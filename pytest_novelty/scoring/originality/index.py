@@ -316,7 +316,7 @@ def _tokenise_hf(
         lengths = np.array([len(ids) + 1 for ids in encoded], dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
         tokens = np.full(int(lengths.sum()), separator, dtype=np.int64)
-        for start, ids in zip(starts, encoded):
+        for start, ids in zip(starts, encoded, strict=True):
             tokens[start + 1 : start + 1 + len(ids)] = ids
         writer.write(tokens, starts)
         units += int(lengths.sum()) - len(batch)
@@ -409,7 +409,7 @@ def _spot_check(folder: Path, dtype: str) -> None:
         window = [int(t) for t in tokens[start : start + 4]]
         if separator in window:
             window = window[: window.index(separator)]
-        if window and engine.count(input_ids=window).get("count", 0) < 1:
+        if window and not engine.count(input_ids=window).get("count"):
             raise HarnessError(f"the new index of {folder} cannot find its own text: the build is wrong")
 
 

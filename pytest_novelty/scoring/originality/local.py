@@ -159,7 +159,9 @@ class InfiniGramBackend:
                 results.append(lengths)
                 bar.update()
             bar.close()
-        return [MatchBounds.exact(unit_lengths(results[w], enc.unit_pos)) for w, enc in zip(which, encodings)]
+        return [
+            MatchBounds.exact(unit_lengths(results[w], enc.unit_pos)) for w, enc in zip(which, encodings, strict=True)
+        ]
 
     def locate(self, encoding: Encoding, start: int, length: int) -> int | None:
         """The document of the first suffix-array hit of the run (``find`` then ``get_doc_by_rank``)."""
@@ -174,7 +176,7 @@ class InfiniGramBackend:
 
     def close(self) -> None:
         """Drop the engine (its memory maps close with it)."""
-        self._engine = None
+        self._engine = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"InfiniGramBackend({self.spec!r})"

@@ -70,7 +70,7 @@ class _Level:
         first = np.minimum.reduceat(order, starts).astype(np.uint32 if len(order) < 2**32 else np.uint64)
         numbers = np.empty(len(order), dtype=np.uint32)
         numbers[order] = np.cumsum(new, dtype=np.uint32) - np.uint32(1)
-        bits = max(1, int(len(table)).bit_length() - 1)
+        bits = max(1, len(table).bit_length() - 1)
         shift = np.uint64(64 - bits)
         counts = np.bincount((table >> shift).astype(np.intp), minlength=1 << bits)
         buckets = np.zeros((1 << bits) + 1, dtype=np.uint32 if len(table) < 2**32 else np.uint64)
@@ -213,7 +213,7 @@ class NgramSetBackend:
                 break
         upper = np.where(lengths >= cap, remaining, lengths)
         out = []
-        for lo, hi in zip(np.cumsum(sizes) - sizes, np.cumsum(sizes)):
+        for lo, hi in zip(np.cumsum(sizes) - sizes, np.cumsum(sizes), strict=True):
             out.append(MatchBounds(lengths[lo:hi], upper[lo:hi]))
         return out
 

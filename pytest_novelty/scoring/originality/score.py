@@ -120,7 +120,7 @@ def score_texts(
     all_bounds = backend.match_bounds(encodings, orders, progress=progress)
     located: dict[bytes, int | None] = {}
     results = []
-    for enc, bounds in zip(encodings, all_bounds):
+    for enc, bounds in zip(encodings, all_bounds, strict=True):
         originality: dict[int, float | None] = {}
         ngrams: dict[int, int] = {}
         unseen: dict[int, int] = {}

@@ -197,7 +197,7 @@ class WordsTokenizer:
         ids, unit_pos = self.codec.encode_ranks(flat)
         out = []
         u = 0
-        for text, ranks in zip(normalized, per_text):
+        for text, ranks in zip(normalized, per_text, strict=True):
             k = len(ranks)
             lo, hi = int(unit_pos[u]), int(unit_pos[u + k])
             out.append(
@@ -257,7 +257,7 @@ class HFTokenizer:
     def encode(self, texts: Sequence[str]) -> list[Encoding]:
         """Encode ``texts`` in one batch call of the tokenizer."""
         out = []
-        for text, enc in zip(texts, self.backend.encode_batch(list(texts), add_special_tokens=False)):
+        for text, enc in zip(texts, self.backend.encode_batch(list(texts), add_special_tokens=False), strict=True):
             ids = np.asarray(enc.ids, dtype=np.int64)
             out.append(
                 Encoding(

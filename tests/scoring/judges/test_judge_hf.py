@@ -66,7 +66,8 @@ def test_chat_template_and_plain_fallback(scoring_lm: Path, tmp_path: Path) -> N
     plain = tiny_causal_lm(tmp_path / "plain", emits="Score:4", chat_template=None)
     judge = HFJudge(str(plain), samples=2, max_new_tokens=2, device="cpu")
     assert judge._render(ITEMS[0]).endswith("Evaluation:")
-    assert [r.scores for r in judge.score(ITEMS[:1])] == [(4.0, 4.0)]
+    assert [r.scores for r in judge.score([ITEMS[0], ITEMS[0]])] == [(4.0, 4.0)] * 2
+    assert judge.sequences_generated == 2  # identical items are judged once
 
 
 def test_unparsable_replies_are_reasked_then_unscored(tmp_path: Path) -> None:

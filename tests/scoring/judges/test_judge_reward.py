@@ -11,7 +11,7 @@ torch.set_num_threads(1)
 
 from pytest_novelty.errors import ConfigError  # noqa: E402
 from pytest_novelty.scoring.judges import DEFAULT_THRESHOLDS, JudgeItem, RewardJudge, open_judge  # noqa: E402
-from pytest_novelty.scoring.judges.reward import _reward_to_scale  # noqa: E402
+from pytest_novelty.scoring.reward_scale import reward_to_utility  # noqa: E402
 from tests.scoring.judges.judge_helpers import tiny_reward_model  # noqa: E402
 
 ITEMS = [
@@ -36,8 +36,8 @@ ITEMS = [
         (3.0, 10),
     ],
 )
-def test_reward_to_scale(reward: float, scale: int) -> None:
-    assert _reward_to_scale(reward, DEFAULT_THRESHOLDS) == scale
+def test_reward_mapping_used_by_the_judge(reward: float, scale: int) -> None:
+    assert reward_to_utility(reward, DEFAULT_THRESHOLDS) == scale
 
 
 @pytest.mark.parametrize(("reward", "scale"), [(-5.0, 6), (-3.0, 9)])

@@ -1,0 +1,221 @@
+"""The report folder: ``report.json`` (everything, machine-readable), ``report.md`` and the plots.
+
+:func:`write_report` is the entry point; it writes the plots first so that ``report.json`` can list
+them. Inputs are plain data so the controller can build them from what xdist workers sent:
+
+* ``rows``: one dict per case, as the terminal table takes them (see
+  :mod:`pytest_novelty.report.terminal`), plus ``message`` and anything else worth keeping;
+* ``suites_data``: per suite, a :class:`SuiteData` with the per-generation arrays;
+* ``versions``: what produced the numbers, e.g. ``{"model": ..., "suites": ..., "judge": ...,
+  "index": ...}``; values are strings or small JSON values.
+
+NaN becomes null and floats are rounded to 6 decimals; every file is written atomically.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any, TypedDict
+
+import numpy as np
+
+from pytest_novelty.report.terminal import threshold_met
+from pytest_novelty.storage import atomic_write_json
+
+REPORT_FORMAT = 1
+JSON_NAME = "report.json"
+
+
+class GenerationArrays(TypedDict, total=False):
+    """Per-generation values of one checkpoint on one suite (shape prompts × samples, or flat).
+
+    ``novelty`` is optional: when absent it is computed as the harmonic mean of ``quality`` and
+    ``originality``. NaN (or None) marks an unscored generation.
+    """
+
+    quality: Sequence[Any]
+    originality: Sequence[Any]
+    novelty: Sequence[Any]
+
+
+class SuiteData(GenerationArrays, total=False):
+    """One suite's arrays for the report: the candidate's, optionally a baseline's, and context.
+
+    ``n`` is the n-gram order of ``originality`` and ``novelty``; ``info`` holds anything
+    descriptive (model, judge, index, prompt count) and is copied into ``report.json`` as is.
+    """
+
+    n: int
+    baseline: GenerationArrays
+    info: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """What :func:`write_report` wrote."""
+
+    json: Path
+    markdown: Path
+    plots: dict[str, dict[str, Path]] = field(default_factory=dict)
+
+
+def as_vector(values: Any) -> np.ndarray:
+    """A flat float array from nested lists or arrays; None becomes NaN."""
+    if values is None:
+        return np.empty(0)
+    array = np.asarray(values, dtype=object)
+    flat = [math.nan if v is None else float(v) for v in array.ravel()]
+    return np.asarray(flat, dtype=float)
+
+
+def novelty_of(arrays: Mapping[str, Any]) -> np.ndarray:
+    """Per-generation novelty: given, or the harmonic mean 2qo/(q + o) (0 where q = o = 0)."""
+    if arrays.get("novelty") is not None:
+        return as_vector(arrays["novelty"])
+    q, o = as_vector(arrays.get("quality")), as_vector(arrays.get("originality"))
+    if q.size != o.size:
+        raise ValueError(f"quality has {q.size} values but originality {o.size}")
+    total = q + o
+    return np.divide(2 * q * o, total, out=np.zeros_like(total), where=(total != 0) | np.isnan(total))
+
+
+def clean(value: Any) -> Any:
+    """A JSON-safe copy: NaN and inf become None, floats keep 6 decimals, arrays become lists."""
+    if isinstance(value, Mapping):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return clean(value.tolist())
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        return round(number, 6) if math.isfinite(number) else None
+    if isinstance(value, Path):
+        return str(value)
+    if value is None or isinstance(value, str):
+        return value
+    return str(value)
+
+
+def _summary(arrays: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, values in (
+        ("quality", as_vector(arrays.get("quality"))),
+        ("originality", as_vector(arrays.get("originality"))),
+        ("novelty", novelty_of(arrays)),
+    ):
+        present = values[~np.isnan(values)]
+        out[name] = {
+            "mean": float(present.mean()) if present.size else None,
+            "count": int(present.size),
+            "unscored": int(values.size - present.size),
+        }
+    return out
+
+
+def _suite_entry(data: SuiteData) -> dict[str, Any]:
+    raw: dict[str, Any] = dict(data)
+    entry: dict[str, Any] = {"n": raw.get("n"), "info": dict(raw.get("info") or {})}
+    candidate = {k: raw[k] for k in ("quality", "originality", "novelty") if raw.get(k) is not None}
+    entry["candidate"] = {**candidate, "summary": _summary(candidate)}
+    if raw.get("baseline"):
+        baseline = dict(raw["baseline"])
+        entry["baseline"] = {**baseline, "summary": _summary(baseline)}
+    return entry
+
+
+def _own_version() -> str:
+    try:
+        return metadata.version("pytest-novelty")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _row_failed(row: Mapping[str, Any]) -> bool:
+    return not row.get("passed", True) or row.get("status") == "regressed"
+
+
+def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Counts of cases: total, passed, failed, threshold failures, regressions, drift warnings."""
+    return {
+        "cases": len(rows),
+        "passed": sum(not _row_failed(r) for r in rows),
+        "failed": sum(_row_failed(r) for r in rows),
+        "threshold_failures": sum(not threshold_met(r) for r in rows),
+        "regressions": sum(r.get("status") == "regressed" for r in rows),
+        "warnings": sum(r.get("status") in ("within_tolerance", "not_significant") for r in rows),
+        "improvements": sum(r.get("status") == "improved" for r in rows),
+    }
+
+
+def build_report(
+    rows: Sequence[Mapping[str, Any]],
+    suites_data: Mapping[str, SuiteData] | None = None,
+    versions: Mapping[str, Any] | None = None,
+    *,
+    plots: Mapping[str, Mapping[str, Path]] | None = None,
+    created: datetime | None = None,
+) -> dict[str, Any]:
+    """The content of ``report.json`` as a JSON-safe dict.
+
+    ``plots`` maps suite → plot kind → file; files are stored relative to the report folder by
+    their name. ``created`` defaults to now (UTC).
+    """
+    stamp = (created or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+    report = {
+        "format": REPORT_FORMAT,
+        "created": stamp,
+        "versions": {"pytest_novelty": _own_version(), **dict(versions or {})},
+        "summary": summarize(rows),
+        "rows": [dict(r) for r in sorted(rows, key=lambda r: (str(r.get("suite")), str(r.get("metric"))))],
+        "suites": {name: _suite_entry(data) for name, data in sorted((suites_data or {}).items())},
+        "plots": {s: {k: Path(p).name for k, p in kinds.items()} for s, kinds in sorted((plots or {}).items())},
+    }
+    cleaned: dict[str, Any] = clean(report)
+    return cleaned
+
+
+def write_json_report(
+    out_dir: str | Path,
+    rows: Sequence[Mapping[str, Any]],
+    suites_data: Mapping[str, SuiteData] | None = None,
+    versions: Mapping[str, Any] | None = None,
+    *,
+    plots: Mapping[str, Mapping[str, Path]] | None = None,
+) -> Path:
+    """Write ``report.json`` into ``out_dir`` (created if needed) and return its path."""
+    path = Path(out_dir) / JSON_NAME
+    atomic_write_json(path, build_report(rows, suites_data, versions, plots=plots))
+    return path
+
+
+def write_report(
+    out_dir: str | Path,
+    rows: Sequence[Mapping[str, Any]],
+    suites_data: Mapping[str, SuiteData] | None = None,
+    versions: Mapping[str, Any] | None = None,
+    *,
+    step_summary: bool = True,
+) -> ReportFiles:
+    """Write the whole report folder: plots per suite, ``report.json`` and ``report.md``.
+
+    With ``step_summary`` the markdown is also appended to ``$GITHUB_STEP_SUMMARY`` when that
+    variable is set (GitHub Actions shows it on the job page).
+    """
+    from pytest_novelty.report.markdown import write_markdown_report
+    from pytest_novelty.report.plots import write_plots
+
+    folder = Path(out_dir)
+    plots = write_plots(folder, suites_data or {})
+    json_path = write_json_report(folder, rows, suites_data, versions, plots=plots)
+    md_path = write_markdown_report(folder, rows, versions, plots=plots, step_summary=step_summary)
+    return ReportFiles(json=json_path, markdown=md_path, plots=plots)

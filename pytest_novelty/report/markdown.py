@@ -1,0 +1,137 @@
+"""``report.md``: a short table a reviewer reads in a pull request or on the CI job page."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_novelty.report.json_report import summarize
+from pytest_novelty.report.terminal import format_ci, has_comparison, threshold_met, verdict_text
+from pytest_novelty.storage import atomic_write_text
+
+MARKDOWN_NAME = "report.md"
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+
+
+def _num(value: Any, signed: bool = False) -> str:
+    if value is None or value != value:  # None or NaN
+        return "n/a"
+    return f"{float(value):+.4f}" if signed else f"{float(value):.4f}"
+
+
+def _p(value: Any) -> str:
+    if value is None or value != value:
+        return "n/a"
+    return "< 0.0001" if value < 0.0001 else f"{value:.4f}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _threshold(row: Mapping[str, Any]) -> str:
+    if row.get("op") is None or row.get("threshold") is None:
+        return ""
+    return f"{row['op']} {row['threshold']:g}"
+
+
+def _note(row: Mapping[str, Any]) -> str:
+    """A bullet explaining why a row failed or warned: its threshold message, its comparison, or both."""
+    parts = []
+    if not threshold_met(row) and row.get("message"):
+        parts.append(str(row["message"]))
+    if row.get("status") in ("regressed", "not_significant"):
+        parts.append(str(row.get("comparison") or row.get("message") or ""))
+    if not parts and not row.get("passed", True) and row.get("message"):
+        parts.append(str(row["message"]))
+    return "\n".join(f"- {_cell(p)}" for p in parts if p)
+
+
+def _table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    compared = has_comparison(rows)
+    if compared:
+        head = ["suite", "metric", "value", "threshold", "baseline", "delta", "CI", "p", "verdict"]
+    else:
+        head = ["suite", "metric", "value", "threshold", "result"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * len(head)) + "|"]
+    for row in sorted(rows, key=lambda r: (str(r["suite"]), str(r["metric"]), str(r.get("op")))):
+        verdict = verdict_text(row)
+        if verdict.startswith("FAIL"):
+            verdict = f"**{verdict}**"
+        cells = [str(row["suite"]), f"`{row['metric']}`", _num(row.get("value")), _threshold(row)]
+        if compared:
+            cells += [
+                _num(row.get("baseline")),
+                _num(row.get("delta"), signed=True),
+                format_ci(row.get("ci")),
+                _p(row.get("p_value")),
+            ]
+        cells.append(verdict)
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return lines
+
+
+def render_markdown(
+    rows: Sequence[Mapping[str, Any]],
+    versions: Mapping[str, Any] | None = None,
+    *,
+    plots: Mapping[str, Mapping[str, Path]] | None = None,
+    title: str = "Novelty gate",
+) -> str:
+    """The report as Markdown: headline, versions, table, failure messages and (optionally) plots.
+
+    Plot images are linked by file name, relative to the report folder; leave ``plots`` out where
+    the text is shown away from the folder (a CI job summary).
+    """
+    counts = summarize(rows)
+    if counts["failed"]:
+        headline = f"**{counts['failed']} of {counts['cases']} cases failed**"
+    else:
+        cases = counts["cases"]
+        headline = "**the 1 case passed**" if cases == 1 else f"**all {cases} cases passed**"
+    extras = []
+    if counts["regressions"]:
+        extras.append(f"{counts['regressions']} regression{'s' if counts['regressions'] != 1 else ''}")
+    if counts["warnings"]:
+        extras.append(f"{counts['warnings']} drift warning{'s' if counts['warnings'] != 1 else ''}")
+    if counts["improvements"]:
+        extras.append(f"{counts['improvements']} improvement{'s' if counts['improvements'] != 1 else ''}")
+    lines = [f"## {title}", "", headline + (f" ({', '.join(extras)})" if extras else "")]
+    if versions:
+        lines.append("")
+        lines.extend(f"- {key}: `{value}`" for key, value in sorted(versions.items()) if value not in (None, ""))
+    lines += ["", *_table(rows)]
+    notes = [_note(r) for r in sorted(rows, key=lambda r: (str(r["suite"]), str(r["metric"])))]
+    notes = [n for n in notes if n]
+    if notes:
+        lines += ["", "<details><summary>Details</summary>", "", *notes, "", "</details>"]
+    if plots:
+        lines += ["", "### Plots", ""]
+        for suite, kinds in sorted(plots.items()):
+            for kind, path in sorted(kinds.items()):
+                lines += [f"![{suite} {kind.replace('_', ' ')}]({Path(path).name})", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def write_markdown_report(
+    out_dir: str | Path,
+    rows: Sequence[Mapping[str, Any]],
+    versions: Mapping[str, Any] | None = None,
+    *,
+    plots: Mapping[str, Mapping[str, Path]] | None = None,
+    step_summary: bool = True,
+) -> Path:
+    """Write ``report.md`` into ``out_dir``; append the table to ``$GITHUB_STEP_SUMMARY`` when set.
+
+    The job summary gets the text without the plot links, which only resolve inside the folder.
+    """
+    path = Path(out_dir) / MARKDOWN_NAME
+    atomic_write_text(path, render_markdown(rows, versions, plots=plots))
+    summary = os.environ.get(STEP_SUMMARY_ENV)
+    if step_summary and summary:
+        # GitHub documents appending as the way to write a step summary; one write call.
+        with open(summary, "a", encoding="utf-8") as fh:
+            fh.write(render_markdown(rows, versions) + "\n")
+    return path

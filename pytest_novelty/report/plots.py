@@ -1,0 +1,158 @@
+"""PNG plots per suite: quality against originality with equal-novelty curves, and a novelty histogram.
+
+Novelty is the harmonic mean of quality q and originality o, so the points of equal novelty h lie
+on the curve q = h·o / (2o − h): the scatter draws those curves (h = 0.2, 0.4, 0.6, 0.8) so a reader
+sees at once whether the candidate moved towards better or merely different output. matplotlib is
+imported inside the functions and drives the Agg canvas directly (no pyplot, no global backend
+switch), so importing this module costs nothing and works without a display.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pytest_novelty.report.json_report import SuiteData, as_vector, novelty_of
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+#: Pixel size of every plot (width, height) at :data:`DPI`.
+SIZE = (720, 540)
+DPI = 100
+NOVELTY_LEVELS = (0.2, 0.4, 0.6, 0.8)
+CANDIDATE_COLOR = "#1f77b4"
+BASELINE_COLOR = "#ff7f0e"
+
+
+def _save(figure: Figure, path: Path) -> None:
+    """Render ``figure`` to ``path`` atomically (temporary file in the same folder, then replace)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(figure)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            figure.savefig(fh, format="png", dpi=DPI)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _figure() -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(SIZE[0] / DPI, SIZE[1] / DPI), dpi=DPI, layout="constrained")
+
+
+def _pairs(arrays: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    q, o = as_vector(arrays.get("quality")), as_vector(arrays.get("originality"))
+    if q.size != o.size:
+        raise ValueError(f"quality has {q.size} values but originality {o.size}")
+    keep = ~(np.isnan(q) | np.isnan(o))
+    return o[keep], q[keep]
+
+
+def _series(data: SuiteData) -> list[tuple[str, Mapping[str, Any], str]]:
+    raw: dict[str, Any] = dict(data)
+    series: list[tuple[str, Mapping[str, Any], str]] = [("candidate", raw, CANDIDATE_COLOR)]
+    if raw.get("baseline"):
+        series.append(("baseline", raw["baseline"], BASELINE_COLOR))
+    return series
+
+
+def plot_quality_originality(path: str | Path, suite: str, data: SuiteData) -> Path:
+    """Scatter of per-generation quality (y) against originality (x) with equal-novelty curves."""
+    figure = _figure()
+    ax = figure.add_subplot()
+    grid = np.linspace(0.0, 1.0, 201)
+    o_grid, q_grid = np.meshgrid(grid, grid)
+    total = o_grid + q_grid
+    h_grid = np.divide(2 * o_grid * q_grid, total, out=np.zeros_like(total), where=total != 0)
+    contours = ax.contour(o_grid, q_grid, h_grid, levels=NOVELTY_LEVELS, colors="0.6", linewidths=0.8)
+    ax.clabel(contours, fmt=lambda level: f"novelty {level:.1f}", fontsize=7)
+    for label, arrays, color in _series(data):
+        o, q = _pairs(arrays)
+        ax.scatter(o, q, s=14, alpha=0.45, color=color, edgecolors="none", label=f"{label} ({o.size})")
+        if o.size:
+            ax.scatter(
+                [o.mean()],
+                [q.mean()],
+                s=160,
+                marker="X",
+                color=color,
+                edgecolors="black",
+                linewidths=0.8,
+                label=f"{label} mean",
+                zorder=3,
+            )
+    n = data.get("n")
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(0.0, 1.0)
+    ax.set_xlabel(f"originality@{n}" if n else "originality")
+    ax.set_ylabel("quality")
+    ax.set_title(f"{suite}: quality against originality")
+    ax.grid(alpha=0.2)
+    ax.legend(loc="lower left", fontsize=8)
+    out = Path(path)
+    _save(figure, out)
+    return out
+
+
+def plot_novelty_histogram(path: str | Path, suite: str, data: SuiteData) -> Path:
+    """Histogram of per-generation novelty, candidate filled and baseline outlined, means marked."""
+    figure = _figure()
+    ax = figure.add_subplot()
+    bins = [i / 20 for i in range(21)]
+    for label, arrays, color in _series(data):
+        values = novelty_of(arrays)
+        values = values[~np.isnan(values)]
+        if label == "candidate":
+            ax.hist(values, bins=bins, color=color, alpha=0.7, label=f"{label} ({values.size})")
+        else:
+            ax.hist(values, bins=bins, histtype="step", color=color, linewidth=2, label=f"{label} ({values.size})")
+        if values.size:
+            ax.axvline(
+                float(values.mean()),
+                color=color,
+                linestyle="--",
+                linewidth=1.2,
+                label=f"{label} mean {values.mean():.3f}",
+            )
+    n = data.get("n")
+    ax.set_xlim(0.0, 1.0)
+    ax.set_xlabel(f"novelty@{n} per generation" if n else "novelty per generation")
+    ax.set_ylabel("generations")
+    ax.set_title(f"{suite}: novelty of each generation")
+    ax.legend(loc="upper right", fontsize=8)
+    out = Path(path)
+    _save(figure, out)
+    return out
+
+
+def write_plots(out_dir: str | Path, suites_data: Mapping[str, SuiteData]) -> dict[str, dict[str, Path]]:
+    """Both plots for every suite with data; returns suite → kind → file.
+
+    Files are ``<suite>-quality-originality.png`` and ``<suite>-novelty-histogram.png``; a suite
+    without quality and originality values gets none.
+    """
+    folder = Path(out_dir)
+    written: dict[str, dict[str, Path]] = {}
+    for suite, data in sorted(suites_data.items()):
+        raw: dict[str, Any] = dict(data)
+        if raw.get("quality") is None or raw.get("originality") is None:
+            continue
+        written[suite] = {
+            "quality_originality": plot_quality_originality(folder / f"{suite}-quality-originality.png", suite, data),
+            "novelty_histogram": plot_novelty_histogram(folder / f"{suite}-novelty-histogram.png", suite, data),
+        }
+    return written

@@ -1,0 +1,220 @@
+"""``infini-gram-api:INDEX`` and ``infini-gram-mini:INDEX``: the public infini-gram web services.
+
+Both answer one ``count`` query per POST (``{"index", "query_type": "count", ...}`` → ``{"count"}``);
+there is no longest-match query, so n-grams are decided by :mod:`.search` with as few questions as
+the answers allow, every distinct question asked once per batch and never again thanks to the
+persistent :class:`~.cache.CountCache`.
+
+- The infini-gram API (``https://api.infini-gram.io/``) indexes token ids: n-grams are sent as
+  ``query_ids`` in the index's tokenizer, Llama-2 for the ``v4_*_llama`` indexes (the OLMo-2 ones
+  included), GPT-2 for ``*_gpt2``, OLMo for ``*_olmo``. Option ``tokenizer`` overrides the choice
+  (a local folder avoids the hub; Llama-2 is gated there).
+- infini-gram mini (``https://api-mini.infini-gram.io/``) matches raw characters, case-sensitive.
+  N-grams are words (:mod:`pytest_novelty.scoring.text`) sent as the generation's own text of those
+  words, whitespace runs collapsed to one space, with a space added at each end that is a letter or
+  digit, so that ``" the cat sat "`` cannot match inside ``"bathe cat satin"``. The corpus text is
+  not re-tokenised, so a word n-gram at the very start of a line or next to punctuation in the
+  corpus can be missed: originality from mini is a slight over-estimate.
+
+Endpoints come from the ``url`` option, else ``$PYTEST_NOVELTY_INFINIGRAM_API_URL`` /
+``$PYTEST_NOVELTY_INFINIGRAM_MINI_URL``, else the public addresses.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_novelty.errors import ConfigError, HarnessError
+from pytest_novelty.scoring.originality.backend import MatchBounds
+from pytest_novelty.scoring.originality.cache import CountCache
+from pytest_novelty.scoring.originality.client import JsonClient
+from pytest_novelty.scoring.originality.search import decide_thresholds
+from pytest_novelty.scoring.originality.tokenization import Encoding, SurfaceWords, Tokenizer, load_hf_tokenizer
+
+__all__ = ["API_URL", "MINI_URL", "InfiniGramApiBackend", "InfiniGramMiniBackend", "default_api_tokenizer"]
+
+API_URL = "https://api.infini-gram.io/"
+MINI_URL = "https://api-mini.infini-gram.io/"
+API_URL_ENV = "PYTEST_NOVELTY_INFINIGRAM_API_URL"
+MINI_URL_ENV = "PYTEST_NOVELTY_INFINIGRAM_MINI_URL"
+
+_TOKENIZERS = {"llama": "meta-llama/Llama-2-7b-hf", "gpt2": "gpt2", "olmo": "allenai/OLMo-7B-hf"}
+_WORD_CHAR = re.compile(r"\w")
+
+
+def default_api_tokenizer(index: str) -> str:
+    """The tokenizer of a public index, from its name's suffix (``v4_piletrain_llama`` → Llama-2)."""
+    suffix = index.rsplit("_", 1)[-1]
+    if suffix not in _TOKENIZERS:
+        raise ConfigError(
+            f"cannot tell the tokenizer of index {index!r} from its name; pass tokenizer=PATH_OR_ID",
+            field="tokenizer",
+        )
+    return _TOKENIZERS[suffix]
+
+
+class _CountApiBackend:
+    """Shared machinery: cache, client, rounds of count questions."""
+
+    service = ""
+    url_env = ""
+    default_url = ""
+    tokenizer: Tokenizer
+
+    def __init__(
+        self,
+        index: str,
+        *,
+        spec: str,
+        cache_dir: Path | None,
+        url: str | None = None,
+        concurrency: int = 8,
+        max_retries: int = 5,
+        timeout: float = 30.0,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+    ) -> None:
+        if not index.strip():
+            raise ConfigError(f"{self.service}: needs an index name, as in {self.service}-api:INDEX", field="spec")
+        self.spec = spec
+        self.index = index
+        self.url = url or os.environ.get(self.url_env) or self.default_url
+        self.client = JsonClient(
+            self.url,
+            name=f"the {self.service} API",
+            hint=f"check the address (option url= or ${self.url_env}) and the network; ",
+            concurrency=concurrency,
+            max_retries=max_retries,
+            timeout=timeout,
+            backoff=backoff,
+            max_backoff=max_backoff,
+        )
+        self.cache = CountCache(cache_dir, self.service, index)
+        self.questions = 0
+        """Distinct questions sent over the network (cache misses)."""
+        self._lock = threading.Lock()
+
+    @property
+    def requests(self) -> int:
+        """HTTP requests sent, retries included."""
+        return self.client.requests
+
+    def _payload(self, query: Hashable) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _cache_key(self, query: Hashable) -> str:
+        raise NotImplementedError
+
+    def _key(self, enc: Encoding, i: int, n: int) -> Hashable:
+        raise NotImplementedError
+
+    def _ask(self, queries: list[Hashable], progress: bool) -> dict[Hashable, bool]:
+        names = {q: self._cache_key(q) for q in queries}
+        cached = self.cache.get_many(names.values())
+        answers = {q: cached[names[q]] > 0 for q in queries if names[q] in cached}
+        missing = [q for q in queries if names[q] not in cached]
+        if not missing:
+            return answers
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(missing), desc=f"[novelty] {self.service}", unit=" queries", disable=not progress)
+
+        def record(i: int, answer: dict[str, Any]) -> None:
+            count = answer.get("count")
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise HarnessError(f"the {self.service} API at {self.url} answered without a count: {answer!r}")
+            self.cache.put(names[missing[i]], count)
+            with self._lock:
+                answers[missing[i]] = count > 0
+                self.questions += 1
+
+        try:
+            self.client.post_all([self._payload(q) for q in missing], record, bar.update)
+        finally:
+            bar.close()
+        return answers
+
+    def match_bounds(
+        self, encodings: Sequence[Encoding], ns: Sequence[int], *, progress: bool = False
+    ) -> list[MatchBounds]:
+        """Decide every n-gram with count questions (see :mod:`.search`)."""
+        return decide_thresholds(
+            encodings,
+            ns,
+            lambda t, i, n: self._key(encodings[t], i, n),
+            lambda queries: self._ask(queries, progress),
+        )
+
+    def locate(self, encoding: Encoding, start: int, length: int) -> int | None:
+        """Not asked of the web APIs (it would cost two more requests per text)."""
+        return None
+
+    def close(self) -> None:
+        """Close connections and the cache."""
+        self.client.close()
+        self.cache.close()
+
+
+class InfiniGramApiBackend(_CountApiBackend):
+    """The infini-gram API: token-id n-grams in the index's tokenizer."""
+
+    service = "infini-gram"
+    url_env = API_URL_ENV
+    default_url = API_URL
+
+    def __init__(self, index: str, *, tokenizer: str | None = None, **options: Any) -> None:
+        super().__init__(index, **options)
+        self.tokenizer = load_hf_tokenizer(tokenizer or default_api_tokenizer(index))
+
+    def _key(self, enc: Encoding, i: int, n: int) -> Hashable:
+        return tuple(int(t) for t in enc.ids[i : i + n])
+
+    def _cache_key(self, query: Hashable) -> str:
+        assert isinstance(query, tuple)
+        return ",".join(map(str, query))
+
+    def _payload(self, query: Hashable) -> dict[str, Any]:
+        assert isinstance(query, tuple)
+        return {"index": self.index, "query_type": "count", "query_ids": list(query)}
+
+    def __repr__(self) -> str:
+        return f"InfiniGramApiBackend({self.index!r}, url={self.url!r})"
+
+
+def mini_query(enc: Encoding, i: int, n: int) -> str:
+    """The character query for the word n-gram at ``i``: its text, spaces collapsed, word ends padded."""
+    text = " ".join(enc.surface(i, n).split())
+    if _WORD_CHAR.match(text[:1]):
+        text = " " + text
+    if _WORD_CHAR.match(text[-1:]):
+        text += " "
+    return text
+
+
+class InfiniGramMiniBackend(_CountApiBackend):
+    """infini-gram mini: word n-grams matched as raw text (see the module docstring)."""
+
+    service = "infini-gram-mini"
+    url_env = MINI_URL_ENV
+    default_url = MINI_URL
+
+    def __init__(self, index: str, **options: Any) -> None:
+        super().__init__(index, **options)
+        self.tokenizer = SurfaceWords()
+
+    def _key(self, enc: Encoding, i: int, n: int) -> Hashable:
+        return mini_query(enc, i, n)
+
+    def _cache_key(self, query: Hashable) -> str:
+        return str(query)
+
+    def _payload(self, query: Hashable) -> dict[str, Any]:
+        return {"index": self.index, "query_type": "count", "query": query}
+
+    def __repr__(self) -> str:
+        return f"InfiniGramMiniBackend({self.index!r}, url={self.url!r})"

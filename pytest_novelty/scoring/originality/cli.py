@@ -1,0 +1,133 @@
+"""Command-line tools of the originality engine: ``index build`` and ``originality``.
+
+``pytest-novelty index build CORPUS... --out DIR [--tokenizer words|PATH_OR_ID]`` indexes files or
+folders of JSONL (``text``), plain text, ``.gz`` or ``.zst``.
+
+``pytest-novelty originality --index SPEC --n 4 5 6 INPUT.jsonl`` reads JSONL with ``id`` and
+``text`` (``-`` for stdin) and writes one JSON line per input, in order::
+
+    {"id": ..., "originality": {"4": 0.31, "5": 0.52, "6": 0.7}, "ngrams": {"4": 57, ...},
+     "longest_span": 12, "longest_span_doc": 3051}
+
+with ``null`` where a text has fewer than n units.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from pytest_novelty.errors import ConfigError
+
+__all__ = ["add_commands", "cmd_index_build", "cmd_originality"]
+
+_BATCH = 5000
+
+
+def _default_cache() -> Path:
+    if os.environ.get("PYTEST_NOVELTY_CACHE"):
+        base = Path(os.environ["PYTEST_NOVELTY_CACHE"])
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-novelty"
+    return base / "originality"
+
+
+def cmd_index_build(args: argparse.Namespace) -> int:
+    """Handler of ``index build``."""
+    from pytest_novelty.scoring.originality import build_index
+
+    facts = build_index(
+        [Path(p) for p in args.corpus], Path(args.out), tokenizer=args.tokenizer, progress=not args.quiet
+    )
+    print(json.dumps(facts))
+    return 0
+
+
+def _records(handle: TextIO, name: str) -> Iterator[tuple[Any, str]]:
+    for number, line in enumerate(handle, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"line {number} is not JSON ({exc.msg})", path=name) from exc
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise ConfigError(f"line {number} has no string field 'text'", path=name)
+        yield record.get("id", number), record["text"]
+
+
+def _batches(items: Iterator[tuple[Any, str]]) -> Iterator[list[tuple[Any, str]]]:
+    batch: list[tuple[Any, str]] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= _BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def cmd_originality(args: argparse.Namespace) -> int:
+    """Handler of ``originality``."""
+    from pytest_novelty.scoring.originality import open_backend, score_texts
+
+    backend = open_backend(args.index, cache_dir=Path(args.cache) if args.cache else _default_cache())
+    handle: TextIO
+    if args.input == "-":
+        handle, name = sys.stdin, "<stdin>"
+    else:
+        path = Path(args.input)
+        if not path.is_file():
+            raise ConfigError("no such input file", path=path)
+        handle, name = path.open(encoding="utf-8"), str(path)
+    try:
+        for batch in _batches(_records(handle, name)):
+            results = score_texts(backend, [text for _, text in batch], args.n, progress=args.progress)
+            for (ident, _), result in zip(batch, results, strict=True):
+                line = {
+                    "id": ident,
+                    "originality": {str(n): v for n, v in result.originality.items()},
+                    "ngrams": {str(n): v for n, v in result.ngrams.items()},
+                    "longest_span": result.longest_span,
+                    "longest_span_doc": result.longest_span_doc,
+                }
+                sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+    finally:
+        if handle is not sys.stdin:
+            handle.close()
+        backend.close()
+    return 0
+
+
+def add_commands(subparsers: Any) -> None:
+    """Register ``index build`` and ``originality`` on an argparse subparsers object."""
+    index = subparsers.add_parser("index", help="build an originality index of a training corpus")
+    index_sub = index.add_subparsers(dest="index_command", required=True)
+    build = index_sub.add_parser(
+        "build", help="index files or folders (JSONL with text, plain text, .gz, .zst) with infini-gram"
+    )
+    build.add_argument("corpus", nargs="+", help="corpus files or folders")
+    build.add_argument("--out", required=True, help="folder to write the index to (replaced when complete)")
+    build.add_argument(
+        "--tokenizer", default="words", help="words (default) or a Hugging Face tokenizer folder, file or hub id"
+    )
+    build.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    build.set_defaults(func=cmd_index_build)
+
+    orig = subparsers.add_parser("originality", help="score the originality of texts against an index")
+    orig.add_argument(
+        "--index",
+        required=True,
+        help="backend spec: infini-gram:DIR, ngram-set:DIR, infini-gram-api:INDEX, infini-gram-mini:INDEX",
+    )
+    orig.add_argument("--n", type=int, nargs="+", default=[4, 5, 6], help="n-gram orders (default 4 5 6)")
+    orig.add_argument("--cache", help="cache folder for web API answers (default ~/.cache/pytest-novelty/originality)")
+    orig.add_argument("--progress", action="store_true", help="show progress on stderr")
+    orig.add_argument("input", help="JSONL file with id and text per line, or - for stdin")
+    orig.set_defaults(func=cmd_originality)

@@ -1,0 +1,185 @@
+"""Local backends (infini-gram index, n-gram set) against a brute-force count, property-based.
+
+A few small random corpora are indexed once per module (words mode, words mode with two-token
+rare words, a tiny BPE tokenizer, and that tokenizer over two shards); hypothesis then varies the
+texts and the n-gram orders. Tiny alphabets make the engine's ``creativity`` bug (a match length of
+0 for a suffix that sorts first) frequent, so the guard is exercised too.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_novelty.scoring.originality import build_index, open_backend, score_texts
+from pytest_novelty.scoring.originality.local import InfiniGramBackend
+from pytest_novelty.scoring.originality.ngramset import NgramSetBackend
+from pytest_novelty.scoring.text import words
+from tests.scoring.originality.originality_helpers import (
+    Reference,
+    hf_units,
+    random_corpus,
+    splice_text,
+    train_tokenizer,
+)
+
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@dataclass
+class Case:
+    name: str
+    corpus: list[str]
+    spec: str
+    units: Callable[[str], list]
+    reference: Reference
+
+
+def _case(tmp: Path, name: str, corpus: list[str], units: Callable[[str], list], **build: object) -> Case:
+    out = tmp / name
+    build_index(corpus, out, progress=False, **build)  # type: ignore[arg-type]
+    return Case(name, corpus, str(out), units, Reference([units(doc) for doc in corpus]))
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Case]:
+    tmp = tmp_path_factory.mktemp("orig-local")
+    plain = random_corpus(1, vocab=5)
+    rare = random_corpus(2, vocab=12)
+    sub = random_corpus(3, vocab=9, docs=50)
+    tok = train_tokenizer(sub, tmp / "bpe-tokenizer")
+    units = hf_units(tok)
+    out = {
+        "words": _case(tmp, "words", plain, words),
+        "words-pairs": _case(tmp, "pairs", rare, words, single_token_words=3),
+        "bpe": _case(tmp, "bpe", sub, units, tokenizer=str(tok)),
+    }
+    build_index(sub[:20], tmp / "shard-a", tokenizer=str(tok), progress=False)
+    build_index(sub[20:], tmp / "shard-b", tokenizer=str(tok), progress=False)
+    out["bpe-shards"] = Case(
+        "bpe-shards", sub, f"{tmp / 'shard-a'},{tmp / 'shard-b'}", units, Reference([units(d) for d in sub])
+    )
+    return out
+
+
+@pytest.fixture(scope="module")
+def backends(cases: dict[str, Case]) -> dict[str, tuple[InfiniGramBackend, NgramSetBackend]]:
+    out = {}
+    for name, case in cases.items():
+        local = open_backend(f"infini-gram:{case.spec}")
+        memory = open_backend(f"ngram-set:{case.spec}")
+        assert isinstance(local, InfiniGramBackend) and isinstance(memory, NgramSetBackend)
+        out[name] = (local, memory)
+    return out
+
+
+def check_against_reference(case: Case, backend: object, texts: list[str], ns: list[int]) -> None:
+    results = score_texts(backend, texts, ns)  # type: ignore[arg-type]
+    cap = max(ns)
+    exact = isinstance(backend, InfiniGramBackend)
+    for text, result in zip(texts, results, strict=True):
+        units = case.units(text)
+        assert result.tokens == len(units)
+        for n in ns:
+            expected, count = case.reference.originality(units, n)
+            assert result.ngrams[n] == count, (case.name, text, n)
+            assert result.originality[n] == expected, (case.name, text, n)
+        longest = case.reference.longest_span(units)
+        if exact:
+            assert result.longest_span == longest and result.longest_span_exact
+        else:
+            assert result.longest_span == min(longest, cap)
+            if result.longest_span_exact:
+                assert result.longest_span == longest
+        if result.longest_span:
+            run = units[result.longest_span_start : result.longest_span_start + result.longest_span]
+            assert case.reference.longest(units, result.longest_span_start) >= result.longest_span
+            assert result.longest_span_doc is not None
+            assert case.reference.doc_contains(result.longest_span_doc, run)
+        else:
+            assert result.longest_span_doc is None
+
+
+texts_and_orders = st.tuples(
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 4),
+    st.lists(st.integers(1, 8), min_size=1, max_size=4),
+)
+
+
+@pytest.mark.parametrize("name", ["words", "words-pairs", "bpe", "bpe-shards"])
+@SETTINGS
+@given(params=texts_and_orders)
+def test_backends_match_brute_force(
+    name: str,
+    params: tuple[int, int, list[int]],
+    cases: dict[str, Case],
+    backends: dict[str, tuple[InfiniGramBackend, NgramSetBackend]],
+) -> None:
+    seed, count, ns = params
+    rng = random.Random(seed)
+    case = cases[name]
+    texts = [splice_text(rng, case.corpus, rng.randint(0, 6)) for _ in range(count)]
+    for backend in backends[name]:
+        check_against_reference(case, backend, texts, ns)
+
+
+def test_whole_documents_and_duplicates(
+    cases: dict[str, Case], backends: dict[str, tuple[InfiniGramBackend, NgramSetBackend]]
+) -> None:
+    case = cases["words"]
+    texts = [*case.corpus[:10], case.corpus[0], case.corpus[0] + " zzq", ""]
+    for backend in backends["words"]:
+        check_against_reference(case, backend, texts, [1, 2, 3, 4, 5, 6, 7, 8])
+
+
+def test_guard_repairs_the_engine(
+    cases: dict[str, Case], backends: dict[str, tuple[InfiniGramBackend, NgramSetBackend]]
+) -> None:
+    """On a tiny alphabet the raw engine misses matches; the backend's answers stay exact."""
+    case = cases["words"]
+    local = backends["words"][0]
+    rng = random.Random(7)
+    texts = [splice_text(rng, case.corpus, 8) for _ in range(200)]
+    before = local.rechecked
+    check_against_reference(case, local, texts, [1, 2, 4, 8])
+    assert local.rechecked > before, "expected the creativity bug to show up on this corpus"
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    corpus=st.lists(
+        st.lists(st.sampled_from(["a", "b", "c", "B", ".", "dé"]), max_size=25).map(" ".join),
+        min_size=1,
+        max_size=12,
+    ).filter(lambda docs: any(words(d) for d in docs)),
+    queries=st.lists(st.lists(st.sampled_from(["a", "b", "c", "B", ".", "dé", "zz"]), max_size=20), max_size=4),
+    ns=st.lists(st.integers(1, 8), min_size=1, max_size=3),
+)
+def test_random_corpora(corpus: list[str], queries: list[list[str]], ns: list[int]) -> None:
+    """Hypothesis draws the corpus too: each example builds its own index."""
+    with tempfile.TemporaryDirectory(prefix="orig-prop-") as tmp:
+        out = Path(tmp) / "idx"
+        build_index(corpus, out, progress=False)
+        case = Case("random", corpus, str(out), words, Reference([words(d) for d in corpus]))
+        texts = [" ".join(q) for q in queries] + corpus[:1]
+        for spec in (f"infini-gram:{out}", f"ngram-set:{out}"):
+            backend = open_backend(spec)
+            check_against_reference(case, backend, texts, ns)
+            backend.close()
+
+
+def test_ngram_set_grows_levels_on_demand(cases: dict[str, Case]) -> None:
+    case = cases["words"]
+    backend = open_backend(f"ngram-set:{case.spec}", max_n=2)
+    assert isinstance(backend, NgramSetBackend) and backend.max_n == 2
+    check_against_reference(case, backend, case.corpus[:5], [2])
+    check_against_reference(case, backend, case.corpus[:5], [3, 7])
+    assert backend.max_n == 7

@@ -1,0 +1,283 @@
+"""A fake infini-gram web API (and infini-gram mini) on 127.0.0.1, for originality tests.
+
+It is a real HTTP server (``http.server`` in a background thread, HTTP/1.1 keep-alive) speaking the
+public services' JSON: ``POST /`` with ``{"index", "query_type", "query" | "query_ids"}``.
+
+- Token indexes (infini-gram API): ``count`` of ``query_ids`` (or of a ``query`` string when a
+  tokenizer is given) over documents of token ids, answered as
+  ``{"count", "approx", "latency", "token_ids", "tokens"}``; empty query: the total token count.
+- Text indexes (infini-gram mini): ``count`` of the ``query`` string, raw characters,
+  case-sensitive, overlapping occurrences, answered as ``{"count", "latency"}``.
+- Like the real services, every validation problem (unknown index, unsupported query type, bad
+  ids) is an HTTP 200 answer with an ``error`` field.
+
+Counts never cross a document boundary, exactly as in an index.
+
+Faults are injected with :meth:`FakeInfiniGram.inject` for the next ``times`` requests (optionally
+only those whose query contains ``match``): ``slow`` (sleep ``seconds`` then answer normally: a
+client with a shorter timeout gives up), ``status`` (HTTP ``status``, e.g. 429 with
+``Retry-After`` or 500), ``error`` (HTTP 200 with an ``error`` field), ``drop`` (close the
+connection without answering), ``garbage`` (HTTP 200 whose body is not JSON). ``fail_rate``
+injects a random fault into that share of requests (seeded, reproducible).
+
+Usage::
+
+    with FakeInfiniGram(token_indexes={"v4_fake_llama": docs}) as server:
+        backend = open_backend(f"infini-gram-api:v4_fake_llama?url={server.url}&tokenizer=DIR")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+FAULT_KINDS = ("slow", "status", "error", "drop", "garbage")
+
+
+@dataclass
+class Fault:
+    """One injected fault; ``times`` is how many more matching requests it hits (-1: all)."""
+
+    kind: str
+    times: int = 1
+    match: str | None = None
+    status: int = 500
+    retry_after: str | None = None
+    seconds: float = 1.0
+    message: str = "The server is temporarily overloaded, please retry"
+
+
+def count_sublist(docs: Sequence[Sequence[int]], query: Sequence[int]) -> int:
+    """Occurrences of ``query`` inside the documents (brute force, never across documents)."""
+    n = len(query)
+    if n == 0:
+        return sum(len(d) for d in docs)
+    q = list(query)
+    return sum(1 for d in docs for i in range(len(d) - n + 1) if d[i] == q[0] and list(d[i : i + n]) == q)
+
+
+def count_substring(docs: Sequence[str], query: str) -> int:
+    """Overlapping occurrences of ``query`` inside the documents."""
+    if not query:
+        return sum(len(d) for d in docs)
+    total = 0
+    for doc in docs:
+        start = doc.find(query)
+        while start >= 0:
+            total += 1
+            start = doc.find(query, start + 1)
+    return total
+
+
+class FakeInfiniGram:
+    """The server; see the module docstring. Start it with ``with`` or :meth:`start`."""
+
+    def __init__(
+        self,
+        *,
+        token_indexes: dict[str, list[list[int]]] | None = None,
+        text_indexes: dict[str, list[str]] | None = None,
+        tokenizer: Any = None,
+        latency: float = 0.0,
+        fail_rate: float = 0.0,
+        fail_kinds: Sequence[str] = ("status", "error", "drop", "garbage"),
+        seed: int = 0,
+    ) -> None:
+        self.token_indexes = {k: [list(d) for d in v] for k, v in (token_indexes or {}).items()}
+        self.text_indexes = dict(text_indexes or {})
+        self.tokenizer = tokenizer
+        self.latency = latency
+        self.fail_rate = fail_rate
+        self.fail_kinds = tuple(fail_kinds)
+        self._rng = random.Random(seed)
+        self.requests: list[dict[str, Any]] = []
+        """The JSON body of every request received, in arrival order (faulted ones too)."""
+        self.faulted = 0
+        """How many requests got a fault instead of an answer."""
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._faults: list[Fault] = []
+        self._lock = threading.Lock()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- control ----------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The endpoint URL to give the client."""
+        assert self._server is not None, "start the server first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/"
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    def inject(
+        self,
+        kind: str,
+        *,
+        times: int = 1,
+        match: str | None = None,
+        status: int = 500,
+        retry_after: float | str | None = None,
+        seconds: float = 1.0,
+        message: str | None = None,
+    ) -> None:
+        """Make the next ``times`` matching requests fail with ``kind`` (see the module docstring)."""
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault {kind!r}; choose from {FAULT_KINDS}")
+        header = None if retry_after is None else str(retry_after)
+        fault = Fault(kind, times, match, status, header, seconds)
+        if message is not None:
+            fault.message = message
+        with self._lock:
+            self._faults.append(fault)
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+            self.fail_rate = 0.0
+
+    def start(self) -> FakeInfiniGram:
+        """Listen on a free port of 127.0.0.1 and serve in a daemon thread."""
+        handler = type("Handler", (_Handler,), {"fake": self})
+        server = _Server(("127.0.0.1", 0), handler)
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="fake-infinigram", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeInfiniGram:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- behaviour --------------------------------------------------------------------------------
+
+    def _take_fault(self, query_text: str) -> Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.times != 0 and (fault.match is None or fault.match in query_text):
+                    if fault.times > 0:
+                        fault.times -= 1
+                    return fault
+            if self.fail_rate and self._rng.random() < self.fail_rate:
+                kind = self._rng.choice(self.fail_kinds)
+                status = self._rng.choice((429, 500, 502, 503))
+                return Fault(kind, status=status, retry_after="0" if status == 429 else None, seconds=0.5)
+        return None
+
+    def answer(self, body: Any) -> dict[str, Any]:
+        """The JSON answer to one request body (validation errors as an ``error`` field)."""
+        if not isinstance(body, dict):
+            return {"error": "Request body must be a JSON object"}
+        index = body.get("index")
+        if body.get("query_type") != "count":
+            return {"error": f"Unsupported query_type: {body.get('query_type')!r}"}
+        start = time.perf_counter()
+        if index in self.token_indexes:
+            docs = self.token_indexes[index]
+            if "query_ids" in body:
+                ids = body["query_ids"]
+                if not isinstance(ids, list) or not all(isinstance(t, int) and t >= 0 for t in ids):
+                    return {"error": "query_ids must be a list of non-negative integers"}
+            elif isinstance(body.get("query"), str) and self.tokenizer is not None:
+                ids = list(self.tokenizer.encode(body["query"], add_special_tokens=False).ids)
+            else:
+                return {"error": "Please provide query_ids (or query with a tokenizer)"}
+            count = count_sublist(docs, ids)
+            tokens = [self.tokenizer.id_to_token(t) if self.tokenizer is not None else str(t) for t in ids]
+            latency = (time.perf_counter() - start) * 1000
+            return {"count": count, "approx": False, "latency": latency, "token_ids": ids, "tokens": tokens}
+        if index in self.text_indexes:
+            query = body.get("query")
+            if not isinstance(query, str):
+                return {"error": "query must be a string"}
+            count = count_substring(self.text_indexes[index], query)
+            return {"count": count, "latency": (time.perf_counter() - start) * 1000}
+        return {"error": f"Invalid index: {index!r}"}
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    fake: FakeInfiniGram
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def do_POST(self) -> None:
+        fake = self.fake
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        with fake._lock:
+            fake.requests.append(body if isinstance(body, dict) else {"raw": body})
+            fake.in_flight += 1
+            fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+        try:
+            query = body.get("query", body.get("query_ids", "")) if isinstance(body, dict) else body
+            fault = fake._take_fault(json.dumps(query))
+            if fake.latency:
+                time.sleep(fake.latency)
+            if fault is not None:
+                with fake._lock:
+                    fake.faulted += 1
+                if fault.kind == "drop":
+                    self.close_connection = True
+                    with contextlib.suppress(OSError):
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if fault.kind == "status":
+                    headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else None
+                    self._send(fault.status, json.dumps({"detail": fault.message}).encode(), headers)
+                    return
+                if fault.kind == "error":
+                    self._send(200, json.dumps({"error": fault.message}).encode())
+                    return
+                if fault.kind == "garbage":
+                    self._send(200, b"<html><body>502 Bad Gateway</body></html>")
+                    return
+                time.sleep(fault.seconds)  # slow: answer late
+            self._send(200, json.dumps(fake.answer(body)).encode())
+        finally:
+            with fake._lock:
+                fake.in_flight -= 1
