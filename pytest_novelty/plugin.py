@@ -53,15 +53,18 @@ class NoveltyState:
         return self._runner
 
     def _log(self, line: str) -> None:
+        """Progress lines, on their own line even in the middle of a verbose test line."""
         if os.environ.get("PYTEST_XDIST_WORKER") and "generated batch" in line:
             return
         capman = self.config.pluginmanager.getplugin("capturemanager")
-        tw = self.config.get_terminal_writer()
+        reporter = self.config.pluginmanager.getplugin("terminalreporter")
+        if reporter is None:
+            return
         if capman is not None:
             with capman.global_and_fixture_disabled():
-                tw.line(line)
+                reporter.write_line(line)
         else:
-            tw.line(line)
+            reporter.write_line(line)
 
     def result(self, suite: Suite) -> SuiteResult:
         """The suite's result, computed on first use; an error is remembered and re-raised."""

