@@ -6,14 +6,15 @@ candidate's record against it. The rules, in order:
 
 1. Direction. Only movement in the bad direction counts: down for a ``min`` threshold
    (``higher_is_better``), up for a ``max`` one. Movement in the good direction is an
-   improvement and never fails.
+   improvement and never fails. The direction, like the settings below, is the candidate's.
 2. Tolerance. tolerance = max(tolerance_abs, tolerance_rel × |snapshot value|), taken from the
    *candidate* record, i.e. from the suite file as it is now, so loosening a tolerance in the suite
    file takes effect without re-recording. A drop within tolerance passes.
 3. Significance. A drop beyond tolerance is a regression only when the paired test over the
    prompts both records share (:func:`pytest_novelty.metrics.paired_test`: mean per-prompt
    difference, percentile-bootstrap CI at 1 − α, two-sided paired t-test) finds it significant,
-   p < α, in the bad direction. Otherwise it is "not significant" and passes with a warning. When no
+   p < α, in the bad direction (so in effect a one-sided test at α/2, on the cautious side).
+   Otherwise it is "not significant" and passes with a warning. When no
    test is possible (fewer than two shared prompts with values, or no per-prompt values stored), a
    drop beyond tolerance is a regression: the gate errs towards telling a human.
 
@@ -233,7 +234,11 @@ class Comparison:
         ]
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly form (NaN becomes None), for report rows and JUnit properties."""
+        """JSON-friendly form (NaN becomes None), to merge into a report row and JUnit properties.
+
+        Keys do not clash with a threshold row's: the compared value is ``compared_value`` (for
+        q@Tail it is recomputed on the snapshot's tail) and the message is ``comparison``.
+        """
 
         def clean(value: float | None) -> float | None:
             return None if value is None or math.isnan(value) else value
@@ -241,14 +246,14 @@ class Comparison:
         return {
             "status": self.status,
             "baseline": clean(self.snapshot_value),
-            "value": clean(self.candidate_value),
+            "compared_value": clean(self.candidate_value),
             "delta": clean(self.delta),
             "tolerance": self.tolerance,
             "ci": list(self.ci) if self.ci else None,
             "p_value": clean(self.p_value),
             "n_pairs": self.n_pairs,
             "verdict": self.verdict,
-            "message": self.message,
+            "comparison": self.message,
         }
 
 
@@ -301,9 +306,9 @@ def _values(snapshot: MetricRecord, candidate: MetricRecord) -> tuple[float, flo
 def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_BOOT, seed: int = 0) -> Comparison:
     """Judge ``candidate`` against the accepted ``snapshot`` (see the module docstring for the rules).
 
-    Direction comes from the snapshot, tolerances and α from the candidate (the suite file's current
-    settings). A missing candidate value (nothing could be scored) against a present snapshot value
-    is a regression; a snapshot without a value is beaten by any candidate value.
+    Direction, tolerances and α come from the candidate (the suite file's current settings). A
+    missing candidate value (nothing could be scored) against a present snapshot value is a
+    regression; a snapshot without a value is beaten by any candidate value.
     """
     snap_value, cand_value, shared, note = _values(snapshot, candidate)
     alpha = candidate.alpha
@@ -347,7 +352,7 @@ def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_
         return done("improved", extra=" (the snapshot has no value)")
     if abs(delta) < SAME_EPS:
         return done("same")
-    drop = -delta if snapshot.higher_is_better else delta
+    drop = -delta if candidate.higher_is_better else delta
     if drop < 0:
         return done("improved")
     if drop <= tolerance + SAME_EPS / 2:
@@ -363,7 +368,7 @@ def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_
         # shift); its p-value is still the right, tiny one.
         warnings.simplefilter("ignore", RuntimeWarning)
         test = paired_test(a, b, n_boot=n_boot, seed=seed, confidence=1.0 - alpha)
-    bad_direction = test.difference < 0 if snapshot.higher_is_better else test.difference > 0
+    bad_direction = test.difference < 0 if candidate.higher_is_better else test.difference > 0
     ci = (test.ci_low, test.ci_high)
     if math.isnan(test.p_value):
         return done("regressed", ci, None, test.n, " (no significance test possible)")

@@ -38,14 +38,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+from syrupy.location import PyTestLocation
 
 from pytest_novelty.gate.regression import Comparison, MetricRecord, compare
 from pytest_novelty.storage import atomic_write_text
 
 if TYPE_CHECKING:
+    import pytest
     from syrupy.assertion import SnapshotAssertion
     from syrupy.data import SnapshotCollection
-    from syrupy.location import PyTestLocation
     from syrupy.types import PropertyFilter, PropertyMatcher, SerializableData, SerializedData
 
 #: Environment variable naming the snapshot root folder when the class attribute is unset.
@@ -72,11 +73,18 @@ def pop_comparison(record: MetricRecord) -> Comparison | None:
 
 @dataclass(frozen=True)
 class SnapshotOutcome:
-    """What :func:`check_snapshot` found: whether the case passes, the comparison, the explanation."""
+    """What :func:`check_snapshot` found.
+
+    ``passed``: the case passes the regression gate; ``comparison``: None when nothing was
+    compared (no snapshot yet, or it was unreadable); ``lines``: why it failed (empty on a pass);
+    ``written``: syrupy stored the record as the new snapshot (``--snapshot-update``), in which case
+    ``comparison`` describes the baseline that was replaced.
+    """
 
     passed: bool
     comparison: Comparison | None
     lines: list[str]
+    written: bool = False
 
     @property
     def message(self) -> str:
@@ -94,6 +102,7 @@ def check_snapshot(snapshot: SnapshotAssertion, record: MetricRecord) -> Snapsho
     fail, so a threshold failure and a regression can be reported together.
     """
     assertion = snapshot.use_extension(NoveltySnapshotExtension)
+    _LAST.pop(record.key, None)  # no stale comparison when this assertion compares nothing
     passed = bool(assertion == record)
     comparison = pop_comparison(record)
     lines: list[str] = []
@@ -105,7 +114,25 @@ def check_snapshot(snapshot: SnapshotAssertion, record: MetricRecord) -> Snapsho
         explained = assertion.get_assert_diff()
         ours = [line for line in explained if line == NO_SNAPSHOT or line.startswith(UNREADABLE)]
         lines = ours or explained
-    return SnapshotOutcome(passed=passed, comparison=comparison, lines=lines)
+    result = assertion.executions.get(assertion.num_executions - 1)
+    written = bool(result and (result.created or result.updated))
+    if written:
+        lines = []
+    return SnapshotOutcome(passed=passed, comparison=comparison, lines=lines, written=written)
+
+
+def stored_record(item: pytest.Item) -> MetricRecord | None:
+    """The record stored for ``item``'s case, or None when there is none or it cannot be read.
+
+    Lets the plugin read a snapshot before computing a suite, e.g. to compute q@Tail on the stored
+    tail ids so that the threshold check and the comparison use the same prompts.
+    """
+    location = PyTestLocation(item)
+    path = Path(NoveltySnapshotExtension.get_location(test_location=location, index=0))
+    try:
+        return MetricRecord.from_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def _short(text: str, limit: int = 60) -> str:

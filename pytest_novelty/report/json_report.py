@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from pytest_novelty.report.terminal import threshold_met
 from pytest_novelty.storage import atomic_write_json
@@ -38,9 +39,9 @@ class GenerationArrays(TypedDict, total=False):
     ``originality``. NaN (or None) marks an unscored generation.
     """
 
-    quality: Sequence[Any]
-    originality: Sequence[Any]
-    novelty: Sequence[Any]
+    quality: ArrayLike
+    originality: ArrayLike
+    novelty: ArrayLike
 
 
 class SuiteData(GenerationArrays, total=False):

@@ -198,14 +198,17 @@ from pathlib import Path
 import pytest
 
 from pytest_novelty.gate.regression import MetricRecord
-from pytest_novelty.gate.snapshot import check_snapshot
+from pytest_novelty.gate.snapshot import check_snapshot, stored_record
 
 
-def test_metric(snapshot):
+def test_metric(snapshot, request):
     record = MetricRecord.from_json(Path(__file__).with_name("record.txt").read_text())
+    stored = stored_record(request.node)
+    print("STORED", None if stored is None else f"{stored.suite} {stored.value:.4f}")
     outcome = check_snapshot(snapshot, record)
+    print("WRITTEN", outcome.written)
     if not outcome.passed:
-        pytest.fail("\\n".join(outcome.lines), pytrace=False)
+        pytest.fail(" / ".join(outcome.lines), pytrace=False)
 """
 
 
@@ -214,10 +217,14 @@ def test_check_snapshot_reports_without_raising(project: pytest.Pytester) -> Non
     use(project, make_record())
     first = run(project)
     first.assert_outcomes(failed=1)
-    first.stdout.fnmatch_lines([f"*{NO_SNAPSHOT}*"])
-    run(project, "--snapshot-update").assert_outcomes(passed=1)
-    run(project).assert_outcomes(passed=1)
+    first.stdout.fnmatch_lines([f"*{NO_SNAPSHOT}*", "*STORED None*"])
+    update = run(project, "--snapshot-update")
+    update.assert_outcomes(passed=1)
+    update.stdout.fnmatch_lines(["*WRITTEN True*"])
+    rerun = run(project)
+    rerun.assert_outcomes(passed=1)
+    rerun.stdout.fnmatch_lines([f"*STORED poetry {make_record().value:.4f}*", "*WRITTEN False*"])
     use(project, make_record(shift=-0.08, noise=0.01))
     worse = run(project)
     worse.assert_outcomes(failed=1)
-    worse.stdout.fnmatch_lines(["*poetry quality: regression*", "*snapshot value*new value*delta*tolerance*"])
+    worse.stdout.fnmatch_lines(["*poetry quality: regression /   snapshot value*new value*delta*tolerance*"])
