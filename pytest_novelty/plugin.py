@@ -15,88 +15,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_novelty.errors import NoveltyError
+from pytest_novelty.session import NoveltyState
 from pytest_novelty.suites.schema import Suite, load_suites
 
 if TYPE_CHECKING:
-    from pytest_novelty.runner import Runner, SuiteResult
-
-
-class NoveltyState:
-    """Per-session state, kept in ``config.stash``."""
-
-    def __init__(self, config: pytest.Config, suites: list[Suite], cache_dir: Path) -> None:
-        self.config = config
-        self.suites = {s.path.resolve(): s for s in suites}
-        self.cache_dir = cache_dir
-        self._runner: Runner | None = None
-        self._results: dict[str, SuiteResult | NoveltyError] = {}
-        self.rows: list[dict[str, Any]] = []
-
-    @property
-    def runner(self) -> Runner:
-        if self._runner is None:
-            from pytest_novelty.runner import RunConfig, Runner
-
-            opt = self.config.option
-            self._runner = Runner(
-                RunConfig(
-                    model=opt.novelty_model,
-                    cache_dir=self.cache_dir,
-                    device=opt.novelty_device,
-                    originality=opt.novelty_originality,
-                    judge=opt.novelty_judge,
-                    judge_base_url=opt.novelty_judge_base_url,
-                    trust_remote_code=opt.novelty_trust_remote_code,
-                    log=self._log,
-                )
-            )
-        return self._runner
-
-    def _log(self, line: str) -> None:
-        """Progress lines, on their own line even in the middle of a verbose test line."""
-        if os.environ.get("PYTEST_XDIST_WORKER") and "generated batch" in line:
-            return
-        capman = self.config.pluginmanager.getplugin("capturemanager")
-        reporter = self.config.pluginmanager.getplugin("terminalreporter")
-        if reporter is None:
-            return
-        if capman is not None:
-            with capman.global_and_fixture_disabled():
-                reporter.write_line(line)
-        else:
-            reporter.write_line(line)
-
-    def result(self, suite: Suite) -> SuiteResult:
-        """The suite's result, computed on first use; an error is remembered and re-raised."""
-        if suite.name not in self._results:
-            try:
-                self._results[suite.name] = self.runner.run(suite)
-            except NoveltyError as exc:
-                self._results[suite.name] = exc
-        result = self._results[suite.name]
-        if isinstance(result, NoveltyError):
-            raise result
-        return result
-
-    # Hooks: this object is registered as a plugin while --model is in use.
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Collect each case's numbers, on the controller too under xdist."""
-        if report.when != "call":
-            return
-        for name, value in report.user_properties:
-            if name == "novelty" and isinstance(value, dict):
-                self.rows.append(value)
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if hasattr(self.config, "workerinput") or not self.rows:
-            return
-        from pytest_novelty.report import render_table
-
-        terminalreporter.section("novelty gate")
-        headers = {str(r["suite"]): str(r["header"]) for r in self.rows if r.get("header")}
-        for line in render_table(self.rows, headers):
-            terminalreporter.line(line)
+    from pytest_novelty.runner import SuiteResult
 
 
 STATE = pytest.StashKey[NoveltyState]()
@@ -153,6 +76,45 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=1,
         help="GPUs given to each pytest-xdist worker (for models spread over several devices)",
     )
+    group.addoption(
+        "--novelty-seed",
+        dest="novelty_seed",
+        type=int,
+        default=None,
+        help="override every suite's generation seed (a different seed must not look like a regression)",
+    )
+    group.addoption(
+        "--baseline-model",
+        dest="novelty_baseline_model",
+        metavar="PATH_OR_ID",
+        help="also generate and score this checkpoint on the same prompts and compare paired",
+    )
+    group.addoption(
+        "--novelty-snapshots",
+        dest="novelty_snapshots",
+        action="store_true",
+        default=None,
+        help="compare every case with its accepted snapshot (on with --snapshot-update)",
+    )
+    group.addoption(
+        "--novelty-snapshot-dir",
+        dest="novelty_snapshot_dir",
+        metavar="DIR",
+        help="where snapshots live (default: __novelty_snapshots__ beside each suite file)",
+    )
+    group.addoption(
+        "--novelty-rerecord",
+        dest="novelty_rerecord",
+        action="store_true",
+        help="with --snapshot-update: re-record every snapshot, even those within tolerance",
+    )
+    group.addoption(
+        "--novelty-report",
+        dest="novelty_report",
+        metavar="DIR",
+        help="write report.json, report.md and plots into DIR",
+    )
+    parser.addini("novelty_snapshots", "compare cases with their snapshots", type="bool", default=False)
     parser.addini("novelty_suites", "folder of suite files, relative to the rootdir", default="")
     parser.addini("novelty_cache", "cache folder for pytest-novelty", default="")
 
@@ -186,25 +148,46 @@ def pytest_configure(config: pytest.Config) -> None:
         folder = _suites_dir(config)
         suites = load_suites(folder)
         cache_dir = _cache_dir(config)
-        model = config.option.novelty_model
-        from pytest_novelty import demo
-
-        if model in demo.DEMO_MODELS:
-            if not hasattr(config, "workerinput"):
-                demo.ensure_demo(cache_dir)
-        else:
-            from pytest_novelty.generation.hf import check_checkpoint
-
-            check_checkpoint(model, trust_remote_code=config.option.novelty_trust_remote_code)
+        for model in (config.option.novelty_model, config.option.novelty_baseline_model):
+            if model:
+                _check_model(config, model, cache_dir)
     except NoveltyError as exc:
         raise pytest.UsageError(str(exc)) from None
     _place_worker(config)
+    _configure_snapshots(config)
     state = NoveltyState(config, suites, cache_dir)
     config.stash[STATE] = state
     config.pluginmanager.register(state, "novelty-state")
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --model X` with no paths: run the suites, not the project's own tests.
         config.args = [str(folder)]
+
+
+def _check_model(config: pytest.Config, model: str, cache_dir: Path) -> None:
+    """Fail fast on a missing checkpoint; build the demo on the controller, before workers start."""
+    from pytest_novelty import demo
+
+    if model in demo.DEMO_MODELS:
+        if not hasattr(config, "workerinput"):
+            demo.ensure_demo(cache_dir)
+        return
+    from pytest_novelty.generation.hf import check_checkpoint
+
+    check_checkpoint(model, trust_remote_code=config.option.novelty_trust_remote_code)
+
+
+def _configure_snapshots(config: pytest.Config) -> None:
+    """Snapshot comparison: on with --novelty-snapshots, the ini setting, or --snapshot-update."""
+    from pytest_novelty.gate.snapshot import NoveltySnapshotExtension
+
+    opt = config.option
+    if opt.novelty_snapshots is None:
+        opt.novelty_snapshots = bool(config.getini("novelty_snapshots") or getattr(opt, "update_snapshots", False))
+    if opt.novelty_snapshot_dir:
+        NoveltySnapshotExtension.root = str(Path(opt.novelty_snapshot_dir).resolve())
+    NoveltySnapshotExtension.rerecord = bool(opt.novelty_rerecord)
+    if opt.novelty_rerecord:
+        opt.update_snapshots = True
 
 
 def _place_worker(config: pytest.Config) -> None:
@@ -288,10 +271,24 @@ def novelty_suite(request: pytest.FixtureRequest) -> Suite:
 
 
 @pytest.fixture
-def novelty_result(request: pytest.FixtureRequest, novelty_suite: Suite) -> SuiteResult:
+def novelty_state(request: pytest.FixtureRequest) -> NoveltyState:
+    """The session's pytest-novelty state."""
+    return request.config.stash[STATE]
+
+
+@pytest.fixture
+def novelty_result(novelty_state: NoveltyState, novelty_suite: Suite) -> SuiteResult:
     """The suite's generations, scores and metrics (computed once per suite)."""
-    state = request.config.stash[STATE]
     try:
-        return state.result(novelty_suite)
+        return novelty_state.result(novelty_suite)
     except NoveltyError as exc:
         pytest.fail(f"harness error (not a gate failure): {exc}", pytrace=False)
+
+
+@pytest.fixture
+def novelty_baseline(novelty_state: NoveltyState, novelty_suite: Suite) -> SuiteResult | None:
+    """The baseline checkpoint's result for the suite, when --baseline-model is given."""
+    try:
+        return novelty_state.baseline_result(novelty_suite)
+    except NoveltyError as exc:
+        pytest.fail(f"harness error in the baseline (not a gate failure): {exc}", pytrace=False)

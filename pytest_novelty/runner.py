@@ -7,16 +7,18 @@ what is expensive (loaded models, backends, judges) for the length of a session.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pytest_novelty.errors import ConfigError
+from pytest_novelty.storage import atomic_write_json, read_json, stable_hash
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
 
@@ -38,6 +40,7 @@ class RunConfig:
     judge: str | None = None
     judge_base_url: str | None = None
     trust_remote_code: bool = False
+    seed: int | None = None
     log: Log = _stderr
 
 
@@ -65,7 +68,7 @@ class Runner:
         self._model_path: str | None = None
         self._backends: dict[str, Any] = {}
         self._judges: dict[tuple[Any, ...], Any] = {}
-        self.counters = {"generated_batches": 0, "cached_batches": 0}
+        self.counters = {"generated_batches": 0, "cached_batches": 0, "originality_lookups": 0, "judge_requests": 0}
 
     # -- resolution -----------------------------------------------------------------------------
 
@@ -99,7 +102,7 @@ class Runner:
         if self.config.model in demo.DEMO_MODELS:
             return f"infini-gram:{demo.ensure_demo(self.config.cache_dir, log=self.config.log) / 'index'}"
         local = Path(self.model_path()) / "novelty-index"
-        if (local / "metadata.json").is_file():
+        if (local / "novelty-index.json").is_file():
             return f"infini-gram:{local}"
         raise ConfigError(
             "scoring.originality is 'auto' but the checkpoint has no novelty-index/ folder; index its "
@@ -156,22 +159,28 @@ class Runner:
         inputs = build_inputs(suite, prompts)
         return prompts, inputs
 
-    def run(self, suite: Suite) -> SuiteResult:
-        """Generate, score and summarise one suite."""
+    def run(self, suite: Suite, *, pool_novelty: np.ndarray | None = None) -> SuiteResult:
+        """Generate, score and summarise one suite.
+
+        ``pool_novelty`` (prompts × samples originality at n = 4 of a frozen reference pool, e.g.
+        the baseline checkpoint) ranks the prompts for q@Tail; without it the candidate's own
+        outputs do.
+        """
         from pytest_novelty import generation
         from pytest_novelty.suites.prompting import extract_answer
         from pytest_novelty.suites.tasks import get_task
 
         log = self.config.log
         start = time.perf_counter()
+        lookups_before = self.counters["originality_lookups"]
         prompts, inputs = self.prompts(suite)
         gen = self.generator()
         task = get_task(suite.task)
         texts = [gen.render(x) for x in inputs]
         settings = suite.generation
+        if self.config.seed is not None:
+            settings = replace(settings, seed=self.config.seed)
         if not settings.stop and task.stop:
-            from dataclasses import replace
-
             settings = replace(settings, stop=tuple(task.stop))
 
         def on_batch(done: int, total: int) -> None:
@@ -192,7 +201,7 @@ class Runner:
 
         originality, prompt_novelty, longest = self._originality(suite, prompts, answers)
         t_orig = time.perf_counter() - start - t_gen
-        quality, judge_info = self._quality(suite, prompts, answers)
+        quality, judge_info, judge_requests = self._quality(suite, prompts, answers)
         t_judge = time.perf_counter() - start - t_gen - t_orig
 
         from pytest_novelty.metrics.suite import suite_metrics
@@ -202,7 +211,7 @@ class Runner:
             from pytest_novelty.scoring.partitioners import open_equivalence
 
             equivalent = open_equivalence(suite.scoring.equivalence)
-        metrics, per_prompt = suite_metrics(
+        metrics, per_prompt, tails = suite_metrics(
             quality=quality,
             originality=originality,
             prompt_ids=[p.id for p in prompts],
@@ -210,6 +219,7 @@ class Runner:
             prompt_novelty=prompt_novelty,
             answers=answers,
             equivalent=equivalent,
+            pool_novelty=pool_novelty,
         )
         info = {
             "model": self.config.model,
@@ -223,6 +233,9 @@ class Runner:
             "cached_batches": batches_total - generated,
             "seconds": {"generation": t_gen, "originality": t_orig, "judge": t_judge},
             "longest_copied": longest,
+            "tail_ids": tails,
+            "originality_lookups": self.counters["originality_lookups"] - lookups_before,
+            "judge_requests": judge_requests,
         }
         log(
             f"[novelty] {suite.name}: {len(prompts)} prompts x {settings.samples} samples "
@@ -230,30 +243,59 @@ class Runner:
         )
         return SuiteResult(suite, self.config.model, prompts, answers, originality, quality, metrics, per_prompt, info)
 
+    def _index_identity(self, spec: str) -> str:
+        """What the originality answers depend on: the spec and, for local indexes, their metadata."""
+        kind, _, target = spec.partition(":")
+        metas = []
+        if kind in ("infini-gram", "ngram-set"):
+            for part in target.replace(os.pathsep, ",").split(","):
+                metas.append(read_json(Path(part.split("?", 1)[0].strip()) / "novelty-index.json"))
+        return stable_hash(spec, metas)
+
+    def _lookup(self, spec: str, texts: list[str], ns: list[int]) -> list[dict[str, Any]]:
+        """Originality of ``texts``, from the score cache or the backend (then cached atomically)."""
+        key = stable_hash(self._index_identity(spec), ns, texts)
+        path = self.config.cache_dir / "originality-scores" / key[:2] / f"{key}.json"
+        cached = read_json(path)
+        if isinstance(cached, list) and len(cached) == len(texts):
+            return cached
+        from pytest_novelty.scoring.originality import score_texts
+
+        results = score_texts(self.backend(spec), texts, ns)
+        self.counters["originality_lookups"] += len(texts)
+        out = [
+            {
+                "originality": {str(n): r.originality[n] for n in ns},
+                "longest_span": r.longest_span,
+                "longest_span_doc": r.longest_span_doc,
+                "longest_span_text": getattr(r, "longest_span_text", ""),
+            }
+            for r in results
+        ]
+        atomic_write_json(path, out)
+        return out
+
     def _originality(
         self, suite: Suite, prompts: list[Prompt], answers: list[list[str]]
     ) -> tuple[dict[int, np.ndarray], np.ndarray, list[dict[str, Any]]]:
-        from pytest_novelty.scoring.originality import score_texts
-
-        backend = self.backend(self.originality_spec(suite))
+        spec = self.originality_spec(suite)
         flat = [a for samples in answers for a in samples]
         ns = sorted({*suite.scoring.ngrams, 4})
-        results = score_texts(backend, flat, ns)
+        results = self._lookup(spec, flat, ns)
         shape = (len(answers), len(answers[0]) if answers else 0)
-        originality = {
-            n: np.array([math.nan if r.originality[n] is None else r.originality[n] for r in results]).reshape(shape)
-            for n in ns
-        }
-        prompt_results = score_texts(backend, [p.text for p in prompts], (4,))
-        prompt_novelty = np.array([math.nan if r.originality[4] is None else r.originality[4] for r in prompt_results])
-        ranked = sorted(range(len(results)), key=lambda i: -results[i].longest_span)[:3]
-        longest = [
-            {"text": flat[i], "longest_span": results[i].longest_span, "doc": results[i].longest_span_doc}
-            for i in ranked
-        ]
+
+        def column(rows: list[dict[str, Any]], n: int) -> np.ndarray:
+            return np.array([math.nan if r["originality"][str(n)] is None else r["originality"][str(n)] for r in rows])
+
+        originality = {n: column(results, n).reshape(shape) for n in ns}
+        prompt_novelty = column(self._lookup(spec, [p.text for p in prompts], [4]), 4)
+        ranked = sorted(range(len(results)), key=lambda i: -results[i]["longest_span"])[:3]
+        longest = [{"generation": flat[i], **results[i]} for i in ranked]
         return originality, prompt_novelty, longest
 
-    def _quality(self, suite: Suite, prompts: list[Prompt], answers: list[list[str]]) -> tuple[np.ndarray, str]:
+    def _quality(
+        self, suite: Suite, prompts: list[Prompt], answers: list[list[str]]
+    ) -> tuple[np.ndarray, str, int]:
         from pytest_novelty.scoring.judges import JudgeItem
 
         judge = self.judge(suite)
@@ -262,6 +304,9 @@ class Runner:
             for p, samples in zip(prompts, answers, strict=True)
             for a in samples
         ]
+        sent_before = int(getattr(judge, "requests_sent", 0))
         results = judge.score(items)
+        sent = int(getattr(judge, "requests_sent", 0)) - sent_before
+        self.counters["judge_requests"] += sent
         flat = np.array([math.nan if r.quality is None else r.quality for r in results], dtype=float)
-        return flat.reshape(len(answers), -1), str(getattr(judge, "description", judge.spec))
+        return flat.reshape(len(answers), -1), str(getattr(judge, "description", judge.spec)), sent

@@ -66,11 +66,12 @@ def suite_metrics(
     equivalent: Callable[[str, str], bool] | None = None,
     pool_novelty: Array | None = None,
     tail_ids: Mapping[float, Sequence[str]] | None = None,
-) -> tuple[dict[str, float], dict[str, list[float]]]:
-    """Every metric of a suite and the per-prompt values behind them (for paired tests).
+) -> tuple[dict[str, float], dict[str, list[float]], dict[str, list[str]]]:
+    """Every metric of a suite, the per-prompt values behind them (for paired tests), and the tails.
 
     ``metrics`` lists the threshold metrics the suite gates on; the standard ones (quality,
-    originality, novelty, top-10 % novelty at every n) are always computed.
+    originality, novelty, top-10 % novelty at every n) are always computed. The third value maps
+    each ``q_at_tail@α`` metric to the prompt ids of its tail, to be stored with a snapshot.
     """
     quality = np.asarray(quality, dtype=float)
     if quality.ndim != 2 or quality.shape[0] != len(prompt_ids):
@@ -91,11 +92,14 @@ def suite_metrics(
         per_prompt[f"originality@{n}"] = _row_means(orig)
         per_prompt[f"novelty@{n}"] = _row_means(nov)
 
+    tails: dict[str, list[str]] = {}
     for name in metrics:
         if name.startswith("q_at_tail@"):
             alpha = float(name.split("@", 1)[1])
-            tail = _tail_metrics(alpha, quality, originality, prompt_ids, prompt_novelty, pool_novelty, tail_ids)
-            values.update(tail)
+            tail_values, tails[name] = _tail_metrics(
+                alpha, quality, originality, prompt_ids, prompt_novelty, pool_novelty, tail_ids
+            )
+            values.update(tail_values)
     if any(name in ("distinct_k", "utility_k") for name in metrics):
         if answers is None or equivalent is None:
             raise ValueError("distinct_k and utility_k need the answers and an equivalence check")
@@ -108,7 +112,7 @@ def suite_metrics(
         values["utility_k"] = mean_excluding_nan(np.array(utility)).mean
         per_prompt["distinct_k"] = distinct
         per_prompt["utility_k"] = utility
-    return values, per_prompt
+    return values, per_prompt, tails
 
 
 def _tail_metrics(
@@ -119,21 +123,22 @@ def _tail_metrics(
     prompt_novelty: Array | None,
     pool_novelty: Array | None,
     tail_ids: Mapping[float, Sequence[str]] | None,
-) -> dict[str, float]:
+) -> tuple[dict[str, float], list[str]]:
     if 4 not in originality or prompt_novelty is None:
         raise ValueError("q_at_tail needs originality at n = 4 and the prompts' own novelty")
     outputs = np.asarray(originality[4], dtype=float)
     pool = outputs if pool_novelty is None else np.asarray(pool_novelty, dtype=float)
     ids, scores = tail_ranking(prompt_ids, np.asarray(prompt_novelty, dtype=float), pool)
     if not ids:
-        return {f"q_at_tail@{alpha:g}": float("nan")}
+        return {f"q_at_tail@{alpha:g}": float("nan")}, []
     tail = list(tail_ids[alpha]) if tail_ids and alpha in tail_ids else list(tail_prompts(ids, scores, alpha))
     peak = peak_prompts(ids, scores, alpha)
     per_quality = dict(zip(prompt_ids, _row_means(quality), strict=True))
     per_novelty = dict(zip(prompt_ids, _row_means(outputs), strict=True))
     known = [i for i in tail if i in per_quality]
-    return {
+    values = {
         f"q_at_tail@{alpha:g}": q_at_tail({i: per_quality[i] for i in known}, known) if known else float("nan"),
-        f"novelty_overall@{alpha:g}": float(np.nanmean(list(per_novelty.values()))),
-        f"novelty_at_peak@{alpha:g}": float(np.nanmean([per_novelty[i] for i in peak])),
+        f"novelty_overall@{alpha:g}": mean_excluding_nan(np.array(list(per_novelty.values()))).mean,
+        f"novelty_at_peak@{alpha:g}": mean_excluding_nan(np.array([per_novelty[i] for i in peak])).mean,
     }
+    return values, known

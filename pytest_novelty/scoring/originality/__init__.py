@@ -50,7 +50,7 @@ _API_OPTIONS: dict[str, type] = {
     "max_backoff": float,
 }
 _OPTIONS: dict[str, dict[str, type]] = {
-    "infini-gram": {"tokenizer": str, "workers": int, "load_to_ram": bool},
+    "infini-gram": {"tokenizer": str, "method": str, "workers": int, "load_to_ram": bool},
     "ngram-set": {"tokenizer": str, "max_n": int, "progress": bool},
     "infini-gram-api": {"tokenizer": str, **_API_OPTIONS},
     "infini-gram-mini": dict(_API_OPTIONS),
@@ -98,9 +98,10 @@ def _folders(target: str) -> list[Path]:
 def open_backend(spec: str, *, cache_dir: Path | None = None, **options: Any) -> OriginalityBackend:
     """Open the originality backend named by ``spec`` (see the module docstring).
 
-    Options: ``infini-gram``: tokenizer (refused if it differs from the index's), workers,
-    load_to_ram. ``ngram-set``: tokenizer, max_n (levels to build now; default: on first use),
-    progress. ``infini-gram-api``: tokenizer (default from the index name), and like
+    Options: ``infini-gram``: tokenizer (refused if it differs from the index's), method
+    (``suffix-array``, the default, or ``creativity``), workers and load_to_ram (for the engine).
+    ``ngram-set``: tokenizer, max_n (levels to build now; default: on first use), progress.
+    ``infini-gram-api``: tokenizer (default from the index name), and like
     ``infini-gram-mini``: url, concurrency (8), max_retries (5), timeout (30 s), backoff (0.5 s),
     max_backoff (30 s). ``cache_dir`` keeps the web APIs' answers on disk (in memory without it).
 

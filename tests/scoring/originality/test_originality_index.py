@@ -131,7 +131,7 @@ def test_reading_broken_indexes(tmp_path: Path, words_index: Path) -> None:
     build_index(["a b c d e f"], broken, progress=False)
     with open(broken / "table.0", "r+b") as handle:
         handle.truncate(5)
-    with pytest.raises(HarnessError, match="shard 0 is damaged.*rebuild the index"):
+    with pytest.raises(HarnessError, match=r"shard 0 is damaged.*rebuild the index"):
         open_backend(f"infini-gram:{broken}")
     (broken / INFO_FILE).write_text("{not json")
     with pytest.raises(HarnessError, match="unreadable"):
@@ -141,7 +141,7 @@ def test_reading_broken_indexes(tmp_path: Path, words_index: Path) -> None:
 def test_spec_errors(words_index: Path) -> None:
     with pytest.raises(ConfigError, match="did you mean 'infini-gram'"):
         open_backend(f"infinigram:{words_index}")
-    with pytest.raises(ConfigError, match="no option 'worker'.*did you mean 'workers'"):
+    with pytest.raises(ConfigError, match=r"no option 'worker'.*did you mean 'workers'"):
         open_backend(f"infini-gram:{words_index}?worker=2")
     with pytest.raises(ConfigError, match="takes a int"):
         open_backend(f"infini-gram:{words_index}", workers="many")

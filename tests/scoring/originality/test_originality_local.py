@@ -69,14 +69,20 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Case]:
     return out
 
 
+Backends = tuple[InfiniGramBackend, InfiniGramBackend, NgramSetBackend]
+
+
 @pytest.fixture(scope="module")
-def backends(cases: dict[str, Case]) -> dict[str, tuple[InfiniGramBackend, NgramSetBackend]]:
+def backends(cases: dict[str, Case]) -> dict[str, Backends]:
+    """Per corpus: the index by suffix-array lookups, the index by creativity calls, the n-gram set."""
     out = {}
     for name, case in cases.items():
-        local = open_backend(f"infini-gram:{case.spec}")
+        lookups = open_backend(f"infini-gram:{case.spec}")
+        engine = open_backend(f"infini-gram:{case.spec}", method="creativity")
         memory = open_backend(f"ngram-set:{case.spec}")
-        assert isinstance(local, InfiniGramBackend) and isinstance(memory, NgramSetBackend)
-        out[name] = (local, memory)
+        assert isinstance(lookups, InfiniGramBackend) and lookups.method == "suffix-array"
+        assert isinstance(engine, InfiniGramBackend) and isinstance(memory, NgramSetBackend)
+        out[name] = (lookups, engine, memory)
     return out
 
 
@@ -121,7 +127,7 @@ def test_backends_match_brute_force(
     name: str,
     params: tuple[int, int, list[int]],
     cases: dict[str, Case],
-    backends: dict[str, tuple[InfiniGramBackend, NgramSetBackend]],
+    backends: dict[str, Backends],
 ) -> None:
     seed, count, ns = params
     rng = random.Random(seed)
@@ -131,21 +137,17 @@ def test_backends_match_brute_force(
         check_against_reference(case, backend, texts, ns)
 
 
-def test_whole_documents_and_duplicates(
-    cases: dict[str, Case], backends: dict[str, tuple[InfiniGramBackend, NgramSetBackend]]
-) -> None:
+def test_whole_documents_and_duplicates(cases: dict[str, Case], backends: dict[str, Backends]) -> None:
     case = cases["words"]
     texts = [*case.corpus[:10], case.corpus[0], case.corpus[0] + " zzq", ""]
     for backend in backends["words"]:
         check_against_reference(case, backend, texts, [1, 2, 3, 4, 5, 6, 7, 8])
 
 
-def test_guard_repairs_the_engine(
-    cases: dict[str, Case], backends: dict[str, tuple[InfiniGramBackend, NgramSetBackend]]
-) -> None:
+def test_guard_repairs_the_engine(cases: dict[str, Case], backends: dict[str, Backends]) -> None:
     """On a tiny alphabet the raw engine misses matches; the backend's answers stay exact."""
     case = cases["words"]
-    local = backends["words"][0]
+    local = backends["words"][1]
     rng = random.Random(7)
     texts = [splice_text(rng, case.corpus, 8) for _ in range(200)]
     before = local.rechecked
@@ -170,7 +172,7 @@ def test_random_corpora(corpus: list[str], queries: list[list[str]], ns: list[in
         build_index(corpus, out, progress=False)
         case = Case("random", corpus, str(out), words, Reference([words(d) for d in corpus]))
         texts = [" ".join(q) for q in queries] + corpus[:1]
-        for spec in (f"infini-gram:{out}", f"ngram-set:{out}"):
+        for spec in (f"infini-gram:{out}", f"infini-gram:{out}?method=creativity", f"ngram-set:{out}"):
             backend = open_backend(spec)
             check_against_reference(case, backend, texts, ns)
             backend.close()
@@ -183,3 +185,14 @@ def test_ngram_set_grows_levels_on_demand(cases: dict[str, Case]) -> None:
     check_against_reference(case, backend, case.corpus[:5], [2])
     check_against_reference(case, backend, case.corpus[:5], [3, 7])
     assert backend.max_n == 7
+
+
+def test_long_stretches_not_found_whole_go_to_the_engine(cases: dict[str, Case], backends: dict[str, Backends]) -> None:
+    """Runs of capped matches made of overlapping corpus pieces need the engine; answers stay exact."""
+    case = cases["words"]
+    lookups = backends["words"][0]
+    rng = random.Random(11)
+    texts = [splice_text(rng, case.corpus, 10) for _ in range(100)]
+    before = lookups.fallbacks
+    check_against_reference(case, lookups, texts, [2])
+    assert lookups.fallbacks > before

@@ -1,0 +1,196 @@
+"""The plugin's per-session state: suite results, the baseline, rows for the table and the report.
+
+Registered as a pytest plugin object while ``--model`` is in use (see ``plugin.py``). Under
+pytest-xdist each worker computes its suites; the per-case rows reach the controller in the
+reports' ``user_properties`` and the per-suite arrays through ``workeroutput``, so the controller
+prints one table and writes one report.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_novelty.errors import NoveltyError
+from pytest_novelty.suites.schema import Suite
+
+if TYPE_CHECKING:
+    from pytest_novelty.runner import Runner, SuiteResult
+
+_WORKER_KEY = "novelty_suites"
+
+
+class NoveltyState:
+    """What one pytest session knows about the checkpoint(s) it gates."""
+
+    def __init__(self, config: pytest.Config, suites: list[Suite], cache_dir: Path) -> None:
+        self.config = config
+        self.suites = {s.path.resolve(): s for s in suites}
+        self.cache_dir = cache_dir
+        self._runners: dict[str, Runner] = {}
+        self._results: dict[tuple[str, str], SuiteResult | NoveltyError] = {}
+        self.rows: list[dict[str, Any]] = []
+        self.suite_data: dict[str, dict[str, Any]] = {}
+
+    # -- running suites -------------------------------------------------------------------------
+
+    @property
+    def baseline_model(self) -> str | None:
+        return self.config.option.novelty_baseline_model  # type: ignore[no-any-return]
+
+    def runner(self, model: str) -> Runner:
+        """One runner per checkpoint (candidate, and baseline when given)."""
+        if model not in self._runners:
+            from pytest_novelty.runner import RunConfig, Runner
+
+            opt = self.config.option
+            self._runners[model] = Runner(
+                RunConfig(
+                    model=model,
+                    cache_dir=self.cache_dir,
+                    device=opt.novelty_device,
+                    originality=opt.novelty_originality,
+                    judge=opt.novelty_judge,
+                    judge_base_url=opt.novelty_judge_base_url,
+                    trust_remote_code=opt.novelty_trust_remote_code,
+                    seed=opt.novelty_seed,
+                    log=self.log,
+                )
+            )
+        return self._runners[model]
+
+    def log(self, line: str) -> None:
+        """Progress lines, on their own line even in the middle of a verbose test line."""
+        if os.environ.get("PYTEST_XDIST_WORKER") and "generated batch" in line:
+            return
+        reporter = self.config.pluginmanager.getplugin("terminalreporter")
+        if reporter is None:
+            return
+        capman = self.config.pluginmanager.getplugin("capturemanager")
+        if capman is not None:
+            with capman.global_and_fixture_disabled():
+                reporter.write_line(line)
+        else:
+            reporter.write_line(line)
+
+    def _compute(self, model: str, suite: Suite, **kwargs: Any) -> SuiteResult:
+        key = (model, suite.name)
+        if key not in self._results:
+            try:
+                self._results[key] = self.runner(model).run(suite, **kwargs)
+            except NoveltyError as exc:
+                self._results[key] = exc
+        result = self._results[key]
+        if isinstance(result, NoveltyError):
+            raise result
+        return result
+
+    def baseline_result(self, suite: Suite) -> SuiteResult | None:
+        """The baseline checkpoint's result on the same prompts and settings, if one is given."""
+        return None if self.baseline_model is None else self._compute(self.baseline_model, suite)
+
+    def result(self, suite: Suite) -> SuiteResult:
+        """The candidate's result (computed once per suite); with a baseline, its outputs rank q@Tail."""
+        baseline = self.baseline_result(suite)
+        pool = None if baseline is None else baseline.originality.get(4)
+        result = self._compute(self.config.option.novelty_model, suite, pool_novelty=pool)
+        if suite.name not in self.suite_data:
+            self.suite_data[suite.name] = _suite_data(result, baseline)
+        return result
+
+    # -- hooks ----------------------------------------------------------------------------------
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Collect each case's numbers, on the controller too under xdist."""
+        if report.when != "call":
+            return
+        for name, value in report.user_properties:
+            if name == "novelty" and isinstance(value, dict):
+                self.rows.append(value)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[_WORKER_KEY] = self.suite_data
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist controller: merge the suites' arrays that a worker computed."""
+        self.suite_data.update(getattr(node, "workeroutput", {}).get(_WORKER_KEY, {}))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if hasattr(self.config, "workerinput") or not self.rows:
+            return
+        from pytest_novelty.report import render_table
+
+        terminalreporter.section("novelty gate")
+        headers = {str(r["suite"]): str(r["header"]) for r in self.rows if r.get("header")}
+        for line in render_table(self.rows, headers):
+            terminalreporter.line(line)
+        work = _work_summary(self.suite_data)
+        if work:
+            terminalreporter.line(work)
+        folder = self.config.option.novelty_report
+        if folder:
+            from pytest_novelty.report import write_report
+
+            files = write_report(Path(folder), self.rows, self.suite_data, self.versions())
+            terminalreporter.line(f"novelty report: {files.json.parent}")
+
+    def versions(self) -> dict[str, Any]:
+        """What produced the numbers, for report.json."""
+        from importlib import metadata
+
+        infos = [d.get("info", {}) for d in self.suite_data.values()]
+        return {
+            "pytest-novelty": metadata.version("pytest-novelty"),
+            "model": self.config.option.novelty_model,
+            "fingerprint": sorted({str(i.get("fingerprint")) for i in infos}),
+            "baseline_model": self.baseline_model,
+            "suites": {s.name: str(p) for p, s in self.suites.items()},
+            "judge": sorted({str(i.get("judge")) for i in infos}),
+            "index": sorted({str(i.get("originality")) for i in infos}),
+        }
+
+
+def _lists(values: Any) -> list[list[float | None]]:
+    return [[None if math.isnan(v) else float(v) for v in row] for row in values]
+
+
+def _arrays(result: SuiteResult, n: int) -> dict[str, Any]:
+    from pytest_novelty.metrics import novelty
+
+    return {
+        "quality": _lists(result.quality),
+        "originality": _lists(result.originality[n]),
+        "novelty": _lists(novelty(result.quality, result.originality[n])),
+    }
+
+
+def _suite_data(result: SuiteResult, baseline: SuiteResult | None) -> dict[str, Any]:
+    """Plain, JSON-ready arrays of one suite (they may cross from an xdist worker)."""
+    ngrams = result.suite.scoring.ngrams
+    n = 5 if 5 in ngrams else ngrams[0]
+    info = {k: v for k, v in result.info.items() if k != "tail_ids"}
+    data: dict[str, Any] = {**_arrays(result, n), "n": n, "info": info}
+    if baseline is not None:
+        data["baseline"] = _arrays(baseline, n)
+    return data
+
+
+def _work_summary(suite_data: dict[str, dict[str, Any]]) -> str:
+    """One line with the work a run did: what a warm rerun should show as zeros."""
+    infos = [d.get("info", {}) for d in suite_data.values()]
+    if not infos:
+        return ""
+    generated = sum(int(i.get("generated_batches", 0)) for i in infos)
+    cached = sum(int(i.get("cached_batches", 0)) for i in infos)
+    lookups = sum(int(i.get("originality_lookups", 0)) for i in infos)
+    judged = sum(int(i.get("judge_requests", 0)) for i in infos)
+    return (
+        f"novelty work done: {generated} generation batches ({cached} from cache), "
+        f"{lookups} originality lookups, {judged} judge requests"
+    )
