@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_novelty.errors import ConfigError, HarnessError
-from pytest_novelty.scoring.originality.backend import MatchBounds
+from pytest_novelty.scoring.originality.backend import MatchBounds, Span
 from pytest_novelty.scoring.originality.cache import CountCache
 from pytest_novelty.scoring.originality.client import JsonClient
 from pytest_novelty.scoring.originality.search import decide_thresholds
@@ -150,9 +150,9 @@ class _CountApiBackend:
             lambda queries: self._ask(queries, progress),
         )
 
-    def locate(self, encoding: Encoding, start: int, length: int) -> int | None:
+    def locate(self, spans: Sequence[Span]) -> list[int | None]:
         """Not asked of the web APIs (it would cost two more requests per text)."""
-        return None
+        return [None] * len(spans)
 
     def close(self) -> None:
         """Close connections and the cache."""

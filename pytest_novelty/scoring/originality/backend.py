@@ -20,7 +20,10 @@ import numpy as np
 
 from pytest_novelty.scoring.originality.tokenization import Encoding, Tokenizer
 
-__all__ = ["MatchBounds", "OriginalityBackend", "check_ns"]
+__all__ = ["MatchBounds", "OriginalityBackend", "Span", "check_ns"]
+
+Span = tuple[Encoding, int, int]
+"""A run of units of a text: ``(encoding, start, length)``."""
 
 
 @dataclass(frozen=True)
@@ -48,11 +51,10 @@ class OriginalityBackend(Protocol):
         """Bounds on the longest corpus match at every unit position of every encoding."""
         ...
 
-    def locate(self, encoding: Encoding, start: int, length: int) -> int | None:
-        """The number of one corpus document containing units ``start .. start + length - 1``.
-
-        ``None`` when the backend cannot tell (the web APIs) or the run does not occur.
-        """
+    def locate(self, spans: Sequence[Span]) -> list[int | None]:
+        """For each ``(encoding, start, length)``: the number of one corpus document containing
+        units ``start .. start + length - 1``; ``None`` when the backend cannot tell (the web
+        APIs) or the run does not occur."""
         ...
 
     def close(self) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pytest_novelty.scoring.originality.backend import MatchBounds, check_ns
+from pytest_novelty.scoring.originality.backend import MatchBounds, Span, check_ns
 from pytest_novelty.scoring.originality.index import IndexInfo
 from pytest_novelty.scoring.originality.local import check_same_tokenizer
 from pytest_novelty.scoring.originality.tokenization import Encoding, WordCodec
@@ -217,21 +217,30 @@ class NgramSetBackend:
             out.append(MatchBounds(lengths[lo:hi], upper[lo:hi]))
         return out
 
-    def locate(self, encoding: Encoding, start: int, length: int) -> int | None:
-        """The document where the run first occurs in the corpus."""
-        if length <= 0 or length > len(self._levels):
-            return None
-        number = -1
-        for k in range(1, length + 1):
-            unit = int(encoding.units[start + k - 1])
-            if unit < 0:
-                return None
-            key = unit if k == 1 else (number << 32) | unit
-            number = int(self._levels[k - 1].find(np.array([key], dtype=np.uint64))[0])
-            if number < 0:
-                return None
-        position = int(self._levels[length - 1].first[number])
-        return int(np.searchsorted(self._doc_starts, position, side="right")) - 1
+    def locate(self, spans: Sequence[Span]) -> list[int | None]:
+        """The document where each run first occurs in the corpus (level by level, all at once)."""
+        out: list[int | None] = [None] * len(spans)
+        lengths = np.array([length for _, _, length in spans], dtype=np.int64)
+        usable = np.flatnonzero((lengths > 0) & (lengths <= len(self._levels)))
+        numbers = np.zeros(len(usable), dtype=np.int64)
+        for k in range(1, int(lengths[usable].max(initial=0)) + 1):
+            keep = lengths[usable] >= k
+            usable, numbers = usable[keep], numbers[keep]
+            units = np.array([spans[i][0].units[spans[i][1] + k - 1] for i in usable.tolist()], dtype=np.int64)
+            known = units >= 0
+            usable, numbers, units = usable[known], numbers[known], units[known]
+            keys = units.astype(np.uint64)
+            if k > 1:
+                keys |= numbers.astype(np.uint64) << _S32
+            numbers = self._levels[k - 1].find(keys)
+            hit = numbers >= 0
+            usable, numbers = usable[hit], numbers[hit]
+            done = lengths[usable] == k
+            positions = self._levels[k - 1].first[numbers[done]].astype(np.int64)
+            docs = np.searchsorted(self._doc_starts, positions, side="right") - 1
+            for i, doc in zip(usable[done].tolist(), docs.tolist(), strict=True):
+                out[i] = doc
+        return out
 
     def close(self) -> None:
         """Free the tables."""

@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pytest_novelty.errors import HarnessError
-from pytest_novelty.scoring.originality.backend import MatchBounds, OriginalityBackend, check_ns
-from pytest_novelty.scoring.originality.tokenization import Encoding
+from pytest_novelty.scoring.originality.backend import MatchBounds, OriginalityBackend, Span, check_ns
 
 __all__ = ["OriginalityResult", "originality_from_bounds", "score_texts"]
 
@@ -87,20 +86,13 @@ def originality_from_bounds(bounds: MatchBounds, n: int) -> tuple[int, int]:
     return count, int(count - seen.sum())
 
 
-def _longest(
-    backend: OriginalityBackend, enc: Encoding, bounds: MatchBounds, located: dict[bytes, int | None]
-) -> tuple[int, int, int | None, str, bool]:
+def _longest(bounds: MatchBounds) -> tuple[int, int, bool]:
+    """``(length, start, exact)`` of the longest corpus match of one text."""
     if len(bounds.lower) == 0:
-        return 0, 0, None, "", True
+        return 0, 0, True
     start = int(np.argmax(bounds.lower))
     length = int(bounds.lower[start])
-    exact = int(bounds.upper.max()) == length
-    if length == 0:
-        return 0, 0, None, "", exact
-    key = np.asarray(enc.units[start : start + length], dtype=np.int64).tobytes()
-    if key not in located:
-        located[key] = backend.locate(enc, start, length)
-    return length, start, located[key], enc.surface(start, length), exact
+    return length, start, int(bounds.upper.max()) == length
 
 
 def score_texts(
@@ -118,9 +110,22 @@ def score_texts(
             raise TypeError(f"texts[{i}] is a {type(text).__name__}, not a str")
     encodings = backend.tokenizer.encode(texts)
     all_bounds = backend.match_bounds(encodings, orders, progress=progress)
-    located: dict[bytes, int | None] = {}
+    longest = [_longest(bounds) for bounds in all_bounds]
+    slots: dict[bytes, int] = {}
+    spans: list[Span] = []
+    which: list[int | None] = []
+    for enc, (length, start, _) in zip(encodings, longest, strict=True):
+        if length == 0:
+            which.append(None)
+            continue
+        key = np.asarray(enc.units[start : start + length], dtype=np.int64).tobytes()
+        if key not in slots:
+            slots[key] = len(spans)
+            spans.append((enc, start, length))
+        which.append(slots[key])
+    docs = backend.locate(spans) if spans else []
     results = []
-    for enc, bounds in zip(encodings, all_bounds, strict=True):
+    for enc, bounds, (length, start, exact), slot in zip(encodings, all_bounds, longest, which, strict=True):
         originality: dict[int, float | None] = {}
         ngrams: dict[int, int] = {}
         unseen: dict[int, int] = {}
@@ -128,7 +133,6 @@ def score_texts(
             count, missing = originality_from_bounds(bounds, n)
             ngrams[n], unseen[n] = count, missing
             originality[n] = missing / count if count else None
-        length, start, doc, text, exact = _longest(backend, enc, bounds, located)
         results.append(
             OriginalityResult(
                 originality=originality,
@@ -136,9 +140,9 @@ def score_texts(
                 unseen=unseen,
                 tokens=len(enc),
                 longest_span=length,
-                longest_span_doc=doc,
+                longest_span_doc=None if slot is None else docs[slot],
                 longest_span_start=start,
-                longest_span_text=text,
+                longest_span_text=enc.surface(start, length),
                 longest_span_exact=exact,
             )
         )

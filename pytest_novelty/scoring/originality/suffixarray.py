@@ -33,10 +33,11 @@ class SuffixArrayShard:
 
     def __init__(self, tokens: Path, table: Path, width: int, first_doc: int) -> None:
         self.width = width
-        self.stream = np.memmap(tokens, dtype="<u2" if width == 2 else "<u4", mode="r")
+        # plain ndarray views of the memory maps: indexing a memmap subclass is much slower
+        self.stream = np.asarray(np.memmap(tokens, dtype="<u2" if width == 2 else "<u4", mode="r"))
         self.size = len(self.stream)
         self.ratio = max(1, math.ceil(math.log2(max(self.size * width, 2)) / 8))
-        raw = np.memmap(table, dtype=np.uint8, mode="r")
+        raw = np.asarray(np.memmap(table, dtype=np.uint8, mode="r"))
         self._raw = raw
         self._view = raw.view(f"<u{self.ratio}") if self.ratio in (1, 2, 4, 8) else None
         self.first_doc = first_doc
@@ -91,6 +92,12 @@ class SuffixArrayShard:
 
         found = np.maximum(common(lo, lo < self.size), common(lo - 1, lo > 0))
         return lo, found
+
+    def first_token(self) -> int | None:
+        """The first token of the shard's smallest suffix (where the engine's bug strikes)."""
+        if self.size == 0:
+            return None
+        return int(self.stream[int(self.position(np.array([0]))[0])])
 
     def document(self, rank: int) -> int:
         """Global number of the document holding the suffix at ``rank``."""

@@ -11,7 +11,9 @@ the surface text).
 
 from __future__ import annotations
 
+import collections
 import hashlib
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -72,6 +74,12 @@ class Encoding:
         """The text of units ``start .. start + length - 1`` as written (empty for no units)."""
         if length <= 0:
             return ""
+        if self._spans is None and self._span_fn is _word_spans_only:
+            # only two words are needed: walk the matches in C instead of listing every span
+            matches = itertools.islice(WORD_PATTERN.finditer(self.text), start, start + length)
+            first = next(matches)
+            tail = collections.deque(matches, maxlen=1)
+            return self.text[first.start() : (tail[0] if tail else first).end()]
         spans = self.spans
         return self.text[spans[start][0] : spans[start + length - 1][1]]
 

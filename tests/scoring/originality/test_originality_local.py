@@ -187,12 +187,13 @@ def test_ngram_set_grows_levels_on_demand(cases: dict[str, Case]) -> None:
     assert backend.max_n == 7
 
 
-def test_long_stretches_not_found_whole_go_to_the_engine(cases: dict[str, Case], backends: dict[str, Backends]) -> None:
-    """Runs of capped matches made of overlapping corpus pieces need the engine; answers stay exact."""
+def test_runs_that_are_not_one_passage(cases: dict[str, Case], backends: dict[str, Backends]) -> None:
+    """Runs of capped matches made of overlapping corpus pieces are resolved position by position."""
     case = cases["words"]
     lookups = backends["words"][0]
     rng = random.Random(11)
     texts = [splice_text(rng, case.corpus, 10) for _ in range(100)]
-    before = lookups.fallbacks
+    before = lookups.split_runs
     check_against_reference(case, lookups, texts, [2])
-    assert lookups.fallbacks > before
+    assert lookups.split_runs > before
+    assert lookups.engine_calls == 0  # the suffix-array method never needs the engine

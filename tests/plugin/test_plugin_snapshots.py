@@ -1,0 +1,70 @@
+"""`--novelty-snapshots`, `--snapshot-update`, `--novelty-seed` and `--baseline-model` through pytester."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def repetitive_checkpoint(tiny_checkpoint: Path, tmp_path: Path) -> Path:
+    """The same weights, but its generation config bans every token except end-of-text.
+
+    It answers nothing, so the judge scores it at the bottom: a clearly worse checkpoint.
+    """
+    worse = tmp_path / "worse-model"
+    shutil.copytree(tiny_checkpoint, worse)
+    config = json.loads((worse / "config.json").read_text())
+    eos = config["eos_token_id"]
+    generation = {"eos_token_id": eos, "bad_words_ids": [[i] for i in range(config["vocab_size"]) if i != eos]}
+    (worse / "generation_config.json").write_text(json.dumps(generation))
+    return worse
+
+
+def test_snapshot_lifecycle(
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, repetitive_checkpoint: Path
+) -> None:
+    first = pytester.runpytest_subprocess(*novelty_args, "--novelty-snapshots")
+    first.assert_outcomes(failed=2)
+    first.stdout.fnmatch_lines(["*no snapshot for this case: run with --snapshot-update*"])
+
+    update = pytester.runpytest_subprocess(*novelty_args, "--snapshot-update")
+    update.assert_outcomes(passed=2)
+    stored = sorted((suite_dir / "__novelty_snapshots__").rglob("*"))
+    files = [p for p in stored if p.is_file()]
+    assert len(files) == 2 and all(not p.name.endswith(".json") for p in files)
+    record = json.loads(files[0].read_text())
+    assert record["suite"] == "story" and record["per_prompt"]
+
+    again = pytester.runpytest_subprocess(*novelty_args, "--novelty-snapshots")
+    again.assert_outcomes(passed=2)
+
+    # Another seed of the same checkpoint is noise, not a regression.
+    reseeded = pytester.runpytest_subprocess(*novelty_args, "--novelty-snapshots", "--novelty-seed", "99")
+    reseeded.assert_outcomes(passed=2)
+
+    worse_args = list(novelty_args)
+    worse_args[1] = str(repetitive_checkpoint)
+    worse = pytester.runpytest_subprocess(*worse_args, "--novelty-snapshots")
+    # Empty answers: quality drops to 0 (a significant regression) and originality is undefined.
+    worse.assert_outcomes(failed=2)
+    worse.stdout.fnmatch_lines(
+        ["story quality: regression", "*snapshot value 0.*, new value 0.0000, delta -0.*", "*95% CI ?-0.*over 6 paired prompts, p-value *"]
+    )
+
+
+def test_baseline_model_compares_paired(
+    pytester: pytest.Pytester, novelty_args: list[str], tiny_checkpoint: Path, repetitive_checkpoint: Path
+) -> None:
+    args = list(novelty_args)
+    args[1] = str(repetitive_checkpoint)
+    result = pytester.runpytest_subprocess(*args, "--baseline-model", str(tiny_checkpoint), "-W", "ignore")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["story quality: regression", "*snapshot value 0.*, new value 0.0000*"])
+    same = pytester.runpytest_subprocess(*novelty_args, "--baseline-model", str(tiny_checkpoint))
+    same.assert_outcomes(passed=2)
