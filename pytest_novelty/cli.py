@@ -53,14 +53,39 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     rows = []
     failed = 0
+    results = {}
     for suite in suites:
         result = runner.run(suite)
+        results[suite.name] = {
+            "prompts": [p.id for p in result.prompts],
+            "answers": result.answers,
+            "metrics": result.metrics,
+        }
         for threshold in suite.thresholds:
             verdict = check_threshold(suite.name, threshold, result.metrics)
             failed += not verdict.passed
             rows.append(verdict.as_dict())
     print("\n".join(render_table(rows)))
+    if args.output:
+        from pytest_novelty.storage import atomic_write_json
+
+        atomic_write_json(Path(args.output), results)
     return 1 if failed else 0
+
+
+def _cmd_cache(args: argparse.Namespace) -> int:
+    from pytest_novelty.storage import cache_usage, clear_cache, default_cache_dir
+
+    cache = Path(args.cache) if args.cache else default_cache_dir()
+    if args.action == "clear":
+        removed = clear_cache(cache, keep_demo=not args.all)
+        print(f"removed {removed / 1e6:.1f} MB from {cache}")
+        return 0
+    usage = cache_usage(cache)
+    print(f"{cache}: {sum(usage.values()) / 1e6:.1f} MB")
+    for name, size in sorted(usage.items()):
+        print(f"  {name:24s} {size / 1e6:10.1f} MB")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,7 +103,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--judge", help="judge spec for every suite")
     run.add_argument("--judge-base-url")
     run.add_argument("--trust-remote-code", action="store_true")
+    run.add_argument("--output", help="write each suite's prompts, answers and metrics to this JSON file")
     run.set_defaults(func=_cmd_run)
+
+    cache = sub.add_parser("cache", help="size of the cache, or clear it")
+    cache.add_argument("action", choices=("info", "clear"))
+    cache.add_argument("--cache", help="cache folder (default ~/.cache/pytest-novelty)")
+    cache.add_argument("--all", action="store_true", help="with clear: also remove the built demo assets")
+    cache.set_defaults(func=_cmd_cache)
 
     demo = sub.add_parser("demo", help="the embedded demo").add_subparsers(dest="demo_command", required=True)
     build = demo.add_parser("build", help="build the demo checkpoint, corpus and index into the cache")

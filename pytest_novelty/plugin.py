@@ -109,6 +109,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="with --snapshot-update: re-record every snapshot, even those within tolerance",
     )
     group.addoption(
+        "--novelty-cache-clear",
+        dest="novelty_cache_clear",
+        action="store_true",
+        help="remove cached generations, scores and judge answers before the run (keeps the built demo)",
+    )
+    group.addoption(
         "--novelty-report",
         dest="novelty_report",
         metavar="DIR",
@@ -148,6 +154,10 @@ def pytest_configure(config: pytest.Config) -> None:
         folder = _suites_dir(config)
         suites = load_suites(folder)
         cache_dir = _cache_dir(config)
+        if config.option.novelty_cache_clear and not hasattr(config, "workerinput"):
+            from pytest_novelty.storage import clear_cache
+
+            clear_cache(cache_dir)
         for model in (config.option.novelty_model, config.option.novelty_baseline_model):
             if model:
                 _check_model(config, model, cache_dir)
@@ -229,7 +239,13 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if state is None:
         return None
     folders = sorted({str(p.parent) for p in state.suites})
-    return [f"novelty: model {config.option.novelty_model}, suites {', '.join(folders)}, cache {state.cache_dir}"]
+    from pytest_novelty.storage import cache_usage
+
+    size = sum(cache_usage(state.cache_dir).values()) / 1e6
+    return [
+        f"novelty: model {config.option.novelty_model}, suites {', '.join(folders)}, "
+        f"cache {state.cache_dir} ({size:.0f} MB)"
+    ]
 
 
 class SuiteFile(pytest.Module):

@@ -55,3 +55,35 @@ def default_cache_dir() -> Path:
         return Path(os.environ["PYTEST_NOVELTY_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "pytest-novelty"
+
+
+def cache_usage(cache_dir: Path) -> dict[str, int]:
+    """Bytes used by each top-level entry of the cache folder."""
+    usage: dict[str, int] = {}
+    if not cache_dir.is_dir():
+        return usage
+    for entry in cache_dir.iterdir():
+        files = [entry] if entry.is_file() else [p for p in entry.rglob("*") if p.is_file()]
+        usage[entry.name] = sum(p.stat().st_size for p in files)
+    return usage
+
+
+def clear_cache(cache_dir: Path, *, keep_demo: bool = True) -> int:
+    """Remove cached generations, scores and judge answers; the built demo stays unless asked.
+
+    Returns the number of bytes removed.
+    """
+    import shutil
+
+    usage = cache_usage(cache_dir)
+    removed = 0
+    for name, size in usage.items():
+        if keep_demo and name.startswith((".demo-", "demo-")):
+            continue
+        path = cache_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+        removed += size
+    return removed
