@@ -275,15 +275,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "novelty_threshold" not in metafunc.fixturenames:
         return
     suite: Suite = metafunc.definition.parent.suite  # type: ignore[union-attr]
+    cases = [(run, threshold) for run in suite.runs() for threshold in run.thresholds]
     metafunc.parametrize(
-        "novelty_threshold", suite.thresholds, ids=[f"{suite.name}-{t.label}" for t in suite.thresholds]
+        ("novelty_suite", "novelty_threshold"), cases, ids=[f"{run.name}-{t.label}" for run, t in cases]
     )
-
-
-@pytest.fixture
-def novelty_suite(request: pytest.FixtureRequest) -> Suite:
-    """The suite of the current case."""
-    return request.node.parent.suite  # type: ignore[no-any-return]
 
 
 @pytest.fixture

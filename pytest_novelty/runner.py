@@ -59,6 +59,11 @@ class SuiteResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+def _swept(suite: Suite) -> str:
+    name = suite.name
+    return name[name.rindex("[") + 1 : name.rindex("=")] if "[" in name else ""
+
+
 class Runner:
     """Runs suites against one checkpoint, loading each heavy part once."""
 
@@ -146,25 +151,33 @@ class Runner:
 
     # -- the pipeline ---------------------------------------------------------------------------
 
-    def prompts(self, suite: Suite) -> tuple[list[Prompt], list[Any]]:
-        """The suite's prompts and the model inputs built from them."""
+    def load_prompts(self, suite: Suite) -> list[Prompt]:
+        """The suite's prompts."""
         from pytest_novelty.suites.loaders import load_prompts
-        from pytest_novelty.suites.prompting import build_inputs
 
         src = suite.prompts
         options = {"task": suite.task, **dict(src.options)}
         prompts = load_prompts(src.source, base_dir=suite.base_dir, limit=src.limit, seed=src.seed, **options)
         if not prompts:
             raise ConfigError("the prompt source yielded no prompts", path=suite.path, field="prompts.source")
-        inputs = build_inputs(suite, prompts)
-        return prompts, inputs
+        return prompts
 
-    def run(self, suite: Suite, *, pool_novelty: np.ndarray | None = None) -> SuiteResult:
+    def prompts(self, suite: Suite) -> tuple[list[Prompt], list[Any]]:
+        """The suite's prompts and the model inputs built from them."""
+        from pytest_novelty.suites.prompting import build_inputs
+
+        prompts = self.load_prompts(suite)
+        return prompts, build_inputs(suite, prompts)
+
+    def run(
+        self, suite: Suite, *, pool_novelty: np.ndarray | None = None, inputs: list[Any] | None = None
+    ) -> SuiteResult:
         """Generate, score and summarise one suite.
 
         ``pool_novelty`` (prompts × samples originality at n = 4 of a frozen reference pool, e.g.
         the baseline checkpoint) ranks the prompts for q@Tail; without it the candidate's own
-        outputs do.
+        outputs do. ``inputs`` replaces the model inputs built from the suite's prompting settings
+        (one per prompt, in order), as the rounds of denial prompting do.
         """
         from pytest_novelty import generation
         from pytest_novelty.suites.prompting import extract_answer
@@ -173,7 +186,12 @@ class Runner:
         log = self.config.log
         start = time.perf_counter()
         lookups_before = self.counters["originality_lookups"]
-        prompts, inputs = self.prompts(suite)
+        if inputs is None:
+            prompts, inputs = self.prompts(suite)
+        else:
+            prompts = self.load_prompts(suite)
+            if len(inputs) != len(prompts):
+                raise ValueError(f"{len(inputs)} inputs for {len(prompts)} prompts")
         gen = self.generator()
         task = get_task(suite.task)
         texts = [gen.render(x) for x in inputs]
@@ -234,6 +252,9 @@ class Runner:
             "seconds": {"generation": t_gen, "originality": t_orig, "judge": t_judge},
             "longest_copied": longest,
             "tail_ids": tails,
+            "sweep": None
+            if suite.sweep_value is None
+            else {"suite": suite.path.stem, "parameter": _swept(suite), "value": suite.sweep_value},
             "originality_lookups": self.counters["originality_lookups"] - lookups_before,
             "judge_requests": judge_requests,
         }

@@ -139,11 +139,48 @@ def plot_novelty_histogram(path: str | Path, suite: str, data: SuiteData) -> Pat
     return out
 
 
+def plot_sweep(path: str | Path, base: str, parameter: str, points: list[tuple[float, float, float]]) -> Path:
+    """Mean novelty and mean quality of a swept suite against the swept parameter.
+
+    ``points`` holds (parameter value, mean novelty, mean quality), one per sweep value.
+    """
+    figure = _figure()
+    ax = figure.add_subplot()
+    points = sorted(points)
+    xs = [p[0] for p in points]
+    ax.plot(xs, [p[1] for p in points], marker="o", color=CANDIDATE_COLOR, label="novelty (mean)")
+    ax.plot(xs, [p[2] for p in points], marker="s", linestyle="--", color=BASELINE_COLOR, label="quality (mean)")
+    ax.set_ylim(0.0, 1.0)
+    ax.set_xlabel(parameter)
+    ax.set_ylabel("mean over generations")
+    ax.set_title(f"{base}: sweep over {parameter}")
+    ax.legend(loc="best", fontsize=8)
+    out = Path(path)
+    _save(figure, out)
+    return out
+
+
+def _sweep_points(suites_data: Mapping[str, SuiteData]) -> dict[tuple[str, str], list[tuple[float, float, float]]]:
+    groups: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    for data in suites_data.values():
+        info: Mapping[str, Any] = dict(data).get("info") or {}
+        sweep = info.get("sweep")
+        if not sweep:
+            continue
+        nov = novelty_of(data)
+        qual = as_vector(dict(data).get("quality"))
+        point = (float(sweep["value"]), float(np.nanmean(nov)) if nov.size else np.nan, float(np.nanmean(qual)))
+        groups.setdefault((str(sweep["suite"]), str(sweep["parameter"])), []).append(point)
+    return groups
+
+
 def write_plots(out_dir: str | Path, suites_data: Mapping[str, SuiteData]) -> dict[str, dict[str, Path]]:
     """Both plots for every suite with data; returns suite → kind → file.
 
     Files are ``<suite>-quality-originality.png`` and ``<suite>-novelty-histogram.png``; a suite
-    without quality and originality values gets none.
+    without quality and originality values gets none. A swept suite (``info["sweep"]`` holding
+    suite, parameter and value) also gets ``<suite>-sweep.png``: novelty and quality against the
+    parameter.
     """
     folder = Path(out_dir)
     written: dict[str, dict[str, Path]] = {}
@@ -155,4 +192,6 @@ def write_plots(out_dir: str | Path, suites_data: Mapping[str, SuiteData]) -> di
             "quality_originality": plot_quality_originality(folder / f"{suite}-quality-originality.png", suite, data),
             "novelty_histogram": plot_novelty_histogram(folder / f"{suite}-novelty-histogram.png", suite, data),
         }
+    for (base, parameter), points in sorted(_sweep_points(suites_data).items()):
+        written.setdefault(base, {})["sweep"] = plot_sweep(folder / f"{base}-sweep.png", base, parameter, points)
     return written

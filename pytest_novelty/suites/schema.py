@@ -12,7 +12,7 @@ import math
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
+SWEEPABLE = (
+    "generation.temperature",
+    "generation.top_p",
+    "generation.top_k",
+    "generation.max_new_tokens",
+    "prompting.examples",
+)
 PROMPTING_METHODS = ("few-shot", "chat", "ask-novelty", "denial", "novel-examples")
 BOUNDED_METRICS = ("novelty", "top10_novelty", "originality", "quality", "q_at_tail")
 COUNT_METRICS = ("distinct_k", "utility_k")
@@ -131,11 +138,18 @@ class Suite:
     gate: GateSettings
     thresholds: tuple[Threshold, ...]
     description: str = ""
+    sweep: tuple[str, tuple[float, ...]] | None = None
+    sweep_value: float | None = None
+    variants: tuple[Suite, ...] = ()
 
     @property
     def base_dir(self) -> Path:
         """Relative paths in the suite file are relative to its folder."""
         return self.path.parent
+
+    def runs(self) -> tuple[Suite, ...]:
+        """What actually runs: one suite per sweep value, or the suite itself."""
+        return self.variants or (self,)
 
 
 # --- validation helpers ---------------------------------------------------------------------------
@@ -153,7 +167,7 @@ _SECTIONS: dict[str, tuple[type, set[str]]] = {
     ),
     "gate": (GateSettings, {"alpha", "tolerance_abs", "tolerance_rel"}),
 }
-_TOP_KEYS = {"name", "task", "description", "thresholds", *_SECTIONS}
+_TOP_KEYS = {"name", "task", "description", "thresholds", "sweep", *_SECTIONS}
 _THRESHOLD_KEYS = {"metric", "min", "max", "tolerance_abs", "tolerance_rel"}
 
 
@@ -305,6 +319,36 @@ def _parse_threshold(path: Path, index: int, raw: Any, suite: dict[str, Any]) ->
     return Threshold(metric, ">=" if has_min else "<=", value, tol_abs, tol_rel)
 
 
+def _parse_sweep(path: Path, data: Mapping[str, Any], base: Suite) -> Suite:
+    """Expand ``[sweep]`` into one suite per value, each validated like a suite file of its own."""
+    table = data["sweep"]
+    if not isinstance(table, dict):
+        raise ConfigError("expected a table ([sweep])", path=path, field="sweep")
+    c = _Checker(path, "sweep", table, {"parameter", "values"})
+    parameter = c.choice("parameter", "", SWEEPABLE) if "parameter" in table else None
+    if parameter is None:
+        raise c.fail("parameter", f"missing; one of {', '.join(SWEEPABLE)}")
+    values = c.get("values", list, [])
+    if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        raise c.fail("values", "must be a non-empty list of numbers, e.g. values = [0.5, 1.0, 1.5]")
+    if len(set(values)) != len(values):
+        raise c.fail("values", "lists a value twice")
+    section, key = parameter.split(".")
+    variants = []
+    for value in values:
+        variant_data = {k: v for k, v in data.items() if k != "sweep"}
+        variant_data[section] = {**variant_data.get(section, {}), key: value}
+        variant_data["name"] = f"{base.name}[{key}={value:g}]"
+        try:
+            variant = parse_suite(variant_data, path)
+        except ConfigError as exc:
+            detail = str(exc).removeprefix(f"{path}: ")
+            message = f"value {value!r} of the sweep is invalid: {detail}"
+            raise ConfigError(message, path=path, field="sweep.values") from None
+        variants.append(replace(variant, sweep_value=float(value)))
+    return replace(base, sweep=(parameter, tuple(float(v) for v in values)), variants=tuple(variants))
+
+
 def parse_suite(data: Mapping[str, Any], path: Path) -> Suite:
     """Validate the parsed TOML ``data`` of the suite file at ``path``."""
     top = _Checker(path, "", data, _TOP_KEYS)
@@ -312,7 +356,7 @@ def parse_suite(data: Mapping[str, Any], path: Path) -> Suite:
     if task is None:
         raise top.fail("task", f"missing; one of {', '.join(TASKS)}")
     name = top.get("name", str, path.stem)
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*(\[[a-z_]+=[0-9.e+-]+\])?", name):
         raise top.fail("name", f"{name!r}: use letters, digits, '-', '_' and '.' only")
     parsed: dict[str, Any] = {
         "prompts": _parse_prompts(path, data),
@@ -339,7 +383,7 @@ def parse_suite(data: Mapping[str, Any], path: Path) -> Suite:
     for label in labels:
         if labels.count(label) > 1:
             raise top.fail("thresholds", f"{label} is listed twice")
-    return Suite(
+    suite = Suite(
         name=name,
         task=task,
         path=path,
@@ -347,6 +391,7 @@ def parse_suite(data: Mapping[str, Any], path: Path) -> Suite:
         thresholds=thresholds,
         **parsed,
     )
+    return _parse_sweep(path, data, suite) if "sweep" in data else suite
 
 
 def load_suite(path: str | Path) -> Suite:

@@ -90,3 +90,28 @@ def test_missing_folder_and_empty_folder(tmp_path: Path) -> None:
         load_suites(tmp_path / "nope")
     with pytest.raises(ConfigError, match="no suite files"):
         load_suites(tmp_path)
+
+
+def test_sweep_expands_into_one_suite_per_value(tmp_path: Path) -> None:
+    text = MINIMAL + "\n[sweep]\nparameter = 'generation.temperature'\nvalues = [0.5, 1.0, 1.5]\n"
+    suite = load_suite(write(tmp_path, text))
+    assert suite.sweep == ("generation.temperature", (0.5, 1.0, 1.5))
+    runs = suite.runs()
+    assert [r.name for r in runs] == ["s[temperature=0.5]", "s[temperature=1]", "s[temperature=1.5]"]
+    assert [r.generation.temperature for r in runs] == [0.5, 1.0, 1.5]
+    assert [r.sweep_value for r in runs] == [0.5, 1.0, 1.5]
+    assert load_suite(write(tmp_path, MINIMAL, "plain.toml")).runs()[0].name == "plain"
+
+
+@pytest.mark.parametrize(
+    ("sweep", "fragment"),
+    [
+        ("parameter = 'generation.temprature'\nvalues = [1.0]", "did you mean 'generation.temperature'"),
+        ("parameter = 'generation.temperature'\nvalues = []", "non-empty list"),
+        ("parameter = 'generation.temperature'\nvalues = [1.0, 99.0]", "value 99.0 of the sweep is invalid"),
+    ],
+)
+def test_bad_sweeps(tmp_path: Path, sweep: str, fragment: str) -> None:
+    with pytest.raises(ConfigError, match="sweep") as info:
+        load_suite(write(tmp_path, MINIMAL + "\n[sweep]\n" + sweep + "\n"))
+    assert fragment in str(info.value)
