@@ -158,6 +158,9 @@ class Runner:
         src = suite.prompts
         options = {"task": suite.task, **dict(src.options)}
         prompts = load_prompts(src.source, base_dir=suite.base_dir, limit=src.limit, seed=src.seed, **options)
+        if suite.gate.reference:
+            # Compared with the human references, so only prompts that have one take part.
+            prompts = [p for p in prompts if p.reference]
         if not prompts:
             raise ConfigError("the prompt source yielded no prompts", path=suite.path, field="prompts.source")
         return prompts
@@ -185,7 +188,6 @@ class Runner:
 
         log = self.config.log
         start = time.perf_counter()
-        lookups_before = self.counters["originality_lookups"]
         if inputs is None:
             prompts, inputs = self.prompts(suite)
         else:
@@ -216,16 +218,64 @@ class Runner:
             [extract_answer(method, task, p, r) for r in samples] for p, samples in zip(prompts, raw, strict=True)
         ]
         t_gen = time.perf_counter() - start
+        info = {
+            "model": self.config.model,
+            "model_path": self.model_path(),
+            "fingerprint": gen.fingerprint,
+            "samples": settings.samples,
+            "generated_batches": generated,
+            "cached_batches": batches_total - generated,
+            "sweep": None
+            if suite.sweep_value is None
+            else {"suite": suite.path.stem, "parameter": _swept(suite), "value": suite.sweep_value},
+        }
+        result = self.score(suite, prompts, answers, pool_novelty=pool_novelty, info=info)
+        seconds = result.info["seconds"]
+        seconds["generation"] = t_gen
+        log(
+            f"[novelty] {suite.name}: {len(prompts)} prompts x {settings.samples} samples "
+            f"(generation {t_gen:.1f}s, {generated} new batches; originality {seconds['originality']:.1f}s; "
+            f"judge {seconds['judge']:.1f}s)"
+        )
+        return result
 
+    def references(self, suite: Suite) -> SuiteResult:
+        """The dataset's human references, scored like a checkpoint's answers (one per prompt).
+
+        Only prompts with a reference take part; the paired comparison with the candidate uses the
+        prompt ids both share.
+        """
+        prompts = self.load_prompts(suite)
+        if not suite.gate.reference or not prompts:
+            raise ConfigError(
+                "gate.reference is on but no prompt has a human reference", path=suite.path, field="gate.reference"
+            )
+        answers = [[str(p.reference)] for p in prompts]
+        result = self.score(suite, prompts, answers, info={"model": "human references"})
+        result.model = "human references"
+        return result
+
+    def score(
+        self,
+        suite: Suite,
+        prompts: list[Prompt],
+        answers: list[list[str]],
+        *,
+        pool_novelty: np.ndarray | None = None,
+        info: dict[str, Any] | None = None,
+    ) -> SuiteResult:
+        """Originality, quality and the suite's metrics for given answers (prompts × samples)."""
+        start = time.perf_counter()
+        lookups_before = self.counters["originality_lookups"]
         originality, prompt_novelty, longest = self._originality(suite, prompts, answers)
-        t_orig = time.perf_counter() - start - t_gen
+        t_orig = time.perf_counter() - start
         quality, judge_info, judge_requests = self._quality(suite, prompts, answers)
-        t_judge = time.perf_counter() - start - t_gen - t_orig
+        t_judge = time.perf_counter() - start - t_orig
 
         from pytest_novelty.metrics.suite import suite_metrics
 
         equivalent = None
-        if any(t.base in ("distinct_k", "utility_k") for t in suite.thresholds):
+        if any(t.base in ("distinct_k", "utility_k") for t in suite.thresholds) and len(answers[0]) > 1:
             from pytest_novelty.scoring.partitioners import open_equivalence
 
             equivalent = open_equivalence(suite.scoring.equivalence)
@@ -233,36 +283,25 @@ class Runner:
             quality=quality,
             originality=originality,
             prompt_ids=[p.id for p in prompts],
-            metrics=[t.metric for t in suite.thresholds],
+            metrics=[t.metric for t in suite.thresholds if equivalent or t.base not in ("distinct_k", "utility_k")],
             prompt_novelty=prompt_novelty,
             answers=answers,
             equivalent=equivalent,
             pool_novelty=pool_novelty,
         )
         info = {
-            "model": self.config.model,
-            "model_path": self.model_path(),
-            "fingerprint": gen.fingerprint,
+            **(info or {}),
             "judge": judge_info,
             "originality": self.originality_spec(suite),
             "prompts": len(prompts),
-            "samples": settings.samples,
-            "generated_batches": generated,
-            "cached_batches": batches_total - generated,
-            "seconds": {"generation": t_gen, "originality": t_orig, "judge": t_judge},
+            "seconds": {"originality": t_orig, "judge": t_judge},
             "longest_copied": longest,
             "tail_ids": tails,
-            "sweep": None
-            if suite.sweep_value is None
-            else {"suite": suite.path.stem, "parameter": _swept(suite), "value": suite.sweep_value},
             "originality_lookups": self.counters["originality_lookups"] - lookups_before,
             "judge_requests": judge_requests,
         }
-        log(
-            f"[novelty] {suite.name}: {len(prompts)} prompts x {settings.samples} samples "
-            f"(generation {t_gen:.1f}s, {generated} new batches; originality {t_orig:.1f}s; judge {t_judge:.1f}s)"
-        )
-        return SuiteResult(suite, self.config.model, prompts, answers, originality, quality, metrics, per_prompt, info)
+        model = str(info.get("model", self.config.model))
+        return SuiteResult(suite, model, prompts, answers, originality, quality, metrics, per_prompt, info)
 
     def _index_identity(self, spec: str) -> str:
         """What the originality answers depend on: the spec and, for local indexes, their metadata."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,11 +78,11 @@ class NoveltyState:
         else:
             reporter.write_line(line)
 
-    def _compute(self, model: str, suite: Suite, **kwargs: Any) -> SuiteResult:
-        key = (model, suite.name)
+    def _memo(self, key: tuple[str, str], compute: Callable[[], SuiteResult]) -> SuiteResult:
+        """Compute once per key; an error is remembered and raised again for the other cases."""
         if key not in self._results:
             try:
-                self._results[key] = self.runner(model).run(suite, **kwargs)
+                self._results[key] = compute()
             except NoveltyError as exc:
                 self._results[key] = exc
         result = self._results[key]
@@ -90,14 +91,23 @@ class NoveltyState:
         return result
 
     def baseline_result(self, suite: Suite) -> SuiteResult | None:
-        """The baseline checkpoint's result on the same prompts and settings, if one is given."""
-        return None if self.baseline_model is None else self._compute(self.baseline_model, suite)
+        """What the candidate is compared with, paired: the baseline checkpoint on the same prompts
+        and settings when one is given, else the dataset's human references when the suite asks
+        for them (``[gate] reference = true``), else nothing."""
+        if self.baseline_model is not None:
+            baseline = self.baseline_model
+            return self._memo((baseline, suite.name), lambda: self.runner(baseline).run(suite))
+        if suite.gate.reference:
+            runner = self.runner(self.config.option.novelty_model)
+            return self._memo(("human references", suite.name), lambda: runner.references(suite))
+        return None
 
     def result(self, suite: Suite) -> SuiteResult:
         """The candidate's result (computed once per suite); with a baseline, its outputs rank q@Tail."""
         baseline = self.baseline_result(suite)
         pool = None if baseline is None else baseline.originality.get(4)
-        result = self._compute(self.config.option.novelty_model, suite, pool_novelty=pool)
+        model = self.config.option.novelty_model
+        result = self._memo((model, suite.name), lambda: self.runner(model).run(suite, pool_novelty=pool))
         if suite.name not in self.suite_data:
             self.suite_data[suite.name] = _suite_data(result, baseline)
         return result

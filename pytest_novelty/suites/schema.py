@@ -89,6 +89,7 @@ class GateSettings:
     alpha: float = 0.05
     tolerance_abs: float = 0.02
     tolerance_rel: float = 0.0
+    reference: bool = False
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ _SECTIONS: dict[str, tuple[type, set[str]]] = {
         Scoring,
         {"ngrams", "originality", "judge", "judge_samples", "judge_temperature", "equivalence"},
     ),
-    "gate": (GateSettings, {"alpha", "tolerance_abs", "tolerance_rel"}),
+    "gate": (GateSettings, {"alpha", "tolerance_abs", "tolerance_rel", "reference"}),
 }
 _TOP_KEYS = {"name", "task", "description", "thresholds", "sweep", *_SECTIONS}
 _THRESHOLD_KEYS = {"metric", "min", "max", "tolerance_abs", "tolerance_rel"}
@@ -374,6 +375,7 @@ def parse_suite(data: Mapping[str, Any], path: Path) -> Suite:
         alpha=gc.number("alpha", 0.05, low=1e-9, high=1.0),
         tolerance_abs=gc.number("tolerance_abs", 0.02, low=0.0, high=1e9),
         tolerance_rel=gc.number("tolerance_rel", 0.0, low=0.0, high=1.0),
+        reference=gc.get("reference", bool, False),
     )
     raw_thresholds = top.get("thresholds", list, [])
     if not raw_thresholds:

@@ -1,0 +1,27 @@
+"""`[gate] reference = true`: the candidate is compared, paired, with the dataset's human references."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import PROMPTS
+
+pytestmark = pytest.mark.slow
+
+
+def test_untrained_model_loses_to_human_references(
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path
+) -> None:
+    with_refs = [
+        {**p, "reference": f"{p['meta']['characters'][0]} smiled and they played together until dinner. It was fun."}
+        for p in PROMPTS
+    ]
+    (suite_dir / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in with_refs))
+    suite = suite_dir / "story.toml"
+    suite.write_text(suite.read_text() + "\n[gate]\nreference = true\n")
+    result = pytester.runpytest_subprocess(*novelty_args)
+    result.stdout.fnmatch_lines(["story quality: regression", "*snapshot value 1.0000, new value 0.*", "*p-value < 0.0001*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
