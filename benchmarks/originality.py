@@ -30,8 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_novelty.scoring.originality import open_backend, score_texts
-from pytest_novelty.scoring.originality.index import build_index
+from pytest_novelty.scoring.originality import build_index, open_backend, score_texts
 from pytest_novelty.scoring.originality.local import InfiniGramBackend
 from pytest_novelty.scoring.originality.ngramset import NgramSetBackend
 

@@ -34,6 +34,7 @@ class NoveltyState:
         self.cache_dir = cache_dir
         self._runners: dict[str, Runner] = {}
         self._results: dict[tuple[str, str], SuiteResult | NoveltyError] = {}
+        self._rounds: dict[tuple[str, str], list[SuiteResult] | NoveltyError] = {}
         self.rows: list[dict[str, Any]] = []
         self.suite_data: dict[str, dict[str, Any]] = {}
 
@@ -90,6 +91,22 @@ class NoveltyState:
             raise result
         return result
 
+    def _denial_rounds(self, model: str, suite: Suite) -> list[SuiteResult]:
+        """All rounds of a denial-prompting suite, run once (each round depends on the one before)."""
+        key = (model, suite.name.rsplit("[round=", 1)[0])
+        if key not in self._rounds:
+            from pytest_novelty.denial import open_extractor_for, run_denial
+
+            runner = self.runner(model)
+            try:
+                self._rounds[key] = run_denial(runner, suite, open_extractor_for(runner.config, suite))
+            except NoveltyError as exc:
+                self._rounds[key] = exc
+        rounds = self._rounds[key]
+        if isinstance(rounds, NoveltyError):
+            raise rounds
+        return rounds
+
     def baseline_result(self, suite: Suite) -> SuiteResult | None:
         """What the candidate is compared with, paired: the baseline checkpoint on the same prompts
         and settings when one is given, else the dataset's human references when the suite asks
@@ -107,7 +124,10 @@ class NoveltyState:
         baseline = self.baseline_result(suite)
         pool = None if baseline is None else baseline.originality.get(4)
         model = self.config.option.novelty_model
-        result = self._memo((model, suite.name), lambda: self.runner(model).run(suite, pool_novelty=pool))
+        if suite.denial_round is not None:
+            result = self._denial_rounds(model, suite)[suite.denial_round - 1]
+        else:
+            result = self._memo((model, suite.name), lambda: self.runner(model).run(suite, pool_novelty=pool))
         if suite.name not in self.suite_data:
             self.suite_data[suite.name] = _suite_data(result, baseline)
         return result

@@ -376,9 +376,9 @@ class HFConceptExtractor(_CachedExtractor):
 
         generator = self._load()
         try:
-            texts, cue = [str(generator.render(messages)) for messages in requests], ""
+            texts, plain = [str(generator.render(messages)) for messages in requests], False
         except ConfigError:  # no chat template: the request as plain text, the first bullet begun
-            texts, cue = [f"{messages[-1]['content']}\n\n{PLAIN_CUE}" for messages in requests], "-"
+            texts, plain = [f"{messages[-1]['content']}\n\n{PLAIN_CUE}" for messages in requests], True
         settings = GenerationSettings(
             samples=1,
             temperature=self.temperature,
@@ -390,7 +390,7 @@ class HFConceptExtractor(_CachedExtractor):
         )
         replies, _ = generate(generator, texts, settings)
         self.sequences_generated += len(replies)
-        return [cue + samples[0] for samples in replies]
+        return [f"- {samples[0].lstrip()}" if plain else samples[0] for samples in replies]
 
 
 # -- choosing one -------------------------------------------------------------------------------

@@ -141,6 +141,7 @@ class Suite:
     description: str = ""
     sweep: tuple[str, tuple[float, ...]] | None = None
     sweep_value: float | None = None
+    denial_round: int | None = None
     variants: tuple[Suite, ...] = ()
 
     @property
@@ -393,6 +394,13 @@ def parse_suite(data: Mapping[str, Any], path: Path) -> Suite:
         thresholds=thresholds,
         **parsed,
     )
+    if suite.prompting.method == "denial" and "[" not in name:
+        if "sweep" in data:
+            raise top.fail("sweep", "a denial-prompting suite cannot also sweep; split it into two suites")
+        rounds = tuple(
+            replace(suite, name=f"{name}[round={r}]", denial_round=r) for r in range(1, suite.prompting.rounds + 1)
+        )
+        return replace(suite, variants=rounds)
     return _parse_sweep(path, data, suite) if "sweep" in data else suite
 
 

@@ -115,3 +115,8 @@ def test_bad_sweeps(tmp_path: Path, sweep: str, fragment: str) -> None:
     with pytest.raises(ConfigError, match="sweep") as info:
         load_suite(write(tmp_path, MINIMAL + "\n[sweep]\n" + sweep + "\n"))
     assert fragment in str(info.value)
+
+
+def test_denial_suite_has_one_case_set_per_round(tmp_path: Path) -> None:
+    suite = load_suite(write(tmp_path, MINIMAL + "\n[prompting]\nmethod = 'denial'\nrounds = 3\n"))
+    assert [(r.name, r.denial_round) for r in suite.runs()] == [("s[round=1]", 1), ("s[round=2]", 2), ("s[round=3]", 3)]

@@ -23,7 +23,8 @@ from typing import Any
 
 from pytest_novelty.errors import ConfigError, did_you_mean
 from pytest_novelty.scoring.originality.backend import MatchBounds, OriginalityBackend
-from pytest_novelty.scoring.originality.index import INFO_FILE, IndexInfo, build_index, is_index, read_index
+from pytest_novelty.scoring.originality.build import build_index
+from pytest_novelty.scoring.originality.index import INFO_FILE, IndexInfo, is_index, read_index
 from pytest_novelty.scoring.originality.score import OriginalityResult, score_texts
 
 __all__ = [
@@ -100,7 +101,8 @@ def open_backend(spec: str, *, cache_dir: Path | None = None, **options: Any) ->
 
     Options: ``infini-gram``: tokenizer (refused if it differs from the index's), method
     (``suffix-array``, the default, or ``creativity``), workers and load_to_ram (for the engine).
-    ``ngram-set``: tokenizer, max_n (levels to build now; default: on first use), progress.
+    ``ngram-set``: tokenizer, max_n (levels to build now; default: on first use), progress (build
+    messages on stderr; default: for corpora over 5 million units).
     ``infini-gram-api``: tokenizer (default from the index name), and like
     ``infini-gram-mini``: url, concurrency (8), max_retries (5), timeout (30 s), backoff (0.5 s),
     max_backoff (30 s). ``cache_dir`` keeps the web APIs' answers on disk (in memory without it).

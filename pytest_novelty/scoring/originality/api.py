@@ -80,7 +80,8 @@ class _CountApiBackend:
         max_backoff: float = 30.0,
     ) -> None:
         if not index.strip():
-            raise ConfigError(f"{self.service}: needs an index name, as in {self.service}-api:INDEX", field="spec")
+            kind = spec.partition(":")[0]
+            raise ConfigError(f"{kind} needs an index name, as in {kind}:INDEX", field="originality")
         self.spec = spec
         self.index = index
         self.url = url or os.environ.get(self.url_env) or self.default_url

@@ -47,9 +47,10 @@ class JsonClient:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"{name} URL must be http:// or https://, got {url!r}", field="url")
-        for option, value in (("concurrency", concurrency), ("max_retries", max_retries + 1)):
-            if int(value) < 1:
-                raise ConfigError(f"{option} must be positive, got {value}", field=option)
+        if int(concurrency) < 1:
+            raise ConfigError(f"concurrency must be at least 1, got {concurrency}", field="concurrency")
+        if int(max_retries) < 0:
+            raise ConfigError(f"max_retries must be 0 or more, got {max_retries}", field="max_retries")
         self.url = url
         self.name = name
         self.hint = hint

@@ -16,6 +16,7 @@ largest n built (``L_i`` capped there); levels are added when a larger n is aske
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from pytest_novelty.scoring.originality.tokenization import Encoding, WordCodec
 __all__ = ["NgramSetBackend"]
 
 _SEP = np.uint32(0xFFFFFFFF)
+_QUIET_UNITS = 5_000_000  # report build progress on stderr above this corpus size
 _M1 = np.uint64(0x9E3779B97F4A7C15)
 _M2 = np.uint64(0xD6E8FEB86659FD93)
 _S32 = np.uint64(32)
@@ -125,7 +127,7 @@ class NgramSetBackend:
         spec: str,
         tokenizer: str | None = None,
         max_n: int | None = None,
-        progress: bool = False,
+        progress: bool | None = None,
     ) -> None:
         self.spec = spec
         self.infos = list(infos)
@@ -135,7 +137,8 @@ class NgramSetBackend:
         self._levels: list[_Level] = []
         self._numbers: np.ndarray | None = None
         self.build_seconds = 0.0
-        self.progress = progress
+        self.progress = len(self._units) > _QUIET_UNITS if progress is None else progress
+        self._lock = threading.Lock()
         if max_n:
             self.ensure(int(max_n))
 
@@ -151,7 +154,11 @@ class NgramSetBackend:
         return sum(level.nbytes for level in self._levels) + int(self._units.nbytes) + int(extra)
 
     def ensure(self, n: int) -> None:
-        """Build the levels up to ``n``."""
+        """Build the levels up to ``n`` (about 10-20 s per level for 30 million units)."""
+        with self._lock:
+            self._extend(n)
+
+    def _extend(self, n: int) -> None:
         units = self._units
         while len(self._levels) < n:
             k = len(self._levels) + 1

@@ -25,7 +25,7 @@ from pytest_novelty.scoring.originality.index import IndexInfo
 
 __all__ = ["SuffixArrayShard", "longest_prefixes", "open_shards"]
 
-_BLOCK = 1 << 16  # queries per lock-step block (bounds the temporary arrays)
+_CELLS = 1 << 21  # query tokens per lock-step block (bounds the temporary arrays to a few MB each)
 
 
 class SuffixArrayShard:
@@ -135,8 +135,9 @@ def longest_prefixes(
     best = np.zeros(count, dtype=np.int64)
     where = np.zeros(count, dtype=np.int64)
     ranks = np.zeros(count, dtype=np.int64)
-    for lo in range(0, count, _BLOCK):
-        block = slice(lo, lo + _BLOCK)
+    step = max(256, _CELLS // max(queries.shape[1], 1))
+    for lo in range(0, count, step):
+        block = slice(lo, lo + step)
         for s, shard in enumerate(shards):
             if shard.size == 0:
                 continue

@@ -223,3 +223,13 @@ def test_api_settings(monkeypatch: pytest.MonkeyPatch, world: World) -> None:
         open_backend(f"infini-gram-mini:{MINI}", url="ftp://example.org")
     with pytest.raises(ConfigError, match="no option 'tokenizer'"):
         open_backend(f"infini-gram-mini:{MINI}", tokenizer=str(world.tokenizer))
+    with pytest.raises(ConfigError, match="infini-gram-mini needs an index name"):
+        open_backend("infini-gram-mini:")
+    with pytest.raises(ConfigError, match="concurrency must be at least 1"):
+        open_backend(f"infini-gram-mini:{MINI}?concurrency=0")
+
+
+def test_unavailable_default_tokenizer_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ConfigError, match=r"cannot load the tokenizer 'meta-llama/Llama-2-7b-hf'.*local folder"):
+        open_backend("infini-gram-api:v4_no_such_cache_llama")

@@ -19,7 +19,7 @@ from pytest_novelty.scoring.originality import (
     read_index,
     score_texts,
 )
-from pytest_novelty.scoring.originality.index import MIN_PART_BYTES, _safe_cpus
+from pytest_novelty.scoring.originality.build import MIN_PART_BYTES, _safe_cpus
 from tests.scoring.originality.originality_helpers import random_corpus, train_tokenizer
 
 DOCS = ["The cat sat on the mat.", "A dog ran.", "", "The cat ran to the dog!"]

@@ -197,3 +197,20 @@ def test_runs_that_are_not_one_passage(cases: dict[str, Case], backends: dict[st
     check_against_reference(case, lookups, texts, [2])
     assert lookups.split_runs > before
     assert lookups.engine_calls == 0  # the suffix-array method never needs the engine
+
+
+def test_suffix_array_pointers_of_any_width(cases: dict[str, Case], backends: dict[str, Backends]) -> None:
+    """Pointers of 3, 5, 6 or 7 bytes (large corpora) are assembled byte by byte: same answers."""
+    case = cases["bpe-shards"]
+    lookups = backends["bpe-shards"][0]
+    rng = random.Random(5)
+    texts = [splice_text(rng, case.corpus, 8) for _ in range(30)]
+    expected = score_texts(lookups, texts, [1, 3, 8])
+    views = [shard._view for shard in lookups._shards]
+    try:
+        for shard in lookups._shards:
+            shard._view = None
+        assert score_texts(lookups, texts, [1, 3, 8]) == expected
+    finally:
+        for shard, view in zip(lookups._shards, views, strict=True):
+            shard._view = view

@@ -1,0 +1,259 @@
+"""Denial prompting: the rounds loop with stand-ins, then end to end on a tiny checkpoint and index."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_novelty.denial import open_extractor_for, run_denial
+from pytest_novelty.errors import ConfigError
+from pytest_novelty.runner import RunConfig, Runner, SuiteResult
+from pytest_novelty.scoring.concepts import ConceptItem, OpenAIConceptExtractor, open_concept_extractor
+from pytest_novelty.suites.prompting import build_inputs
+from pytest_novelty.suites.prompts import Prompt
+from pytest_novelty.suites.schema import Suite, load_suite
+from tests.servers.openai_api import FakeOpenAI
+
+SUITE = """
+task = "story"
+[prompts]
+source = "jsonl:prompts.jsonl"
+[prompting]
+method = "{method}"
+rounds = {rounds}
+[generation]
+samples = 1
+max_new_tokens = 3
+batch_size = 4
+[scoring]
+ngrams = [4]
+judge = "rules"
+judge_samples = 1
+[[thresholds]]
+metric = "novelty@4"
+min = 0.0
+"""
+
+PROMPTS = [
+    Prompt("p0", "story", "Lily went to the park with her red ball.", meta={"characters": ["Lily"]}),
+    Prompt("p1", "story", "Tom and Mia saw a bird.", meta={"characters": ["Tom", "Mia"]}),
+]
+CONCEPTS = {
+    "p0": ["a girl who loses her ball", "a rainy afternoon"],
+    "p1": ["two friends who follow a bird", "flying away"],
+}
+
+
+def write_suite(folder: Path, *, method: str = "denial", rounds: int = 2) -> Suite:
+    lines = [{"id": p.id, "text": p.text, "meta": dict(p.meta)} for p in PROMPTS]
+    (folder / "prompts.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    path = folder / "story-denial.toml"
+    path.write_text(SUITE.format(method=method, rounds=rounds))
+    return load_suite(path)
+
+
+# -- the loop, with a scripted runner and extractor ---------------------------------------------
+
+
+class ScriptedRunner:
+    """Answers each round from a script and records the inputs it was given."""
+
+    def __init__(self, answers: list[list[list[str]]]) -> None:
+        self.answers = answers
+        self.inputs: list[Any] = []
+
+    def run(self, suite: Suite, *, inputs: list[Any] | None = None) -> SuiteResult:
+        self.inputs.append(inputs)
+        answers = self.answers[len(self.inputs) - 1]
+        shape = (len(PROMPTS), len(answers[0]))
+        metrics = {"novelty@4": 0.5}
+        return SuiteResult(suite, "m", PROMPTS, answers, {4: np.zeros(shape)}, np.ones(shape), metrics, {}, {})
+
+
+class ListingExtractor:
+    """Gives the concepts listed for each answer and records what it was asked."""
+
+    spec = "scripted"
+
+    def __init__(self, concepts: dict[str, list[str]]) -> None:
+        self.listed = concepts
+        self.asked: list[list[ConceptItem]] = []
+
+    def concepts(self, items: Sequence[ConceptItem]) -> list[list[str]]:
+        self.asked.append(list(items))
+        return [self.listed[item.answer] for item in items]
+
+
+def test_each_round_forbids_the_concepts_of_all_earlier_answers(tmp_path: Path) -> None:
+    suite = write_suite(tmp_path, rounds=3)
+    runner = ScriptedRunner(
+        [
+            [["*a ball*", "a kite"], ["a bird", ""]],  # round 1: two samples per prompt, one answer missing
+            [["a boat"], ["a nest"]],
+            [["a cake"], ["a tree"]],
+        ]
+    )
+    extractor = ListingExtractor(
+        {
+            "*a ball*": ["a lost ball"],
+            "a kite": ["a kite", "A lost  ball"],  # the same concept again, written differently
+            "a bird": ["a bird"],
+            "a boat": ["sailing"],
+            "a nest": ["a bird", "home"],
+        }
+    )
+    results = run_denial(runner, suite, extractor)
+
+    assert [r.info["round"] for r in results] == [1, 2, 3]
+    assert runner.inputs[0] is None  # round 1: the suite's own inputs, nothing forbidden
+    round2 = {"p0": ["a lost ball", "a kite"], "p1": ["a bird"]}
+    round3 = {"p0": ["a lost ball", "a kite", "sailing"], "p1": ["a bird", "home"]}
+    assert runner.inputs[1] == build_inputs(suite, PROMPTS, forbidden=round2)
+    assert runner.inputs[2] == build_inputs(suite, PROMPTS, forbidden=round3)
+    assert [r.info["forbidden"] for r in results] == [{"p0": 0, "p1": 0}, {"p0": 2, "p1": 1}, {"p0": 3, "p1": 2}]
+    assert results[2].info["forbidden_concepts"] == round3
+    # Empty answers are not sent, and the last round's answers are not examined.
+    assert [[(i.prompt.id, i.answer) for i in asked] for asked in extractor.asked] == [
+        [("p0", "*a ball*"), ("p0", "a kite"), ("p1", "a bird")],
+        [("p0", "a boat"), ("p1", "a nest")],
+    ]
+    assert all(r.metrics == {"novelty@4": 0.5} for r in results)
+
+
+def test_one_round_asks_for_no_concepts(tmp_path: Path) -> None:
+    extractor = ListingExtractor({})
+    results = run_denial(ScriptedRunner([[["a"], ["b"]]]), write_suite(tmp_path, rounds=1), extractor)
+    assert len(results) == 1 and extractor.asked == []
+
+
+def test_denial_needs_the_denial_method(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"prompting\.method: denial rounds need prompting\.method = \"denial\""):
+        run_denial(ScriptedRunner([]), write_suite(tmp_path, method="chat"), ListingExtractor({}))
+
+
+def test_the_extractor_of_a_run_is_its_chat_judge(tmp_path: Path) -> None:
+    suite = write_suite(tmp_path)
+    with pytest.raises(ConfigError, match=r"scoring\.judge: denial prompting needs a chat model"):
+        open_extractor_for(RunConfig(model="m", cache_dir=tmp_path), suite)
+    config = RunConfig(model="m", cache_dir=tmp_path, judge="openai:judge-model", judge_base_url="http://127.0.0.1:9/v1")
+    extractor = open_extractor_for(config, suite)
+    assert isinstance(extractor, OpenAIConceptExtractor)
+    assert extractor.spec == "openai:judge-model" and extractor.base_url == "http://127.0.0.1:9/v1"
+    assert extractor.cache.path is not None and extractor.cache.path.parent == tmp_path / "concepts"
+
+
+# -- end to end ---------------------------------------------------------------------------------
+
+ANSWER = "a red kite"
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def chat_checkpoint(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny checkpoint as a chat model that answers ``*a red kite*`` to anything.
+
+    Its tokenizer gains a chat template and one token for the answer, its context grows to 1024
+    positions (the denial prompts are long) and its final layer norm and head are set so that it
+    emits that token at every step.
+    """
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    from transformers import AutoTokenizer, GPT2LMHeadModel
+
+    token = f" *{ANSWER}*"
+    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
+    tokenizer.add_tokens([token])
+    tokenizer.chat_template = CHAT_TEMPLATE
+    model = GPT2LMHeadModel.from_pretrained(tiny_checkpoint)
+    model.resize_token_embeddings(len(tokenizer))
+    old = model.transformer.wpe.weight
+    positions = torch.nn.Embedding(1024, old.shape[1])
+    with torch.no_grad():
+        positions.weight.zero_()
+        positions.weight[: old.shape[0]] = old
+        model.transformer.ln_f.weight.zero_()
+        model.transformer.ln_f.bias.zero_()
+        model.transformer.ln_f.bias[0] = 1.0
+        model.lm_head.weight.zero_()
+        model.lm_head.weight[tokenizer.convert_tokens_to_ids(token), 0] = 50.0
+    model.transformer.wpe = positions
+    model.config.n_positions = 1024
+    folder = tmp_path_factory.mktemp("denial") / "tiny-chat"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def list_concepts(request: str, choice: int) -> str:
+    """The fake judge: the concepts of the prompt whose opening the request quotes."""
+    prompt = next(p for p in PROMPTS if p.text in request)
+    return "\n".join(f"- {concept}" for concept in CONCEPTS[prompt.id])
+
+
+class RecordingRunner(Runner):
+    """The real runner, noting the inputs of each run."""
+
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__(config)
+        self.inputs: list[Any] = []
+
+    def run(self, suite: Suite, **options: Any) -> SuiteResult:
+        self.inputs.append(options.get("inputs"))
+        return super().run(suite, **options)
+
+
+@pytest.fixture
+def concept_server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(reply=list_concepts) as server:
+        yield server
+
+
+@pytest.mark.slow
+def test_denial_rounds_end_to_end(
+    chat_checkpoint: Path, tiny_index: Path, concept_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    suite = write_suite(tmp_path)
+    logs: list[str] = []
+    config = RunConfig(
+        model=str(chat_checkpoint),
+        cache_dir=tmp_path / "cache",
+        device="cpu",
+        originality=f"infini-gram:{tiny_index}",
+        log=logs.append,
+    )
+    runner = RecordingRunner(config)
+    extractor = open_concept_extractor(
+        "openai:judge-model", cache_dir=tmp_path / "concepts", base_url=concept_server.url, backoff=0.01
+    )
+    results = run_denial(runner, suite, extractor)
+
+    assert [r.info["round"] for r in results] == [1, 2]
+    assert [r.answers for r in results] == [[[ANSWER], [ANSWER]]] * 2
+    # One concept request per answer of round 1; none after the last round.
+    assert concept_server.request_count == 2
+    assert all(f"Answer:\n{ANSWER}\n" in body["messages"][-1]["content"] for body in concept_server.requests)
+    assert [r.info["forbidden"] for r in results] == [{"p0": 0, "p1": 0}, {"p0": 2, "p1": 2}]
+    assert results[1].info["forbidden_concepts"] == CONCEPTS
+
+    # What the model saw in round 2 forbids exactly its own prompt's concepts.
+    assert runner.inputs[0] is None
+    rendered = [runner.generator().render(x) for x in runner.inputs[1]]
+    for text, prompt, other in zip(rendered, PROMPTS, reversed(PROMPTS), strict=True):
+        assert prompt.text in text
+        assert all(f"- {concept}\n" in text for concept in CONCEPTS[prompt.id])
+        assert not any(concept in text for concept in CONCEPTS[other.id])
+
+    for result in results:
+        assert "novelty@4" in result.metrics
+        assert len(result.per_prompt["novelty@4"]) == 2
+        assert result.quality.shape == (2, 1) and result.originality[4].shape == (2, 1)
+        assert result.info["generated_batches"] == 1  # each round's inputs differ: nothing cached
+    assert sum("story-denial: 2 prompts x 1 samples" in line for line in logs) == 2
