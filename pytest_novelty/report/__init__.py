@@ -5,11 +5,11 @@ from pytest_novelty.report.json_report import (
     SuiteData,
     build_report,
     write_json_report,
-    write_report,
 )
 from pytest_novelty.report.markdown import render_markdown, write_markdown_report
 from pytest_novelty.report.plots import plot_novelty_histogram, plot_quality_originality, write_plots
 from pytest_novelty.report.terminal import render_table, verdict_text
+from pytest_novelty.report.write import write_report
 
 __all__ = [
     "ReportFiles",

@@ -197,26 +197,3 @@ def write_json_report(
     path = Path(out_dir) / JSON_NAME
     atomic_write_json(path, build_report(rows, suites_data, versions, plots=plots))
     return path
-
-
-def write_report(
-    out_dir: str | Path,
-    rows: Sequence[Mapping[str, Any]],
-    suites_data: Mapping[str, SuiteData] | None = None,
-    versions: Mapping[str, Any] | None = None,
-    *,
-    step_summary: bool = True,
-) -> ReportFiles:
-    """Write the whole report folder: plots per suite, ``report.json`` and ``report.md``.
-
-    With ``step_summary`` the markdown is also appended to ``$GITHUB_STEP_SUMMARY`` when that
-    variable is set (GitHub Actions shows it on the job page).
-    """
-    from pytest_novelty.report.markdown import write_markdown_report
-    from pytest_novelty.report.plots import write_plots
-
-    folder = Path(out_dir)
-    plots = write_plots(folder, suites_data or {})
-    json_path = write_json_report(folder, rows, suites_data, versions, plots=plots)
-    md_path = write_markdown_report(folder, rows, versions, plots=plots, step_summary=step_summary)
-    return ReportFiles(json=json_path, markdown=md_path, plots=plots)

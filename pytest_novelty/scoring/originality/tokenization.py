@@ -308,7 +308,8 @@ def _from_transformers(spec: str, path: Path) -> HFTokenizer:
 
         hf = AutoTokenizer.from_pretrained(str(path) if path.is_dir() else spec)
     except Exception as exc:
-        raise ConfigError(f"cannot load the tokenizer {spec!r}: {exc}; {_LOCAL_HINT}", field="tokenizer") from exc
+        reason = " ".join(str(exc).split())
+        raise ConfigError(f"cannot load the tokenizer {spec!r} ({reason}); {_LOCAL_HINT}", field="tokenizer") from exc
     backend = getattr(hf, "backend_tokenizer", None)
     if backend is None:
         raise ConfigError(f"{spec!r} has no fast tokenizer (tokenizer.json); {_LOCAL_HINT}", field="tokenizer")

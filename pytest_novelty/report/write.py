@@ -1,0 +1,31 @@
+"""Writing the whole report folder: plots, ``report.json`` and ``report.md``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_novelty.report.json_report import ReportFiles, SuiteData, write_json_report
+from pytest_novelty.report.markdown import write_markdown_report
+from pytest_novelty.report.plots import write_plots
+
+
+def write_report(
+    out_dir: str | Path,
+    rows: Sequence[Mapping[str, Any]],
+    suites_data: Mapping[str, SuiteData] | None = None,
+    versions: Mapping[str, Any] | None = None,
+    *,
+    step_summary: bool = True,
+) -> ReportFiles:
+    """Write the whole report folder: plots per suite, ``report.json`` and ``report.md``.
+
+    With ``step_summary`` the markdown is also appended to ``$GITHUB_STEP_SUMMARY`` when that
+    variable is set (GitHub Actions shows it on the job page).
+    """
+    folder = Path(out_dir)
+    plots = write_plots(folder, suites_data or {})
+    json_path = write_json_report(folder, rows, suites_data, versions, plots=plots)
+    md_path = write_markdown_report(folder, rows, versions, plots=plots, step_summary=step_summary)
+    return ReportFiles(json=json_path, markdown=md_path, plots=plots)
