@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,6 +120,22 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def _load(what: str, model: str, load: Callable[[], Any]) -> Any:
+    """Run a transformers loader, turning its errors into one line that names the checkpoint."""
+    try:
+        return load()
+    except ValueError as exc:
+        if "trust_remote_code" in str(exc):
+            raise ConfigError(
+                "this checkpoint ships its own code; review it, then pass --trust-remote-code",
+                path=model,
+                field="--model",
+            ) from None
+        raise ConfigError(f"cannot load the {what}: {exc}", path=model, field="--model") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot load the {what}: {exc}", path=model, field="--model") from None
+
+
 class HFGenerator:
     """Samples continuations from a transformers causal LM."""
 
@@ -131,36 +147,13 @@ class HFGenerator:
         self.name = model
         self.device = resolve_device(device)
         self.fingerprint = checkpoint_fingerprint(model)
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
-        except ValueError as exc:
-            if "trust_remote_code" in str(exc):
-                raise ConfigError(
-                    "this checkpoint ships its own code; review it, then pass --trust-remote-code",
-                    path=model,
-                    field="--model",
-                ) from None
-            raise ConfigError(f"cannot load the tokenizer: {exc}", path=model, field="--model") from None
-        except OSError as exc:
-            raise ConfigError(f"cannot load the tokenizer: {exc}", path=model, field="--model") from None
+        remote = {"trust_remote_code": trust_remote_code}
+        self.tokenizer = _load("tokenizer", model, lambda: AutoTokenizer.from_pretrained(model, **remote))
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
-        try:
-            self.model = AutoModelForCausalLM.from_pretrained(
-                model, dtype=dtype, trust_remote_code=trust_remote_code
-            )
-        except ValueError as exc:
-            if "trust_remote_code" in str(exc):
-                raise ConfigError(
-                    "this checkpoint ships its own code; review it, then pass --trust-remote-code",
-                    path=model,
-                    field="--model",
-                ) from None
-            raise ConfigError(f"cannot load the model: {exc}", path=model, field="--model") from None
-        except OSError as exc:
-            raise ConfigError(f"cannot load the model: {exc}", path=model, field="--model") from None
+        self.model = _load("model", model, lambda: AutoModelForCausalLM.from_pretrained(model, dtype=dtype, **remote))
         self.model.to(self.device)
         self.model.eval()
         self.tokens_generated = 0

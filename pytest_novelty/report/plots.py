@@ -9,8 +9,6 @@ switch), so importing this module costs nothing and works without a display.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_novelty.report.json_report import SuiteData, as_vector, novelty_of
+from pytest_novelty.storage import atomic_write
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -31,21 +30,11 @@ BASELINE_COLOR = "#ff7f0e"
 
 
 def _save(figure: Figure, path: Path) -> None:
-    """Render ``figure`` to ``path`` atomically (temporary file in the same folder, then replace)."""
+    """Render ``figure`` to ``path`` as PNG, atomically."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(figure)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            figure.savefig(fh, format="png", dpi=DPI)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda fh: figure.savefig(fh, format="png", dpi=DPI))
 
 
 def _figure() -> Figure:
