@@ -8,6 +8,7 @@ regresses significantly against its accepted snapshot, or against the baseline c
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -48,7 +49,7 @@ def test_metric(
     novelty_threshold: Threshold,
     novelty_result: SuiteResult,
     novelty_baseline: SuiteResult | None,
-    record_property: pytest.RecordProperty,
+    record_property: Callable[[str, object], None],
     request: pytest.FixtureRequest,
 ) -> None:
     """The suite's value of the metric meets its threshold and has not regressed."""

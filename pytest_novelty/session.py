@@ -12,7 +12,7 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -42,7 +42,8 @@ class NoveltyState:
 
     @property
     def baseline_model(self) -> str | None:
-        return self.config.option.novelty_baseline_model  # type: ignore[no-any-return]
+        model = self.config.option.novelty_baseline_model
+        return None if model is None else str(model)
 
     def runner(self, model: str) -> Runner:
         """One runner per checkpoint (candidate, and baseline when given)."""
@@ -167,7 +168,7 @@ class NoveltyState:
         if folder:
             from pytest_novelty.report import write_report
 
-            files = write_report(Path(folder), self.rows, self.suite_data, self.versions())
+            files = write_report(Path(folder), self.rows, cast(Any, self.suite_data), self.versions())
             terminalreporter.line(f"novelty report: {files.json.parent}")
 
     def versions(self) -> dict[str, Any]:

@@ -152,7 +152,7 @@ def plot_sweep(path: str | Path, base: str, parameter: str, points: list[tuple[f
 def _sweep_points(suites_data: Mapping[str, SuiteData]) -> dict[tuple[str, str], list[tuple[float, float, float]]]:
     groups: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     for data in suites_data.values():
-        info: Mapping[str, Any] = dict(data).get("info") or {}
+        info: Mapping[str, Any] = dict(data).get("info") or {}  # type: ignore[assignment]
         sweep = info.get("sweep")
         if not sweep:
             continue

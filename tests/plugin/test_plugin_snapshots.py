@@ -54,7 +54,11 @@ def test_snapshot_lifecycle(
     # Empty answers: quality drops to 0 (a significant regression) and originality is undefined.
     worse.assert_outcomes(failed=2)
     worse.stdout.fnmatch_lines(
-        ["story quality: regression", "*snapshot value 0.*, new value 0.0000, delta -0.*", "*95% CI ?-0.*over 6 paired prompts, p-value *"]
+        [
+            "story quality: regression",
+            "*snapshot value 0.*, new value 0.0000, delta -0.*",
+            "*95% CI ?-0.*over 6 paired prompts, p-value *",
+        ]
     )
 
 
