@@ -107,7 +107,9 @@ class Runner:
         if self.config.model in demo.DEMO_MODELS:
             return f"infini-gram:{demo.ensure_demo(self.config.cache_dir, log=self.config.log) / 'index'}"
         local = Path(self.model_path()) / "novelty-index"
-        if (local / "novelty-index.json").is_file():
+        from pytest_novelty.scoring.originality import is_index
+
+        if is_index(local):
             return f"infini-gram:{local}"
         raise ConfigError(
             "scoring.originality is 'auto' but the checkpoint has no novelty-index/ folder; index its "
@@ -305,11 +307,13 @@ class Runner:
 
     def _index_identity(self, spec: str) -> str:
         """What the originality answers depend on: the spec and, for local indexes, their metadata."""
+        from pytest_novelty.scoring.originality import INFO_FILE
+
         kind, _, target = spec.partition(":")
         metas = []
         if kind in ("infini-gram", "ngram-set"):
             for part in target.replace(os.pathsep, ",").split(","):
-                metas.append(read_json(Path(part.split("?", 1)[0].strip()) / "novelty-index.json"))
+                metas.append(read_json(Path(part.split("?", 1)[0].strip()) / INFO_FILE))
         return stable_hash(spec, metas)
 
     def _lookup(self, spec: str, texts: list[str], ns: list[int]) -> list[dict[str, Any]]:

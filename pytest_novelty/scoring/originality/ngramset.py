@@ -72,12 +72,36 @@ class _Level:
         first = np.minimum.reduceat(order, starts).astype(np.uint32 if len(order) < 2**32 else np.uint64)
         numbers = np.empty(len(order), dtype=np.uint32)
         numbers[order] = np.cumsum(new, dtype=np.uint32) - np.uint32(1)
+        return _Level.from_table(table, first), numbers
+
+    @staticmethod
+    def build_unigrams(units: np.ndarray) -> tuple[_Level, np.ndarray]:
+        """Level 1 by counting (units are small integers, the separator aside), not by sorting."""
+        dense = units.astype(np.int64)
+        top = int(dense[units != _SEP].max(initial=-1)) + 1
+        dense[units == _SEP] = top
+        present = np.zeros(top + 1, dtype=bool)
+        present[dense] = True
+        values = np.flatnonzero(present)
+        mixed = _mix(np.where(values == top, np.int64(_SEP), values).astype(np.uint64))
+        order = np.argsort(mixed)
+        slot = np.full(top + 1, -1, dtype=np.int64)
+        slot[values[order]] = np.arange(len(values))
+        numbers = slot[dense].astype(np.uint32)
+        where = np.zeros(len(values), dtype=np.uint32 if len(units) < 2**32 else np.uint64)
+        where[numbers[::-1]] = np.arange(len(units) - 1, -1, -1)  # one occurrence of each
+        level = _Level.from_table(mixed[order], where)
+        return level, numbers
+
+    @staticmethod
+    def from_table(table: np.ndarray, first: np.ndarray) -> _Level:
+        """A level over sorted distinct mixed keys, with the bucket table on their top bits."""
         bits = max(1, len(table).bit_length() - 1)
         shift = np.uint64(64 - bits)
         counts = np.bincount((table >> shift).astype(np.intp), minlength=1 << bits)
         buckets = np.zeros((1 << bits) + 1, dtype=np.uint32 if len(table) < 2**32 else np.uint64)
         np.cumsum(counts, out=buckets[1:])
-        return _Level(table, buckets, shift, first), numbers
+        return _Level(table, buckets, shift, first)
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The k-gram number of each key (``keys`` are unmixed and consumed), -1 when absent."""
@@ -164,17 +188,18 @@ class NgramSetBackend:
             k = len(self._levels) + 1
             start = time.perf_counter()
             size = len(units) - k + 1
-            if size <= 0:
-                keys = np.zeros(0, dtype=np.uint64)
-            elif k == 1:
-                keys = units.astype(np.uint64)
+            if k == 1 and size > 0:
+                level, self._numbers = _Level.build_unigrams(units)
             else:
-                assert self._numbers is not None
-                keys = self._numbers[:size].astype(np.uint64)
-                keys <<= _S32
-                keys |= units[k - 1 :].astype(np.uint64)
-            level, self._numbers = _Level.build(_mix(keys))
-            del keys
+                if size <= 0:
+                    keys = np.zeros(0, dtype=np.uint64)
+                else:
+                    assert self._numbers is not None
+                    keys = self._numbers[:size].astype(np.uint64)
+                    keys <<= _S32
+                    keys |= units[k - 1 :].astype(np.uint64)
+                level, self._numbers = _Level.build(_mix(keys))
+                del keys
             self._levels.append(level)
             self.build_seconds += time.perf_counter() - start
             if self.progress:
@@ -225,7 +250,7 @@ class NgramSetBackend:
         return out
 
     def locate(self, spans: Sequence[Span]) -> list[int | None]:
-        """The document where each run first occurs in the corpus (level by level, all at once)."""
+        """A corpus document containing each run (found level by level, all runs at once)."""
         out: list[int | None] = [None] * len(spans)
         lengths = np.array([length for _, _, length in spans], dtype=np.int64)
         usable = np.flatnonzero((lengths > 0) & (lengths <= len(self._levels)))
