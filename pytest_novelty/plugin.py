@@ -130,9 +130,12 @@ def _suites_dir(config: pytest.Config) -> Path:
     if opt:
         path = Path(opt)
         return path if path.is_absolute() else (Path(config.invocation_params.dir) / path).resolve()
-    local = config.rootpath / "suites"
-    if local.is_dir() and any(local.glob("*.toml")):
-        return local
+    # The folder pytest runs from first: a checkpoint path given to --model outside the repository
+    # can move pytest's rootdir there.
+    for base in (Path(config.invocation_params.dir), config.rootpath):
+        local = base / "suites"
+        if local.is_dir() and any(local.glob("*.toml")):
+            return local
     from pytest_novelty.resources import bundled_path
 
     return bundled_path("suites")

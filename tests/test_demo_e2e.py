@@ -21,10 +21,8 @@ def _args(model: str) -> list[str]:
     return [
         "--model",
         model,
-        "--novelty-suites",
-        str(REPO / "suites"),
-        "--novelty-cache",
-        str(default_cache_dir()),
+        f"--novelty-suites={REPO / 'suites'}",
+        f"--novelty-cache={default_cache_dir()}",
         "-p",
         "no:cacheprovider",
         "-v",

@@ -57,12 +57,9 @@ def novelty_args(suite_dir: Path, tiny_checkpoint: Path, tiny_index: Path, tmp_p
     return [
         "--model",
         str(tiny_checkpoint),
-        "--novelty-suites",
-        str(suite_dir),
-        "--novelty-cache",
-        str(tmp_path / "cache"),
-        "--originality",
-        f"infini-gram:{tiny_index}",
+        f"--novelty-suites={suite_dir}",
+        f"--novelty-cache={tmp_path / 'cache'}",
+        f"--originality=infini-gram:{tiny_index}",
         "-p",
         "no:cacheprovider",
     ]

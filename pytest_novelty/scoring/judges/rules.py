@@ -25,10 +25,12 @@ story (continue a story)
        than 3 times in a row.
     4. *ending*: the last sentence ends with ``.``, ``!`` or ``?`` (closing quotes allowed).
     5. *sentences*: at least 80% of the sentences start with a capital letter (or digit) and
-       hold 1 to 60 words.
+       hold 1 to 60 words, and the text is *clean*: no task label of the prompt formats leaks in
+       (a line starting ``Solution:``, ``Question:``, ``Poem line:``...), no word is glued across
+       a case boundary (``sisterLet``), no control or replacement character.
 
 poetry (one line to an instruction; constraints from ``meta`` or read from the instruction)
-    1. *one line*: non-empty and without line breaks.
+    1. *one line*: non-empty, without line breaks, and clean (as for stories).
     2. *contains*: holds each required word or phrase (``meta["contains"]``, a string or a list);
        passes when nothing is required.
     3. *ending*: the last word is the required one (``ends_with``), or rhymes with
@@ -201,6 +203,17 @@ def _well_formed(sentence: str) -> bool:
     return bool(start) and (start[0].isupper() or start[0].isdigit()) and 1 <= len(_words(sentence)) <= 60
 
 
+_LABEL = re.compile(r"(?m)^\s*(?:Solution|Instruction|Poem line|Question|Answer|Problem|Available items)\s*:")
+_GLUED = re.compile(r"[a-z][A-Z]|[\x00-\x08\x0b-\x1f\x7f\ufffd]")
+
+
+def _clean(text: str) -> bool:
+    """No sign of broken generation: a task label of the prompt formats leaking into the answer
+    (``Solution:`` inside a story), words glued across a case boundary (``sisterLet``), or
+    control and replacement characters."""
+    return not _LABEL.search(text) and not any(_GLUED.search(w) for w in text.split() if not w.isupper())
+
+
 def _listify(value: Any) -> list[str]:
     if value is None:
         return []
@@ -273,7 +286,7 @@ def _story(item: JudgeItem) -> dict[str, bool]:
         "length": 10 <= len(words) <= 1000,
         "no degeneration": bool(words) and not _degenerate(text),
         "ending": bool(_ENDS_SENTENCE.search(text)),
-        "sentences": bool(sentences) and formed >= 0.8 * len(sentences),
+        "sentences": bool(sentences) and formed >= 0.8 * len(sentences) and _clean(text),
     }
 
 
@@ -299,7 +312,7 @@ def _poetry(item: JudgeItem) -> dict[str, bool]:
         ending = any(rhymes(words[-1], w) for w in _words(rhymes_with[0])[-1:])
     counts = Counter(s for w, s in zip(words, stems, strict=True) if len(w) > 3 and w not in _STOPWORDS)
     return {
-        "one line": bool(words) and "\n" not in text,
+        "one line": bool(words) and "\n" not in text and _clean(text),
         "contains": all(has(phrase) for phrase in _listify(wanted.get("contains"))),
         "ending": bool(words) and ending,
         "length": 4 <= len(words) <= 30,

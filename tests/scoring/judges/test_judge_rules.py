@@ -159,3 +159,21 @@ def test_deterministic_and_unknown_task() -> None:
     assert RulesJudge().score([item, item]) == RulesJudge().score([item, item])
     with pytest.raises(ConfigError, match="did you mean 'poetry'"):
         RulesJudge().score([JudgeItem("poetri", "x", "y")])
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "Lily went home. She was happy and ate her cake.\nSolution: Use the rope to tie the box.",
+        "Lily went home with her big sisterLet's go. She was happy and ate her cake with Tom.",
+        "Lily went home with her \ufffd sister. She was happy and ate her cake with Tom today.",
+    ],
+)
+def test_story_with_broken_generation_loses_the_sentences_point(response: str) -> None:
+    from pytest_novelty.scoring.judges import JudgeItem
+    from pytest_novelty.scoring.judges.rules import explain
+
+    clean = "Lily went home with her big sister. She was happy and ate her cake with Tom."
+    prompt = "Lily and Tom went to the park."
+    assert explain(JudgeItem("story", prompt, clean, {"characters": ["Lily"]}))["sentences"]
+    assert not explain(JudgeItem("story", prompt, response, {"characters": ["Lily"]}))["sentences"]
