@@ -58,6 +58,10 @@ def make_record(shift: float = 0.0, noise: float = 0.0, seed: int = 1) -> Metric
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.Pytester]:
     monkeypatch.delenv(ROOT_ENV, raising=False)
+    # In-process runs inside an xdist worker would otherwise believe they are workers too, and
+    # syrupy prints no report summary there.
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(NoveltySnapshotExtension, "root", None)
     monkeypatch.setattr(NoveltySnapshotExtension, "rerecord", False)
     pytester.makepyfile(test_cases=TEST_FILE)
