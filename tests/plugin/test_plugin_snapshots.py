@@ -41,8 +41,9 @@ def test_snapshot_lifecycle(
     record = json.loads(files[0].read_text())
     assert record["suite"] == "story" and record["per_prompt"]
 
-    again = pytester.runpytest_subprocess(*novelty_args, "--novelty-snapshots")
+    again = pytester.runpytest_subprocess(*novelty_args, "--novelty-snapshots", "-n", "2")
     again.assert_outcomes(passed=2)
+    again.stdout.fnmatch_lines(["*quality*unchanged*"])
 
     # Another seed of the same checkpoint is noise, not a regression.
     reseeded = pytester.runpytest_subprocess(*novelty_args, "--novelty-snapshots", "--novelty-seed", "99")
@@ -50,7 +51,7 @@ def test_snapshot_lifecycle(
 
     worse_args = list(novelty_args)
     worse_args[1] = str(repetitive_checkpoint)
-    worse = pytester.runpytest_subprocess(*worse_args, "--novelty-snapshots")
+    worse = pytester.runpytest_subprocess(*worse_args, "--novelty-snapshots", "-n", "2")
     # Empty answers: quality drops to 0 (a significant regression) and originality is undefined.
     worse.assert_outcomes(failed=2)
     worse.stdout.fnmatch_lines(
