@@ -26,9 +26,23 @@ DEMO_MODELS = ("demo", "demo-early")
 DEMO_VERSION = "v1"
 
 
+def _builder_digest() -> str:
+    """A short hash of the builder's files: a changed builder means a new demo build."""
+    import hashlib
+
+    from pytest_novelty.resources import bundled_path
+
+    digest = hashlib.sha256()
+    folder = bundled_path("fixtures") / "demo"
+    for path in sorted(folder.glob("*")):
+        if path.suffix in (".py", ".json"):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:8]
+
+
 def demo_dir(cache_dir: Path) -> Path:
-    """Where the demo assets of this version live inside ``cache_dir``."""
-    return Path(cache_dir) / f"demo-{DEMO_VERSION}"
+    """Where the demo assets of this builder version live inside ``cache_dir``."""
+    return Path(cache_dir) / f"demo-{DEMO_VERSION}-{_builder_digest()}"
 
 
 def is_built(cache_dir: Path) -> bool:
@@ -71,12 +85,12 @@ def ensure_demo(cache_dir: Path, *, log: Callable[[str], None] | None = None, pr
     if is_built(cache_dir):
         return target
     say = log or (lambda line: print(line, file=sys.stderr, flush=True))
-    with _lock(Path(cache_dir) / f".demo-{DEMO_VERSION}.lock"):
+    with _lock(Path(cache_dir) / f".{target.name}.lock"):
         if is_built(cache_dir):
             return target
         say(f"[novelty] building the demo checkpoint, corpus and index in {target} (once; a few minutes)")
         start = time.perf_counter()
-        staging = Path(cache_dir) / f".demo-{DEMO_VERSION}-staging"
+        staging = Path(cache_dir) / f".{target.name}-staging"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         facts: dict[str, Any] = dict(_load_builder().build_demo(staging, progress=progress))
