@@ -30,6 +30,7 @@ def _cmd_demo_build(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from pytest_novelty.gate import check_threshold
+    from pytest_novelty.progress import ProgressSink
     from pytest_novelty.report import render_table
     from pytest_novelty.resources import bundled_path
     from pytest_novelty.runner import RunConfig, Runner
@@ -45,10 +46,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
             model=args.model,
             cache_dir=Path(args.cache) if args.cache else default_cache_dir(),
             device=args.device,
+            generator=args.generator,
             originality=args.originality,
             judge=args.judge,
             judge_base_url=args.judge_base_url,
             trust_remote_code=args.trust_remote_code,
+            progress=ProgressSink(),
         )
     )
     rows = []
@@ -98,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--suites", help="folder of suite files (default ./suites or the bundled ones)")
     run.add_argument("--suite", action="append", help="run only this suite (repeatable)")
     run.add_argument("--device", default="auto")
+    run.add_argument("--generator", default="hf", choices=("hf", "vllm"), help="generation backend (default hf)")
     run.add_argument("--cache", help="cache folder (default ~/.cache/pytest-novelty)")
     run.add_argument("--originality", help="originality backend spec for every suite")
     run.add_argument("--judge", help="judge spec for every suite")

@@ -40,6 +40,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="where the model runs: auto (CUDA when available, else CPU), cpu, cuda, cuda:N",
     )
     group.addoption(
+        "--generator",
+        dest="novelty_generator",
+        default="hf",
+        choices=("hf", "vllm"),
+        help="generation backend: hf (transformers; default) or vllm (faster on GPUs, when installed)",
+    )
+    group.addoption(
         "--novelty-suites", dest="novelty_suites", metavar="DIR", help="folder of suite files (*.toml)"
     )
     group.addoption(
@@ -291,12 +298,16 @@ def novelty_state(request: pytest.FixtureRequest) -> NoveltyState:
 
 
 @pytest.fixture
-def novelty_result(novelty_state: NoveltyState, novelty_suite: Suite) -> SuiteResult:
+def novelty_result(novelty_state: NoveltyState, novelty_suite: Suite, request: pytest.FixtureRequest) -> SuiteResult:
     """The suite's generations, scores and metrics (computed once per suite)."""
     try:
-        return novelty_state.result(novelty_suite)
+        result = novelty_state.result(novelty_suite)
     except NoveltyError as exc:
         pytest.fail(f"harness error (not a gate failure): {exc}", pytrace=False)
+    line = novelty_state.announce(novelty_suite, result)
+    if line:  # the first case of the suite carries what its run did, to the controller's log
+        request.node.user_properties.append(("novelty_work", line))
+    return result
 
 
 @pytest.fixture

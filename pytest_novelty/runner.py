@@ -18,11 +18,15 @@ from typing import Any
 import numpy as np
 
 from pytest_novelty.errors import ConfigError
+from pytest_novelty.progress import QUIET, ProgressSink
 from pytest_novelty.storage import atomic_write_json, read_json, stable_hash
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
 
 Log = Callable[[str], None]
+
+LOOKUP_CHUNK = 512  # texts per originality request to a backend, and per cached file
+JUDGE_CHUNK = 256  # answers per call to a judge (a remote judge runs each chunk's requests concurrently)
 
 
 def _stderr(line: str) -> None:
@@ -41,7 +45,9 @@ class RunConfig:
     judge_base_url: str | None = None
     trust_remote_code: bool = False
     seed: int | None = None
+    generator: str = "hf"
     log: Log = _stderr
+    progress: ProgressSink = QUIET
 
 
 @dataclass
@@ -73,7 +79,13 @@ class Runner:
         self._model_path: str | None = None
         self._backends: dict[str, Any] = {}
         self._judges: dict[tuple[Any, ...], Any] = {}
-        self.counters = {"generated_batches": 0, "cached_batches": 0, "originality_lookups": 0, "judge_requests": 0}
+        self.counters = {
+            "generated_batches": 0,
+            "generated_rows": 0,
+            "cached_rows": 0,
+            "originality_lookups": 0,
+            "judge_requests": 0,
+        }
 
     # -- resolution -----------------------------------------------------------------------------
 
@@ -125,7 +137,10 @@ class Runner:
             path = self.model_path()
             self.config.log(f"[novelty] loading {self.config.model} ({path})")
             self._generator = open_generator(
-                path, device=self.config.device, trust_remote_code=self.config.trust_remote_code
+                path,
+                device=self.config.device,
+                trust_remote_code=self.config.trust_remote_code,
+                backend=self.config.generator,
             )
         return self._generator
 
@@ -184,7 +199,6 @@ class Runner:
         outputs do. ``inputs`` replaces the model inputs built from the suite's prompting settings
         (one per prompt, in order), as the rounds of denial prompting do.
         """
-        from pytest_novelty import generation
         from pytest_novelty.suites.prompting import extract_answer
         from pytest_novelty.suites.tasks import get_task
 
@@ -205,16 +219,10 @@ class Runner:
         if not settings.stop and task.stop:
             settings = replace(settings, stop=tuple(task.stop))
 
-        def on_batch(done: int, total: int) -> None:
-            if done == total or done % max(1, total // 4) == 0:
-                log(f"[novelty] {suite.name}: generated batch {done}/{total}")
-
-        raw, generated = generation.generate(
-            gen, texts, settings, cache_dir=self.config.cache_dir / "generations", on_batch=on_batch
-        )
-        batches_total = len(generation.batches(texts, settings.batch_size))
-        self.counters["generated_batches"] += generated
-        self.counters["cached_batches"] += batches_total - generated
+        raw, stats = self._generate(suite.name, gen, texts, settings)
+        self.counters["generated_batches"] += stats.batches
+        self.counters["generated_rows"] += stats.rows
+        self.counters["cached_rows"] += stats.cached_rows
         method = suite.prompting.method
         answers = [
             [extract_answer(method, task, p, r) for r in samples] for p, samples in zip(prompts, raw, strict=True)
@@ -225,8 +233,13 @@ class Runner:
             "model_path": self.model_path(),
             "fingerprint": gen.fingerprint,
             "samples": settings.samples,
-            "generated_batches": generated,
-            "cached_batches": batches_total - generated,
+            "generated_batches": stats.batches,
+            "generated_rows": stats.rows,
+            "cached_rows": stats.cached_rows,
+            "tokens": stats.tokens,
+            "tokens_per_second": round(stats.tokens_per_second, 1),
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+            "device": str(getattr(gen, "device", "")),
             "sweep": None
             if suite.sweep_value is None
             else {"suite": suite.path.stem, "parameter": _swept(suite), "value": suite.sweep_value},
@@ -236,10 +249,39 @@ class Runner:
         seconds["generation"] = t_gen
         log(
             f"[novelty] {suite.name}: {len(prompts)} prompts x {settings.samples} samples "
-            f"(generation {t_gen:.1f}s, {generated} new batches; originality {seconds['originality']:.1f}s; "
+            f"(generation {t_gen:.1f}s, {stats.rows} new in {stats.batches} batches, "
+            f"{stats.tokens_per_second:,.0f} tokens/s; originality {seconds['originality']:.1f}s; "
             f"judge {seconds['judge']:.1f}s)"
         )
         return result
+
+    def _generate(self, name: str, gen: Any, texts: list[str], settings: Any) -> tuple[list[list[str]], Any]:
+        """The generation step with a progress bar (samples, tokens/s, ETA), or quarter-way log lines."""
+        from pytest_novelty import generation
+
+        total = len(texts) * settings.samples
+        bar = self.config.progress.bar(total, f"{name}: generating", unit="sample")
+        reported = [0]
+
+        def on_batch(p: generation.Progress) -> None:
+            rate = p.tokens / p.seconds if p.seconds > 0 else 0.0
+            bar.n = total - p.rows_total + p.rows_done
+            bar.set_postfix_str(f"{rate:,.0f} tok/s", refresh=True)
+            quarter = 4 * p.rows_done // p.rows_total
+            if bar.disable and quarter > reported[0]:
+                reported[0] = quarter
+                eta = p.seconds / p.rows_done * (p.rows_total - p.rows_done)
+                self.config.log(
+                    f"[novelty] {name}: generated {p.rows_done}/{p.rows_total} samples "
+                    f"(batch {p.batches_done}/{p.batches_total}, {rate:,.0f} tokens/s, ETA {eta:.0f}s)"
+                )
+
+        try:
+            return generation.generate(
+                gen, texts, settings, cache_dir=self.config.cache_dir / "generations", on_batch=on_batch
+            )
+        finally:
+            bar.close()
 
     def references(self, suite: Suite) -> SuiteResult:
         """The dataset's human references, scored like a checkpoint's answers (one per prompt).
@@ -316,27 +358,31 @@ class Runner:
                 metas.append(read_json(Path(part.split("?", 1)[0].strip()) / INFO_FILE))
         return stable_hash(spec, metas)
 
-    def _lookup(self, spec: str, texts: list[str], ns: list[int]) -> list[dict[str, Any]]:
-        """Originality of ``texts``, from the score cache or the backend (then cached atomically)."""
-        key = stable_hash(self._index_identity(spec), ns, texts)
-        path = self.config.cache_dir / "originality-scores" / key[:2] / f"{key}.json"
-        cached = read_json(path)
-        if isinstance(cached, list) and len(cached) == len(texts):
-            return cached
+    def _lookup(self, spec: str, texts: list[str], ns: list[int], what: str) -> list[dict[str, Any]]:
+        """Originality of ``texts``, from the score cache or the backend.
+
+        Texts are scored in chunks of ``LOOKUP_CHUNK``, each cached atomically as soon as it is
+        done, so an interrupted run keeps the chunks it finished.
+        """
         from pytest_novelty.scoring.originality import score_texts
 
-        results = score_texts(self.backend(spec), texts, ns)
-        self.counters["originality_lookups"] += len(texts)
-        out = [
-            {
-                "originality": {str(n): r.originality[n] for n in ns},
-                "longest_span": r.longest_span,
-                "longest_span_doc": r.longest_span_doc,
-                "longest_span_text": getattr(r, "longest_span_text", ""),
-            }
-            for r in results
-        ]
-        atomic_write_json(path, out)
+        identity = self._index_identity(spec)
+        out: list[dict[str, Any]] = []
+        bar = self.config.progress.bar(len(texts), what, unit="text")
+        try:
+            for start in range(0, len(texts), LOOKUP_CHUNK):
+                chunk = texts[start : start + LOOKUP_CHUNK]
+                key = stable_hash(identity, ns, chunk)
+                path = self.config.cache_dir / "originality-scores" / key[:2] / f"{key}.json"
+                cached = read_json(path)
+                if not (isinstance(cached, list) and len(cached) == len(chunk)):
+                    cached = [_score_row(r, ns) for r in score_texts(self.backend(spec), chunk, ns)]
+                    self.counters["originality_lookups"] += len(chunk)
+                    atomic_write_json(path, cached)
+                out.extend(cached)
+                bar.update(len(chunk))
+        finally:
+            bar.close()
         return out
 
     def _originality(
@@ -345,14 +391,14 @@ class Runner:
         spec = self.originality_spec(suite)
         flat = [a for samples in answers for a in samples]
         ns = sorted({*suite.scoring.ngrams, 4})
-        results = self._lookup(spec, flat, ns)
+        results = self._lookup(spec, flat, ns, f"{suite.name}: originality")
         shape = (len(answers), len(answers[0]) if answers else 0)
 
         def column(rows: list[dict[str, Any]], n: int) -> np.ndarray:
             return np.array([math.nan if r["originality"][str(n)] is None else r["originality"][str(n)] for r in rows])
 
         originality = {n: column(results, n).reshape(shape) for n in ns}
-        prompt_novelty = column(self._lookup(spec, [p.text for p in prompts], [4]), 4)
+        prompt_novelty = column(self._lookup(spec, [p.text for p in prompts], [4], f"{suite.name}: prompt novelty"), 4)
         ranked = sorted(range(len(results)), key=lambda i: -results[i]["longest_span"])[:3]
         longest = [{"generation": flat[i], **results[i]} for i in ranked]
         return originality, prompt_novelty, longest
@@ -369,8 +415,25 @@ class Runner:
             for a in samples
         ]
         sent_before = int(getattr(judge, "requests_sent", 0))
-        results = judge.score(items)
+        results = []
+        bar = self.config.progress.bar(len(items), f"{suite.name}: judging", unit="answer")
+        try:
+            for start in range(0, len(items), JUDGE_CHUNK):
+                results.extend(judge.score(items[start : start + JUDGE_CHUNK]))
+                bar.update(min(JUDGE_CHUNK, len(items) - start))
+        finally:
+            bar.close()
         sent = int(getattr(judge, "requests_sent", 0)) - sent_before
         self.counters["judge_requests"] += sent
         flat = np.array([math.nan if r.quality is None else r.quality for r in results], dtype=float)
         return flat.reshape(len(answers), -1), str(getattr(judge, "description", judge.spec)), sent
+
+
+def _score_row(result: Any, ns: list[int]) -> dict[str, Any]:
+    """One text's originality answer, as cached."""
+    return {
+        "originality": {str(n): result.originality[n] for n in ns},
+        "longest_span": result.longest_span,
+        "longest_span_doc": result.longest_span_doc,
+        "longest_span_text": getattr(result, "longest_span_text", ""),
+    }

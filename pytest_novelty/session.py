@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from pytest_novelty.errors import NoveltyError
+from pytest_novelty.progress import ProgressSink
 from pytest_novelty.suites.schema import Suite
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ class NoveltyState:
         self._results: dict[tuple[str, str], SuiteResult | NoveltyError] = {}
         self._rounds: dict[tuple[str, str], list[SuiteResult] | NoveltyError] = {}
         self.rows: list[dict[str, Any]] = []
+        self._announced: set[str] = set()
         self.suite_data: dict[str, dict[str, Any]] = {}
 
     # -- running suites -------------------------------------------------------------------------
@@ -56,20 +58,28 @@ class NoveltyState:
                     model=model,
                     cache_dir=self.cache_dir,
                     device=opt.novelty_device,
+                    generator=opt.novelty_generator,
                     originality=opt.novelty_originality,
                     judge=opt.novelty_judge,
                     judge_base_url=opt.novelty_judge_base_url,
                     trust_remote_code=opt.novelty_trust_remote_code,
                     seed=opt.novelty_seed,
                     log=self.log,
+                    progress=self.progress_sink(),
                 )
             )
         return self._runners[model]
 
+    def progress_sink(self) -> ProgressSink:
+        """Progress bars on the terminal, past pytest's output capture; none on xdist workers."""
+        if os.environ.get("PYTEST_XDIST_WORKER") or self.config.option.verbose < 0:
+            return ProgressSink(enabled=False)
+        return ProgressSink(stream=_TerminalStream(self.config))
+
     def log(self, line: str) -> None:
         """Progress lines, on their own line even in the middle of a verbose test line."""
-        if os.environ.get("PYTEST_XDIST_WORKER") and "generated batch" in line:
-            return
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            return  # a worker's output never reaches the terminal; the controller logs for it
         reporter = self.config.pluginmanager.getplugin("terminalreporter")
         if reporter is None:
             return
@@ -133,15 +143,24 @@ class NoveltyState:
             self.suite_data[suite.name] = _suite_data(result, baseline)
         return result
 
+    def announce(self, suite: Suite, result: SuiteResult) -> str | None:
+        """The line saying where and how a suite ran, once per suite (None after the first time)."""
+        if suite.name in self._announced:
+            return None
+        self._announced.add(suite.name)
+        return work_line(suite.name, result.info)
+
     # -- hooks ----------------------------------------------------------------------------------
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Collect each case's numbers, on the controller too under xdist."""
+        """Collect each case's numbers, on the controller too under xdist; log workers' suite lines."""
         if report.when != "call":
             return
         for name, value in report.user_properties:
             if name == "novelty" and isinstance(value, dict):
                 self.rows.append(value)
+            elif name == "novelty_work" and getattr(report, "node", None) is not None:
+                self.log(str(value))  # from an xdist worker: its own output never reaches the terminal
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         workeroutput = getattr(self.config, "workeroutput", None)
@@ -187,6 +206,33 @@ class NoveltyState:
         }
 
 
+class _TerminalStream:
+    """A text stream to the real terminal while pytest captures output (for progress bars)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def write(self, text: str) -> int:
+        import sys
+
+        capman = self.config.pluginmanager.getplugin("capturemanager")
+        if capman is None:
+            return sys.stderr.write(text)
+        with capman.global_and_fixture_disabled():
+            written = sys.stderr.write(text)
+            sys.stderr.flush()
+        return written
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        import sys
+
+        stream = sys.__stderr__
+        return bool(stream is not None and stream.isatty())
+
+
 def _lists(values: Any) -> list[list[float | None]]:
     return [[None if math.isnan(v) else float(v) for v in row] for row in values]
 
@@ -212,16 +258,30 @@ def _suite_data(result: SuiteResult, baseline: SuiteResult | None) -> dict[str, 
     return data
 
 
+def work_line(name: str, info: dict[str, Any]) -> str:
+    """Where a suite ran and what its generation did, e.g. for the log of an xdist run."""
+    rows, cached = int(info.get("generated_rows", 0)), int(info.get("cached_rows", 0))
+    seconds = info.get("seconds", {})
+    return (
+        f"[novelty {info.get('worker', 'main')}] {name}: {rows} samples generated in "
+        f"{info.get('generated_batches', 0)} batches on {info.get('device', '?')} "
+        f"({float(info.get('tokens_per_second', 0)):,.0f} tokens/s, {float(seconds.get('generation', 0)):.1f}s), "
+        f"{cached} from cache; originality {float(seconds.get('originality', 0)):.1f}s, "
+        f"judge {float(seconds.get('judge', 0)):.1f}s"
+    )
+
+
 def _work_summary(suite_data: dict[str, dict[str, Any]]) -> str:
     """One line with the work a run did: what a warm rerun should show as zeros."""
     infos = [d.get("info", {}) for d in suite_data.values()]
     if not infos:
         return ""
-    generated = sum(int(i.get("generated_batches", 0)) for i in infos)
-    cached = sum(int(i.get("cached_batches", 0)) for i in infos)
+    generated = sum(int(i.get("generated_rows", 0)) for i in infos)
+    batches = sum(int(i.get("generated_batches", 0)) for i in infos)
+    cached = sum(int(i.get("cached_rows", 0)) for i in infos)
     lookups = sum(int(i.get("originality_lookups", 0)) for i in infos)
     judged = sum(int(i.get("judge_requests", 0)) for i in infos)
     return (
-        f"novelty work done: {generated} generation batches ({cached} from cache), "
+        f"novelty work done: {generated} samples generated in {batches} batches ({cached} from cache), "
         f"{lookups} originality lookups, {judged} judge requests"
     )

@@ -136,8 +136,32 @@ def _load(what: str, model: str, load: Callable[[], Any]) -> Any:
         raise ConfigError(f"cannot load the {what}: {exc}", path=model, field="--model") from None
 
 
+def render(tokenizer: Any, name: str, model_input: ModelInput) -> str:
+    """The exact text a model sees for one input: chat messages go through the chat template."""
+    if isinstance(model_input, str):
+        return model_input
+    if not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(
+            f"{name} has no chat template; use prompting.method = \"few-shot\" for base models",
+            field="prompting.method",
+        )
+    return str(tokenizer.apply_chat_template(list(model_input), tokenize=False, add_generation_prompt=True))
+
+
+def token_counts(tokenizer: Any, texts: Sequence[str]) -> list[int]:
+    """Prompt lengths in tokens (no special tokens added: the rendered text already holds them)."""
+    return [len(x) for x in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+
+
 class HFGenerator:
-    """Samples continuations from a transformers causal LM."""
+    """Samples continuations from a transformers causal LM, with a decode loop that retires rows.
+
+    ``model.generate`` keeps every row of a batch running until the longest one ends, so on short,
+    varied answers most of its work goes to rows that have already stopped. This loop calls the
+    model's forward pass itself: after each step the rows that produced an end-of-sequence token
+    or a stop string leave the batch (and the KV cache, through ``Cache.reorder_cache``), so the
+    cost follows the tokens actually produced. Sampling is seeded per row (see ``sampling.py``).
+    """
 
     def __init__(self, model: str, *, device: str = "auto", trust_remote_code: bool = False) -> None:
         check_checkpoint(model, trust_remote_code=trust_remote_code)
@@ -157,77 +181,196 @@ class HFGenerator:
         self.model.to(self.device)
         self.model.eval()
         self.tokens_generated = 0
+        self._pieces: list[str] | None = None
+        config = self.model.config
+        self.context = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+        self.eos_ids = _eos_ids(self.model, self.tokenizer)
+        import inspect
+
+        params = inspect.signature(self.model.forward).parameters
+        # transformers 5.2x renamed past_key_values to cache; older releases know only the first.
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"
+        self._last_logits = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
 
     def render(self, model_input: ModelInput) -> str:
         """The exact text fed to the model: chat messages go through the chat template."""
-        if isinstance(model_input, str):
-            return model_input
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise ConfigError(
-                f"{self.name} has no chat template; use prompting.method = \"few-shot\" for base models",
-                field="prompting.method",
-            )
-        text = self.tokenizer.apply_chat_template(list(model_input), tokenize=False, add_generation_prompt=True)
-        return str(text)
+        return render(self.tokenizer, self.name, model_input)
 
-    def generate(
-        self, texts: Sequence[str], settings: GenerationSettings, *, seed: int, progress: bool = False
-    ) -> list[list[str]]:
-        """``settings.samples`` sampled continuations (new text only) for each rendered input.
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """Prompt lengths in tokens, as the model will see them."""
+        return token_counts(self.tokenizer, texts)
 
-        The caller passes one batch; ``seed`` makes the batch reproducible. On a CUDA
-        out-of-memory error the batch is split in halves and retried.
+    def max_rows(self, prompt_tokens: int, settings: GenerationSettings) -> int:
+        """Rows per batch for prompts of up to ``prompt_tokens`` tokens: what the memory allows.
+
+        On CUDA: half the free memory divided by a row's KV cache at full length (keys and values
+        of every layer) plus its logits. On the CPU the time per step grows with the rows beyond a
+        few hundred, so batches stop at 256 rows.
+        """
+        length = prompt_tokens + settings.max_new_tokens
+        if not self.device.startswith("cuda"):
+            return max(1, min(256, (1 << 16) // max(1, length)))
+        import torch
+
+        config = self.model.config
+        text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        layers = getattr(text_config, "num_hidden_layers", None) or getattr(text_config, "n_layer", 1)
+        hidden = getattr(text_config, "hidden_size", None) or getattr(text_config, "n_embd", 1)
+        heads = getattr(text_config, "num_attention_heads", None) or getattr(text_config, "n_head", 1)
+        kv_heads = getattr(text_config, "num_key_value_heads", None) or heads
+        head_dim = getattr(text_config, "head_dim", None) or hidden // heads
+        element = torch.finfo(self.model.dtype).bits // 8
+        per_row = 2 * layers * kv_heads * head_dim * element * length + 8 * int(text_config.vocab_size)
+        free, _ = torch.cuda.mem_get_info(torch.device(self.device))
+        return max(1, min(1024, int(0.5 * free) // per_row))
+
+    def sample(self, texts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings) -> list[str]:
+        """One sampled continuation (new text only) per row.
+
+        On a CUDA out-of-memory error the batch is split in halves and retried; rows are seeded
+        one by one, so the split does not change the answers.
         """
         import torch
 
         try:
-            return self._generate(texts, settings, seed)
+            return self._decode(texts, seeds, settings)
         except torch.OutOfMemoryError:
             if len(texts) == 1:
                 raise HarnessError(f"{self.name}: out of memory on a single prompt") from None
             torch.cuda.empty_cache()
             half = len(texts) // 2
-            return self.generate(texts[:half], settings, seed=seed, progress=progress) + self.generate(
-                texts[half:], settings, seed=seed + 1, progress=progress
+            return self.sample(texts[:half], seeds[:half], settings) + self.sample(
+                texts[half:], seeds[half:], settings
             )
 
-    def _generate(self, texts: Sequence[str], settings: GenerationSettings, seed: int) -> list[list[str]]:
+    def _max_new(self, width: int, settings: GenerationSettings) -> int:
+        if self.context is None or width + settings.max_new_tokens <= self.context:
+            return settings.max_new_tokens
+        if width >= self.context:
+            raise ConfigError(
+                f"a prompt of {width} tokens does not fit the model's context of {self.context} tokens; "
+                "use fewer in-context examples (prompting.examples)",
+                field="prompting.examples",
+            )
+        return self.context - width
+
+    def _decode(self, texts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings) -> list[str]:
+        import random
+
         import torch
 
-        enc = self.tokenizer(list(texts), return_tensors="pt", padding=True, add_special_tokens=False)
-        limit = getattr(self.model.config, "max_position_embeddings", None) or getattr(
-            self.model.config, "n_positions", None
-        )
-        width = enc["input_ids"].shape[1]
-        max_new = settings.max_new_tokens
-        if limit is not None and width + max_new > limit:
-            if width >= limit:
-                raise ConfigError(
-                    f"a prompt of {width} tokens does not fit the model's context of {limit} tokens; "
-                    "use fewer in-context examples (prompting.examples)",
-                    field="prompting.examples",
-                )
-            max_new = limit - width
-        enc = {k: v.to(self.device) for k, v in enc.items()}
-        torch.manual_seed(seed)
-        kwargs: dict[str, Any] = {
-            "max_new_tokens": max_new,
-            "num_return_sequences": settings.samples,
-            "pad_token_id": self.tokenizer.pad_token_id,
-        }
-        if settings.temperature > 0:
-            kwargs.update(do_sample=True, temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k)
-        else:
-            kwargs.update(do_sample=False)
-        if settings.stop:
-            kwargs.update(stop_strings=list(settings.stop), tokenizer=self.tokenizer)
+        from pytest_novelty.generation.sampling import next_tokens
+
+        # The k samples of a prompt share its prompt: run each distinct prompt once, then give every
+        # row its own copy of that prompt's KV cache.
+        distinct = list(dict.fromkeys(texts))
+        enc = self.tokenizer(distinct, return_tensors="pt", padding=True, add_special_tokens=False)
+        mask = enc["attention_mask"].to(self.device)
+        ids = enc["input_ids"].to(self.device)
+        max_new = self._max_new(ids.shape[1], settings)
+        where = {text: i for i, text in enumerate(distinct)}
+        expand = torch.tensor([where[text] for text in texts], device=self.device)
+        rngs = [random.Random(seed) for seed in seeds]
+        produced: list[list[int]] = [[] for _ in texts]
+        stops = _StopWatch(settings.stop, self._token_pieces() if settings.stop else [], len(texts))
+        live = list(range(len(texts)))  # the original row of each row still in the batch
+        positions = (mask.cumsum(-1) - 1).clamp_(min=0)
         with torch.inference_mode():
-            out = self.model.generate(**enc, **kwargs)
-        new = out[:, width:]
-        self.tokens_generated += int((new != self.tokenizer.pad_token_id).sum())
-        decoded = self.tokenizer.batch_decode(new, skip_special_tokens=True)
-        k = settings.samples
-        return [decoded[i * k : (i + 1) * k] for i in range(len(texts))]
+            out = self.model(
+                input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **self._last_logits
+            )
+            cache, logits = _cache_of(out), out.logits[:, -1, :]
+            if len(distinct) < len(texts):
+                cache.reorder_cache(expand)
+                logits, mask, positions = logits[expand], mask[expand], positions[expand]
+            position = positions[:, -1:] + 1
+            for step in range(max_new):
+                chosen = next_tokens(
+                    logits,
+                    [rngs[r] for r in live],
+                    temperature=settings.temperature,
+                    top_k=settings.top_k,
+                    top_p=settings.top_p,
+                )
+                keep = []
+                for slot, (row, token) in enumerate(zip(live, chosen.tolist(), strict=True)):
+                    if token in self.eos_ids:
+                        continue
+                    produced[row].append(token)
+                    if not stops.hit(row, token):
+                        keep.append(slot)
+                if not keep or step == max_new - 1:
+                    break
+                if len(keep) < len(live):
+                    index = torch.tensor(keep, device=self.device)
+                    cache.reorder_cache(index)
+                    mask, position, chosen = mask[index], position[index], chosen[index]
+                    live = [live[slot] for slot in keep]
+                mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=-1)
+                out = self.model(
+                    input_ids=chosen.unsqueeze(-1),
+                    attention_mask=mask,
+                    position_ids=position,
+                    use_cache=True,
+                    **{self._cache_arg: cache},
+                )
+                cache, logits = _cache_of(out), out.logits[:, -1, :]
+                position = position + 1
+        self.tokens_generated += sum(len(p) for p in produced)
+        return [str(t) for t in self.tokenizer.batch_decode(produced, skip_special_tokens=True)]
+
+    def _token_pieces(self) -> list[str]:
+        """Each token's text on its own, to spot stop strings without decoding every row each step."""
+        if self._pieces is None:
+            size = len(self.tokenizer)
+            self._pieces = [self.tokenizer.decode([i], skip_special_tokens=True) for i in range(size)]
+        return self._pieces
+
+
+class _StopWatch:
+    """Notices when a row's recent text contains a stop string.
+
+    Only the last few characters of each row are kept (as long as the longest stop string plus
+    one token). Token pieces decoded one by one can differ from the joined text for multi-byte
+    characters; stop strings here end generation early only, the task cuts answers at the exact
+    stop afterwards.
+    """
+
+    def __init__(self, stops: Sequence[str], pieces: Sequence[str], rows: int) -> None:
+        self.stops = [s for s in stops if s]
+        self.pieces = pieces
+        self.keep = max((len(s) for s in self.stops), default=0)
+        self.tails = [""] * rows
+        self.seen = [False] * rows
+
+    def hit(self, row: int, token: int) -> bool:
+        if not self.stops:
+            return False
+        piece = self.pieces[token] if token < len(self.pieces) else ""
+        text = self.tails[row] + piece
+        # Leading whitespace never counts as a stop (as in the tasks' cut_at_stops).
+        if not self.seen[row]:
+            text = text.lstrip()
+            self.seen[row] = bool(text)
+        self.tails[row] = text[-(self.keep + len(piece)) :]
+        return any(stop in text for stop in self.stops)
+
+
+def _cache_of(output: Any) -> Any:
+    """The KV cache a forward pass returned (``cache`` in recent transformers, ``past_key_values`` before)."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    """End-of-sequence ids: the generation config's (chat models list several) and the tokenizer's."""
+    ids: set[int] = set()
+    for value in (getattr(getattr(model, "generation_config", None), "eos_token_id", None), tokenizer.eos_token_id):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    return ids
 
 
 def describe(generator: HFGenerator) -> str:

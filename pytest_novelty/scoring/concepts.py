@@ -323,7 +323,7 @@ class HFConceptExtractor(_CachedExtractor):
         *,
         cache_dir: Path | str | None = None,
         temperature: float = 0.0,
-        batch_size: int = 8,
+        batch_size: int = 0,
         max_new_tokens: int = 128,
         seed: int = 0,
         max_reasks: int = 1,
@@ -332,8 +332,8 @@ class HFConceptExtractor(_CachedExtractor):
     ) -> None:
         from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprint
 
-        if batch_size < 1 or max_new_tokens < 1 or max_reasks < 0:
-            raise ValueError("batch_size and max_new_tokens must be >= 1, max_reasks >= 0")
+        if batch_size < 0 or max_new_tokens < 1 or max_reasks < 0:
+            raise ValueError("max_new_tokens must be >= 1, batch_size (0: auto) and max_reasks >= 0")
         try:
             check_checkpoint(path, trust_remote_code=trust_remote_code)
         except ConfigError as exc:

@@ -66,7 +66,7 @@ class GenerationSettings:
     top_k: int = 0
     max_new_tokens: int = 64
     seed: int = 1234
-    batch_size: int = 32
+    batch_size: int = 0  # rows per batch; 0 (``"auto"`` in a suite file): as many as the memory allows
     stop: tuple[str, ...] = ()
 
 
@@ -250,9 +250,19 @@ def _parse_generation(path: Path, data: Mapping[str, Any]) -> GenerationSettings
         top_k=c.number("top_k", 0, low=0, high=1_000_000, integer=True),
         max_new_tokens=c.number("max_new_tokens", 64, low=1, high=100_000, integer=True),
         seed=c.get("seed", int, 1234),
-        batch_size=c.number("batch_size", 32, low=1, high=100_000, integer=True),
+        batch_size=_batch_size(c),
         stop=tuple(stop),
     )
+
+
+def _batch_size(c: _Checker) -> int:
+    """``"auto"`` (the default; stored as 0) or a fixed number of rows (prompt × sample) per batch."""
+    value = c.table.get("batch_size", "auto")
+    if value == "auto":
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000:
+        raise c.fail("batch_size", f'must be "auto" or a whole number of rows from 1 to 100000, got {value!r}')
+    return value
 
 
 def _parse_scoring(path: Path, data: Mapping[str, Any]) -> Scoring:

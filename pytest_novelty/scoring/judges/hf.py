@@ -35,7 +35,7 @@ class HFJudge:
         cache_dir: Path | str | None = None,
         samples: int = 5,
         temperature: float = 0.7,
-        batch_size: int = 8,
+        batch_size: int = 0,
         max_new_tokens: int = 256,
         seed: int = 0,
         max_reasks: int = 1,
@@ -44,8 +44,8 @@ class HFJudge:
     ) -> None:
         from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprint
 
-        if samples < 1 or batch_size < 1 or max_new_tokens < 1 or max_reasks < 0:
-            raise ValueError("samples, batch_size and max_new_tokens must be >= 1, max_reasks >= 0")
+        if samples < 1 or batch_size < 0 or max_new_tokens < 1 or max_reasks < 0:
+            raise ValueError("samples and max_new_tokens must be >= 1, batch_size (0: auto) and max_reasks >= 0")
         try:
             check_checkpoint(path, trust_remote_code=trust_remote_code)
         except ConfigError as exc:
@@ -150,7 +150,7 @@ class HFJudge:
 
     def _generate(self, items: Sequence[JudgeItem], attempt: int, progress: bool) -> list[list[str]]:
         """``samples`` replies per item, batched by length; each attempt uses its own seed."""
-        from pytest_novelty.generation import generate
+        from pytest_novelty.generation import Progress, generate
         from pytest_novelty.suites.schema import GenerationSettings
 
         generator = self._load()
@@ -168,11 +168,11 @@ class HFJudge:
         if progress:
             from tqdm import tqdm
 
-            bar = tqdm(total=len(texts), desc=f"judge {self.spec}", unit="item")
+            bar = tqdm(total=len(texts) * self.samples, desc=f"judge {self.spec}", unit="reply")
 
-        def advance(done: int, total: int) -> None:
+        def advance(done: Progress) -> None:
             if bar is not None:
-                bar.n = min(len(texts), done * self.batch_size)
+                bar.n = done.rows_done
                 bar.refresh()
 
         replies, _ = generate(generator, texts, settings, on_batch=advance)

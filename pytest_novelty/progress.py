@@ -1,0 +1,39 @@
+"""Progress bars for the long steps (generation, originality lookups, judging).
+
+A :class:`ProgressSink` says where bars go and whether they are drawn at all. Bars are tqdm bars
+that disappear when their step ends (the step then logs one summary line), so a finished run
+leaves a clean log. They are drawn only on a terminal: in CI logs and on pytest-xdist workers
+(whose output never reaches the terminal) the sink is off and the per-step lines remain.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import IO, Any
+
+
+@dataclass(frozen=True)
+class ProgressSink:
+    """Where progress bars are written; ``enabled=None`` means: only when ``stream`` is a terminal."""
+
+    stream: IO[str] | None = None
+    enabled: bool | None = None
+
+    def bar(self, total: int, desc: str, unit: str = "it") -> Any:
+        """A tqdm bar (a disabled one, which costs nothing, when the sink is off)."""
+        from tqdm import tqdm
+
+        stream = self.stream if self.stream is not None else sys.stderr
+        on = self.enabled if self.enabled is not None else _is_terminal(stream)
+        return tqdm(total=total, desc=desc, unit=unit, file=stream, disable=not on, leave=False, dynamic_ncols=True)
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+QUIET = ProgressSink(enabled=False)
