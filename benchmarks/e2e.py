@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run(cache: Path, *extra: str) -> tuple[float, str]:
-    cmd = [sys.executable, "-m", "pytest", "--model", "demo", "--novelty-cache", str(cache), "-p", "no:cacheprovider",
-           *extra]
+    cmd = [sys.executable, "-m", "pytest", "--model", "demo", f"--novelty-cache={cache}", "-p", "no:cacheprovider"]
+    cmd += extra
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=dict(os.environ))
     seconds = time.perf_counter() - start
@@ -44,13 +44,17 @@ def main() -> None:
         warm, out = run(cache)
         for name in ("generations",):
             shutil.rmtree(cache / name, ignore_errors=True)
-        parallel, _ = run(cache, "-n", "2")
+        parallel, parallel_out = run(cache, "-n", "2")
     print(f"demo suites, cold: {cold:6.1f} s")
     print(f"demo suites, warm: {warm:6.1f} s ({warm / cold:.0%} of cold)")
     print(f"demo suites, -n 2 (generation cache cleared): {parallel:6.1f} s")
     summary = [line for line in out.splitlines() if "work done" in line]
     if summary:
         print("warm run:", summary[-1].strip())
+    print("-n 2 run log (one line per suite, from the worker that generated it):")
+    for line in parallel_out.splitlines():
+        if line.lstrip(".").startswith("[novelty gw") or "work done" in line:
+            print("  ", line.lstrip(".").strip())
 
 
 if __name__ == "__main__":

@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any, Protocol
+
+
+class TextStream(Protocol):
+    """What a bar writes to: a text stream (``sys.stderr``, or pytest's terminal past its capture)."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+    def isatty(self) -> bool: ...
 
 
 @dataclass(frozen=True)
 class ProgressSink:
     """Where progress bars are written; ``enabled=None`` means: only when ``stream`` is a terminal."""
 
-    stream: IO[str] | None = None
+    stream: TextStream | None = None
     enabled: bool | None = None
 
     def bar(self, total: int, desc: str, unit: str = "it") -> Any:
@@ -29,7 +39,7 @@ class ProgressSink:
         return tqdm(total=total, desc=desc, unit=unit, file=stream, disable=not on, leave=False, dynamic_ncols=True)
 
 
-def _is_terminal(stream: IO[str]) -> bool:
+def _is_terminal(stream: TextStream) -> bool:
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):

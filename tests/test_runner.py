@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -76,10 +77,52 @@ def test_suite_runs_end_to_end_and_resumes_from_cache(
     assert math.isclose(result.metrics["novelty@5"], float(expected), rel_tol=1e-12)
     assert 0.0 <= result.metrics["q_at_tail@0.5"] <= 1.0
     assert 1.0 <= result.metrics["distinct_k"] <= 3.0
-    assert result.info["generated_batches"] == 1
+    assert result.info["generated_batches"] == 3  # 12 rows (4 prompts x 3 samples), 4 per batch
+    assert (result.info["generated_rows"], result.info["cached_rows"]) == (12, 0)
+    assert result.info["tokens"] > 0
+    assert result.info["worker"] == os.environ.get("PYTEST_XDIST_WORKER", "main")
     assert len(result.per_prompt["novelty@5"]) == 4
 
     again = Runner(config).run(suite)
     assert again.info["generated_batches"] == 0
+    assert (again.info["generated_rows"], again.info["cached_rows"]) == (0, 12)
     assert again.answers == result.answers
     assert again.metrics == result.metrics
+
+
+def test_progress_bars_for_generation_originality_and_judging(
+    suite_file: Path, tiny_checkpoint: Path, tiny_index: Path, tmp_path: Path
+) -> None:
+    import io
+
+    from pytest_novelty.progress import ProgressSink
+
+    stream = io.StringIO()
+    lines: list[str] = []
+    config = RunConfig(
+        model=str(tiny_checkpoint),
+        cache_dir=tmp_path / "cache",
+        device="cpu",
+        originality=f"infini-gram:{tiny_index}",
+        log=lines.append,
+        progress=ProgressSink(stream=stream, enabled=True),
+    )
+    Runner(config).run(load_suite(suite_file))
+    shown = stream.getvalue()
+    assert "story: generating" in shown and "12/12" in shown and "tok/s" in shown
+    assert "story: originality" in shown and "story: judging" in shown
+    # With bars on, the quarter-way generation lines stay out of the log.
+    assert not any("generated 3/12" in line for line in lines)
+
+    quiet: list[str] = []
+    Runner(
+        RunConfig(
+            **{
+                **config.__dict__,
+                "cache_dir": tmp_path / "other",
+                "log": quiet.append,
+                "progress": ProgressSink(stream=io.StringIO(), enabled=False),
+            }
+        )
+    ).run(load_suite(suite_file))
+    assert any("story: generated 12/12 samples" in line and "tokens/s, ETA" in line for line in quiet)

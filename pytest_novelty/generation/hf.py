@@ -213,14 +213,17 @@ class HFGenerator:
         import torch
 
         config = self.model.config
-        text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
-        layers = getattr(text_config, "num_hidden_layers", None) or getattr(text_config, "n_layer", 1)
-        hidden = getattr(text_config, "hidden_size", None) or getattr(text_config, "n_embd", 1)
-        heads = getattr(text_config, "num_attention_heads", None) or getattr(text_config, "n_head", 1)
-        kv_heads = getattr(text_config, "num_key_value_heads", None) or heads
-        head_dim = getattr(text_config, "head_dim", None) or hidden // heads
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+
+        def field(*names: str) -> int:
+            return next((int(v) for v in (getattr(text, n, None) for n in names) if v), 0)
+
+        layers = field("num_hidden_layers", "n_layer") or 1
+        heads = field("num_attention_heads", "n_head") or 1
+        kv_heads = field("num_key_value_heads") or heads
+        head_dim = field("head_dim") or (field("hidden_size", "n_embd") or 1) // heads
         element = torch.finfo(self.model.dtype).bits // 8
-        per_row = 2 * layers * kv_heads * head_dim * element * length + 8 * int(text_config.vocab_size)
+        per_row = 2 * layers * kv_heads * head_dim * element * length + 8 * field("vocab_size")
         free, _ = torch.cuda.mem_get_info(torch.device(self.device))
         return max(1, min(1024, int(0.5 * free) // per_row))
 

@@ -93,8 +93,9 @@ def test_other_seed_gives_other_samples(generator) -> None:  # type: ignore[no-u
 
 def test_greedy_rows_equal_transformers_generate(generator) -> None:  # type: ignore[no-untyped-def]
     """At temperature 0 the decode loop must give exactly what ``model.generate`` gives."""
-    import torch
     from dataclasses import replace
+
+    import torch
 
     settings = replace(SETTINGS, temperature=0.0, samples=1, max_new_tokens=12)
     ours, _ = generate(generator, TEXTS, settings)

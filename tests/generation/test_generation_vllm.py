@@ -15,7 +15,7 @@ import sys
 import types
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -53,7 +53,7 @@ class _RequestOutput:
 
 
 class LLM:
-    instances: list[LLM] = []
+    instances: ClassVar[list[LLM]] = []
 
     def __init__(self, model: str, *, trust_remote_code: bool = False, seed: int = 0, **_: Any) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -13,3 +15,29 @@ def test_two_workers_merge_one_table(pytester: pytest.Pytester, novelty_args: li
     out = result.stdout.str()
     assert out.count("novelty gate") == 1
     result.stdout.fnmatch_lines(["suite story*", "*originality@4*pass*", "*quality*pass*"])
+
+
+def test_each_suite_generated_once_on_one_worker(
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path
+) -> None:
+    import re
+
+    # A second suite with other settings (same ones would find the first suite's answers in the cache).
+    story = (suite_dir / "story.toml").read_text()
+    (suite_dir / "tale.toml").write_text(story.replace("max_new_tokens = 16", "max_new_tokens = 12"))
+    result = pytester.runpytest_subprocess(*novelty_args, "-n", "2")
+    result.assert_outcomes(passed=4)
+    out = result.stdout.str()
+    lines = re.findall(r"\[novelty (gw\d)\] (\w+): (\d+) samples generated in (\d+) batches", out)
+    # One line per suite, from the worker that ran it: 6 prompts x 2 samples, generated there once.
+    assert sorted(name for _, name, _, _ in lines) == ["story", "tale"], out
+    assert all(rows == "12" and int(batches) >= 1 for _, _, rows, batches in lines)
+    assert out.count("novelty gate") == 1
+    result.stdout.fnmatch_lines(["novelty work done: 24 samples generated in * batches (0 from cache)*"])
+
+    warm = pytester.runpytest_subprocess(*novelty_args, "-n", "2")
+    warm.assert_outcomes(passed=4)
+    cached = r"\[novelty gw\d\] (\w+): 0 samples generated in 0 batches .* 12 from cache"
+    warm_lines = re.findall(cached, warm.stdout.str())
+    assert sorted(warm_lines) == ["story", "tale"]
+    warm.stdout.fnmatch_lines(["novelty work done: 0 samples generated in 0 batches (24 from cache), 0 originality*"])

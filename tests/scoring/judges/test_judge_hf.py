@@ -26,29 +26,31 @@ def scoring_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_causal_lm(tmp_path_factory.mktemp("hf") / "scores-4", emits="Score:4")
 
 
-def _record_generate(judge: HFJudge) -> list[Any]:
-    """Wrap the loaded model's ``generate`` to record the attention masks of each batch."""
+def _record_prefills(judge: HFJudge) -> list[Any]:
+    """Wrap the loaded model's forward pass to record the attention mask of each batch's prompt pass."""
     model = judge._load().model
     calls: list[Any] = []
-    original = model.generate
+    original = model.forward
 
-    def generate(*args: Any, **kwargs: Any) -> Any:
-        calls.append(kwargs["attention_mask"].clone())
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if kwargs["input_ids"].shape[1] > 1:  # the prompt pass; decoding steps feed one token per row
+            calls.append(kwargs["attention_mask"].clone())
         return original(*args, **kwargs)
 
-    model.generate = generate
+    model.forward = forward
     return calls
 
 
 def test_scores_parsed_from_generated_replies(scoring_lm: Path, tmp_path: Path) -> None:
-    judge = open_judge(f"hf:{scoring_lm}", cache_dir=tmp_path, samples=3, max_new_tokens=3, batch_size=2, device="cpu")
+    judge = open_judge(f"hf:{scoring_lm}", cache_dir=tmp_path, samples=3, max_new_tokens=3, batch_size=6, device="cpu")
     assert isinstance(judge, HFJudge)
-    calls = _record_generate(judge)
+    calls = _record_prefills(judge)
     results = judge.score(ITEMS)
     assert [r.scores for r in results] == [(4.0, 4.0, 4.0)] * 3
     assert all(r.quality == pytest.approx(0.8) and r.judge == f"hf:{scoring_lm}" for r in results)
-    # 3 prompts in batches of 2, left padded: each row's last position is a real token
-    assert [mask.shape[0] for mask in calls] == [2, 1]  # three samples per row come from one call
+    # 9 rows (3 prompts x 3 samples) in batches of 6 rows, left padded: each row's last position is
+    # a real token, and a prompt's three samples share one prompt pass.
+    assert [mask.shape[0] for mask in calls] == [2, 1]
     assert all(bool(mask[:, -1].all()) for mask in calls)
     assert any(not bool(mask[:, 0].all()) for mask in calls)
     assert judge.sequences_generated == 9
