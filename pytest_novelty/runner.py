@@ -46,6 +46,7 @@ class RunConfig:
     trust_remote_code: bool = False
     seed: int | None = None
     generator: str = "hf"
+    worker: str = "main"  # the pytest-xdist worker running the suites (for the log and the report)
     log: Log = _stderr
     progress: ProgressSink = QUIET
 
@@ -238,7 +239,7 @@ class Runner:
             "cached_rows": stats.cached_rows,
             "tokens": stats.tokens,
             "tokens_per_second": round(stats.tokens_per_second, 1),
-            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+            "worker": self.config.worker,
             "device": str(getattr(gen, "device", "")),
             "sweep": None
             if suite.sweep_value is None

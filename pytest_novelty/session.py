@@ -9,7 +9,6 @@ prints one table and writes one report.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -59,6 +58,7 @@ class NoveltyState:
                     cache_dir=self.cache_dir,
                     device=opt.novelty_device,
                     generator=opt.novelty_generator,
+                    worker=self.worker or "main",
                     originality=opt.novelty_originality,
                     judge=opt.novelty_judge,
                     judge_base_url=opt.novelty_judge_base_url,
@@ -70,15 +70,21 @@ class NoveltyState:
             )
         return self._runners[model]
 
+    @property
+    def worker(self) -> str | None:
+        """This process's pytest-xdist worker id, None on the controller or without xdist."""
+        workerinput = getattr(self.config, "workerinput", None)
+        return None if workerinput is None else str(workerinput.get("workerid"))
+
     def progress_sink(self) -> ProgressSink:
         """Progress bars on the terminal, past pytest's output capture; none on xdist workers."""
-        if os.environ.get("PYTEST_XDIST_WORKER") or self.config.option.verbose < 0:
+        if self.worker or self.config.option.verbose < 0:
             return ProgressSink(enabled=False)
         return ProgressSink(stream=_TerminalStream(self.config))
 
     def log(self, line: str) -> None:
         """Progress lines, on their own line even in the middle of a verbose test line."""
-        if os.environ.get("PYTEST_XDIST_WORKER"):
+        if self.worker:
             return  # a worker's output never reaches the terminal; the controller logs for it
         reporter = self.config.pluginmanager.getplugin("terminalreporter")
         if reporter is None:

@@ -15,6 +15,8 @@ from pytest_novelty.storage import default_cache_dir
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
+# Read at import, before pytester points HOME at a temporary folder: the demo built once is shared.
+CACHE = default_cache_dir()
 
 
 def _args(model: str) -> list[str]:
@@ -22,7 +24,7 @@ def _args(model: str) -> list[str]:
         "--model",
         model,
         f"--novelty-suites={REPO / 'suites'}",
-        f"--novelty-cache={default_cache_dir()}",
+        f"--novelty-cache={CACHE}",
         "-p",
         "no:cacheprovider",
         "-v",

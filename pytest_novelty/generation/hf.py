@@ -185,6 +185,7 @@ class HFGenerator:
         config = self.model.config
         self.context = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
         self.eos_ids = _eos_ids(self.model, self.tokenizer)
+        self.processors = checkpoint_processors(self.model, self.device)
         import inspect
 
         params = inspect.signature(self.model.forward).parameters
@@ -285,9 +286,11 @@ class HFGenerator:
             cache, logits = _cache_of(out), out.logits[:, -1, :]
             if len(distinct) < len(texts):
                 cache.reorder_cache(expand)
-                logits, mask, positions = logits[expand], mask[expand], positions[expand]
+                logits, mask, positions, ids = logits[expand], mask[expand], positions[expand], ids[expand]
             position = positions[:, -1:] + 1
             for step in range(max_new):
+                if self.processors:
+                    logits = self.processors(ids, logits.float())
                 chosen = next_tokens(
                     logits,
                     [rngs[r] for r in live],
@@ -304,10 +307,12 @@ class HFGenerator:
                         keep.append(slot)
                 if not keep or step == max_new - 1:
                     break
+                if self.processors:
+                    ids = torch.cat([ids, chosen.unsqueeze(-1)], dim=-1)  # the processors read the whole row
                 if len(keep) < len(live):
                     index = torch.tensor(keep, device=self.device)
                     cache.reorder_cache(index)
-                    mask, position, chosen = mask[index], position[index], chosen[index]
+                    mask, position, chosen, ids = mask[index], position[index], chosen[index], ids[index]
                     live = [live[slot] for slot in keep]
                 mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=-1)
                 out = self.model(
@@ -357,6 +362,42 @@ class _StopWatch:
             self.seen[row] = bool(text)
         self.tails[row] = text[-(self.keep + len(piece)) :]
         return any(stop in text for stop in self.stops)
+
+
+def checkpoint_processors(model: Any, device: str) -> Any:
+    """The token rules of the checkpoint's own generation config, as transformers logits processors.
+
+    Sampling itself (temperature, top-k, top-p, length) follows the suite, so that every
+    checkpoint is sampled the same way. What a checkpoint's ``generation_config.json`` says about
+    which tokens may come is kept, as ``model.generate`` would keep it: ``repetition_penalty``,
+    ``no_repeat_ngram_size``, ``bad_words_ids`` and ``suppress_tokens``. Returns None when it sets
+    none of them.
+    """
+    from transformers import (
+        LogitsProcessorList,
+        NoBadWordsLogitsProcessor,
+        NoRepeatNGramLogitsProcessor,
+        RepetitionPenaltyLogitsProcessor,
+        SuppressTokensLogitsProcessor,
+    )
+
+    config = getattr(model, "generation_config", None)
+    if config is None:
+        return None
+    processors = LogitsProcessorList()
+    penalty = getattr(config, "repetition_penalty", None)
+    if penalty is not None and penalty != 1.0:
+        processors.append(RepetitionPenaltyLogitsProcessor(float(penalty)))
+    ngram = getattr(config, "no_repeat_ngram_size", None)
+    if ngram:
+        processors.append(NoRepeatNGramLogitsProcessor(int(ngram)))
+    bad = getattr(config, "bad_words_ids", None)
+    if bad:
+        processors.append(NoBadWordsLogitsProcessor(bad, eos_token_id=getattr(config, "eos_token_id", None)))
+    suppress = getattr(config, "suppress_tokens", None)
+    if suppress:
+        processors.append(SuppressTokensLogitsProcessor(suppress, device=device))
+    return processors or None
 
 
 def _cache_of(output: Any) -> Any:
