@@ -38,6 +38,7 @@ def filtered_probs(logits: torch.Tensor, *, temperature: float, top_k: int = 0, 
         drop_sorted[:, 0] = False
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         probs = probs.masked_fill(drop, 0.0)
+        probs = probs / probs.sum(-1, keepdim=True)
     return probs
 
 
@@ -48,7 +49,9 @@ def draw(probs: torch.Tensor, uniforms: Sequence[float]) -> torch.Tensor:
     cdf = probs.cumsum(-1)
     u = torch.tensor(uniforms, dtype=cdf.dtype, device=cdf.device).unsqueeze(-1) * cdf[:, -1:]
     index = torch.searchsorted(cdf, u, right=True).squeeze(-1)
-    return index.clamp_(max=probs.shape[-1] - 1)
+    # u at the very top can round onto the total: take the last token that may be drawn.
+    last = probs.shape[-1] - 1 - (probs > 0).flip(-1).int().argmax(-1)
+    return torch.minimum(index, last)
 
 
 def next_tokens(
