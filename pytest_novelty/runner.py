@@ -274,7 +274,7 @@ class Runner:
                 eta = p.seconds / p.rows_done * (p.rows_total - p.rows_done)
                 self.config.log(
                     f"[novelty] {name}: generated {p.rows_done}/{p.rows_total} samples "
-                    f"(batch {p.batches_done}/{p.batches_total}, {rate:,.0f} tokens/s, ETA {eta:.0f}s)"
+                    f"({p.batches_done}/{p.batches_total} batches done, {rate:,.0f} tokens/s, ETA {eta:.0f}s)"
                 )
 
         try:

@@ -233,10 +233,9 @@ class _TerminalStream:
         pass
 
     def isatty(self) -> bool:
-        import sys
-
-        stream = sys.__stderr__
-        return bool(stream is not None and stream.isatty())
+        # pytest's capture has moved file descriptor 2 by now; its terminal writer knows whether the
+        # session writes to a terminal (and honours --color / NO_COLOR for it).
+        return bool(self.config.get_terminal_writer().hasmarkup)
 
 
 def _lists(values: Any) -> list[list[float | None]]:

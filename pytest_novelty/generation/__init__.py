@@ -14,6 +14,7 @@ one.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -24,6 +25,7 @@ from pytest_novelty.storage import atomic_write_json, read_json, stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
 ModelInput = str | Sequence[dict[str, str]]
+StepCallback = Callable[[int, int], None]
 
 GENERATORS = ("hf", "vllm")
 
@@ -48,8 +50,17 @@ class Generator(Protocol):
         """How many rows of up to ``prompt_tokens`` prompt tokens one batch may hold."""
         ...
 
-    def sample(self, texts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings) -> list[str]:
-        """One continuation (new text only) per row; row ``i`` draws its randomness from ``seeds[i]`` only."""
+    def sample(
+        self,
+        texts: Sequence[str],
+        seeds: Sequence[int],
+        settings: GenerationSettings,
+        on_step: StepCallback | None = None,
+    ) -> list[str]:
+        """One continuation (new text only) per row; row ``i`` draws its randomness from ``seeds[i]`` only.
+
+        ``on_step(rows_finished, tokens)`` may be called while the batch runs, for progress.
+        """
         ...
 
 
@@ -75,7 +86,7 @@ def open_generator(
 
 @dataclass
 class Progress:
-    """Where a :func:`generate` call stands, passed to its ``on_batch`` callback after each batch."""
+    """Where a :func:`generate` call stands, passed to its ``on_batch`` callback during and after each batch."""
 
     rows_done: int
     rows_total: int
@@ -176,9 +187,16 @@ def generate(
         settings.batch_size or None,
     )
     tokens_before = generator.tokens_generated
+
+    def report(rows_done: int, batches_done: int, tokens: int) -> None:
+        if on_batch is not None:
+            on_batch(Progress(rows_done, len(todo), batches_done, len(plan), tokens, time.perf_counter() - start))
+
     for done, batch in enumerate(plan, start=1):
         rows = [todo[r] for r in batch]
-        answers = generator.sample([texts[i] for i, _ in rows], [row_seed(keys[i], j) for i, j in rows], settings)
+        on_step = functools.partial(_step, report, stats.rows, done - 1, generator.tokens_generated - tokens_before)
+        seeds = [row_seed(keys[i], j) for i, j in rows]
+        answers = generator.sample([texts[i] for i, _ in rows], seeds, settings, on_step=on_step)
         changed = set()
         for (i, j), answer in sorted(zip(rows, answers, strict=True), key=lambda x: x[0]):
             if j != len(results[i]):  # rows of one prompt arrive in sample order (see plan_batches)
@@ -194,17 +212,14 @@ def generate(
                     atomic_write_json(path, results[i])
         stats.batches += 1
         stats.rows += len(rows)
-        if on_batch is not None:
-            on_batch(
-                Progress(
-                    rows_done=stats.rows,
-                    rows_total=len(todo),
-                    batches_done=done,
-                    batches_total=len(plan),
-                    tokens=generator.tokens_generated - tokens_before,
-                    seconds=time.perf_counter() - start,
-                )
-            )
+        report(stats.rows, done, generator.tokens_generated - tokens_before)
     stats.tokens = generator.tokens_generated - tokens_before
     stats.seconds = time.perf_counter() - start
     return results, stats
+
+
+def _step(
+    report: Callable[[int, int, int], None], rows: int, batches: int, tokens: int, finished: int, new: int
+) -> None:
+    """Progress within a batch: rows and tokens of the earlier batches plus this one's so far."""
+    report(rows + finished, batches, tokens + new)

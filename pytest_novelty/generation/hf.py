@@ -16,7 +16,7 @@ from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
-    from pytest_novelty.generation import ModelInput
+    from pytest_novelty.generation import ModelInput, StepCallback
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
@@ -228,8 +228,14 @@ class HFGenerator:
         free, _ = torch.cuda.mem_get_info(torch.device(self.device))
         return max(1, min(1024, int(0.5 * free) // per_row))
 
-    def sample(self, texts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings) -> list[str]:
-        """One sampled continuation (new text only) per row.
+    def sample(
+        self,
+        texts: Sequence[str],
+        seeds: Sequence[int],
+        settings: GenerationSettings,
+        on_step: StepCallback | None = None,
+    ) -> list[str]:
+        """One sampled continuation (new text only) per row; ``on_step`` hears of finished rows and tokens.
 
         On a CUDA out-of-memory error the batch is split in halves and retried; rows are seeded
         one by one, so the split does not change the answers.
@@ -237,15 +243,13 @@ class HFGenerator:
         import torch
 
         try:
-            return self._decode(texts, seeds, settings)
+            return self._decode(texts, seeds, settings, on_step)
         except torch.OutOfMemoryError:
             if len(texts) == 1:
                 raise HarnessError(f"{self.name}: out of memory on a single prompt") from None
             torch.cuda.empty_cache()
             half = len(texts) // 2
-            return self.sample(texts[:half], seeds[:half], settings) + self.sample(
-                texts[half:], seeds[half:], settings
-            )
+            return self.sample(texts[:half], seeds[:half], settings) + self.sample(texts[half:], seeds[half:], settings)
 
     def _max_new(self, width: int, settings: GenerationSettings) -> int:
         if self.context is None or width + settings.max_new_tokens <= self.context:
@@ -258,7 +262,9 @@ class HFGenerator:
             )
         return self.context - width
 
-    def _decode(self, texts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings) -> list[str]:
+    def _decode(
+        self, texts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings, on_step: StepCallback | None
+    ) -> list[str]:
         import random
 
         import torch
@@ -305,6 +311,8 @@ class HFGenerator:
                     produced[row].append(token)
                     if not stops.hit(row, token):
                         keep.append(slot)
+                if on_step is not None:
+                    on_step(len(texts) - len(keep), sum(len(p) for p in produced))
                 if not keep or step == max_new - 1:
                     break
                 if self.processors:

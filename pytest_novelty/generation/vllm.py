@@ -18,7 +18,7 @@ from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprin
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
-    from pytest_novelty.generation import ModelInput
+    from pytest_novelty.generation import ModelInput, StepCallback
 
 ROWS_PER_CALL = 4096  # vLLM batches inside a call; calls this size keep progress and caching fine-grained
 
@@ -56,8 +56,14 @@ class VLLMGenerator:
         """vLLM fits the rows to the memory itself."""
         return ROWS_PER_CALL
 
-    def sample(self, texts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings) -> list[str]:
-        """One request per row, seeded by its row seed."""
+    def sample(
+        self,
+        texts: Sequence[str],
+        seeds: Sequence[int],
+        settings: GenerationSettings,
+        on_step: StepCallback | None = None,
+    ) -> list[str]:
+        """One request per row, seeded by its row seed (vLLM reports no progress within a call)."""
         params = [self._params(settings, seed) for seed in seeds]
         outputs: list[Any] = self.llm.generate(list(texts), params, use_tqdm=False)
         answers = []
