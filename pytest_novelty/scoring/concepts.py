@@ -22,28 +22,38 @@ committed to an on-disk cache (:class:`~pytest_novelty.scoring.judges.cache.Answ
 the extractor, its settings and the request text, so a rerun asks nothing and an interrupted
 run resumes. Requests that failed are not cached; when any failed, :meth:`ConceptExtractor.concepts`
 raises :class:`~pytest_novelty.errors.HarnessError` after caching the rest.
+
+Reaching the model is shared with the judges (:mod:`pytest_novelty.scoring.llm`); this module
+adds the concept requests, the parsing, re-asking and caching.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import random
-import re
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from pytest_novelty.errors import ConfigError, HarnessError, did_you_mean
 from pytest_novelty.scoring.judges.cache import AnswerCache, answer_key
+from pytest_novelty.scoring.llm import (
+    DEFAULT_BASE_URL,
+    MAX_RETRY_AFTER,
+    LocalChatModel,
+    OpenAIChat,
+    RequestFailed,
+    run_coroutine,
+    safe_url,
+)
 from pytest_novelty.suites.prompting import Message, concept_prompt, parse_concepts
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.tasks import get_task
 
 __all__ = [
+    "DEFAULT_BASE_URL",
     "KINDS",
+    "MAX_RETRY_AFTER",
     "ConceptExtractor",
     "ConceptItem",
     "HFConceptExtractor",
@@ -59,12 +69,8 @@ _OPTIONS = {
     },
     "hf": {"temperature", "batch_size", "max_new_tokens", "seed", "max_reasks", "device", "trust_remote_code"},
 }
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-MAX_RETRY_AFTER = 120.0
 PLAIN_CUE = "Concepts:\n-"
 """Where a plain-text request (no chat template) ends; the model continues the first bullet."""
-_RETRYABLE_STATUS = frozenset({408, 409, 429})
-_KEY_LIKE = re.compile(r"\b(sk|key|token)-[A-Za-z0-9_\-*.]{6,}", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -153,20 +159,12 @@ class _CachedExtractor:
 # -- openai: ------------------------------------------------------------------------------------
 
 
-class _Key:
-    """Holds the API key so that reprs and ``vars()`` show ``***``."""
+class OpenAIConceptExtractor(_CachedExtractor, OpenAIChat):
+    """Lists concepts with a chat model behind an OpenAI-compatible endpoint (see the module doc).
 
-    __slots__ = ("value",)
-
-    def __init__(self, value: str) -> None:
-        self.value = value
-
-    def __repr__(self) -> str:
-        return "***" if self.value else "''"
-
-
-class OpenAIConceptExtractor(_CachedExtractor):
-    """Lists concepts with a chat model behind an OpenAI-compatible endpoint (see the module doc)."""
+    :class:`~pytest_novelty.scoring.llm.OpenAIChat` reaches the endpoint (key, retries, errors);
+    this class sends the concept requests of one batch concurrently and caches the replies.
+    """
 
     def __init__(
         self,
@@ -186,41 +184,26 @@ class OpenAIConceptExtractor(_CachedExtractor):
     ) -> None:
         if concurrency < 1 or max_attempts < 1 or max_reasks < 0:
             raise ValueError("concurrency and max_attempts must be >= 1, max_reasks >= 0")
-        super().__init__(cache_dir)
-        self.model = model
-        self.spec = f"openai:{model}"
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        self.temperature = temperature
-        """``None`` sends none (the model's default), as does a model that rejected it once."""
-        self.send_temperature = temperature is not None
-        self.concurrency = concurrency
-        self.timeout = timeout
-        self.max_attempts = max_attempts
+        _CachedExtractor.__init__(self, cache_dir)
+        OpenAIChat.__init__(
+            self, "concept extractor", model, base_url=base_url, api_key=api_key, temperature=temperature,
+            concurrency=concurrency, timeout=timeout, max_attempts=max_attempts, backoff=backoff,
+            max_backoff=max_backoff, max_tokens=max_tokens,
+        )  # fmt: skip
         self.max_reasks = max_reasks
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-        self.max_tokens = max_tokens
-        self.requests_sent = 0
-        """HTTP requests sent over the life of this extractor (all attempts)."""
-        self._key = _Key(api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", ""))
 
     def __repr__(self) -> str:
-        return f"OpenAIConceptExtractor(spec={self.spec!r}, base_url={_safe_url(self.base_url)!r})"
+        return f"OpenAIConceptExtractor(spec={self.spec!r}, base_url={safe_url(self.base_url)!r})"
 
     def _identity(self) -> tuple[Any, ...]:
         return (self.temperature, self.max_tokens)
 
     def _replies(self, requests: list[list[Message]], attempt: int) -> list[str | _Failed]:
-        # A fresh event loop in a helper thread: works whether or not the caller runs one.
-        with ThreadPoolExecutor(1, thread_name_prefix="novelty-concepts") as pool:
-            return pool.submit(asyncio.run, self._ask_all(requests)).result()
+        return run_coroutine(self._ask_all(requests))
 
     async def _ask_all(self, requests: list[list[Message]]) -> list[str | _Failed]:
-        import openai
-
-        client = openai.AsyncOpenAI(
-            api_key=self._key.value or "no-key", base_url=self.base_url, max_retries=0, timeout=self.timeout
-        )
+        """All requests concurrently, at most ``concurrency`` at a time, over one client."""
+        client = self._client()
         semaphore = asyncio.Semaphore(self.concurrency)
         try:
             outcomes = await asyncio.gather(
@@ -235,87 +218,23 @@ class OpenAIConceptExtractor(_CachedExtractor):
 
     async def _ask(self, client: Any, semaphore: asyncio.Semaphore, messages: list[Message]) -> str | _Failed:
         """One request with bounded retries: the reply's text, or why there is none."""
-        import openai
-
-        attempt = 0
-        while True:
-            body: dict[str, Any] = {"model": self.model, "messages": messages}
-            if self.send_temperature:
-                body["temperature"] = self.temperature
-            if self.max_tokens is not None:
-                body["max_tokens"] = self.max_tokens
-            attempt += 1
-            try:
-                async with semaphore:
-                    self.requests_sent += 1
-                    response = await client.chat.completions.create(**body)
-            except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
-                raise HarnessError(
-                    f"the concept extractor at {_safe_url(self.base_url)} refused the API key "
-                    f"({error.status_code}); check OPENAI_API_KEY"
-                ) from None
-            except openai.NotFoundError:
-                raise HarnessError(
-                    f"the concept extractor at {_safe_url(self.base_url)} has no model {self.model!r} (404)"
-                ) from None
-            except openai.BadRequestError as error:
-                if "temperature" in body and "temperature" in self._describe(error).lower():
-                    self.send_temperature = False  # a model that only runs at its default temperature
-                    attempt -= 1
-                    continue
-                return _Failed(f"the request was rejected: {self._describe(error)}")
-            except (openai.APIStatusError, openai.APIConnectionError) as error:
-                status = getattr(error, "status_code", None)
-                if status is not None and status not in _RETRYABLE_STATUS and status < 500:
-                    return _Failed(self._describe(error))
-                if attempt >= self.max_attempts:
-                    return _Failed(f"gave up after {attempt} attempts: {self._describe(error)}")
-                await asyncio.sleep(self._delay(attempt, error))
-                continue
-            choices = response.choices or []
-            return (choices[0].message.content or "") if choices else ""
-
-    def _delay(self, attempt: int, error: Exception) -> float:
-        """``Retry-After`` when the server sends one (capped), else exponential backoff with jitter."""
-        headers = getattr(getattr(error, "response", None), "headers", None)
-        value = None if headers is None else headers.get("retry-after")
         try:
-            return min(max(0.0, float(value)), MAX_RETRY_AFTER) if value is not None else self._backoff(attempt)
-        except ValueError:
-            return self._backoff(attempt)
-
-    def _backoff(self, attempt: int) -> float:
-        return min(self.max_backoff, self.backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
-
-    def _describe(self, error: Exception) -> str:
-        """A one-line reason for ``error``, with the key and anything like one removed."""
-        import openai
-
-        if isinstance(error, openai.APITimeoutError):
-            text = f"timed out after {self.timeout:g} s"
-        elif isinstance(error, openai.APIConnectionError):
-            text = f"cannot reach {_safe_url(self.base_url)}"
-        elif isinstance(error, openai.APIStatusError):
-            body = error.body
-            message = body.get("message") if isinstance(body, dict) else None
-            text = f"HTTP {error.status_code}" + (f": {message}" if message else "")
-        else:
-            text = str(error)
-        if self._key.value:
-            text = text.replace(self._key.value, "***")
-        return _KEY_LIKE.sub("***", text)[:300]
-
-
-def _safe_url(url: str) -> str:
-    """``url`` without a user:password part."""
-    return re.sub(r"//[^/@]*@", "//", url)
+            response = await self._create(client, semaphore, lambda: self._body(messages))
+        except RequestFailed as failure:
+            return _Failed(str(failure))
+        choices = response.choices or []
+        return (choices[0].message.content or "") if choices else ""
 
 
 # -- hf: ----------------------------------------------------------------------------------------
 
 
-class HFConceptExtractor(_CachedExtractor):
-    """Lists concepts with a local causal LM; the model is loaded on first use (see the module doc)."""
+class HFConceptExtractor(_CachedExtractor, LocalChatModel):
+    """Lists concepts with a local causal LM; the model is loaded on first use (see the module doc).
+
+    :class:`~pytest_novelty.scoring.llm.LocalChatModel` checks, loads and samples the checkpoint;
+    this class adds the concept request, the plain-text fallback and the cache.
+    """
 
     def __init__(
         self,
@@ -330,28 +249,14 @@ class HFConceptExtractor(_CachedExtractor):
         device: str = "auto",
         trust_remote_code: bool = False,
     ) -> None:
-        from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprint
-
         if batch_size < 0 or max_new_tokens < 1 or max_reasks < 0:
             raise ValueError("max_new_tokens must be >= 1, batch_size (0: auto) and max_reasks >= 0")
-        try:
-            check_checkpoint(path, trust_remote_code=trust_remote_code)
-        except ConfigError as exc:
-            raise ConfigError(f"hf:{path}: {exc}") from None
-        super().__init__(cache_dir)
-        self.path = path
-        self.spec = f"hf:{path}"
-        self.temperature = temperature
-        self.batch_size = batch_size
-        self.max_new_tokens = max_new_tokens
-        self.seed = seed
+        LocalChatModel.__init__(
+            self, path, field=None, temperature=temperature, batch_size=batch_size, max_new_tokens=max_new_tokens,
+            seed=seed, device=device, trust_remote_code=trust_remote_code,
+        )  # fmt: skip
+        _CachedExtractor.__init__(self, cache_dir)
         self.max_reasks = max_reasks
-        self.device = device
-        self.trust_remote_code = trust_remote_code
-        self.fingerprint = checkpoint_fingerprint(path)
-        self.sequences_generated = 0
-        """Replies generated over the life of this extractor (re-asks included)."""
-        self._generator: Any = None
 
     def __repr__(self) -> str:
         return f"HFConceptExtractor(spec={self.spec!r}, temperature={self.temperature})"
@@ -362,35 +267,23 @@ class HFConceptExtractor(_CachedExtractor):
     def _reasks(self) -> int:
         return self.max_reasks if self.temperature > 0 else 0
 
-    def _load(self) -> Any:
-        if self._generator is None:
-            from pytest_novelty.generation import open_generator
-
-            self._generator = open_generator(self.path, device=self.device, trust_remote_code=self.trust_remote_code)
-        return self._generator
-
     def _replies(self, requests: list[list[Message]], attempt: int) -> list[str | _Failed]:
-        """One reply per request, batched by length; each attempt samples with its own seed."""
-        from pytest_novelty.generation import generate
-        from pytest_novelty.suites.schema import GenerationSettings
+        """One reply per request, batched by length; each attempt samples with its own seed.
 
-        generator = self._load()
-        try:
-            texts, plain = [str(generator.render(messages)) for messages in requests], False
-        except ConfigError:  # no chat template: the request as plain text, the first bullet begun
-            texts, plain = [f"{messages[-1]['content']}\n\n{PLAIN_CUE}" for messages in requests], True
-        settings = GenerationSettings(
-            samples=1,
-            temperature=self.temperature,
-            top_p=1.0,
-            top_k=0,
-            max_new_tokens=self.max_new_tokens,
-            seed=self.seed + 7919 * attempt,
-            batch_size=self.batch_size,
-        )
-        replies, _ = generate(generator, texts, settings)
-        self.sequences_generated += len(replies)
-        return [f"- {samples[0].lstrip()}" if plain else samples[0] for samples in replies]
+        Without a chat template the request goes as plain text ending in :data:`PLAIN_CUE`, so the
+        model continues the first bullet; the reply gets that bullet's ``- `` back.
+        """
+        rendered = [self._chat_text(messages, _plain_request) for messages in requests]
+        replies = self._sample([text for text, _ in rendered], samples=1, attempt=attempt)
+        return [
+            f"- {samples[0].lstrip()}" if plain else samples[0]
+            for (_, plain), samples in zip(rendered, replies, strict=True)
+        ]
+
+
+def _plain_request(messages: list[Message]) -> str:
+    """The concept request for a model without a chat template: the user text, the list begun."""
+    return f"{messages[-1]['content']}\n\n{PLAIN_CUE}"
 
 
 # -- choosing one -------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """A fake infini-gram web API (and infini-gram mini) on 127.0.0.1, for originality tests.
 
-It is a real HTTP server (``http.server`` in a background thread, HTTP/1.1 keep-alive) speaking the
-public services' JSON: ``POST /`` with ``{"index", "query_type", "query" | "query_ids"}``.
+It is a real HTTP server (:class:`~tests.servers.base.FakeServer`: ``http.server`` in a background
+thread, HTTP/1.1 keep-alive) speaking the public services' JSON: ``POST /`` with
+``{"index", "query_type", "query" | "query_ids"}``.
 
 - Token indexes (infini-gram API): ``count`` of ``query_ids`` (or of a ``query`` string when a
   tokenizer is given) over documents of token ids, answered as
@@ -28,31 +29,17 @@ Usage::
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
-import socket
-import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.servers.base import FakeHandler, FakeServer, Fault
+
 FAULT_KINDS = ("slow", "status", "error", "drop", "garbage")
-
-
-@dataclass
-class Fault:
-    """One injected fault; ``times`` is how many more matching requests it hits (-1: all)."""
-
-    kind: str
-    times: int = 1
-    match: str | None = None
-    status: int = 500
-    retry_after: str | None = None
-    seconds: float = 1.0
-    message: str = "The server is temporarily overloaded, please retry"
+OVERLOADED = "The server is temporarily overloaded, please retry"
+"""The message of a ``status`` or ``error`` fault injected without one."""
 
 
 def count_sublist(docs: Sequence[Sequence[int]], query: Sequence[int]) -> int:
@@ -77,8 +64,48 @@ def count_substring(docs: Sequence[str], query: str) -> int:
     return total
 
 
-class FakeInfiniGram:
+class _Handler(FakeHandler):
+    fake: FakeInfiniGram
+
+    def post(self, raw: bytes) -> None:
+        fake = self.fake
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        fake._record(body if isinstance(body, dict) else {"raw": body})
+        query = body.get("query", body.get("query_ids", "")) if isinstance(body, dict) else body
+        fault = fake._take_fault(json.dumps(query))
+        if fake.latency:
+            time.sleep(fake.latency)
+        if fault is not None:
+            with fake._lock:
+                fake.faulted += 1
+            message = OVERLOADED if fault.message is None else fault.message
+            if fault.kind == "drop":
+                self._drop()
+                return
+            if fault.kind == "status":
+                self._send(fault.status, {"detail": message}, fault.headers())
+                return
+            if fault.kind == "error":
+                self._send(200, {"error": message})
+                return
+            if fault.kind == "garbage":
+                self._send(200, b"<html><body>502 Bad Gateway</body></html>")
+                return
+            time.sleep(fault.seconds)  # slow: answer late
+        self._send(200, fake.answer(body))
+
+
+class FakeInfiniGram(FakeServer):
     """The server; see the module docstring. Start it with ``with`` or :meth:`start`."""
+
+    fault_kinds = FAULT_KINDS
+    fault_seconds = 1.0
+    handler = _Handler
+    name = "fake-infinigram"
+    path = "/"
 
     def __init__(
         self,
@@ -91,6 +118,7 @@ class FakeInfiniGram:
         fail_kinds: Sequence[str] = ("status", "error", "drop", "garbage"),
         seed: int = 0,
     ) -> None:
+        super().__init__()
         self.token_indexes = {k: [list(d) for d in v] for k, v in (token_indexes or {}).items()}
         self.text_indexes = dict(text_indexes or {})
         self.tokenizer = tokenizer
@@ -98,92 +126,21 @@ class FakeInfiniGram:
         self.fail_rate = fail_rate
         self.fail_kinds = tuple(fail_kinds)
         self._rng = random.Random(seed)
-        self.requests: list[dict[str, Any]] = []
-        """The JSON body of every request received, in arrival order (faulted ones too)."""
         self.faulted = 0
         """How many requests got a fault instead of an answer."""
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self._faults: list[Fault] = []
-        self._lock = threading.Lock()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- control ----------------------------------------------------------------------------------
-
-    @property
-    def url(self) -> str:
-        """The endpoint URL to give the client."""
-        assert self._server is not None, "start the server first"
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/"
-
-    @property
-    def request_count(self) -> int:
-        with self._lock:
-            return len(self.requests)
-
-    def inject(
-        self,
-        kind: str,
-        *,
-        times: int = 1,
-        match: str | None = None,
-        status: int = 500,
-        retry_after: float | str | None = None,
-        seconds: float = 1.0,
-        message: str | None = None,
-    ) -> None:
-        """Make the next ``times`` matching requests fail with ``kind`` (see the module docstring)."""
-        if kind not in FAULT_KINDS:
-            raise ValueError(f"unknown fault {kind!r}; choose from {FAULT_KINDS}")
-        header = None if retry_after is None else str(retry_after)
-        fault = Fault(kind, times, match, status, header, seconds)
-        if message is not None:
-            fault.message = message
-        with self._lock:
-            self._faults.append(fault)
 
     def clear_faults(self) -> None:
+        """Remove every pending fault and stop injecting random ones."""
         with self._lock:
             self._faults.clear()
             self.fail_rate = 0.0
 
-    def start(self) -> FakeInfiniGram:
-        """Listen on a free port of 127.0.0.1 and serve in a daemon thread."""
-        handler = type("Handler", (_Handler,), {"fake": self})
-        server = _Server(("127.0.0.1", 0), handler)
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="fake-infinigram", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeInfiniGram:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    # -- behaviour --------------------------------------------------------------------------------
-
-    def _take_fault(self, query_text: str) -> Fault | None:
-        with self._lock:
-            for fault in self._faults:
-                if fault.times != 0 and (fault.match is None or fault.match in query_text):
-                    if fault.times > 0:
-                        fault.times -= 1
-                    return fault
-            if self.fail_rate and self._rng.random() < self.fail_rate:
-                kind = self._rng.choice(self.fail_kinds)
-                status = self._rng.choice((429, 500, 502, 503))
-                return Fault(kind, status=status, retry_after="0" if status == 429 else None, seconds=0.5)
+    def _random_fault(self) -> Fault | None:
+        """With probability ``fail_rate``, a random fault from ``fail_kinds`` (seeded)."""
+        if self.fail_rate and self._rng.random() < self.fail_rate:
+            kind = self._rng.choice(self.fail_kinds)
+            status = self._rng.choice((429, 500, 502, 503))
+            return Fault(kind, status=status, retry_after="0" if status == 429 else None, seconds=0.5)
         return None
 
     def answer(self, body: Any) -> dict[str, Any]:
@@ -215,69 +172,3 @@ class FakeInfiniGram:
             count = count_substring(self.text_indexes[index], query)
             return {"count": count, "latency": (time.perf_counter() - start) * 1000}
         return {"error": f"Invalid index: {index!r}"}
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    fake: FakeInfiniGram
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
-
-    def do_POST(self) -> None:
-        fake = self.fake
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length)
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = raw.decode("utf-8", "replace")
-        with fake._lock:
-            fake.requests.append(body if isinstance(body, dict) else {"raw": body})
-            fake.in_flight += 1
-            fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
-        try:
-            query = body.get("query", body.get("query_ids", "")) if isinstance(body, dict) else body
-            fault = fake._take_fault(json.dumps(query))
-            if fake.latency:
-                time.sleep(fake.latency)
-            if fault is not None:
-                with fake._lock:
-                    fake.faulted += 1
-                if fault.kind == "drop":
-                    self.close_connection = True
-                    with contextlib.suppress(OSError):
-                        self.connection.shutdown(socket.SHUT_RDWR)
-                    return
-                if fault.kind == "status":
-                    headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else None
-                    self._send(fault.status, json.dumps({"detail": fault.message}).encode(), headers)
-                    return
-                if fault.kind == "error":
-                    self._send(200, json.dumps({"error": fault.message}).encode())
-                    return
-                if fault.kind == "garbage":
-                    self._send(200, b"<html><body>502 Bad Gateway</body></html>")
-                    return
-                time.sleep(fault.seconds)  # slow: answer late
-            self._send(200, json.dumps(fake.answer(body)).encode())
-        finally:
-            with fake._lock:
-                fake.in_flight -= 1

@@ -1,7 +1,7 @@
 """A fake OpenAI-compatible chat server on 127.0.0.1 for judge tests and benchmarks.
 
-It is a real HTTP server (``http.server`` in a background thread, HTTP/1.1 keep-alive), so the
-``openai`` client talks to it exactly as to a hosted endpoint. It speaks
+It is a real HTTP server (:class:`~tests.servers.base.FakeServer`: ``http.server`` in a background
+thread, HTTP/1.1 keep-alive), so the ``openai`` client talks to it exactly as to a hosted endpoint. It speaks
 ``POST /v1/chat/completions`` (``model``, ``messages``, ``n``, ``temperature``) and
 ``GET /v1/models``, answers with OpenAI-shaped JSON, and counts every request.
 
@@ -30,27 +30,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.servers.base import FakeHandler, FakeServer, Fault
+
+__all__ = ["FAULT_KINDS", "FakeOpenAI", "Fault", "default_reply"]
+
 FAULT_KINDS = ("status", "hang", "drop", "delay", "no_score", "out_of_range")
-
-
-@dataclass
-class Fault:
-    """One injected fault; ``times`` is how many more matching requests it hits (-1: all)."""
-
-    kind: str
-    times: int = 1
-    match: str | None = None
-    status: int = 500
-    retry_after: str | None = None
-    seconds: float = 30.0
-    message: str | None = None
 
 
 def default_reply(prompt: str, choice: int) -> str:
@@ -59,142 +47,8 @@ def default_reply(prompt: str, choice: int) -> str:
     return f"The response meets some criteria and misses others.\n\n**Score:** {score}"
 
 
-class FakeOpenAI:
-    """The server; see the module docstring. Start it with ``with`` or :meth:`start`."""
-
-    def __init__(
-        self,
-        *,
-        latency: float = 0.0,
-        n_mode: str = "support",
-        reject_temperature: bool = False,
-        api_key: str | None = None,
-        models: tuple[str, ...] | None = None,
-        reply: Callable[[str, int], str] = default_reply,
-    ) -> None:
-        if n_mode not in ("support", "ignore", "reject"):
-            raise ValueError(f"n_mode must be support, ignore or reject, not {n_mode!r}")
-        self.latency = latency
-        self.n_mode = n_mode
-        self.reject_temperature = reject_temperature
-        self.api_key = api_key
-        self.models = models
-        self.reply = reply
-        self.requests: list[dict[str, Any]] = []
-        """The JSON body of every chat request received, in arrival order (faulted ones too)."""
-        self.authorized: list[bool] = []
-        """Per request, whether it carried the expected key (no key is ever recorded)."""
-        self.arrivals: list[float] = []
-        """Per request, its arrival time (``time.monotonic()``)."""
-        self.in_flight = 0
-        self.max_in_flight = 0
-        """The most chat requests being handled at the same moment."""
-        self._faults: list[Fault] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- control ----------------------------------------------------------------------------------
-
-    @property
-    def url(self) -> str:
-        """The base URL to give the client, ending in ``/v1``."""
-        assert self._server is not None, "start the server first"
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    @property
-    def request_count(self) -> int:
-        """How many chat requests arrived so far."""
-        with self._lock:
-            return len(self.requests)
-
-    def inject(
-        self,
-        kind: str,
-        *,
-        times: int = 1,
-        match: str | None = None,
-        status: int = 500,
-        retry_after: float | str | None = None,
-        seconds: float = 30.0,
-        message: str | None = None,
-    ) -> None:
-        """Make the next ``times`` matching requests fail with ``kind`` (see the module docstring)."""
-        if kind not in FAULT_KINDS:
-            raise ValueError(f"unknown fault {kind!r}; choose from {FAULT_KINDS}")
-        header = None if retry_after is None else str(retry_after)
-        with self._lock:
-            self._faults.append(Fault(kind, times, match, status, header, seconds, message))
-
-    def clear_faults(self) -> None:
-        """Remove every pending fault."""
-        with self._lock:
-            self._faults.clear()
-
-    def start(self) -> FakeOpenAI:
-        """Listen on a free port of 127.0.0.1 and serve in a daemon thread."""
-        handler = type("Handler", (_Handler,), {"fake": self})
-        server = _Server(("127.0.0.1", 0), handler)
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="fake-openai", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving; hanging handlers are released."""
-        self._stop.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    # -- behaviour --------------------------------------------------------------------------------
-
-    def _take_fault(self, prompt: str) -> Fault | None:
-        with self._lock:
-            for fault in self._faults:
-                if fault.times != 0 and (fault.match is None or fault.match in prompt):
-                    if fault.times > 0:
-                        fault.times -= 1
-                    return fault
-        return None
-
-    def _record(self, body: dict[str, Any], authorized: bool) -> None:
-        with self._lock:
-            self.requests.append(body)
-            self.authorized.append(authorized)
-            self.arrivals.append(time.monotonic())
-
-    def _enter(self) -> None:
-        with self._lock:
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-
-    def _leave(self) -> None:
-        with self._lock:
-            self.in_flight -= 1
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256  # many clients connect at once; the default backlog of 5 stalls them
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(FakeHandler):
     fake: FakeOpenAI
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/v1/models":
@@ -204,16 +58,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._error(404, f"no route {self.path}", "not_found")
 
-    def do_POST(self) -> None:
-        self.fake._enter()
-        try:
-            self._chat()
-        finally:
-            self.fake._leave()
-
-    def _chat(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length)
+    def post(self, raw: bytes) -> None:
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._error(404, f"no route {self.path}", "not_found")
             return
@@ -225,7 +70,7 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.fake
         expected = f"Bearer {fake.api_key}" if fake.api_key else None
         authorized = expected is None or self.headers.get("Authorization") == expected
-        fake._record(body if isinstance(body, dict) else {"invalid": True}, authorized)
+        fake._record_chat(body if isinstance(body, dict) else {"invalid": True}, authorized)
         problem = _validate(body)
         if problem:
             self._error(400, problem[1], "invalid_request_error", param=problem[0])
@@ -255,16 +100,15 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(fake.latency)
         if fault is not None:
             if fault.kind == "status":
-                headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
                 message = fault.message or f"injected status {fault.status}"
-                self._error(fault.status, message, "injected", headers=headers)
+                self._error(fault.status, message, "injected", headers=fault.headers())
                 return
             if fault.kind == "hang":
                 fake._stop.wait(fault.seconds)
                 self.close_connection = True
                 return
             if fault.kind == "drop":
-                self.close_connection = True
+                self._drop()
                 return
             if fault.kind == "delay":
                 time.sleep(fault.seconds)
@@ -280,16 +124,6 @@ class _Handler(BaseHTTPRequestHandler):
                 texts.append(fake.reply(prompt, choice))
         self._send(200, _completion(body["model"], texts))
 
-    def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
     def _error(
         self,
         status: int,
@@ -302,6 +136,47 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> None:
         error = {"message": message, "type": kind, "param": param, "code": code}
         self._send(status, {"error": error}, headers)
+
+
+class FakeOpenAI(FakeServer):
+    """The server; see the module docstring. Start it with ``with`` or :meth:`start`."""
+
+    fault_kinds = FAULT_KINDS
+    fault_seconds = 30.0
+    handler = _Handler
+    name = "fake-openai"
+    path = "/v1"
+
+    def __init__(
+        self,
+        *,
+        latency: float = 0.0,
+        n_mode: str = "support",
+        reject_temperature: bool = False,
+        api_key: str | None = None,
+        models: tuple[str, ...] | None = None,
+        reply: Callable[[str, int], str] = default_reply,
+    ) -> None:
+        if n_mode not in ("support", "ignore", "reject"):
+            raise ValueError(f"n_mode must be support, ignore or reject, not {n_mode!r}")
+        super().__init__()
+        self.latency = latency
+        self.n_mode = n_mode
+        self.reject_temperature = reject_temperature
+        self.api_key = api_key
+        self.models = models
+        self.reply = reply
+        self.authorized: list[bool] = []
+        """Per request, whether it carried the expected key (no key is ever recorded)."""
+        self.arrivals: list[float] = []
+        """Per request, its arrival time (``time.monotonic()``)."""
+
+    def _record_chat(self, body: dict[str, Any], authorized: bool) -> None:
+        """Record one chat request: its body, whether it carried the key, when it arrived."""
+        with self._lock:
+            self.requests.append(body)
+            self.authorized.append(authorized)
+            self.arrivals.append(time.monotonic())
 
 
 _ROLES = ("system", "developer", "user", "assistant")

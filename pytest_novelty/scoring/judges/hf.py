@@ -9,7 +9,8 @@ sequences per prompt sampled at ``temperature``, reproducible from ``seed``.
 A sample whose reply holds no valid score is generated again with another seed, at most
 ``max_reasks`` times; an item none of whose samples scored is unscored (``quality=None``). Each
 answer is cached per (spec, checkpoint fingerprint, seed, temperature, rubric version, task,
-prompt, response, sample index). The model is loaded on first use, not when the judge is opened.
+prompt, response, sample index). The model is loaded on first use, not when the judge is opened
+(:class:`~pytest_novelty.scoring.llm.LocalChatModel`, shared with the concept extractors).
 """
 
 from __future__ import annotations
@@ -18,15 +19,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.errors import ConfigError
 from pytest_novelty.scoring.judges.base import JudgeItem, JudgeResult, rubric_result
 from pytest_novelty.scoring.judges.cache import AnswerCache, answer_key
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score
 from pytest_novelty.scoring.judges.rubrics import rubric_for
+from pytest_novelty.scoring.llm import LocalChatModel
+from pytest_novelty.suites.prompting import Message
 
 
-class HFJudge:
-    """Grades items with a local causal LM; see the module doc."""
+class HFJudge(LocalChatModel):
+    """Grades items with a local causal LM; see the module doc.
+
+    :class:`~pytest_novelty.scoring.llm.LocalChatModel` checks, loads and samples the checkpoint;
+    this class adds the rubric prompts, the score parsing, re-asks and the cache.
+    """
 
     def __init__(
         self,
@@ -42,30 +48,16 @@ class HFJudge:
         device: str = "auto",
         trust_remote_code: bool = False,
     ) -> None:
-        from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprint
-
         if samples < 1 or batch_size < 0 or max_new_tokens < 1 or max_reasks < 0:
             raise ValueError("samples and max_new_tokens must be >= 1, batch_size (0: auto) and max_reasks >= 0")
-        try:
-            check_checkpoint(path, trust_remote_code=trust_remote_code)
-        except ConfigError as exc:
-            raise ConfigError(f"hf:{path}: {exc}", field="--judge") from None
-        self.path = path
-        self.spec = f"hf:{path}"
+        super().__init__(
+            path, field="--judge", temperature=temperature, batch_size=batch_size, max_new_tokens=max_new_tokens,
+            seed=seed, device=device, trust_remote_code=trust_remote_code,
+        )  # fmt: skip
         self.description = f"local LLM judge {path}"
         self.samples = samples
-        self.temperature = temperature
-        self.batch_size = batch_size
-        self.max_new_tokens = max_new_tokens
-        self.seed = seed
         self.max_reasks = max_reasks
-        self.device = device
-        self.trust_remote_code = trust_remote_code
-        self.fingerprint = checkpoint_fingerprint(path)
         self.cache = AnswerCache(cache_dir)
-        self.sequences_generated = 0
-        """Judge replies generated over the life of this judge (re-asks included)."""
-        self._generator: Any = None
 
     def __repr__(self) -> str:
         return f"HFJudge(spec={self.spec!r}, samples={self.samples}, temperature={self.temperature})"
@@ -127,43 +119,15 @@ class HFJudge:
             for sample in range(self.samples)
         ]
 
-    def _load(self) -> Any:
-        if self._generator is None:
-            from pytest_novelty.generation import open_generator
-
-            try:
-                self._generator = open_generator(
-                    self.path, device=self.device, trust_remote_code=self.trust_remote_code
-                )
-            except ConfigError as exc:
-                raise ConfigError(f"hf:{self.path}: {exc}", field="--judge") from None
-        return self._generator
-
     def _render(self, item: JudgeItem) -> str:
-        generator = self._load()
-        messages = rubric_for(item.task).messages(item)
-        try:
-            return str(generator.render(messages))
-        except ConfigError:  # no chat template: a plain prompt for a base model
-            system, user = messages[0]["content"], messages[1]["content"]
-            return f"{system}\n\n{user}\n\nEvaluation:"
+        """The text the model sees for ``item``'s rubric (a plain prompt for a base model)."""
+        return self._chat_text(rubric_for(item.task).messages(item), _plain_rubric)[0]
 
     def _generate(self, items: Sequence[JudgeItem], attempt: int, progress: bool) -> list[list[str]]:
         """``samples`` replies per item, batched by length; each attempt uses its own seed."""
-        from pytest_novelty.generation import Progress, generate
-        from pytest_novelty.suites.schema import GenerationSettings
+        from pytest_novelty.generation import Progress
 
-        generator = self._load()
         texts = [self._render(item) for item in items]
-        settings = GenerationSettings(
-            samples=self.samples,
-            temperature=self.temperature,
-            top_p=1.0,
-            top_k=0,
-            max_new_tokens=self.max_new_tokens,
-            seed=self.seed + 7919 * attempt,
-            batch_size=self.batch_size,
-        )
         bar = None
         if progress:
             from tqdm import tqdm
@@ -175,8 +139,13 @@ class HFJudge:
                 bar.n = done.rows_done
                 bar.refresh()
 
-        replies, _ = generate(generator, texts, settings, on_batch=advance)
+        replies = self._sample(texts, samples=self.samples, attempt=attempt, on_batch=advance)
         if bar is not None:
             bar.close()
-        self.sequences_generated += sum(len(r) for r in replies)
         return replies
+
+
+def _plain_rubric(messages: list[Message]) -> str:
+    """The rubric for a model without a chat template: system and user text, then ``Evaluation:``."""
+    system, user = messages[0]["content"], messages[1]["content"]
+    return f"{system}\n\n{user}\n\nEvaluation:"

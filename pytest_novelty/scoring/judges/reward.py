@@ -24,6 +24,7 @@ from typing import Any
 from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.scoring.judges.base import JudgeItem, JudgeResult
 from pytest_novelty.scoring.judges.cache import AnswerCache, answer_key
+from pytest_novelty.scoring.llm import checked_fingerprint
 from pytest_novelty.scoring.reward_scale import NOVELTYBENCH_REWARD_THRESHOLDS, reward_to_utility
 
 DEFAULT_THRESHOLDS = NOVELTYBENCH_REWARD_THRESHOLDS
@@ -60,12 +61,7 @@ class RewardJudge:
         device: str = "auto",
         trust_remote_code: bool = False,
     ) -> None:
-        from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprint
-
-        try:
-            check_checkpoint(path, trust_remote_code=trust_remote_code)
-        except ConfigError as exc:
-            raise ConfigError(f"reward:{path}: {exc}", field="--judge") from None
+        fingerprint = checked_fingerprint(f"reward:{path}", path, trust_remote_code=trust_remote_code, field="--judge")
         self.path = path
         self.spec = f"reward:{path}"
         self.description = f"reward model {path} (1-{SCALE_MAX} by thresholds)"
@@ -74,7 +70,7 @@ class RewardJudge:
         self.max_length = max_length
         self.device = device
         self.trust_remote_code = trust_remote_code
-        self.fingerprint = checkpoint_fingerprint(path)
+        self.fingerprint = fingerprint
         self.cache = AnswerCache(cache_dir)
         self._model: Any = None
         self._tokenizer: Any = None
