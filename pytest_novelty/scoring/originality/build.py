@@ -45,7 +45,7 @@ from pytest_novelty.scoring.originality.corpus import Document, iter_documents
 from pytest_novelty.scoring.originality.index import (
     FORMAT,
     INFO_FILE,
-    check_index_path,
+    engine_path,
     is_index,
     pointer_bytes,
 )
@@ -254,9 +254,10 @@ def _build_suffix_array(folder: Path, dtype: str, progress: bool) -> None:
     mem_gib = max(1, _total_memory_gib() // 2)
     cpus = _safe_cpus(ds_size, width, mem_gib)
     _say(progress, f"building the suffix array ({ds_size / 1e6:.1f} MB of tokens, {cpus} CPU)")
+    seen = engine_path(folder)  # the indexer, too, reads file roles from the path
     command = [
         sys.executable, "-m", "infini_gram.indexing",
-        "--data_dir", str(folder), "--save_dir", str(folder), "--temp_dir", str(folder),
+        "--data_dir", str(seen), "--save_dir", str(seen), "--temp_dir", str(seen),
         "--token_dtype", dtype, "--cpus", str(cpus), "--mem", str(mem_gib), "--ulimit", str(_open_files_limit()),
     ]  # fmt: skip
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -278,7 +279,7 @@ def _spot_check(folder: Path, dtype: str) -> None:
     tokens = np.memmap(folder / "tokenized.0", dtype="<u2" if dtype == "u16" else "<u4", mode="r")
     separator = 0xFFFF if dtype == "u16" else 0xFFFFFFFF
     engine = InfiniGramEngine(
-        index_dir=str(folder), eos_token_id=0, vocab_size=separator, token_dtype=dtype, load_to_ram=False
+        index_dir=str(engine_path(folder)), eos_token_id=0, vocab_size=separator, token_dtype=dtype, load_to_ram=False
     )
     total = engine.count(input_ids=[])
     if total.get("count") != len(tokens):
@@ -323,7 +324,6 @@ def _install(staging: Path, out_dir: Path) -> None:
 
 
 def _check_out_dir(out_dir: Path) -> None:
-    check_index_path(out_dir)
     if out_dir.exists():
         if not out_dir.is_dir():
             raise ConfigError("exists and is not a folder; choose a new folder for the index", path=out_dir)
@@ -359,7 +359,6 @@ def build_index(
     hf = None if tokenizer == "words" else load_hf_tokenizer(tokenizer)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = out_dir.with_name(f".{out_dir.name}.building-{os.getpid()}")
-    check_index_path(staging)
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:

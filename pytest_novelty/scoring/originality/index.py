@@ -4,14 +4,19 @@ A folder holds the infini-gram files (``tokenized.S``, ``table.S``, ``offset.S``
 and ``novelty-index.json``: the tokenizer (and in ``words`` mode the vocabulary), the token dtype,
 counts, a checksum of the documents and their sources. It is deliberately not called
 ``metadata.json``: the engine recognises its files by substring of the full path and would read it
-as document metadata, then crash. For the same reason index paths containing ``table``,
-``tokenized``, ``offset``, ``metadata``, ``metaoff`` or ``unigram`` are refused.
+as document metadata, then crash. For the same reason a folder whose path contains ``table``,
+``tokenized``, ``offset``, ``metadata``, ``metaoff`` or ``unigram`` (``/home/me/stable/...``)
+is handed to the engine and the indexer through a symbolic link with a neutral name
+(:func:`engine_path`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +30,7 @@ __all__ = [
     "INFO_FILE",
     "TRAP_WORDS",
     "IndexInfo",
-    "check_index_path",
+    "engine_path",
     "is_index",
     "pointer_bytes",
     "read_index",
@@ -37,16 +42,34 @@ TRAP_WORDS = ("tokenized", "table", "offset", "metadata", "metaoff", "unigram")
 BUILD_HINT = "pytest-novelty index build CORPUS... --out DIR"
 
 
-def check_index_path(path: Path) -> None:
-    """Refuse a folder whose full path the engine would misread (it matches file roles by substring)."""
-    text = str(Path(path).expanduser().resolve())
-    bad = [w for w in TRAP_WORDS if w in text]
-    if bad:
+def engine_path(path: Path) -> Path:
+    """A path to the folder ``path`` that the infini-gram engine and indexer read correctly.
+
+    They match file roles by substring of the full path, so a folder whose path holds one of
+    ``TRAP_WORDS`` is reached through a symbolic link in the temporary folder, named after a hash
+    of the real path (created atomically, shared by every process that opens the same folder).
+    """
+    real = Path(path).expanduser().resolve()
+    if not _traps(str(real)):
+        return real
+    digest = hashlib.sha256(str(real).encode()).hexdigest()[:20]
+    alias = Path(tempfile.gettempdir()).resolve() / f"pytest-novelty-index-{digest}"
+    if _traps(str(alias)):
         raise ConfigError(
-            f"the index path contains {bad[0]!r}, which the infini-gram engine reads as a file role "
-            f"and then fails to load; use a folder path without any of: {', '.join(TRAP_WORDS)}",
+            f"the index path contains {_traps(str(real))[0]!r}, which the infini-gram engine misreads, and so "
+            f"does the temporary folder; move the index to a path without any of: {', '.join(TRAP_WORDS)}",
             path=path,
         )
+    if not (alias.is_symlink() and os.readlink(alias) == str(real)):
+        staging = alias.with_name(f"{alias.name}.{os.getpid()}")
+        staging.unlink(missing_ok=True)
+        staging.symlink_to(real, target_is_directory=True)
+        os.replace(staging, alias)
+    return alias
+
+
+def _traps(text: str) -> list[str]:
+    return [w for w in TRAP_WORDS if w in text]
 
 
 def is_index(path: Path) -> bool:
@@ -118,7 +141,6 @@ def read_index(path: Path) -> IndexInfo:
     path = Path(path).expanduser()
     if not path.is_dir():
         raise ConfigError(f"no index folder here; build one with `{BUILD_HINT}`", path=path)
-    check_index_path(path)
     info_file = path / INFO_FILE
     if not info_file.is_file():
         if (path / "table.0").exists():

@@ -41,7 +41,7 @@ import numpy as np
 
 from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.scoring.originality.backend import MatchBounds, Span, check_ns
-from pytest_novelty.scoring.originality.index import IndexInfo
+from pytest_novelty.scoring.originality.index import IndexInfo, engine_path
 from pytest_novelty.scoring.originality.suffixarray import byte_keys, longest_prefixes, open_shards
 from pytest_novelty.scoring.originality.tokenization import Encoding, Tokenizer, load_hf_tokenizer
 
@@ -131,7 +131,7 @@ class InfiniGramBackend:
 
             dtype = self.infos[0].dtype
             self._engine = InfiniGramEngine(
-                index_dir=[str(info.path) for info in self.infos],
+                index_dir=[str(engine_path(info.path)) for info in self.infos],
                 eos_token_id=0,
                 vocab_size=0xFFFF if dtype == "u16" else 0xFFFFFFFF,
                 token_dtype=dtype,
