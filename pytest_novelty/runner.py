@@ -240,7 +240,7 @@ class Runner:
             "tokens": stats.tokens,
             "tokens_per_second": round(stats.tokens_per_second, 1),
             "worker": self.config.worker,
-            "device": str(getattr(gen, "device", "")),
+            "device": str(getattr(gen, "device", "")) if stats.rows else "cache",
             "sweep": None
             if suite.sweep_value is None
             else {"suite": suite.path.stem, "parameter": _swept(suite), "value": suite.sweep_value},

@@ -35,8 +35,12 @@ class Generator(Protocol):
 
     name: str
     fingerprint: str
-    device: str
     tokens_generated: int
+
+    @property
+    def device(self) -> str:
+        """Where the model runs (resolved when first asked)."""
+        ...
 
     def render(self, model_input: ModelInput) -> str:
         """The exact text the model sees for one input (chat templates applied)."""

@@ -165,33 +165,61 @@ class HFGenerator:
 
     def __init__(self, model: str, *, device: str = "auto", trust_remote_code: bool = False) -> None:
         check_checkpoint(model, trust_remote_code=trust_remote_code)
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         self.name = model
-        self.device = resolve_device(device)
         self.fingerprint = checkpoint_fingerprint(model)
-        remote = {"trust_remote_code": trust_remote_code}
-        self.tokenizer = _load("tokenizer", model, lambda: AutoTokenizer.from_pretrained(model, **remote))
-        self.tokenizer.padding_side = "left"
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
-        self.model = _load("model", model, lambda: AutoModelForCausalLM.from_pretrained(model, dtype=dtype, **remote))
-        self.model.to(self.device)
-        self.model.eval()
         self.tokens_generated = 0
+        self._wanted_device = device
+        self._trust_remote_code = trust_remote_code
+        self._device: str | None = None
+        self._tokenizer: Any = None
+        self._model: Any = None
         self._pieces: list[str] | None = None
-        config = self.model.config
-        self.context = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
-        self.eos_ids = _eos_ids(self.model, self.tokenizer)
-        self.processors = checkpoint_processors(self.model, self.device)
-        import inspect
 
-        params = inspect.signature(self.model.forward).parameters
-        # transformers 5.2x renamed past_key_values to cache; older releases know only the first.
-        self._cache_arg = "cache" if "cache" in params else "past_key_values"
-        self._last_logits = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+    # The tokenizer, the device and the weights are loaded when first needed: a rerun whose answers
+    # are all cached renders its inputs and reads the cache without importing torch.
+
+    @property
+    def device(self) -> str:
+        if self._device is None:
+            self._device = resolve_device(self._wanted_device)
+        return self._device
+
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            name, remote = self.name, {"trust_remote_code": self._trust_remote_code}
+            tokenizer = _load("tokenizer", name, lambda: AutoTokenizer.from_pretrained(name, **remote))
+            tokenizer.padding_side = "left"
+            if tokenizer.pad_token is None:
+                tokenizer.pad_token = tokenizer.eos_token
+            self._tokenizer = tokenizer
+        return self._tokenizer
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            import inspect
+
+            import torch
+            from transformers import AutoModelForCausalLM
+
+            name, remote = self.name, {"trust_remote_code": self._trust_remote_code}
+            dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+            model = _load("model", name, lambda: AutoModelForCausalLM.from_pretrained(name, dtype=dtype, **remote))
+            model.to(self.device)
+            model.eval()
+            config = model.config
+            self.context = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+            self.eos_ids = _eos_ids(model, self.tokenizer)
+            self.processors = checkpoint_processors(model, self.device)
+            params = inspect.signature(model.forward).parameters
+            # transformers 5.2x renamed past_key_values to cache; older releases know only the first.
+            self._cache_arg = "cache" if "cache" in params else "past_key_values"
+            self._last_logits = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+            self._model = model
+        return self._model
 
     def render(self, model_input: ModelInput) -> str:
         """The exact text fed to the model: chat messages go through the chat template."""
@@ -274,6 +302,7 @@ class HFGenerator:
         # The k samples of a prompt share its prompt: run each distinct prompt once, then give every
         # row its own copy of that prompt's KV cache.
         distinct = list(dict.fromkeys(texts))
+        model = self.model  # loads the weights on first use, and with them the context and stop ids
         enc = self.tokenizer(distinct, return_tensors="pt", padding=True, add_special_tokens=False)
         mask = enc["attention_mask"].to(self.device)
         ids = enc["input_ids"].to(self.device)
@@ -286,7 +315,7 @@ class HFGenerator:
         live = list(range(len(texts)))  # the original row of each row still in the batch
         positions = (mask.cumsum(-1) - 1).clamp_(min=0)
         with torch.inference_mode():
-            out = self.model(
+            out = model(
                 input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **self._last_logits
             )
             cache, logits = _cache_of(out), out.logits[:, -1, :]
@@ -323,7 +352,7 @@ class HFGenerator:
                     mask, position, chosen, ids = mask[index], position[index], chosen[index], ids[index]
                     live = [live[slot] for slot in keep]
                 mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=-1)
-                out = self.model(
+                out = model(
                     input_ids=chosen.unsqueeze(-1),
                     attention_mask=mask,
                     position_ids=position,
@@ -423,9 +452,3 @@ def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
         elif isinstance(value, (list, tuple)):
             ids.update(int(v) for v in value)
     return ids
-
-
-def describe(generator: HFGenerator) -> str:
-    """One line about the loaded model, for the report header."""
-    params = sum(p.numel() for p in generator.model.parameters())
-    return f"{generator.name} ({params / 1e6:.1f}M parameters, {generator.device})"
