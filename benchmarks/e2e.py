@@ -1,15 +1,18 @@
 """Wall time of the demo suites: cold (empty generation/score caches), warm, and with -n 2.
 
-    python benchmarks/e2e.py
+    python benchmarks/e2e.py [--repeats 3]
 
 The demo assets themselves are built once beforehand (`pytest-novelty demo build`) and shared;
-"cold" means a fresh cache for generations and scores, which is what a new checkpoint costs.
+"cold" means a fresh cache for generations and scores, which is what a new checkpoint costs;
+"startup" is the same command with --collect-only: Python, pytest and the plugin, no suite run.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,20 +38,37 @@ def run(cache: Path, *extra: str) -> tuple[float, str]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each kind; medians are shown (default 3)")
+    args = parser.parse_args()
     shared = demo.ensure_demo(default_cache_dir())
-    with tempfile.TemporaryDirectory() as tmp:
-        cache = Path(tmp)
-        # Share the built demo assets; everything else starts empty.
-        shutil.copytree(shared, demo.demo_dir(cache))
-        cold, _ = run(cache)
-        warm, out = run(cache)
-        for name in ("generations",):
-            shutil.rmtree(cache / name, ignore_errors=True)
-        parallel, parallel_out = run(cache, "-n", "2")
-    print(f"demo suites, cold: {cold:6.1f} s")
-    print(f"demo suites, warm: {warm:6.1f} s ({warm / cold:.0%} of cold)")
-    print(f"demo suites, -n 2 (generation cache cleared): {parallel:6.1f} s")
-    summary = [line for line in out.splitlines() if "work done" in line]
+    figures: dict[str, list[float]] = {"startup": [], "cold": [], "warm": [], "parallel": []}
+    warm_out = parallel_out = ""
+    for _ in range(args.repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            cache = Path(tmp)
+            # Share the built demo assets; everything else starts empty.
+            shutil.copytree(shared, demo.demo_dir(cache))
+            figures["startup"].append(run(cache, "--collect-only", "-q")[0])
+            figures["cold"].append(run(cache)[0])
+            seconds, warm_out = run(cache)
+            figures["warm"].append(seconds)
+            shutil.rmtree(cache / "generations", ignore_errors=True)
+            seconds, parallel_out = run(cache, "-n", "2")
+            figures["parallel"].append(seconds)
+    median = {k: statistics.median(v) for k, v in figures.items()}
+    start, cold, warm = median["startup"], median["cold"], median["warm"]
+    print(f"medians of {args.repeats} runs each (range in brackets)")
+    for key, label in (("startup", "startup only (--collect-only)"), ("cold", "demo suites, cold"),
+                       ("warm", "demo suites, warm"), ("parallel", "demo suites, -n 2, generations cleared")):
+        print(f"  {label:40s} {median[key]:6.1f} s  [{min(figures[key]):.1f}-{max(figures[key]):.1f}]")
+    after = (
+        f"{(warm - start) / (cold - start):.0%} after startup ({warm - start:.1f} s vs {cold - start:.1f} s)"
+        if warm > start
+        else f"the warm run costs no more than startup (the cold run {cold - start:.1f} s more)"
+    )
+    print(f"  warm / cold: {warm / cold:.0%} of the whole run; {after}")
+    summary = [line for line in warm_out.splitlines() if "work done" in line]
     if summary:
         print("warm run:", summary[-1].strip())
     print("-n 2 run log (one line per suite, from the worker that generated it):")

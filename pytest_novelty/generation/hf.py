@@ -223,6 +223,8 @@ class HFGenerator:
 
     def render(self, model_input: ModelInput) -> str:
         """The exact text fed to the model: chat messages go through the chat template."""
+        if isinstance(model_input, str):
+            return model_input  # plain text needs no tokenizer (and a cached rerun loads none)
         return render(self.tokenizer, self.name, model_input)
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:

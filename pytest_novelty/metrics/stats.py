@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats as scipy_stats
 
 from pytest_novelty.metrics._validate import as_vector, ceil_fraction, check_fraction
 
@@ -145,6 +144,8 @@ def _paired_p_value(first: np.ndarray, second: np.ndarray, differences: np.ndarr
         if differences[0] == 0.0:
             return 1.0
         return 0.0 if differences.size >= 2 else float("nan")
+    from scipy import stats as scipy_stats  # imported here: it is slow to import and rarely needed
+
     return float(scipy_stats.ttest_rel(second, first).pvalue)
 
 
