@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -53,17 +54,20 @@ def suite_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_suite_runs_end_to_end_and_resumes_from_cache(
-    suite_file: Path, tiny_checkpoint: Path, tiny_index: Path, tmp_path: Path
-) -> None:
-    lines: list[str] = []
-    config = RunConfig(
+@pytest.fixture
+def tiny_config(tiny_checkpoint: Path, tiny_index: Path, tmp_path: Path) -> RunConfig:
+    """The tiny checkpoint on the CPU, scored against the tiny index, with a fresh cache."""
+    return RunConfig(
         model=str(tiny_checkpoint),
         cache_dir=tmp_path / "cache",
         device="cpu",
         originality=f"infini-gram:{tiny_index}",
-        log=lines.append,
     )
+
+
+def test_suite_runs_end_to_end_and_resumes_from_cache(suite_file: Path, tiny_config: RunConfig) -> None:
+    lines: list[str] = []
+    config = replace(tiny_config, log=lines.append)
     suite = load_suite(suite_file)
     result = Runner(config).run(suite)
 
@@ -90,7 +94,7 @@ def test_suite_runs_end_to_end_and_resumes_from_cache(
 
 
 def test_progress_bars_for_generation_originality_and_judging(
-    suite_file: Path, tiny_checkpoint: Path, tiny_index: Path, tmp_path: Path
+    suite_file: Path, tiny_config: RunConfig, tmp_path: Path
 ) -> None:
     import io
 
@@ -98,14 +102,7 @@ def test_progress_bars_for_generation_originality_and_judging(
 
     stream = io.StringIO()
     lines: list[str] = []
-    config = RunConfig(
-        model=str(tiny_checkpoint),
-        cache_dir=tmp_path / "cache",
-        device="cpu",
-        originality=f"infini-gram:{tiny_index}",
-        log=lines.append,
-        progress=ProgressSink(stream=stream, enabled=True),
-    )
+    config = replace(tiny_config, log=lines.append, progress=ProgressSink(stream=stream, enabled=True))
     Runner(config).run(load_suite(suite_file))
     shown = stream.getvalue()
     assert "story: generating" in shown and "12/12" in shown and "tok/s" in shown
@@ -114,14 +111,6 @@ def test_progress_bars_for_generation_originality_and_judging(
     assert not any("generated 3/12" in line for line in lines)
 
     quiet: list[str] = []
-    Runner(
-        RunConfig(
-            **{
-                **config.__dict__,
-                "cache_dir": tmp_path / "other",
-                "log": quiet.append,
-                "progress": ProgressSink(stream=io.StringIO(), enabled=False),
-            }
-        )
-    ).run(load_suite(suite_file))
+    config = replace(config, cache_dir=tmp_path / "other", log=quiet.append, progress=ProgressSink(enabled=False))
+    Runner(config).run(load_suite(suite_file))
     assert any("story: generated 12/12 samples" in line and "tokens/s, ETA" in line for line in quiet)
