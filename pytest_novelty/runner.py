@@ -250,7 +250,7 @@ class Runner:
         seconds["generation"] = t_gen
         log(
             f"[novelty] {suite.name}: {len(prompts)} prompts x {settings.samples} samples "
-            f"(generation {t_gen:.1f}s, {stats.rows} new in {stats.batches} batches, "
+            f"(generation {t_gen:.1f}s, {stats.rows} new in {stats.batches} batch{'' if stats.batches == 1 else 'es'}, "
             f"{stats.tokens_per_second:,.0f} tokens/s; originality {seconds['originality']:.1f}s; "
             f"judge {seconds['judge']:.1f}s)"
         )

@@ -269,7 +269,7 @@ def work_line(name: str, info: dict[str, Any]) -> str:
     seconds = info.get("seconds", {})
     return (
         f"[novelty {info.get('worker', 'main')}] {name}: {rows} samples generated in "
-        f"{info.get('generated_batches', 0)} batches on {info.get('device', '?')} "
+        f"{_batches(int(info.get('generated_batches', 0)))} on {info.get('device', '?')} "
         f"({float(info.get('tokens_per_second', 0)):,.0f} tokens/s, {float(seconds.get('generation', 0)):.1f}s), "
         f"{cached} from cache; originality {float(seconds.get('originality', 0)):.1f}s, "
         f"judge {float(seconds.get('judge', 0)):.1f}s"
@@ -287,6 +287,10 @@ def _work_summary(suite_data: dict[str, dict[str, Any]]) -> str:
     lookups = sum(int(i.get("originality_lookups", 0)) for i in infos)
     judged = sum(int(i.get("judge_requests", 0)) for i in infos)
     return (
-        f"novelty work done: {generated} samples generated in {batches} batches ({cached} from cache), "
+        f"novelty work done: {generated} samples generated in {_batches(batches)} ({cached} from cache), "
         f"{lookups} originality lookups, {judged} judge requests"
     )
+
+
+def _batches(count: int) -> str:
+    return f"{count} batch" if count == 1 else f"{count} batches"
