@@ -136,12 +136,16 @@ def _load(what: str, model: str, load: Callable[[], Any]) -> Any:
         raise ConfigError(f"cannot load the {what}: {exc}", path=model, field="--model") from None
 
 
+class NoChatTemplate(ConfigError):
+    """Chat messages were given to a checkpoint without a chat template (a base model)."""
+
+
 def render(tokenizer: Any, name: str, model_input: ModelInput) -> str:
     """The exact text a model sees for one input: chat messages go through the chat template."""
     if isinstance(model_input, str):
         return model_input
     if not getattr(tokenizer, "chat_template", None):
-        raise ConfigError(
+        raise NoChatTemplate(
             f"{name} has no chat template; use prompting.method = \"few-shot\" for base models",
             field="prompting.method",
         )
@@ -315,6 +319,7 @@ class HFGenerator:
         produced: list[list[int]] = [[] for _ in texts]
         stops = _StopWatch(settings.stop, self._token_pieces() if settings.stop else [], len(texts))
         live = list(range(len(texts)))  # the original row of each row still in the batch
+        tokens = 0
         positions = (mask.cumsum(-1) - 1).clamp_(min=0)
         with torch.inference_mode():
             out = model(
@@ -340,10 +345,11 @@ class HFGenerator:
                     if token in self.eos_ids:
                         continue
                     produced[row].append(token)
+                    tokens += 1
                     if not stops.hit(row, token):
                         keep.append(slot)
                 if on_step is not None:
-                    on_step(len(texts) - len(keep), sum(len(p) for p in produced))
+                    on_step(len(texts) - len(keep), tokens)
                 if not keep or step == max_new - 1:
                     break
                 if self.processors:
@@ -363,7 +369,7 @@ class HFGenerator:
                 )
                 cache, logits = _cache_of(out), out.logits[:, -1, :]
                 position = position + 1
-        self.tokens_generated += sum(len(p) for p in produced)
+        self.tokens_generated += tokens
         return [str(t) for t in self.tokenizer.batch_decode(produced, skip_special_tokens=True)]
 
     def _token_pieces(self) -> list[str]:

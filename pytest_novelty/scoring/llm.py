@@ -377,10 +377,12 @@ class LocalChatModel:
     def _chat_text(self, messages: list[Message], plain: Callable[[list[Message]], str]) -> tuple[str, bool]:
         """The text the model sees for ``messages``, and whether it is ``plain(messages)`` because the
         checkpoint has no chat template (a base model)."""
+        from pytest_novelty.generation.hf import NoChatTemplate
+
         generator = self._load()
         try:
             return str(generator.render(messages)), False
-        except ConfigError:
+        except NoChatTemplate:  # not a failure to load the tokenizer: that one must surface
             return plain(messages), True
 
     def _sample(

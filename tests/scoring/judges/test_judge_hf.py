@@ -85,3 +85,15 @@ def test_unparsable_replies_are_reasked_then_unscored(tmp_path: Path) -> None:
 def test_missing_checkpoint_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="hf:"):
         open_judge(f"hf:{tmp_path / 'nowhere'}")
+
+
+def test_unloadable_tokenizer_is_an_error_not_a_plain_prompt(scoring_lm: Path, tmp_path: Path) -> None:
+    """The plain-prompt fallback is for base models without a chat template, not for broken checkpoints."""
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(scoring_lm, broken)
+    (broken / "tokenizer.json").write_text("{")
+    judge = HFJudge(str(broken), samples=1, max_new_tokens=2, device="cpu")
+    with pytest.raises(ConfigError, match="cannot load the tokenizer"):
+        judge._render(ITEMS[0])
