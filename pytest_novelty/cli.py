@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_novelty.errors import NoveltyError
+from pytest_novelty.generation import GENERATORS
 
 
 def _cmd_demo_build(args: argparse.Namespace) -> int:
@@ -101,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--suites", help="folder of suite files (default ./suites or the bundled ones)")
     run.add_argument("--suite", action="append", help="run only this suite (repeatable)")
     run.add_argument("--device", default="auto")
-    run.add_argument("--generator", default="hf", choices=("hf", "vllm"), help="generation backend (default hf)")
+    run.add_argument("--generator", default="hf", choices=GENERATORS, help="generation backend (default hf)")
     run.add_argument("--cache", help="cache folder (default ~/.cache/pytest-novelty)")
     run.add_argument("--originality", help="originality backend spec for every suite")
     run.add_argument("--judge", help="judge spec for every suite")

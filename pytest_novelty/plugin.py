@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_novelty.errors import NoveltyError
+from pytest_novelty.generation import GENERATORS
 from pytest_novelty.session import NoveltyState
 from pytest_novelty.suites.schema import Suite, load_suites
 
@@ -43,7 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--generator",
         dest="novelty_generator",
         default="hf",
-        choices=("hf", "vllm"),
+        choices=GENERATORS,
         help="generation backend: hf (transformers; default) or vllm (faster on GPUs, when installed)",
     )
     group.addoption(

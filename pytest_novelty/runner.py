@@ -80,13 +80,7 @@ class Runner:
         self._model_path: str | None = None
         self._backends: dict[str, Any] = {}
         self._judges: dict[tuple[Any, ...], Any] = {}
-        self.counters = {
-            "generated_batches": 0,
-            "generated_rows": 0,
-            "cached_rows": 0,
-            "originality_lookups": 0,
-            "judge_requests": 0,
-        }
+        self._identities: dict[str, str] = {}
 
     # -- resolution -----------------------------------------------------------------------------
 
@@ -221,9 +215,6 @@ class Runner:
             settings = replace(settings, stop=tuple(task.stop))
 
         raw, stats = self._generate(suite.name, gen, texts, settings)
-        self.counters["generated_batches"] += stats.batches
-        self.counters["generated_rows"] += stats.rows
-        self.counters["cached_rows"] += stats.cached_rows
         method = suite.prompting.method
         answers = [
             [extract_answer(method, task, p, r) for r in samples] for p, samples in zip(prompts, raw, strict=True)
@@ -246,14 +237,8 @@ class Runner:
             else {"suite": suite.path.stem, "parameter": _swept(suite), "value": suite.sweep_value},
         }
         result = self.score(suite, prompts, answers, pool_novelty=pool_novelty, info=info)
-        seconds = result.info["seconds"]
-        seconds["generation"] = t_gen
-        log(
-            f"[novelty] {suite.name}: {len(prompts)} prompts x {settings.samples} samples "
-            f"(generation {t_gen:.1f}s, {stats.rows} new in {stats.batches} batch{'' if stats.batches == 1 else 'es'}, "
-            f"{stats.tokens_per_second:,.0f} tokens/s; originality {seconds['originality']:.1f}s; "
-            f"judge {seconds['judge']:.1f}s)"
-        )
+        result.info["seconds"]["generation"] = t_gen
+        log(work_line(suite.name, result.info))
         return result
 
     def _generate(self, name: str, gen: Any, texts: list[str], settings: Any) -> tuple[list[list[str]], Any]:
@@ -261,28 +246,28 @@ class Runner:
         from pytest_novelty import generation
 
         total = len(texts) * settings.samples
-        bar = self.config.progress.bar(total, f"{name}: generating", unit="sample")
         reported = [0]
+        with self.config.progress.bar(total, f"{name}: generating", unit="sample") as bar:
 
-        def on_batch(p: generation.Progress) -> None:
-            rate = p.tokens / p.seconds if p.seconds > 0 else 0.0
-            bar.n = total - p.rows_total + p.rows_done
-            bar.set_postfix_str(f"{rate:,.0f} tok/s", refresh=True)
-            quarter = 4 * p.rows_done // p.rows_total
-            if bar.disable and quarter > reported[0]:
-                reported[0] = quarter
-                eta = p.seconds / p.rows_done * (p.rows_total - p.rows_done)
-                self.config.log(
-                    f"[novelty] {name}: generated {p.rows_done}/{p.rows_total} samples "
-                    f"({p.batches_done}/{p.batches_total} batches done, {rate:,.0f} tokens/s, ETA {eta:.0f}s)"
-                )
+            def on_batch(p: generation.Progress) -> None:
+                # update() redraws at most every tenth of a second: this runs at every decoding step.
+                bar.set_postfix_str(f"{p.tokens_per_second:,.0f} tok/s", refresh=False)
+                bar.update(total - p.rows_total + p.rows_done - bar.n)
+                quarter = 4 * p.rows_done // p.rows_total
+                if bar.disable and quarter > reported[0]:
+                    reported[0] = quarter
+                    eta = p.seconds / p.rows_done * (p.rows_total - p.rows_done)
+                    self.config.log(
+                        f"[novelty] {name}: generated {p.rows_done}/{p.rows_total} samples "
+                        f"({p.batches_done}/{p.batches_total} batches done, {p.tokens_per_second:,.0f} tokens/s, "
+                        f"ETA {eta:.0f}s)"
+                    )
 
-        try:
-            return generation.generate(
+            done = generation.generate(
                 gen, texts, settings, cache_dir=self.config.cache_dir / "generations", on_batch=on_batch
             )
-        finally:
-            bar.close()
+            bar.refresh()  # the final count, which the rate limit may have held back
+            return done
 
     def references(self, suite: Suite) -> SuiteResult:
         """The dataset's human references, scored like a checkpoint's answers (one per prompt).
@@ -311,8 +296,7 @@ class Runner:
     ) -> SuiteResult:
         """Originality, quality and the suite's metrics for given answers (prompts × samples)."""
         start = time.perf_counter()
-        lookups_before = self.counters["originality_lookups"]
-        originality, prompt_novelty, longest = self._originality(suite, prompts, answers)
+        originality, prompt_novelty, longest, lookups = self._originality(suite, prompts, answers)
         t_orig = time.perf_counter() - start
         quality, judge_info, judge_requests = self._quality(suite, prompts, answers)
         t_judge = time.perf_counter() - start - t_orig
@@ -342,25 +326,28 @@ class Runner:
             "seconds": {"originality": t_orig, "judge": t_judge},
             "longest_copied": longest,
             "tail_ids": tails,
-            "originality_lookups": self.counters["originality_lookups"] - lookups_before,
+            "originality_lookups": lookups,
             "judge_requests": judge_requests,
         }
         model = str(info.get("model", self.config.model))
         return SuiteResult(suite, model, prompts, answers, originality, quality, metrics, per_prompt, info)
 
     def _index_identity(self, spec: str) -> str:
-        """What the originality answers depend on: the spec and, for local indexes, their metadata."""
-        from pytest_novelty.scoring.originality import INFO_FILE
+        """What the originality answers depend on: the spec and, for local indexes, their metadata
+        (read once per session: in ``words`` mode it holds the whole vocabulary)."""
+        if spec not in self._identities:
+            from pytest_novelty.scoring.originality import INFO_FILE
 
-        kind, _, target = spec.partition(":")
-        metas = []
-        if kind in ("infini-gram", "ngram-set"):
-            for part in target.replace(os.pathsep, ",").split(","):
-                metas.append(read_json(Path(part.split("?", 1)[0].strip()) / INFO_FILE))
-        return stable_hash(spec, metas)
+            kind, _, target = spec.partition(":")
+            metas = []
+            if kind in ("infini-gram", "ngram-set"):
+                for part in target.replace(os.pathsep, ",").split(","):
+                    metas.append(read_json(Path(part.split("?", 1)[0].strip()) / INFO_FILE))
+            self._identities[spec] = stable_hash(spec, metas)
+        return self._identities[spec]
 
-    def _lookup(self, spec: str, texts: list[str], ns: list[int], what: str) -> list[dict[str, Any]]:
-        """Originality of ``texts``, from the score cache or the backend.
+    def _lookup(self, spec: str, texts: list[str], ns: list[int], what: str) -> tuple[list[dict[str, Any]], int]:
+        """Originality of ``texts``, from the score cache or the backend, and how many were looked up.
 
         Texts are scored in chunks of ``LOOKUP_CHUNK``, each cached atomically as soon as it is
         done, so an interrupted run keeps the chunks it finished.
@@ -369,8 +356,8 @@ class Runner:
 
         identity = self._index_identity(spec)
         out: list[dict[str, Any]] = []
-        bar = self.config.progress.bar(len(texts), what, unit="text")
-        try:
+        looked_up = 0
+        with self.config.progress.bar(len(texts), what, unit="text") as bar:
             for start in range(0, len(texts), LOOKUP_CHUNK):
                 chunk = texts[start : start + LOOKUP_CHUNK]
                 key = stable_hash(identity, ns, chunk)
@@ -378,31 +365,31 @@ class Runner:
                 cached = read_json(path)
                 if not (isinstance(cached, list) and len(cached) == len(chunk)):
                     cached = [_score_row(r, ns) for r in score_texts(self.backend(spec), chunk, ns)]
-                    self.counters["originality_lookups"] += len(chunk)
+                    looked_up += len(chunk)
                     atomic_write_json(path, cached)
                 out.extend(cached)
                 bar.update(len(chunk))
-        finally:
-            bar.close()
-        return out
+        return out, looked_up
 
     def _originality(
         self, suite: Suite, prompts: list[Prompt], answers: list[list[str]]
-    ) -> tuple[dict[int, np.ndarray], np.ndarray, list[dict[str, Any]]]:
+    ) -> tuple[dict[int, np.ndarray], np.ndarray, list[dict[str, Any]], int]:
         spec = self.originality_spec(suite)
         flat = [a for samples in answers for a in samples]
         ns = sorted({*suite.scoring.ngrams, 4})
-        results = self._lookup(spec, flat, ns, f"{suite.name}: originality")
+        results, looked_up = self._lookup(spec, flat, ns, f"{suite.name}: originality")
         shape = (len(answers), len(answers[0]) if answers else 0)
 
         def column(rows: list[dict[str, Any]], n: int) -> np.ndarray:
             return np.array([math.nan if r["originality"][str(n)] is None else r["originality"][str(n)] for r in rows])
 
         originality = {n: column(results, n).reshape(shape) for n in ns}
-        prompt_novelty = column(self._lookup(spec, [p.text for p in prompts], [4], f"{suite.name}: prompt novelty"), 4)
+        texts = [p.text for p in prompts]
+        prompt_rows, prompts_looked_up = self._lookup(spec, texts, [4], f"{suite.name}: prompt novelty")
+        prompt_novelty = column(prompt_rows, 4)
         ranked = sorted(range(len(results)), key=lambda i: -results[i]["longest_span"])[:3]
         longest = [{"generation": flat[i], **results[i]} for i in ranked]
-        return originality, prompt_novelty, longest
+        return originality, prompt_novelty, longest, looked_up + prompts_looked_up
 
     def _quality(
         self, suite: Suite, prompts: list[Prompt], answers: list[list[str]]
@@ -417,15 +404,12 @@ class Runner:
         ]
         sent_before = int(getattr(judge, "requests_sent", 0))
         results = []
-        bar = self.config.progress.bar(len(items), f"{suite.name}: judging", unit="answer")
-        try:
+        with self.config.progress.bar(len(items), f"{suite.name}: judging", unit="answer") as bar:
             for start in range(0, len(items), JUDGE_CHUNK):
-                results.extend(judge.score(items[start : start + JUDGE_CHUNK]))
-                bar.update(min(JUDGE_CHUNK, len(items) - start))
-        finally:
-            bar.close()
+                chunk = items[start : start + JUDGE_CHUNK]
+                results.extend(judge.score(chunk))
+                bar.update(len(chunk))
         sent = int(getattr(judge, "requests_sent", 0)) - sent_before
-        self.counters["judge_requests"] += sent
         flat = np.array([math.nan if r.quality is None else r.quality for r in results], dtype=float)
         return flat.reshape(len(answers), -1), str(getattr(judge, "description", judge.spec)), sent
 
@@ -438,3 +422,21 @@ def _score_row(result: Any, ns: list[int]) -> dict[str, Any]:
         "longest_span_doc": result.longest_span_doc,
         "longest_span_text": getattr(result, "longest_span_text", ""),
     }
+
+
+def batches_text(count: int) -> str:
+    """``1 batch``, ``3 batches``."""
+    return f"{count} batch" if count == 1 else f"{count} batches"
+
+
+def work_line(name: str, info: dict[str, Any]) -> str:
+    """The run log's line for one suite: where it ran and what it did (an xdist worker sends it on)."""
+    seconds = info.get("seconds", {})
+    return (
+        f"[novelty {info.get('worker', 'main')}] {name}: {info.get('prompts', 0)} prompts x "
+        f"{info.get('samples', 0)} samples; {info.get('generated_rows', 0)} generated in "
+        f"{batches_text(int(info.get('generated_batches', 0)))} on {info.get('device', '?')} "
+        f"({float(info.get('tokens_per_second', 0)):,.0f} tokens/s, {float(seconds.get('generation', 0)):.1f}s), "
+        f"{info.get('cached_rows', 0)} from cache; originality {float(seconds.get('originality', 0)):.1f}s, "
+        f"judge {float(seconds.get('judge', 0)):.1f}s"
+    )

@@ -154,6 +154,8 @@ class NoveltyState:
         if suite.name in self._announced:
             return None
         self._announced.add(suite.name)
+        from pytest_novelty.runner import work_line
+
         return work_line(suite.name, result.info)
 
     # -- hooks ----------------------------------------------------------------------------------
@@ -263,34 +265,19 @@ def _suite_data(result: SuiteResult, baseline: SuiteResult | None) -> dict[str, 
     return data
 
 
-def work_line(name: str, info: dict[str, Any]) -> str:
-    """Where a suite ran and what its generation did, e.g. for the log of an xdist run."""
-    rows, cached = int(info.get("generated_rows", 0)), int(info.get("cached_rows", 0))
-    seconds = info.get("seconds", {})
-    return (
-        f"[novelty {info.get('worker', 'main')}] {name}: {rows} samples generated in "
-        f"{_batches(int(info.get('generated_batches', 0)))} on {info.get('device', '?')} "
-        f"({float(info.get('tokens_per_second', 0)):,.0f} tokens/s, {float(seconds.get('generation', 0)):.1f}s), "
-        f"{cached} from cache; originality {float(seconds.get('originality', 0)):.1f}s, "
-        f"judge {float(seconds.get('judge', 0)):.1f}s"
-    )
-
-
 def _work_summary(suite_data: dict[str, dict[str, Any]]) -> str:
     """One line with the work a run did: what a warm rerun should show as zeros."""
     infos = [d.get("info", {}) for d in suite_data.values()]
     if not infos:
         return ""
+    from pytest_novelty.runner import batches_text
+
     generated = sum(int(i.get("generated_rows", 0)) for i in infos)
     batches = sum(int(i.get("generated_batches", 0)) for i in infos)
     cached = sum(int(i.get("cached_rows", 0)) for i in infos)
     lookups = sum(int(i.get("originality_lookups", 0)) for i in infos)
     judged = sum(int(i.get("judge_requests", 0)) for i in infos)
     return (
-        f"novelty work done: {generated} samples generated in {_batches(batches)} ({cached} from cache), "
+        f"novelty work done: {generated} samples generated in {batches_text(batches)} ({cached} from cache), "
         f"{lookups} originality lookups, {judged} judge requests"
     )
-
-
-def _batches(count: int) -> str:
-    return f"{count} batch" if count == 1 else f"{count} batches"

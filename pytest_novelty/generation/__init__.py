@@ -99,6 +99,10 @@ class Progress:
     tokens: int
     seconds: float
 
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
 
 @dataclass
 class GenerationStats:
@@ -176,15 +180,18 @@ def generate(
     keys = [prompt_key(generator.fingerprint, text, settings) for text in texts]
     paths = [None if cache_dir is None else cache_dir / key[:2] / f"{key}.json" for key in keys]
     results: list[list[str]] = []
+    stored: list[int] = []  # answers already on disk per prompt (a file is never shortened)
     for path in paths:
         cached = None if path is None else read_json(path)
         have = [str(a) for a in cached] if isinstance(cached, list) else []
+        stored.append(len(have))
         results.append(have[: settings.samples])
     todo = [(i, j) for i in range(len(texts)) for j in range(len(results[i]), settings.samples)]
     stats.cached_rows = len(texts) * settings.samples - len(todo)
     if not todo:
         return results, stats
-    counts = generator.token_counts(list(texts))
+    missing = sorted({i for i, _ in todo})
+    counts = dict(zip(missing, generator.token_counts([texts[i] for i in missing]), strict=True))
     plan = plan_batches(
         [counts[i] for i, _ in todo],
         lambda n: generator.max_rows(n, settings),
@@ -209,11 +216,9 @@ def generate(
             changed.add(i)
         for i in sorted(changed):
             path = paths[i]
-            if path is not None:
-                previous = read_json(path)
-                kept = [str(a) for a in previous] if isinstance(previous, list) else []
-                if len(kept) < len(results[i]):  # never shorten what another run stored
-                    atomic_write_json(path, results[i])
+            if path is not None and len(results[i]) > stored[i]:
+                atomic_write_json(path, results[i])
+                stored[i] = len(results[i])
         stats.batches += 1
         stats.rows += len(rows)
         report(stats.rows, done, generator.tokens_generated - tokens_before)

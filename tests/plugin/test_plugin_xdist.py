@@ -28,7 +28,7 @@ def test_each_suite_generated_once_on_one_worker(
     result = pytester.runpytest_subprocess(*novelty_args, "-n", "2")
     result.assert_outcomes(passed=4)
     out = result.stdout.str()
-    lines = re.findall(r"\[novelty (gw\d)\] (\w+): (\d+) samples generated in (\d+) batches", out)
+    lines = re.findall(r"\[novelty (gw\d)\] (\w+): 6 prompts x 2 samples; (\d+) generated in (\d+) batch", out)
     # One line per suite, from the worker that ran it: 6 prompts x 2 samples, generated there once.
     assert sorted(name for _, name, _, _ in lines) == ["story", "tale"], out
     assert all(rows == "12" and int(batches) >= 1 for _, _, rows, batches in lines)
@@ -37,7 +37,7 @@ def test_each_suite_generated_once_on_one_worker(
 
     warm = pytester.runpytest_subprocess(*novelty_args, "-n", "2")
     warm.assert_outcomes(passed=4)
-    cached = r"\[novelty gw\d\] (\w+): 0 samples generated in 0 batches .* 12 from cache"
+    cached = r"\[novelty gw\d\] (\w+): 6 prompts x 2 samples; 0 generated in 0 batches on cache .* 12 from cache"
     warm_lines = re.findall(cached, warm.stdout.str())
     assert sorted(warm_lines) == ["story", "tale"]
     warm.stdout.fnmatch_lines(["novelty work done: 0 samples generated in 0 batches (24 from cache), 0 originality*"])
