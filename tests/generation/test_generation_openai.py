@@ -94,18 +94,19 @@ def test_each_row_is_a_seeded_request_with_the_suite_settings() -> None:
         gen = OpenAIGenerator("openai:judge-model", base_url=server.url, concurrency=8)
         texts = [gen.render(m) for m in CHAT]
         answers, stats = generate(gen, texts, SETTINGS)
-        bodies = server.requests
+        bodies = list(server.requests)
+        # The seeds are the rows' own: a rerun sends the same ones.
+        generate(OpenAIGenerator("openai:judge-model", base_url=server.url), texts, SETTINGS)
+        again = server.requests[len(bodies) :]
     assert stats.rows == 9 and [len(a) for a in answers] == [3, 3, 3]
     assert len(bodies) == 9 and server.max_in_flight > 1  # many requests in flight
     assert {b["temperature"] for b in bodies} == {0.7} and {b["top_p"] for b in bodies} == {0.9}
     assert {b["max_tokens"] for b in bodies} == {8} and all(b["stop"] == ["\n"] for b in bodies)
     assert all("top_k" not in b for b in bodies)  # OpenAI itself does not know top_k: sent only when set
     assert len({b["seed"] for b in bodies}) == 9  # one seed per row
-    assert sorted(b["messages"][0]["content"] for b in bodies) == sorted(m[0]["content"] for m in CHAT for _ in range(3))
-    # The seeds are the rows' own: a rerun sends the same ones.
-    with FakeOpenAI() as server:
-        generate(OpenAIGenerator("openai:judge-model", base_url=server.url), texts, SETTINGS)
-        assert sorted(b["seed"] for b in server.requests) == sorted(b["seed"] for b in bodies)
+    asked = sorted(b["messages"][0]["content"] for b in bodies)
+    assert asked == sorted(m[0]["content"] for m in CHAT for _ in range(3))
+    assert sorted(b["seed"] for b in again) == sorted(b["seed"] for b in bodies)
 
 
 def test_rate_limits_and_server_errors_are_retried() -> None:
@@ -161,8 +162,7 @@ def test_cache_key_covers_url_name_and_revision_but_not_credentials(tmp_path: Pa
                 fingerprint("http://gpu:8000/v1", revision="r2")}) == 4  # fmt: skip
     with FakeOpenAI() as server:
         texts = [OpenAIGenerator("openai:judge-model", base_url=server.url).render(CHAT[0])]
-        first, _ = generate(OpenAIGenerator("openai:judge-model", base_url=server.url), texts, SETTINGS,
-                            cache_dir=tmp_path)  # fmt: skip
+        generate(OpenAIGenerator("openai:judge-model", base_url=server.url), texts, SETTINGS, cache_dir=tmp_path)
         _, warm = generate(OpenAIGenerator("openai:judge-model", base_url=server.url), texts, SETTINGS,
                            cache_dir=tmp_path)  # fmt: skip
         _, pinned = generate(OpenAIGenerator("openai:judge-model", base_url=server.url, revision="r1"), texts,
