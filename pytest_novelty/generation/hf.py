@@ -362,9 +362,15 @@ class HFGenerator:
         except torch.OutOfMemoryError:
             if len(texts) == 1:
                 raise HarnessError(f"{self.name}: out of memory on a single prompt") from None
-            torch.cuda.empty_cache()
-            half = len(texts) // 2
-            return self.sample(texts[:half], seeds[:half], settings) + self.sample(texts[half:], seeds[half:], settings)
+        # Retried outside the except clause: there, the traceback still holds the failed attempt's
+        # tensors (its KV cache), and the halves would run short of the very memory it took.
+        torch.cuda.empty_cache()
+        half = len(texts) // 2
+        before = self.tokens_generated
+        first = self.sample(texts[:half], seeds[:half], settings, on_step)
+        tokens = self.tokens_generated - before
+        later = None if on_step is None else (lambda rows, new: on_step(half + rows, tokens + new))
+        return first + self.sample(texts[half:], seeds[half:], settings, later)
 
     def _max_new(self, width: int, settings: GenerationSettings) -> int:
         if self.context is None or width + settings.max_new_tokens <= self.context:

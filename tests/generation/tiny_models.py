@@ -24,7 +24,7 @@ CHAT_TEMPLATE = (
 FAMILIES = ("llama", "qwen2", "mistral", "gemma")
 
 
-def _config(family: str, vocab: int, ids: dict[str, int]) -> Any:
+def _config(family: str, vocab: int, ids: dict[str, int], sizes: dict[str, int] | None = None) -> Any:
     import transformers
 
     common: dict[str, Any] = dict(
@@ -41,6 +41,7 @@ def _config(family: str, vocab: int, ids: dict[str, int]) -> Any:
         initializer_range=0.2,  # peaked next-token distributions, so sampling tests have power
         tie_word_embeddings=False,
     )
+    common.update(sizes or {})
     if family == "llama":
         return transformers.LlamaConfig(**common)
     if family == "qwen2":
@@ -48,7 +49,7 @@ def _config(family: str, vocab: int, ids: dict[str, int]) -> Any:
     if family == "mistral":
         return transformers.MistralConfig(**common, sliding_window=16)
     if family == "gemma":
-        return transformers.GemmaConfig(**{**common, "tie_word_embeddings": True}, head_dim=16)
+        return transformers.GemmaConfig(**{"head_dim": 16, **common, "tie_word_embeddings": True})
     raise ValueError(family)
 
 
@@ -79,15 +80,17 @@ def train_tokenizer(corpus: list[str]) -> Any:
     return fast
 
 
-def build_family_checkpoint(folder: Path, family: str, corpus: list[str], *, seed: int = 0) -> Path:
+def build_family_checkpoint(
+    folder: Path, family: str, corpus: list[str], *, seed: int = 0, sizes: dict[str, int] | None = None
+) -> Path:
     """Save a tiny random ``family`` model with its tokenizer; the generation config ends a turn on
-    any of ``</s>``, ``<|im_end|>`` and ``<|eot|>``."""
+    any of ``</s>``, ``<|im_end|>`` and ``<|eot|>``. ``sizes`` overrides config fields (larger models)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     tokenizer = train_tokenizer(corpus)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in (EOS, BOS, IM_START, IM_END, EOT)}
-    config = _config(family, len(tokenizer), ids)
+    config = _config(family, len(tokenizer), ids, sizes)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config)
     model.generation_config.eos_token_id = [ids[EOS], ids[IM_END], ids[EOT]]
