@@ -68,6 +68,7 @@ def check_checkpoint(model: str, *, trust_remote_code: bool = True, base_model: 
 
 
 ADAPTER_CONFIG = "adapter_config.json"
+_DTYPES = {"auto": "", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
 def is_adapter(model: str) -> bool:
@@ -224,11 +225,15 @@ class HFGenerator:
         gpus: int = 1,
         base_model: str | None = None,
         placement: dict[str, Any] | None = None,
+        dtype: str = "auto",
     ) -> None:
         """``gpus`` > 1 spreads the model over that many of the visible GPUs (accelerate's device
         map); ``placement`` gives ``from_pretrained`` a device map of the caller's instead (see
         :func:`~pytest_novelty.generation.devices.shard_placement`). An adapter folder loads over
-        ``base_model`` or the base its adapter config names."""
+        ``base_model`` or the base its adapter config names. ``dtype``: ``auto`` (bfloat16 on CUDA,
+        float32 on the CPU), ``bf16``, ``fp16`` or ``fp32``."""
+        if dtype not in _DTYPES:
+            raise ConfigError(f"unknown dtype {dtype!r}; use one of {', '.join(_DTYPES)}", field="--dtype")
         check_checkpoint(model, trust_remote_code=trust_remote_code, base_model=base_model)
         self.name = model
         self.adapter = model if is_adapter(model) else None
@@ -238,6 +243,7 @@ class HFGenerator:
         self._wanted_device = device
         self._gpus = gpus
         self._placement = placement
+        self._dtype = dtype
         self._trust_remote_code = trust_remote_code
         self._device: str | None = None
         self._tokenizer: Any = None
@@ -290,7 +296,8 @@ class HFGenerator:
             from transformers import AutoModelForCausalLM
 
             name, remote = self.base, {"trust_remote_code": self._trust_remote_code}
-            dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+            dtype = getattr(torch, _DTYPES[self._dtype]) if self._dtype != "auto" else None
+            dtype = dtype or (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
             placement = self._placement_kwargs()
             model = _load(
                 "model", name, lambda: AutoModelForCausalLM.from_pretrained(name, dtype=dtype, **remote, **placement)
