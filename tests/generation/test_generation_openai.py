@@ -16,7 +16,8 @@ from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.generation import generate, open_generator
 from pytest_novelty.generation.openai import OpenAIGenerator
 from pytest_novelty.suites.schema import GenerationSettings
-from tests.generation.conftest import Served, write_story_suite
+from tests.generation.conftest import Served, start_server, stop_server, write_story_suite
+from tests.generation.tiny_models import build_family_checkpoint
 from tests.servers.openai_api import FakeOpenAI
 
 SETTINGS = GenerationSettings(samples=3, temperature=0.7, top_p=0.9, max_new_tokens=8, seed=5, stop=("\n",))
@@ -69,6 +70,24 @@ def test_pytest_gates_a_served_model(
     warm.assert_outcomes(passed=2)
     assert served.requests("/v1/completions") - before == 2 * 4 * 2  # all from the cache
     assert "0 samples generated in 0 batches (8 from cache)" in warm.stdout.str()
+
+
+@pytest.mark.slow
+def test_chat_inputs_go_to_the_chat_endpoint_and_its_template(tmp_path: Path, tiny_corpus: list[str]) -> None:
+    """A Llama-layout chat checkpoint served by ``transformers serve``: messages go to the chat
+    endpoint, the server applies the chat template, and greedy answers equal the local ones."""
+    folder = build_family_checkpoint(tmp_path / "llama-chat", "llama", tiny_corpus)
+    proc, server = start_server(folder, tmp_path / "serve.log")
+    try:
+        remote = OpenAIGenerator(f"openai:{server.model}", base_url=server.url)
+        settings = GenerationSettings(samples=1, temperature=0.0, max_new_tokens=10)
+        answers, _ = generate(remote, [remote.render(m) for m in CHAT], settings)
+        assert server.requests("/v1/chat/completions") == 3 and server.requests("/v1/completions") == 0
+    finally:
+        stop_server(proc)
+    local = open_generator(str(folder), device="cpu")
+    expected, _ = generate(local, [local.render(m) for m in CHAT], settings)
+    assert answers == expected and any(a[0] for a in answers)
 
 
 @pytest.mark.slow
