@@ -52,6 +52,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             judge=args.judge,
             judge_base_url=args.judge_base_url,
             trust_remote_code=args.trust_remote_code,
+            gpus_per_worker=args.gpus,
+            base_model=args.base_model,
+            model_base_url=args.model_base_url,
+            model_revision=args.model_revision,
             progress=ProgressSink(),
         )
     )
@@ -108,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--judge", help="judge spec for every suite")
     run.add_argument("--judge-base-url")
     run.add_argument("--trust-remote-code", action="store_true")
+    run.add_argument("--model-base-url", help="endpoint of a served --model openai:NAME")
+    run.add_argument("--model-revision", help="revision of the served model's weights (cache key)")
+    run.add_argument("--base-model", help="base checkpoint of a PEFT adapter --model")
+    run.add_argument("--gpus", type=int, default=1, help="GPUs to spread one model over (default 1)")
     run.add_argument("--output", help="write each suite's prompts, answers and metrics to this JSON file")
     run.set_defaults(func=_cmd_run)
 

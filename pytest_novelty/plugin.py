@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_novelty.errors import NoveltyError
+from pytest_novelty.errors import ConfigError, NoveltyError
 from pytest_novelty.generation import GENERATORS
 from pytest_novelty.session import NoveltyState
 from pytest_novelty.suites.schema import Suite, load_suites
@@ -33,6 +33,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="novelty_model",
         metavar="PATH_OR_ID",
         help="checkpoint to gate: a local Hugging Face folder, a hub id, or 'demo' / 'demo-early'",
+    )
+    group.addoption(
+        "--model-base-url",
+        dest="novelty_model_base_url",
+        metavar="URL",
+        help="OpenAI-compatible endpoint of a served --model openai:NAME (vLLM, SGLang, TGI, transformers serve)",
+    )
+    group.addoption(
+        "--model-revision",
+        dest="novelty_model_revision",
+        metavar="REV",
+        help="revision of the served model's weights, part of its cache key (pin it when they change)",
+    )
+    group.addoption(
+        "--base-model",
+        dest="novelty_base_model",
+        metavar="PATH_OR_ID",
+        help="base checkpoint of a PEFT adapter --model (default: the adapter config's base_model_name_or_path)",
     )
     group.addoption(
         "--device",
@@ -171,7 +189,7 @@ def pytest_configure(config: pytest.Config) -> None:
             clear_cache(cache_dir)
         for model in (config.option.novelty_model, config.option.novelty_baseline_model):
             if model:
-                _check_model(config, model, cache_dir)
+                _check_model(config, model, cache_dir, suites)
     except NoveltyError as exc:
         raise pytest.UsageError(str(exc)) from None
     _place_worker(config)
@@ -184,7 +202,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args = [str(folder)]
 
 
-def _check_model(config: pytest.Config, model: str, cache_dir: Path) -> None:
+def _check_model(config: pytest.Config, model: str, cache_dir: Path, suites: list[Suite]) -> None:
     """Fail fast on a missing checkpoint; build the demo on the controller, before workers start."""
     from pytest_novelty import demo
 
@@ -192,9 +210,17 @@ def _check_model(config: pytest.Config, model: str, cache_dir: Path) -> None:
         if not hasattr(config, "workerinput"):
             demo.ensure_demo(cache_dir)
         return
-    from pytest_novelty.generation.hf import check_checkpoint
+    from pytest_novelty.generation import check_model, is_served
 
-    check_checkpoint(model, trust_remote_code=config.option.novelty_trust_remote_code)
+    opt = config.option
+    check_model(
+        model, trust_remote_code=opt.novelty_trust_remote_code, base_model=opt.novelty_base_model,
+        base_url=opt.novelty_model_base_url,
+    )  # fmt: skip
+    if is_served(model) and not opt.novelty_originality and any(s.scoring.originality == "auto" for s in suites):
+        from pytest_novelty.runner import SERVED_NEEDS_ORIGINALITY
+
+        raise ConfigError(SERVED_NEEDS_ORIGINALITY, field="--originality")
 
 
 def _configure_snapshots(config: pytest.Config) -> None:

@@ -29,6 +29,12 @@ LOOKUP_CHUNK = 512  # texts per originality request to a backend, and per cached
 JUDGE_CHUNK = 256  # answers per call to a judge (a remote judge runs each chunk's requests concurrently)
 
 
+SERVED_NEEDS_ORIGINALITY = (
+    "a served model has no checkpoint folder to find novelty-index/ in; pass --originality "
+    "infini-gram:DIR (an index of its training corpus)"
+)
+
+
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
@@ -46,6 +52,10 @@ class RunConfig:
     trust_remote_code: bool = False
     seed: int | None = None
     generator: str = "hf"
+    gpus_per_worker: int = 1  # GPUs one model is spread over
+    base_model: str | None = None  # the base checkpoint of a PEFT adapter folder (else its config's)
+    model_base_url: str | None = None  # the endpoint of a served model (--model openai:NAME)
+    model_revision: str | None = None  # the served weights' revision, for the cache key
     worker: str = "main"  # the pytest-xdist worker running the suites (for the log and the report)
     log: Log = _stderr
     progress: ProgressSink = QUIET
@@ -94,9 +104,14 @@ class Runner:
                 assets = demo.ensure_demo(self.config.cache_dir, log=self.config.log)
                 self._model_path = str(assets / model)
             else:
-                from pytest_novelty.generation.hf import check_checkpoint
+                from pytest_novelty.generation import check_model
 
-                check_checkpoint(model, trust_remote_code=self.config.trust_remote_code)
+                check_model(
+                    model,
+                    trust_remote_code=self.config.trust_remote_code,
+                    base_model=self.config.base_model,
+                    base_url=self.config.model_base_url,
+                )
                 self._model_path = model
         return self._model_path
 
@@ -113,6 +128,10 @@ class Runner:
 
         if self.config.model in demo.DEMO_MODELS:
             return f"infini-gram:{demo.ensure_demo(self.config.cache_dir, log=self.config.log) / 'index'}"
+        from pytest_novelty.generation import is_served
+
+        if is_served(self.config.model):
+            raise ConfigError(SERVED_NEEDS_ORIGINALITY, path=suite.path, field="scoring.originality")
         local = Path(self.model_path()) / "novelty-index"
         from pytest_novelty.scoring.originality import is_index
 
@@ -136,6 +155,11 @@ class Runner:
                 device=self.config.device,
                 trust_remote_code=self.config.trust_remote_code,
                 backend=self.config.generator,
+                gpus=self.config.gpus_per_worker,
+                base_model=self.config.base_model,
+                base_url=self.config.model_base_url,
+                revision=self.config.model_revision,
+                log=self.config.log,
             )
         return self._generator
 

@@ -68,14 +68,59 @@ class Generator(Protocol):
         ...
 
 
+SERVED_PREFIX = "openai:"
+"""``--model openai:NAME``: a model served behind an OpenAI-compatible endpoint (:mod:`.openai`)."""
+
+
+def is_served(model: str) -> bool:
+    """Whether ``model`` names a served model (``openai:NAME``) rather than a checkpoint."""
+    return model.startswith(SERVED_PREFIX)
+
+
+def check_model(
+    model: str, *, trust_remote_code: bool = False, base_model: str | None = None, base_url: str | None = None
+) -> None:
+    """Cheap checks of ``--model`` before anything heavy is imported (one clear line on bad input)."""
+    if is_served(model):
+        from pytest_novelty.generation.openai import check_served
+
+        check_served(model, base_url)
+        return
+    from pytest_novelty.generation.hf import check_checkpoint
+
+    check_checkpoint(model, trust_remote_code=trust_remote_code, base_model=base_model)
+
+
 def open_generator(
-    model: str, *, device: str = "auto", trust_remote_code: bool = False, backend: str = "hf"
+    model: str,
+    *,
+    device: str = "auto",
+    trust_remote_code: bool = False,
+    backend: str = "hf",
+    gpus: int = 1,
+    base_model: str | None = None,
+    base_url: str | None = None,
+    revision: str | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> Generator:
-    """Load ``model`` (a local Hugging Face folder or a hub id) for sampling with ``backend``."""
+    """Load ``model`` for sampling with ``backend``.
+
+    ``model`` is a local Hugging Face folder, a PEFT adapter folder (loaded over ``base_model`` or
+    the base its config names), a hub id, or ``openai:NAME`` for a model served at ``base_url``
+    (then ``revision`` pins the weights the cache trusts, and ``backend`` does not apply).
+    ``gpus`` spreads one local model over that many GPUs (accelerate for ``hf``, tensor
+    parallelism for ``vllm``).
+    """
+    if is_served(model):
+        from pytest_novelty.generation.openai import OpenAIGenerator
+
+        return OpenAIGenerator(model, base_url=base_url, revision=revision, log=log)
     if backend == "vllm":
         from pytest_novelty.generation.vllm import VLLMGenerator
 
-        return VLLMGenerator(model, device=device, trust_remote_code=trust_remote_code)
+        return VLLMGenerator(
+            model, device=device, trust_remote_code=trust_remote_code, gpus=gpus, base_model=base_model
+        )
     if backend != "hf":
         from pytest_novelty.errors import ConfigError, did_you_mean
 
@@ -85,7 +130,7 @@ def open_generator(
         )
     from pytest_novelty.generation.hf import HFGenerator
 
-    return HFGenerator(model, device=device, trust_remote_code=trust_remote_code)
+    return HFGenerator(model, device=device, trust_remote_code=trust_remote_code, gpus=gpus, base_model=base_model)
 
 
 @dataclass

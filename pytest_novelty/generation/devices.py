@@ -66,3 +66,79 @@ def cpu_threads(worker_count: int, cpus: int | None = None) -> int:
     """Threads for torch in one of ``worker_count`` CPU workers sharing the machine."""
     cpus = cpus or os.cpu_count() or 1
     return max(1, cpus // max(1, worker_count))
+
+
+# -- one model over several devices ---------------------------------------------------------------
+
+
+def cuda_count() -> int:
+    """GPUs this process sees (after its worker was pinned to its group)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def model_devices(device: str, per_worker: int, count: int) -> list[str]:
+    """The devices one model is spread over: the first ``per_worker`` of the ``count`` GPUs this
+    process sees.
+
+    Under pytest-xdist a worker's process sees only its own group (``CUDA_VISIBLE_DEVICES`` is set
+    by :func:`assign_gpus`), so its GPUs are ``cuda:0`` .. ``cuda:N-1``; without xdist the first N
+    visible GPUs are used. One device (``per_worker`` 1, or the CPU) is returned as is.
+    """
+    if per_worker <= 1 or device == "cpu":
+        return [device]
+    if device not in ("cuda", "cuda:0"):
+        raise ConfigError(
+            f"--device {device} pins one GPU; use --device cuda (or auto) with --gpus-per-worker {per_worker}",
+            field="--device",
+        )
+    if count < per_worker:
+        raise ConfigError(
+            f"{per_worker} GPUs per worker asked, but this process sees {count}; lower --gpus-per-worker "
+            "or make more GPUs visible (CUDA_VISIBLE_DEVICES)",
+            field="--gpus-per-worker",
+        )
+    return [f"cuda:{i}" for i in range(per_worker)]
+
+
+def cuda_free_memory(devices: Sequence[str]) -> dict[str, int]:
+    """Free bytes on each CUDA device of ``devices`` (NVML through torch; no allocation)."""
+    import torch
+
+    return {d: int(torch.cuda.mem_get_info(torch.device(d))[0]) for d in devices}
+
+
+WEIGHT_SHARE = 0.8
+"""The part of a device's free memory the weights may take when spread; the rest is left to the KV
+cache and activations (``max_rows`` sizes batches from what is free after loading)."""
+
+
+def shard_placement(
+    devices: Sequence[str], free: Mapping[str, int], *, offload_folder: str | None = None
+) -> dict[str, object]:
+    """``from_pretrained`` arguments that spread one model over ``devices`` with accelerate.
+
+    ``max_memory`` names only these devices (so nothing lands on a GPU of another worker, nor on
+    the CPU unless it is listed), each allowed ``WEIGHT_SHARE`` of its free memory (``free``:
+    bytes per device). Several GPUs get ``device_map="balanced"`` (layers split evenly: pipeline
+    parallelism, one GPU active at a time); a list with ``cpu`` or ``disk`` gets ``"auto"`` (fill
+    the first device, offload the rest), which needs ``offload_folder`` for ``disk``. One device:
+    no device map (the model is moved there whole).
+    """
+    if len(devices) <= 1:
+        return {}
+    missing = [d for d in devices if d not in free]
+    if missing:
+        raise ValueError(f"no free memory given for {', '.join(missing)}")
+    gpus_only = all(d.startswith("cuda") for d in devices)
+    max_memory: dict[int | str, int] = {}
+    for d in devices:
+        key: int | str = int(d.partition(":")[2] or 0) if d.startswith("cuda") else d
+        max_memory[key] = int(free[d] * (WEIGHT_SHARE if d.startswith("cuda") else 1.0))
+    placement: dict[str, object] = {"device_map": "balanced" if gpus_only else "auto", "max_memory": max_memory}
+    if "disk" in devices:
+        if offload_folder is None:
+            raise ValueError("offloading to disk needs an offload_folder")
+        placement["offload_folder"] = offload_folder
+    return placement

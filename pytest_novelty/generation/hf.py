@@ -22,12 +22,14 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "to
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 
 
-def check_checkpoint(model: str, *, trust_remote_code: bool = True) -> None:
+def check_checkpoint(model: str, *, trust_remote_code: bool = True, base_model: str | None = None) -> None:
     """Cheap checks of a local checkpoint folder, before anything heavy is imported.
 
     A string that is not an existing path but looks like a hub id (``org/name``) passes: it is
     resolved by transformers when the model is loaded. With ``trust_remote_code=False`` a folder
-    whose config or tokenizer config maps to its own Python code (``auto_map``) is refused.
+    whose config or tokenizer config maps to its own Python code (``auto_map``) is refused. A
+    PEFT adapter folder (``adapter_config.json``, no ``config.json``) is checked with its base
+    model (``base_model``, else the one its adapter config names).
     """
     path = Path(model)
     if not path.exists():
@@ -41,6 +43,9 @@ def check_checkpoint(model: str, *, trust_remote_code: bool = True) -> None:
         )
     if not path.is_dir():
         raise ConfigError("expected a checkpoint folder, got a file", path=model, field="--model")
+    if not (path / "config.json").is_file() and (path / ADAPTER_CONFIG).is_file():
+        check_checkpoint(adapter_base(model, base_model), trust_remote_code=trust_remote_code)
+        return
     if not (path / "config.json").is_file():
         raise ConfigError(
             "no config.json: this is not a Hugging Face checkpoint folder (save it with model.save_pretrained)",
@@ -60,6 +65,50 @@ def check_checkpoint(model: str, *, trust_remote_code: bool = True) -> None:
             path=model,
             field="--model",
         )
+
+
+ADAPTER_CONFIG = "adapter_config.json"
+_DTYPES = {"auto": "", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def is_adapter(model: str) -> bool:
+    """Whether ``model`` is a PEFT adapter folder (``adapter_config.json`` and no ``config.json``)."""
+    path = Path(model)
+    return (path / ADAPTER_CONFIG).is_file() and not (path / "config.json").is_file()
+
+
+def adapter_base(adapter: str, base_model: str | None = None) -> str:
+    """The base checkpoint an adapter folder loads over: ``base_model`` (``--base-model``) when
+    given, else ``base_model_name_or_path`` of its ``adapter_config.json``."""
+    if base_model:
+        return base_model
+    config = Path(adapter) / ADAPTER_CONFIG
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"unreadable adapter config ({exc})", path=str(config), field="--model") from None
+    base = data.get("base_model_name_or_path") if isinstance(data, dict) else None
+    if not isinstance(base, str) or not base:
+        raise ConfigError(
+            "base_model_name_or_path is not set: pass the base checkpoint with --base-model PATH",
+            path=str(config),
+            field="base_model_name_or_path",
+        )
+    return base
+
+
+def model_fingerprint(model: str, base_model: str | None = None) -> str:
+    """The content fingerprint of what is loaded: a checkpoint, or an adapter together with its base.
+
+    An adapter's answers depend on its own files and on the base weights under it, so both
+    fingerprints go into its identity: the same adapter over another base, or another adapter
+    over the same base, never shares cached answers.
+    """
+    if not is_adapter(model):
+        return checkpoint_fingerprint(model)
+    base = adapter_base(model, base_model)
+    digest = hashlib.sha256(f"adapter\0{checkpoint_fingerprint(model)}\0{checkpoint_fingerprint(base)}".encode())
+    return digest.hexdigest()[:16]
 
 
 def _ships_code(path: Path) -> bool:
@@ -167,12 +216,34 @@ class HFGenerator:
     cost follows the tokens actually produced. Sampling is seeded per row (see ``sampling.py``).
     """
 
-    def __init__(self, model: str, *, device: str = "auto", trust_remote_code: bool = False) -> None:
-        check_checkpoint(model, trust_remote_code=trust_remote_code)
+    def __init__(
+        self,
+        model: str,
+        *,
+        device: str = "auto",
+        trust_remote_code: bool = False,
+        gpus: int = 1,
+        base_model: str | None = None,
+        placement: dict[str, Any] | None = None,
+        dtype: str = "auto",
+    ) -> None:
+        """``gpus`` > 1 spreads the model over that many of the visible GPUs (accelerate's device
+        map); ``placement`` gives ``from_pretrained`` a device map of the caller's instead (see
+        :func:`~pytest_novelty.generation.devices.shard_placement`). An adapter folder loads over
+        ``base_model`` or the base its adapter config names. ``dtype``: ``auto`` (bfloat16 on CUDA,
+        float32 on the CPU), ``bf16``, ``fp16`` or ``fp32``."""
+        if dtype not in _DTYPES:
+            raise ConfigError(f"unknown dtype {dtype!r}; use one of {', '.join(_DTYPES)}", field="--dtype")
+        check_checkpoint(model, trust_remote_code=trust_remote_code, base_model=base_model)
         self.name = model
-        self.fingerprint = checkpoint_fingerprint(model)
+        self.adapter = model if is_adapter(model) else None
+        self.base = adapter_base(model, base_model) if self.adapter else model
+        self.fingerprint = model_fingerprint(model, base_model)
         self.tokens_generated = 0
         self._wanted_device = device
+        self._gpus = gpus
+        self._placement = placement
+        self._dtype = dtype
         self._trust_remote_code = trust_remote_code
         self._device: str | None = None
         self._tokenizer: Any = None
@@ -184,6 +255,7 @@ class HFGenerator:
 
     @property
     def device(self) -> str:
+        """Where inputs go: the device (the first one of a model spread over several)."""
         if self._device is None:
             self._device = resolve_device(self._wanted_device)
         return self._device
@@ -193,13 +265,27 @@ class HFGenerator:
         if self._tokenizer is None:
             from transformers import AutoTokenizer
 
-            name, remote = self.name, {"trust_remote_code": self._trust_remote_code}
+            # An adapter folder may carry its own tokenizer (added tokens); else the base's is used.
+            own = self.adapter and any((Path(self.adapter) / f).is_file() for f in _TOKENIZER_FILES)
+            name = self.name if own or not self.adapter else self.base
+            remote = {"trust_remote_code": self._trust_remote_code}
             tokenizer = _load("tokenizer", name, lambda: AutoTokenizer.from_pretrained(name, **remote))
             tokenizer.padding_side = "left"
             if tokenizer.pad_token is None:
                 tokenizer.pad_token = tokenizer.eos_token
             self._tokenizer = tokenizer
         return self._tokenizer
+
+    def _placement_kwargs(self) -> dict[str, Any]:
+        """``from_pretrained`` arguments that spread the weights, or {} for one device."""
+        if self._placement is not None:
+            return dict(self._placement)
+        if self._gpus <= 1:
+            return {}
+        from pytest_novelty.generation import devices
+
+        spread = devices.model_devices(self.device, self._gpus, devices.cuda_count())
+        return devices.shard_placement(spread, devices.cuda_free_memory(spread))
 
     @property
     def model(self) -> Any:
@@ -209,10 +295,18 @@ class HFGenerator:
             import torch
             from transformers import AutoModelForCausalLM
 
-            name, remote = self.name, {"trust_remote_code": self._trust_remote_code}
-            dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
-            model = _load("model", name, lambda: AutoModelForCausalLM.from_pretrained(name, dtype=dtype, **remote))
-            model.to(self.device)
+            name, remote = self.base, {"trust_remote_code": self._trust_remote_code}
+            dtype = getattr(torch, _DTYPES[self._dtype]) if self._dtype != "auto" else None
+            dtype = dtype or (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
+            placement = self._placement_kwargs()
+            model = _load(
+                "model", name, lambda: AutoModelForCausalLM.from_pretrained(name, dtype=dtype, **remote, **placement)
+            )
+            if self.adapter:
+                model = _with_adapter(model, self.adapter)
+            if not placement:
+                model.to(self.device)
+            self.device_map = dict(getattr(model, "hf_device_map", None) or {"": self.device})
             model.eval()
             config = model.config
             self.context = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
@@ -238,9 +332,9 @@ class HFGenerator:
     def max_rows(self, prompt_tokens: int, settings: GenerationSettings) -> int:
         """Rows per batch for prompts of up to ``prompt_tokens`` tokens: what the memory allows.
 
-        On CUDA: half the free memory divided by a row's KV cache at full length (keys and values
-        of every layer) plus its logits. On the CPU the time per step grows with the rows beyond a
-        few hundred, so batches stop at 256 rows.
+        On CUDA: half the free memory (of every GPU the model is spread over) divided by a row's KV
+        cache at full length (:func:`kv_bytes_per_token`) plus its sampling buffers. On the CPU the
+        time per step grows with the rows beyond a few hundred, so batches stop at 256 rows.
         """
         length = prompt_tokens + settings.max_new_tokens
         if not self.device.startswith("cuda"):
@@ -249,17 +343,11 @@ class HFGenerator:
 
         config = self.model.config
         text = config.get_text_config() if hasattr(config, "get_text_config") else config
-
-        def field(*names: str) -> int:
-            return next((int(v) for v in (getattr(text, n, None) for n in names) if v), 0)
-
-        layers = field("num_hidden_layers", "n_layer") or 1
-        heads = field("num_attention_heads", "n_head") or 1
-        kv_heads = field("num_key_value_heads") or heads
-        head_dim = field("head_dim") or (field("hidden_size", "n_embd") or 1) // heads
-        element = torch.finfo(self.model.dtype).bits // 8
-        per_row = 2 * layers * kv_heads * head_dim * element * length + 8 * field("vocab_size")
-        free, _ = torch.cuda.mem_get_info(torch.device(self.device))
+        # Sampling holds a few full-vocabulary vectors per row (float32 logits, float64 probabilities
+        # and their cumulative sum): 32 bytes per vocabulary entry.
+        per_row = kv_bytes_per_token(config, self.model.dtype) * length + 32 * int(getattr(text, "vocab_size", 0) or 0)
+        gpus = sorted({str(d) for d in self.device_map.values() if str(d).startswith("cuda") or isinstance(d, int)})
+        free = sum(torch.cuda.mem_get_info(torch.device(_torch_device(d)))[0] for d in gpus or [self.device])
         return max(1, min(1024, int(0.5 * free) // per_row))
 
     def sample(
@@ -281,9 +369,15 @@ class HFGenerator:
         except torch.OutOfMemoryError:
             if len(texts) == 1:
                 raise HarnessError(f"{self.name}: out of memory on a single prompt") from None
-            torch.cuda.empty_cache()
-            half = len(texts) // 2
-            return self.sample(texts[:half], seeds[:half], settings) + self.sample(texts[half:], seeds[half:], settings)
+        # Retried outside the except clause: there, the traceback still holds the failed attempt's
+        # tensors (its KV cache), and the halves would run short of the very memory it took.
+        torch.cuda.empty_cache()
+        half = len(texts) // 2
+        before = self.tokens_generated
+        first = self.sample(texts[:half], seeds[:half], settings, on_step)
+        tokens = self.tokens_generated - before
+        later = None if on_step is None else (lambda rows, new: on_step(half + rows, tokens + new))
+        return first + self.sample(texts[half:], seeds[half:], settings, later)
 
     def _max_new(self, width: int, settings: GenerationSettings) -> int:
         if self.context is None or width + settings.max_new_tokens <= self.context:
@@ -325,7 +419,7 @@ class HFGenerator:
             out = model(
                 input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **self._last_logits
             )
-            cache, logits = _cache_of(out), out.logits[:, -1, :]
+            cache, logits = _cache_of(out), out.logits[:, -1, :].to(self.device)
             if len(distinct) < len(texts):
                 cache.reorder_cache(expand)
                 logits, mask, positions, ids = logits[expand], mask[expand], positions[expand], ids[expand]
@@ -367,7 +461,7 @@ class HFGenerator:
                     use_cache=True,
                     **{self._cache_arg: cache},
                 )
-                cache, logits = _cache_of(out), out.logits[:, -1, :]
+                cache, logits = _cache_of(out), out.logits[:, -1, :].to(self.device)
                 position = position + 1
         self.tokens_generated += tokens
         return [str(t) for t in self.tokenizer.batch_decode(produced, skip_special_tokens=True)]
@@ -443,6 +537,52 @@ def checkpoint_processors(model: Any, device: str) -> Any:
     if suppress:
         processors.append(SuppressTokensLogitsProcessor(suppress, device=device))
     return processors or None
+
+
+def kv_bytes_per_token(config: Any, dtype: Any) -> int:
+    """Bytes of KV cache one token takes: keys and values of every layer, for the key/value heads only.
+
+    Grouped-query models (Llama 3, Qwen2, Mistral, Gemma) keep ``num_key_value_heads`` heads of
+    ``head_dim`` each, which may differ from ``hidden_size / num_attention_heads`` (Gemma); a
+    multimodal config is read through its text part.
+    """
+    import torch
+
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+
+    def field(*names: str) -> int:
+        return next((int(v) for v in (getattr(text, n, None) for n in names) if v), 0)
+
+    layers = field("num_hidden_layers", "n_layer") or 1
+    heads = field("num_attention_heads", "n_head") or 1
+    kv_heads = field("num_key_value_heads") or heads
+    head_dim = field("head_dim") or (field("hidden_size", "n_embd") or 1) // heads
+    return 2 * layers * kv_heads * head_dim * (torch.finfo(dtype).bits // 8)
+
+
+def _torch_device(entry: Any) -> str:
+    """A device map entry (0, "cuda:1", "cpu") as a torch device string."""
+    return f"cuda:{entry}" if isinstance(entry, int) or str(entry).isdigit() else str(entry)
+
+
+def _with_adapter(model: Any, adapter: str) -> Any:
+    """The base ``model`` with the PEFT adapter in ``adapter`` applied and merged into its weights.
+
+    Merging (LoRA: W + BA) gives the adapted model's outputs with the base model's forward pass
+    and speed, so the decode loop is the same for adapters and full checkpoints.
+    """
+    try:
+        from peft import PeftModel
+    except ImportError:
+        raise ConfigError(
+            "this is a PEFT adapter folder and peft is not installed; pip install 'pytest-novelty[peft]'",
+            path=adapter,
+            field="--model",
+        ) from None
+    try:
+        return PeftModel.from_pretrained(model, adapter).merge_and_unload()
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise ConfigError(f"cannot apply the adapter: {exc}", path=adapter, field="--model") from None
 
 
 def _cache_of(output: Any) -> Any:

@@ -6,15 +6,29 @@ not depend on the batch, as with the Hugging Face backend. vLLM's sampler draws 
 ours, so the same seed gives other answers than ``--generator hf``: the fingerprint names the
 backend and the two never share cached answers. Stop strings are kept in the output, as the HF
 backend keeps them; the task cuts answers at the stop afterwards.
+
+``gpus`` > 1 runs the model with tensor parallelism over that many GPUs (``tensor_parallel_size``;
+every layer split across them, all active at once). A PEFT LoRA adapter folder loads its base
+model with LoRA enabled and sends every request with a ``LoRARequest`` for the adapter.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.errors import ConfigError
-from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprint, render, token_counts
+from pytest_novelty.generation.hf import (
+    ADAPTER_CONFIG,
+    adapter_base,
+    check_checkpoint,
+    is_adapter,
+    model_fingerprint,
+    render,
+    token_counts,
+)
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
@@ -26,8 +40,16 @@ ROWS_PER_CALL = 4096  # vLLM batches inside a call; calls this size keep progres
 class VLLMGenerator:
     """Samples continuations with ``vllm.LLM``."""
 
-    def __init__(self, model: str, *, device: str = "auto", trust_remote_code: bool = False) -> None:
-        check_checkpoint(model, trust_remote_code=trust_remote_code)
+    def __init__(
+        self,
+        model: str,
+        *,
+        device: str = "auto",
+        trust_remote_code: bool = False,
+        gpus: int = 1,
+        base_model: str | None = None,
+    ) -> None:
+        check_checkpoint(model, trust_remote_code=trust_remote_code, base_model=base_model)
         try:
             import vllm
         except ImportError:
@@ -41,8 +63,19 @@ class VLLMGenerator:
         self._vllm = vllm
         self.name = model
         self.device = "cuda" if device == "auto" else device
-        self.fingerprint = "vllm:" + checkpoint_fingerprint(model)
-        self.llm = vllm.LLM(model=model, trust_remote_code=trust_remote_code, seed=0)
+        self.fingerprint = "vllm:" + model_fingerprint(model, base_model)
+        options: dict[str, Any] = {"trust_remote_code": trust_remote_code, "seed": 0}
+        if gpus > 1:
+            options["tensor_parallel_size"] = gpus
+        self._lora: Any = None
+        weights = model
+        if is_adapter(model):
+            weights = adapter_base(model, base_model)
+            options.update(enable_lora=True, max_lora_rank=_lora_rank(model))
+            from vllm.lora.request import LoRARequest
+
+            self._lora = LoRARequest("adapter", 1, str(Path(model).resolve()))
+        self.llm = vllm.LLM(model=weights, **options)
         self.tokenizer = self.llm.get_tokenizer()
         self.tokens_generated = 0
 
@@ -65,7 +98,8 @@ class VLLMGenerator:
     ) -> list[str]:
         """One request per row, seeded by its row seed (vLLM reports no progress within a call)."""
         params = [self._params(settings, seed) for seed in seeds]
-        outputs: list[Any] = self.llm.generate(list(texts), params, use_tqdm=False)
+        extra = {} if self._lora is None else {"lora_request": self._lora}
+        outputs: list[Any] = self.llm.generate(list(texts), params, use_tqdm=False, **extra)
         answers = []
         for output in outputs:
             completion = output.outputs[0]
@@ -85,3 +119,13 @@ class VLLMGenerator:
             include_stop_str_in_output=True,
             skip_special_tokens=True,
         )
+
+
+def _lora_rank(adapter: str) -> int:
+    """``max_lora_rank`` for the adapter: its rank ``r`` rounded up to a power of two, at least 8 (the
+    values vLLM accepts)."""
+    try:
+        rank = int(json.loads((Path(adapter) / ADAPTER_CONFIG).read_text(encoding="utf-8")).get("r", 8))
+    except (OSError, ValueError, TypeError) as exc:
+        raise ConfigError(f"unreadable adapter config ({exc})", path=adapter, field="--model") from None
+    return 1 << max(3, (max(rank, 1) - 1).bit_length())

@@ -1,0 +1,112 @@
+"""Fixtures of the generation tests: a real ``transformers serve`` on 127.0.0.1, and a small gate suite."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+STORY_PROMPTS = [
+    {"id": f"p{i}", "text": f"{a} and {b} went to the {place}.", "meta": {"characters": [a, b]}}
+    for i, (a, b, place) in enumerate(
+        [("Lily", "Tom", "park"), ("Mia", "Ben", "garden"), ("Sam", "Anna", "beach"), ("Max", "Lucy", "forest")]
+    )
+]
+STORY_SUITE = """
+task = "story"
+[prompts]
+source = "jsonl:prompts.jsonl"
+[generation]
+samples = 2
+max_new_tokens = 12
+[scoring]
+judge = "rules"
+judge_samples = 1
+[[thresholds]]
+metric = "originality@4"
+min = 0.0
+[[thresholds]]
+metric = "quality"
+min = 0.0
+"""
+
+
+def write_story_suite(folder: Path) -> Path:
+    """A folder with one story suite over four prompts, both thresholds at 0 (so the gate passes)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in STORY_PROMPTS))
+    (folder / "story.toml").write_text(STORY_SUITE)
+    return folder
+
+
+@dataclass
+class Served:
+    """A running ``transformers serve``: its ``/v1`` URL, the model it serves, and its request log."""
+
+    url: str
+    model: str
+    log: Path
+
+    def requests(self, route: str) -> int:
+        """How many requests the server has answered on ``route`` (from its access log)."""
+        return sum(f'"POST {route} HTTP' in line for line in self.log.read_text(errors="replace").splitlines())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(checkpoint: Path, log: Path, *, wait: float = 120.0) -> tuple[subprocess.Popen[bytes], Served]:
+    """Start ``transformers serve CHECKPOINT`` on a free port; skip (with the reason) if it cannot start."""
+    exe = shutil.which("transformers", path=str(Path(sys.executable).parent))
+    if exe is None:
+        pytest.skip("transformers serve is not installed (pip install 'pytest-novelty[serving]')")
+    port = _free_port()
+    args = [exe, "serve", str(checkpoint), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
+    with log.open("wb") as out:
+        proc = subprocess.Popen([*args, "--log-level", "info"], stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+            pytest.skip(f"transformers serve exited with status {proc.returncode}: {' | '.join(tail)}")
+        try:
+            with urllib.request.urlopen(f"{url}/models", timeout=2) as response:
+                if response.status == 200:
+                    return proc, Served(url, str(checkpoint), log)
+        except OSError:
+            time.sleep(0.5)
+    proc.terminate()
+    proc.wait(10)
+    pytest.skip(f"transformers serve did not answer within {wait:.0f} s")
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+@pytest.fixture(scope="session")
+def served(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """``transformers serve`` serving the tiny checkpoint on 127.0.0.1 for the whole session."""
+    proc, server = start_server(tiny_checkpoint, tmp_path_factory.mktemp("serve") / "serve.log")
+    try:
+        yield server
+    finally:
+        stop_server(proc)
