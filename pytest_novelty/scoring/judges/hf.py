@@ -92,8 +92,7 @@ class HFJudge(LocalChatModel):
                             continue
                         answer = {"score": None, "error": f"{unparsable} (asked {attempt + 1} times)"}
                     answer["reply"] = reply
-                    answers[key] = answer
-                    self.cache.put(key, answer)
+                    answers[key] = self.cache.put(key, answer)  # another run's answer if it was first
         results = []
         for item_keys in keys:
             found = [answers[key] for key in item_keys if key in answers]

@@ -218,8 +218,7 @@ class OpenAIJudge(OpenAIChat):
                         continue
                     answer = {"score": None, "error": f"{unparsable} (asked {1 + self.max_reasks} times)"}
                     answer["reply"] = reply
-                answers[sample] = answer
-                self.cache.put(keys[sample], answer)
+                answers[sample] = self.cache.put(keys[sample], answer)  # another run's answer if it was first
             pending = [s for s in pending if s not in answers]
         scores = [answers[s]["score"] for s in sorted(answers) if answers[s]["score"] is not None]
         errors = [answers[s]["error"] for s in sorted(answers) if answers[s]["error"]] + errors

@@ -108,8 +108,7 @@ class RewardJudge:
                 batch = todo[start : start + self.batch_size]
                 values = self._forward([items[i] for _, i in batch])
                 for (key, _), value in zip(batch, values, strict=True):
-                    known[key] = value
-                    self.cache.put(key, {"reward": value})
+                    known[key] = float(self.cache.put(key, {"reward": value})["reward"])
                 bar.update(len(batch))
             bar.close()
         return [known[key] for key in keys]
