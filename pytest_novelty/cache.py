@@ -28,6 +28,7 @@ Keys are strings or any JSON-serialisable value (canonicalised with sorted keys)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -90,9 +91,7 @@ def _key_text(key: Any) -> str:
 class Namespace:
     """One kind of entry (``root/name``); see the module doc. Thread- and process-safe."""
 
-    def __init__(
-        self, folder: Path, *, version: int = 1, validate: Callable[[Any], bool] | None = None
-    ) -> None:
+    def __init__(self, folder: Path, *, version: int = 1, validate: Callable[[Any], bool] | None = None) -> None:
         self.folder = Path(folder)
         self.name = self.folder.name
         self.version = version
@@ -223,9 +222,7 @@ class Cache:
     def __repr__(self) -> str:
         return f"Cache({str(self.root)!r})"
 
-    def namespace(
-        self, name: str, *, version: int = 1, validate: Callable[[Any], bool] | None = None
-    ) -> Namespace:
+    def namespace(self, name: str, *, version: int = 1, validate: Callable[[Any], bool] | None = None) -> Namespace:
         """The entries of one kind, in ``root/name``.
 
         ``version`` is the namespace's schema version (bump it when its values change layout:
@@ -278,10 +275,8 @@ def _size(path: Path) -> int:
             return path.lstat().st_size
         for base, _, files in os.walk(path):
             for file in files:
-                try:
+                with contextlib.suppress(OSError):
                     total += os.lstat(os.path.join(base, file)).st_size
-                except OSError:
-                    pass
     except OSError:
         pass
     return total

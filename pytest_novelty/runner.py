@@ -6,6 +6,7 @@ what is expensive (loaded models, backends, judges) for the length of a session.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -194,10 +195,9 @@ class Runner:
         outputs do. ``inputs`` replaces the model inputs built from the suite's prompting settings
         (one per prompt, in order), as the rounds of denial prompting do.
         """
+        from pytest_novelty.cache import repaired
         from pytest_novelty.suites.prompting import extract_answer
         from pytest_novelty.suites.tasks import get_task
-
-        from pytest_novelty.cache import repaired
 
         log = self.config.log
         start = time.perf_counter()
@@ -367,9 +367,8 @@ class Runner:
         with self.config.progress.bar(len(texts), what, unit="text") as bar:
             for start in range(0, len(texts), LOOKUP_CHUNK):
                 chunk = texts[start : start + LOOKUP_CHUNK]
-                scores = Cache(self.config.cache_dir).namespace(
-                    "originality-scores", validate=lambda rows, n=len(chunk): _scores_fit(rows, n, ns)
-                )
+                fits = functools.partial(_scores_fit, count=len(chunk), ns=ns)
+                scores = Cache(self.config.cache_dir).namespace("originality-scores", validate=fits)
                 key = stable_hash(identity, ns, chunk)
                 cached = scores.get(key)
                 if cached is None:

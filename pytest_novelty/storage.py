@@ -7,6 +7,7 @@ leaves either the old file or the new one, never a torn one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -88,10 +89,8 @@ def cache_usage(cache_dir: Path) -> dict[str, int]:
         total = 0
         for base, _, files in os.walk(entry) if entry.is_dir() else [(str(cache_dir), [], [entry.name])]:
             for name in files:
-                try:
+                with contextlib.suppress(OSError):
                     total += os.lstat(os.path.join(base, name)).st_size
-                except OSError:
-                    pass
         usage[entry.name] = total
     return usage
 

@@ -49,7 +49,8 @@ def server() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture
 def config(tmp_path: Path, tiny_checkpoint: Path, tiny_index: Path, server: FakeOpenAI) -> RunConfig:
-    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps({"id": f"p{i}", "text": t}) + "\n" for i, t in enumerate(PROMPTS)))
+    lines = [json.dumps({"id": f"p{i}", "text": t}) + "\n" for i, t in enumerate(PROMPTS)]
+    (tmp_path / "prompts.jsonl").write_text("".join(lines))
     (tmp_path / "story.toml").write_text(SUITE)
     return RunConfig(
         model=str(tiny_checkpoint),

@@ -37,7 +37,8 @@ def slow_forward(*args, **kwargs):  # a bigger model's pace: the batch runs long
     return forward(*args, **kwargs)
 model.forward = slow_forward
 texts = [f"Story {i}: {name} saw a kite." for i, name in enumerate(["Lily", "Tom", "Mia", "Ben"] * 6)]
-generate(gen, texts, GenerationSettings(samples=2, max_new_tokens=100, batch_size=64, seed=3), cache_dir=Path(sys.argv[2]))
+settings = GenerationSettings(samples=2, max_new_tokens=100, batch_size=64, seed=3)
+generate(gen, texts, settings, cache_dir=Path(sys.argv[2]))
 """
 
 

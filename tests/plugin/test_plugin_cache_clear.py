@@ -27,7 +27,9 @@ def test_two_concurrent_runs_that_clear_the_cache_both_pass(
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "pytest", *novelty_args, "--novelty-cache-clear"]
     runs = [
-        subprocess.Popen(command, cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        subprocess.Popen(
+            command, cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         for _ in range(2)
     ]
     for run in runs:

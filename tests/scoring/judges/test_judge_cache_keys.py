@@ -18,7 +18,13 @@ from pytest_novelty.scoring.judges.cache import endpoint_identity, judge_key
 from tests.servers.openai_api import FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[3]
-ITEMS = [JudgeItem("story", f"Tell a story about item {i}.", f"Once upon a time there was item {i}.") for i in range(6)]
+
+
+def _items(count: int) -> list[JudgeItem]:
+    return [JudgeItem("story", f"Tell a story about item {i}.", f"Once there was item {i}.") for i in range(count)]
+
+
+ITEMS = _items(6)
 FAST = {"timeout": 5.0, "backoff": 0.01, "max_backoff": 0.05, "max_attempts": 2}
 
 
@@ -28,7 +34,9 @@ def test_answers_from_one_endpoint_are_not_used_for_another(tmp_path: Path) -> N
         judged = OpenAIJudge("judge-model", base_url=first.url, cache_dir=cache, samples=2, **FAST).score(ITEMS)
         assert all(r.quality is not None for r in judged)
     with FakeOpenAI(api_key="the-right-key") as second:
-        judge = OpenAIJudge("judge-model", base_url=second.url, api_key="a-wrong-key", cache_dir=cache, samples=2, **FAST)
+        judge = OpenAIJudge(
+            "judge-model", base_url=second.url, api_key="a-wrong-key", cache_dir=cache, samples=2, **FAST
+        )
         with pytest.raises(HarnessError):
             judge.score(ITEMS)  # the refused key stops the run: nothing cached from the first endpoint
         assert second.request_count > 0
@@ -44,7 +52,8 @@ def test_the_same_endpoint_spelled_differently_shares_answers(tmp_path: Path) ->
 
 
 def test_endpoint_identity_keeps_where_and_drops_secrets() -> None:
-    assert endpoint_identity("HTTPS://user:sk-secret@Api.Example.com/v1/?key=sk-other") == "https://api.example.com:443/v1"
+    spelled = "HTTPS://user:sk-secret@Api.Example.com/v1/?key=sk-other"
+    assert endpoint_identity(spelled) == "https://api.example.com:443/v1"
     assert endpoint_identity("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
     assert endpoint_identity("http://127.0.0.1:8000/v1") != endpoint_identity("http://127.0.0.1:8001/v1")
     assert endpoint_identity("http://host/v1") != endpoint_identity("http://host/v2")
@@ -83,7 +92,7 @@ import json, sys, time
 from pathlib import Path
 from pytest_novelty.scoring.judges import JudgeItem, OpenAIJudge
 url, cache, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
-items = [JudgeItem("story", f"Tell a story about item {i}.", f"Once upon a time there was item {i}.") for i in range(20)]
+items = [JudgeItem("story", f"Tell a story about item {i}.", f"Once there was item {i}.") for i in range(20)]
 judge = OpenAIJudge("judge-model", base_url=url, cache_dir=Path(cache), samples=3, concurrency=4, timeout=30.0)
 while time.time() < start:
     pass
@@ -95,13 +104,14 @@ def test_two_concurrent_judge_runs_report_the_same_answers(tmp_path: Path) -> No
     """The endpoint answers at random (as a sampled judge does); both runs still agree, and so does a third."""
     rng = random.Random(0)
     env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "local"}
-    with FakeOpenAI(latency=0.02, n_mode="ignore", reply=lambda prompt, choice: f"Score: {rng.randint(0, 5)}") as server:
+    def reply(prompt: str, choice: int) -> str:
+        return f"Score: {rng.randint(0, 5)}"
+
+    with FakeOpenAI(latency=0.02, n_mode="ignore", reply=reply) as server:
         start = time.time() + 3.0
+        command = [sys.executable, "-c", _JUDGE_RUN, server.url, str(tmp_path), str(start)]
         runs = [
-            subprocess.Popen(
-                [sys.executable, "-c", _JUDGE_RUN, server.url, str(tmp_path), str(start)],
-                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            )  # fmt: skip
+            subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for _ in range(2)
         ]
         outputs = []
@@ -111,7 +121,7 @@ def test_two_concurrent_judge_runs_report_the_same_answers(tmp_path: Path) -> No
             outputs.append(json.loads(out))
         assert server.request_count > 60  # both runs asked (3 samples of 20 items each, one request per sample)
         sent = server.request_count
-        items = [JudgeItem("story", f"Tell a story about item {i}.", f"Once upon a time there was item {i}.") for i in range(20)]
-        third = OpenAIJudge("judge-model", base_url=server.url, cache_dir=tmp_path, samples=3, **FAST).score(items)
+        third = OpenAIJudge("judge-model", base_url=server.url, cache_dir=tmp_path, samples=3, **FAST)
+        results = third.score(_items(20))
         assert server.request_count == sent
-    assert outputs[0] == outputs[1] == [list(r.scores) for r in third]
+    assert outputs[0] == outputs[1] == [list(r.scores) for r in results]
