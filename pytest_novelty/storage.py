@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 
-def write_temp(path: Path, data: bytes | Callable[[BinaryIO], Any]) -> str:
+def write_temp(path: Path, data: bytes | Callable[[BinaryIO], Any], *, sync: bool = True) -> str:
     """Write ``data`` (bytes, or a function that writes to the file) to a new temporary file
-    beside ``path``, flushed and fsync'd; return its name. The caller moves it into place."""
+    beside ``path``, flushed and (with ``sync``) fsync'd; return its name. The caller moves it
+    into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -29,7 +30,8 @@ def write_temp(path: Path, data: bytes | Callable[[BinaryIO], Any]) -> str:
             else:
                 data(fh)
             fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                os.fsync(fh.fileno())
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
