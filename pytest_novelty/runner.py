@@ -6,6 +6,7 @@ what is expensive (loaded models, backends, judges) for the length of a session.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -19,7 +20,7 @@ import numpy as np
 
 from pytest_novelty.errors import ConfigError
 from pytest_novelty.progress import QUIET, ProgressSink
-from pytest_novelty.storage import atomic_write_json, read_json, stable_hash
+from pytest_novelty.storage import read_json, stable_hash
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
 
@@ -218,11 +219,13 @@ class Runner:
         outputs do. ``inputs`` replaces the model inputs built from the suite's prompting settings
         (one per prompt, in order), as the rounds of denial prompting do.
         """
+        from pytest_novelty.cache import repaired
         from pytest_novelty.suites.prompting import extract_answer
         from pytest_novelty.suites.tasks import get_task
 
         log = self.config.log
         start = time.perf_counter()
+        repaired_before = repaired()
         if inputs is None:
             prompts, inputs = self.prompts(suite)
         else:
@@ -262,6 +265,7 @@ class Runner:
         }
         result = self.score(suite, prompts, answers, pool_novelty=pool_novelty, info=info)
         result.info["seconds"]["generation"] = t_gen
+        result.info["cache_repaired"] = repaired() - repaired_before
         log(work_line(suite.name, result.info))
         return result
 
@@ -288,7 +292,7 @@ class Runner:
                     )
 
             done = generation.generate(
-                gen, texts, settings, cache_dir=self.config.cache_dir / "generations", on_batch=on_batch
+                gen, texts, settings, cache_dir=self.config.cache_dir / generation.NAMESPACE, on_batch=on_batch
             )
             bar.refresh()  # the final count, which the rate limit may have held back
             return done
@@ -373,9 +377,12 @@ class Runner:
     def _lookup(self, spec: str, texts: list[str], ns: list[int], what: str) -> tuple[list[dict[str, Any]], int]:
         """Originality of ``texts``, from the score cache or the backend, and how many were looked up.
 
-        Texts are scored in chunks of ``LOOKUP_CHUNK``, each cached atomically as soon as it is
-        done, so an interrupted run keeps the chunks it finished.
+        Texts are scored in chunks of ``LOOKUP_CHUNK``, each cached (namespace
+        ``originality-scores``) as soon as it is done, so an interrupted run keeps the chunks it
+        finished. A cached chunk whose layout does not fit (:func:`_scores_fit`) is dropped and
+        scored again, like any damaged entry.
         """
+        from pytest_novelty.cache import Cache
         from pytest_novelty.scoring.originality import score_texts
 
         identity = self._index_identity(spec)
@@ -384,13 +391,14 @@ class Runner:
         with self.config.progress.bar(len(texts), what, unit="text") as bar:
             for start in range(0, len(texts), LOOKUP_CHUNK):
                 chunk = texts[start : start + LOOKUP_CHUNK]
+                fits = functools.partial(_scores_fit, count=len(chunk), ns=ns)
+                scores = Cache(self.config.cache_dir).namespace("originality-scores", validate=fits)
                 key = stable_hash(identity, ns, chunk)
-                path = self.config.cache_dir / "originality-scores" / key[:2] / f"{key}.json"
-                cached = read_json(path)
-                if not (isinstance(cached, list) and len(cached) == len(chunk)):
-                    cached = [_score_row(r, ns) for r in score_texts(self.backend(spec), chunk, ns)]
+                cached = scores.get(key)
+                if cached is None:
+                    fresh = [_score_row(r, ns) for r in score_texts(self.backend(spec), chunk, ns)]
                     looked_up += len(chunk)
-                    atomic_write_json(path, cached)
+                    cached = scores.put(key, fresh)
                 out.extend(cached)
                 bar.update(len(chunk))
         return out, looked_up
@@ -448,6 +456,21 @@ def _score_row(result: Any, ns: list[int]) -> dict[str, Any]:
     }
 
 
+def _scores_fit(rows: Any, count: int, ns: list[int]) -> bool:
+    """Whether a cached chunk of originality answers has the layout :func:`_score_row` writes."""
+    if not isinstance(rows, list) or len(rows) != count:
+        return False
+    for row in rows:
+        if not isinstance(row, dict) or not isinstance(row.get("originality"), dict):
+            return False
+        values = [row["originality"].get(str(n), "missing") for n in ns]
+        if any(v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))) for v in values):
+            return False
+        if not isinstance(row.get("longest_span"), int) or not isinstance(row.get("longest_span_text", ""), str):
+            return False
+    return True
+
+
 def batches_text(count: int) -> str:
     """``1 batch``, ``3 batches``."""
     return f"{count} batch" if count == 1 else f"{count} batches"
@@ -456,11 +479,13 @@ def batches_text(count: int) -> str:
 def work_line(name: str, info: dict[str, Any]) -> str:
     """The run log's line for one suite: where it ran and what it did (an xdist worker sends it on)."""
     seconds = info.get("seconds", {})
+    repaired = int(info.get("cache_repaired", 0))
+    warning = f"; warning: {repaired} damaged cache entries dropped and recomputed" if repaired else ""
     return (
         f"[novelty {info.get('worker', 'main')}] {name}: {info.get('prompts', 0)} prompts x "
         f"{info.get('samples', 0)} samples; {info.get('generated_rows', 0)} generated in "
         f"{batches_text(int(info.get('generated_batches', 0)))} on {info.get('device', '?')} "
         f"({float(info.get('tokens_per_second', 0)):,.0f} tokens/s, {float(seconds.get('generation', 0)):.1f}s), "
         f"{info.get('cached_rows', 0)} from cache; originality {float(seconds.get('originality', 0)):.1f}s, "
-        f"judge {float(seconds.get('judge', 0)):.1f}s"
+        f"judge {float(seconds.get('judge', 0)):.1f}s{warning}"
     )

@@ -281,7 +281,9 @@ def _work_summary(suite_data: dict[str, dict[str, Any]]) -> str:
     cached = sum(int(i.get("cached_rows", 0)) for i in infos)
     lookups = sum(int(i.get("originality_lookups", 0)) for i in infos)
     judged = sum(int(i.get("judge_requests", 0)) for i in infos)
+    repaired = sum(int(i.get("cache_repaired", 0)) for i in infos)
+    warning = f"; warning: {repaired} damaged cache entries dropped and recomputed" if repaired else ""
     return (
         f"novelty work done: {generated} samples generated in {batches_text(batches)} ({cached} from cache), "
-        f"{lookups} originality lookups, {judged} judge requests"
+        f"{lookups} originality lookups, {judged} judge requests{warning}"
     )

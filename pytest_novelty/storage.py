@@ -7,6 +7,7 @@ leaves either the old file or the new one, never a torn one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -16,15 +17,31 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 
-def atomic_write(path: Path, write: Callable[[BinaryIO], Any]) -> None:
-    """Call ``write`` on a temporary file beside ``path``, then move it into place atomically."""
+def write_temp(path: Path, data: bytes | Callable[[BinaryIO], Any], *, sync: bool = True) -> str:
+    """Write ``data`` (bytes, or a function that writes to the file) to a new temporary file
+    beside ``path``, flushed and (with ``sync``) fsync'd; return its name. The caller moves it
+    into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            write(fh)
+            if isinstance(data, bytes):
+                fh.write(data)
+            else:
+                data(fh)
             fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                os.fsync(fh.fileno())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], Any]) -> None:
+    """Call ``write`` on a temporary file beside ``path``, then move it into place atomically."""
+    tmp = write_temp(path, write)
+    try:
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -64,32 +81,33 @@ def default_cache_dir() -> Path:
 
 
 def cache_usage(cache_dir: Path) -> dict[str, int]:
-    """Bytes used by each top-level entry of the cache folder."""
+    """Bytes used by each top-level entry of the cache folder (files removed meanwhile count 0)."""
     usage: dict[str, int] = {}
-    if not cache_dir.is_dir():
+    try:
+        entries = list(cache_dir.iterdir())
+    except OSError:
         return usage
-    for entry in cache_dir.iterdir():
-        files = [entry] if entry.is_file() else [p for p in entry.rglob("*") if p.is_file()]
-        usage[entry.name] = sum(p.stat().st_size for p in files)
+    for entry in entries:
+        total = 0
+        for base, _, files in os.walk(entry) if entry.is_dir() else [(str(cache_dir), [], [entry.name])]:
+            for name in files:
+                with contextlib.suppress(OSError):
+                    total += os.lstat(os.path.join(base, name)).st_size
+        usage[entry.name] = total
     return usage
+
+
+def is_demo(name: str) -> bool:
+    """Whether a top-level cache entry belongs to the built demo (kept by a plain clear)."""
+    return name.startswith((".demo-", "demo-"))
 
 
 def clear_cache(cache_dir: Path, *, keep_demo: bool = True) -> int:
     """Remove cached generations, scores and judge answers; the built demo stays unless asked.
 
-    Returns the number of bytes removed.
+    Safe while other runs use the cache and when two clears run at once: each entry is renamed
+    aside, then deleted (:meth:`pytest_novelty.cache.Cache.clear`). Returns the bytes removed.
     """
-    import shutil
+    from pytest_novelty.cache import Cache
 
-    usage = cache_usage(cache_dir)
-    removed = 0
-    for name, size in usage.items():
-        if keep_demo and name.startswith((".demo-", "demo-")):
-            continue
-        path = cache_dir / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
-        removed += size
-    return removed
+    return Cache(cache_dir).clear(keep=is_demo if keep_demo else lambda name: False)

@@ -21,11 +21,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
-from pytest_novelty.storage import atomic_write_json, read_json, stable_hash
+from pytest_novelty.cache import Namespace, as_namespace
+from pytest_novelty.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
 ModelInput = str | Sequence[dict[str, str]]
 StepCallback = Callable[[int, int], None]
+RowCallback = Callable[[int, str], None]
+NAMESPACE = "generations"
+NAMESPACE_VERSION = 2  # 1 was one list per prompt; 2 is one entry per (prompt, sample)
 
 GENERATORS = ("hf", "vllm")
 
@@ -60,10 +64,14 @@ class Generator(Protocol):
         seeds: Sequence[int],
         settings: GenerationSettings,
         on_step: StepCallback | None = None,
+        on_row: RowCallback | None = None,
     ) -> list[str]:
         """One continuation (new text only) per row; row ``i`` draws its randomness from ``seeds[i]`` only.
 
         ``on_step(rows_finished, tokens)`` may be called while the batch runs, for progress.
+        ``on_row(i, text)`` is called once per row, as soon as row ``i`` is finished (rows may end
+        in any order), with the text the returned list will hold, so that the caller can keep it
+        before the batch ends.
         """
         ...
 
@@ -204,37 +212,41 @@ def plan_batches(
     return plan
 
 
+def _row_key(key: str, sample: int) -> str:
+    """The cache key of one row: its prompt's key and its sample index."""
+    return f"{key}/{sample}"
+
+
 def generate(
     generator: Generator,
     texts: Sequence[str],
     settings: GenerationSettings,
     *,
-    cache_dir: Path | None = None,
+    cache_dir: Namespace | Path | None = None,
     on_batch: Callable[[Progress], None] | None = None,
 ) -> tuple[list[list[str]], GenerationStats]:
     """Sample ``settings.samples`` answers for every rendered input.
 
-    Each prompt's answers are cached in ``cache_dir`` under :func:`prompt_key` and written
-    atomically after every batch, so a rerun (or a run resumed after a crash) generates only the
-    rows it lacks. Missing rows are sorted by prompt length and batched (``settings.batch_size``
-    rows, or as many as fit when it is 0, meaning auto). Returns the answers in input order and
-    what was done.
+    Every row (prompt, sample index) is cached on its own (``cache_dir``: a cache namespace, or
+    a folder used as one) under :func:`prompt_key` and its index, and written the moment the
+    backend reports it finished (``on_row``), so a rerun, or a run resumed after a kill, generates
+    only the rows it lacks: a kill loses at most the rows in flight. When another process stored
+    a row first, its stored answer is used (first writer wins: every run that shares the cache
+    reports the same answers). Missing rows are sorted by prompt length and batched
+    (``settings.batch_size`` rows, or as many as fit when it is 0, meaning auto). Returns the
+    answers in input order and what was done.
     """
     start = time.perf_counter()
     stats = GenerationStats()
+    cache = as_namespace(cache_dir, version=NAMESPACE_VERSION, validate=lambda value: isinstance(value, str))
     keys = [prompt_key(generator.fingerprint, text, settings) for text in texts]
-    paths = [None if cache_dir is None else cache_dir / key[:2] / f"{key}.json" for key in keys]
-    results: list[list[str]] = []
-    stored: list[int] = []  # answers already on disk per prompt (a file is never shortened)
-    for path in paths:
-        cached = None if path is None else read_json(path)
-        have = [str(a) for a in cached] if isinstance(cached, list) else []
-        stored.append(len(have))
-        results.append(have[: settings.samples])
-    todo = [(i, j) for i in range(len(texts)) for j in range(len(results[i]), settings.samples)]
+    found: list[list[str | None]] = []
+    for key in keys:
+        found.append([None if cache is None else cache.get(_row_key(key, j)) for j in range(settings.samples)])
+    todo = [(i, j) for i in range(len(texts)) for j in range(settings.samples) if found[i][j] is None]
     stats.cached_rows = len(texts) * settings.samples - len(todo)
     if not todo:
-        return results, stats
+        return [[str(a) for a in row] for row in found], stats
     missing = sorted({i for i, _ in todo})
     counts = dict(zip(missing, generator.token_counts([texts[i] for i in missing]), strict=True))
     plan = plan_batches(
@@ -250,26 +262,23 @@ def generate(
 
     for done, batch in enumerate(plan, start=1):
         rows = [todo[r] for r in batch]
+
+        def keep(slot: int, text: str, rows: list[tuple[int, int]] = rows) -> None:
+            i, j = rows[slot]
+            if found[i][j] is None:
+                found[i][j] = text if cache is None else str(cache.put(_row_key(keys[i], j), text))
+
         on_step = functools.partial(_step, report, stats.rows, done - 1, generator.tokens_generated - tokens_before)
         seeds = [row_seed(keys[i], j) for i, j in rows]
-        answers = generator.sample([texts[i] for i, _ in rows], seeds, settings, on_step=on_step)
-        changed = set()
-        for (i, j), answer in sorted(zip(rows, answers, strict=True), key=lambda x: x[0]):
-            if j != len(results[i]):  # rows of one prompt arrive in sample order (see plan_batches)
-                raise RuntimeError(f"sample {j} of prompt {i} arrived out of order")
-            results[i].append(answer)
-            changed.add(i)
-        for i in sorted(changed):
-            path = paths[i]
-            if path is not None and len(results[i]) > stored[i]:
-                atomic_write_json(path, results[i])
-                stored[i] = len(results[i])
+        answers = generator.sample([texts[i] for i, _ in rows], seeds, settings, on_step=on_step, on_row=keep)
+        for slot, answer in enumerate(answers):
+            keep(slot, answer)  # rows a backend did not report one by one
         stats.batches += 1
         stats.rows += len(rows)
         report(stats.rows, done, generator.tokens_generated - tokens_before)
     stats.tokens = generator.tokens_generated - tokens_before
     stats.seconds = time.perf_counter() - start
-    return results, stats
+    return [[str(a) for a in row] for row in found], stats
 
 
 def _step(

@@ -16,7 +16,7 @@ from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
-    from pytest_novelty.generation import ModelInput, StepCallback
+    from pytest_novelty.generation import ModelInput, RowCallback, StepCallback
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
@@ -356,8 +356,10 @@ class HFGenerator:
         seeds: Sequence[int],
         settings: GenerationSettings,
         on_step: StepCallback | None = None,
+        on_row: RowCallback | None = None,
     ) -> list[str]:
-        """One sampled continuation (new text only) per row; ``on_step`` hears of finished rows and tokens.
+        """One sampled continuation (new text only) per row; ``on_step`` hears of finished rows and
+        tokens, ``on_row(i, text)`` of each row the moment it ends.
 
         On a CUDA out-of-memory error the batch is split in halves and retried; rows are seeded
         one by one, so the split does not change the answers.
@@ -365,7 +367,7 @@ class HFGenerator:
         import torch
 
         try:
-            return self._decode(texts, seeds, settings, on_step)
+            return self._decode(texts, seeds, settings, on_step, on_row)
         except torch.OutOfMemoryError:
             if len(texts) == 1:
                 raise HarnessError(f"{self.name}: out of memory on a single prompt") from None
@@ -374,10 +376,11 @@ class HFGenerator:
         torch.cuda.empty_cache()
         half = len(texts) // 2
         before = self.tokens_generated
-        first = self.sample(texts[:half], seeds[:half], settings, on_step)
+        first = self.sample(texts[:half], seeds[:half], settings, on_step, on_row)
         tokens = self.tokens_generated - before
         later = None if on_step is None else (lambda rows, new: on_step(half + rows, tokens + new))
-        return first + self.sample(texts[half:], seeds[half:], settings, later)
+        later_row = None if on_row is None else (lambda i, text: on_row(half + i, text))
+        return first + self.sample(texts[half:], seeds[half:], settings, later, later_row)
 
     def _max_new(self, width: int, settings: GenerationSettings) -> int:
         if self.context is None or width + settings.max_new_tokens <= self.context:
@@ -391,7 +394,12 @@ class HFGenerator:
         return self.context - width
 
     def _decode(
-        self, texts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings, on_step: StepCallback | None
+        self,
+        texts: Sequence[str],
+        seeds: Sequence[int],
+        settings: GenerationSettings,
+        on_step: StepCallback | None,
+        on_row: RowCallback | None = None,
     ) -> list[str]:
         import random
 
@@ -413,6 +421,14 @@ class HFGenerator:
         produced: list[list[int]] = [[] for _ in texts]
         stops = _StopWatch(settings.stop, self._token_pieces() if settings.stop else [], len(texts))
         live = list(range(len(texts)))  # the original row of each row still in the batch
+        decoded: dict[int, str] = {}
+
+        def finish(row: int) -> None:
+            # A row that ends is decoded and handed on at once (to be cached before the batch ends).
+            decoded[row] = str(self.tokenizer.decode(produced[row], skip_special_tokens=True))
+            if on_row is not None:
+                on_row(row, decoded[row])
+
         tokens = 0
         positions = (mask.cumsum(-1) - 1).clamp_(min=0)
         with torch.inference_mode():
@@ -437,11 +453,14 @@ class HFGenerator:
                 keep = []
                 for slot, (row, token) in enumerate(zip(live, chosen.tolist(), strict=True)):
                     if token in self.eos_ids:
+                        finish(row)
                         continue
                     produced[row].append(token)
                     tokens += 1
                     if not stops.hit(row, token):
                         keep.append(slot)
+                    else:
+                        finish(row)
                 if on_step is not None:
                     on_step(len(texts) - len(keep), tokens)
                 if not keep or step == max_new - 1:
@@ -463,8 +482,11 @@ class HFGenerator:
                 )
                 cache, logits = _cache_of(out), out.logits[:, -1, :].to(self.device)
                 position = position + 1
+        for row in range(len(texts)):
+            if row not in decoded:
+                finish(row)  # reached the length limit
         self.tokens_generated += tokens
-        return [str(t) for t in self.tokenizer.batch_decode(produced, skip_special_tokens=True)]
+        return [decoded[row] for row in range(len(texts))]
 
     def _token_pieces(self) -> list[str]:
         """Each token's text on its own, to spot stop strings without decoding every row each step."""

@@ -49,7 +49,7 @@ from pytest_novelty.suites.schema import GenerationSettings
 if TYPE_CHECKING:
     import httpx
 
-    from pytest_novelty.generation import ModelInput, StepCallback
+    from pytest_novelty.generation import ModelInput, RowCallback, StepCallback
 
 T = TypeVar("T")
 
@@ -169,9 +169,11 @@ class OpenAIGenerator:
         seeds: Sequence[int],
         settings: GenerationSettings,
         on_step: StepCallback | None = None,
+        on_row: RowCallback | None = None,
     ) -> list[str]:
-        """One request per row, ``concurrency`` in flight; ``on_step`` hears of each answer as it comes."""
-        return _run(self._sample_all(list(texts), list(seeds), settings, on_step))
+        """One request per row, ``concurrency`` in flight; ``on_step`` hears of each answer as it comes,
+        ``on_row(i, text)`` receives it (so the cache keeps it at once)."""
+        return _run(self._sample_all(list(texts), list(seeds), settings, on_step, on_row))
 
     # -- requests ------------------------------------------------------------------------------------
 
@@ -193,7 +195,12 @@ class OpenAIGenerator:
         return "/completions", {**body, "prompt": text}
 
     async def _sample_all(
-        self, texts: list[str], seeds: list[int], settings: GenerationSettings, on_step: StepCallback | None
+        self,
+        texts: list[str],
+        seeds: list[int],
+        settings: GenerationSettings,
+        on_step: StepCallback | None,
+        on_row: RowCallback | None = None,
     ) -> list[str]:
         import httpx
 
@@ -210,6 +217,8 @@ class OpenAIGenerator:
                 done[0] += 1
                 done[1] += tokens
                 self.tokens_generated += tokens
+                if on_row is not None:
+                    on_row(i, text)
                 if on_step is not None:
                     on_step(done[0], done[1])
                 return text

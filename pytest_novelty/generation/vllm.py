@@ -32,7 +32,7 @@ from pytest_novelty.generation.hf import (
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
-    from pytest_novelty.generation import ModelInput, StepCallback
+    from pytest_novelty.generation import ModelInput, RowCallback, StepCallback
 
 ROWS_PER_CALL = 4096  # vLLM batches inside a call; calls this size keep progress and caching fine-grained
 
@@ -95,16 +95,23 @@ class VLLMGenerator:
         seeds: Sequence[int],
         settings: GenerationSettings,
         on_step: StepCallback | None = None,
+        on_row: RowCallback | None = None,
     ) -> list[str]:
-        """One request per row, seeded by its row seed (vLLM reports no progress within a call)."""
+        """One request per row, seeded by its row seed.
+
+        vLLM reports nothing within a call, so ``on_row`` hears of every row when the call returns
+        (calls hold at most ``ROWS_PER_CALL`` rows, which bounds what a kill can lose).
+        """
         params = [self._params(settings, seed) for seed in seeds]
         extra = {} if self._lora is None else {"lora_request": self._lora}
         outputs: list[Any] = self.llm.generate(list(texts), params, use_tqdm=False, **extra)
         answers = []
-        for output in outputs:
+        for row, output in enumerate(outputs):
             completion = output.outputs[0]
             self.tokens_generated += len(completion.token_ids)
             answers.append(str(completion.text))
+            if on_row is not None:
+                on_row(row, answers[-1])
         return answers
 
     def _params(self, settings: GenerationSettings, seed: int) -> Any:

@@ -77,10 +77,11 @@ def test_more_samples_keep_the_first_ones(generator, tmp_path: Path) -> None:  #
 def test_resume_after_partial_cache(generator, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     full, _ = generate(generator, TEXTS, SETTINGS, cache_dir=tmp_path)
     files = sorted(tmp_path.rglob("*.json"))
-    assert len(files) == len(TEXTS)  # one file per prompt
-    files[0].unlink()  # as if the run had been killed before this prompt was written
+    assert len(files) == len(TEXTS) * SETTINGS.samples  # one entry per row
+    files[0].unlink()  # as if the run had been killed before this row was written
+    files[5].unlink()
     resumed, stats = generate(generator, TEXTS, SETTINGS, cache_dir=tmp_path)
-    assert stats.rows == 3 and resumed == full
+    assert stats.rows == 2 and resumed == full
 
 
 def test_other_seed_gives_other_samples(generator) -> None:  # type: ignore[no-untyped-def]

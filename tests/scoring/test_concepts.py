@@ -78,7 +78,7 @@ def test_replies_are_cached_and_identical_answers_asked_once(server: FakeOpenAI,
     assert again.concepts([item]) == first[:1]
     assert server.request_count == 1
     assert (tmp_path / FILENAME).exists()
-    stored = b"".join(file.read_bytes() for file in tmp_path.iterdir())  # the database and its log
+    stored = b"".join(file.read_bytes() for file in tmp_path.rglob("*") if file.is_file())  # every entry
     assert b"friendship" in stored and SECRET.encode() not in stored
     assert SECRET not in repr(again) and SECRET not in repr(vars(again))
 

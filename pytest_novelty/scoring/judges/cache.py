@@ -1,94 +1,144 @@
-"""An on-disk store of judge answers, so that an interrupted run resumes and a rerun costs nothing.
+"""Judge answers kept on disk, so that an interrupted run resumes and a rerun costs nothing.
 
-Each answer is one row of an SQLite database (``judge-answers.sqlite3`` in the cache folder) in
-write-ahead-log mode, committed as soon as it arrives: a crash or Ctrl-C loses at most the answers
-in flight, and several processes (pytest-xdist workers) can share one folder. Keys are SHA-256
-hashes of the parts that determine an answer (see :func:`answer_key`); values are small JSON
-objects. Nothing secret is stored: no API key, no request headers.
+Answers live in the project's one cache layer (:mod:`pytest_novelty.cache`), namespace
+``answers`` of the folder a judge is given: one checksummed JSON entry per answer, written
+atomically the moment it arrives (a kill loses at most the answers in flight), shared safely by
+pytest-xdist workers and concurrent runs (the first stored answer wins, so every run reads the
+same one), and a damaged entry is dropped and asked again instead of raising. Nothing secret is
+stored: no API key, no request headers.
 
-Without a folder the cache lives in memory for the life of the judge.
+Keys come from :func:`judge_key`, one function with a named field for everything that changes an
+answer (judge kind, model, endpoint, rubric version, sampling settings, sample count), so that
+no judge forgets one. Without a folder the answers live in memory for the life of the judge.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-FILENAME = "judge-answers.sqlite3"
+from pytest_novelty.cache import Cache, Namespace
+
+NAMESPACE = "answers"
+FILENAME = NAMESPACE  # what a judge's folder holds (the answers' namespace; once an SQLite file)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def answer_key(*parts: object) -> str:
-    """Hash the parts that determine one answer (judge, rubric version, prompt, response, sample)."""
+    """Hash the parts that determine one answer (a SHA-256 of their canonical JSON)."""
     blob = json.dumps(parts, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def endpoint_identity(url: str | None) -> str:
+    """Where a remote judge lives, as it enters cache keys: scheme, host, port and path.
+
+    Never the credentials (``user:password@``) or the query string; the host is lower-cased, the
+    default port of the scheme written out and a trailing slash dropped, so equal endpoints
+    spelled differently share answers and different ones never do.
+    """
+    if not url:
+        return ""
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or _DEFAULT_PORTS.get(scheme)
+    except ValueError:
+        port = None
+    host = (parts.hostname or "").lower()
+    return f"{scheme}://{host}:{port}{parts.path.rstrip('/')}"
+
+
+def judge_key(
+    *,
+    kind: str,
+    model: str,
+    endpoint: str = "",
+    rubric: str = "",
+    sampling: Mapping[str, Any] | None = None,
+    samples: int = 1,
+    task: str = "",
+    prompt: str,
+    response: str,
+    sample: int = 0,
+) -> str:
+    """The cache key of one judge answer: every setting that changes it, by name.
+
+    ``kind`` (``openai``, ``hf``, ``reward``), ``model`` (the model name, or a local checkpoint's
+    path and content fingerprint), ``endpoint`` (:func:`endpoint_identity` of a remote judge),
+    ``rubric`` (the rubric's version), ``sampling`` (temperature, token limit, seed, re-asks, ...),
+    ``samples`` (how many answers are drawn per item), then the item and the sample index.
+    """
+    return answer_key(
+        {
+            "kind": kind,
+            "model": model,
+            "endpoint": endpoint,
+            "rubric": rubric,
+            "sampling": dict(sampling or {}),
+            "samples": samples,
+            "task": task,
+            "prompt": prompt,
+            "response": response,
+            "sample": sample,
+        }
+    )
+
+
 class AnswerCache:
-    """A key -> JSON-object store, on disk when ``directory`` is given, in memory otherwise."""
+    """A key -> JSON-object store: a cache namespace when ``directory`` is given, memory otherwise.
 
-    def __init__(self, directory: Path | str | None) -> None:
-        self.path = None if directory is None else Path(directory) / FILENAME
-        self._memory: dict[str, str] = {}
+    ``directory`` is a folder (its ``answers`` namespace is used) or a :class:`Namespace`.
+    """
+
+    def __init__(self, directory: Path | str | Namespace | None) -> None:
+        if directory is None or isinstance(directory, Namespace):
+            self.store = directory
+        else:
+            self.store = Cache(directory).namespace(NAMESPACE, validate=lambda value: isinstance(value, dict))
+        self.path = None if self.store is None else self.store.folder
+        self._memory: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
-
-    def _connect(self) -> sqlite3.Connection:
-        if self._db is None:
-            assert self.path is not None
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            self._db = db
-        return self._db
 
     def get_many(self, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
         """Return the stored value of each key that has one."""
         wanted = list(dict.fromkeys(keys))
-        found: dict[str, str] = {}
         with self._lock:
-            if self.path is None:
-                found = {key: self._memory[key] for key in wanted if key in self._memory}
-            else:
-                db = self._connect()
-                for start in range(0, len(wanted), 500):
-                    chunk = wanted[start : start + 500]
-                    marks = ",".join("?" * len(chunk))
-                    rows = db.execute(f"SELECT key, value FROM answers WHERE key IN ({marks})", chunk)
-                    found.update(rows.fetchall())
-        return {key: json.loads(value) for key, value in found.items()}
+            found = {key: self._memory[key] for key in wanted if key in self._memory}
+        if self.store is not None:
+            for key in wanted:
+                if key not in found:
+                    value = self.store.get(key)
+                    if value is not None:
+                        found[key] = value
+        return {key: json.loads(json.dumps(value)) for key, value in found.items()}
 
     def get(self, key: str) -> dict[str, Any] | None:
         """Return the stored value of ``key``, or ``None``."""
         return self.get_many([key]).get(key)
 
-    def put(self, key: str, value: dict[str, Any]) -> None:
-        """Store ``value`` under ``key`` and commit at once (a single atomic transaction)."""
-        blob = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    def put(self, key: str, value: dict[str, Any]) -> dict[str, Any]:
+        """Store ``value`` under ``key`` at once; return the stored answer (an earlier writer's wins)."""
+        stored = json.loads(json.dumps(value, ensure_ascii=False))
+        if self.store is not None:
+            stored = self.store.put(key, stored)
         with self._lock:
-            if self.path is None:
-                self._memory[key] = blob
-            else:
-                self._connect().execute("INSERT OR REPLACE INTO answers VALUES (?, ?)", (key, blob))
+            self._memory[key] = stored
+        return dict(stored)
 
     def __len__(self) -> int:
-        with self._lock:
-            if self.path is None:
+        if self.store is None:
+            with self._lock:
                 return len(self._memory)
-            return int(self._connect().execute("SELECT COUNT(*) FROM answers").fetchone()[0])
+        return sum(1 for _ in self.store.folder.glob("*/*.json"))
 
     def close(self) -> None:
-        """Close the database connection (it reopens on next use)."""
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+        """Nothing to close: every answer is already on disk (kept for the judges' interface)."""
 
     def __repr__(self) -> str:
         return f"AnswerCache({str(self.path) if self.path else 'memory'!r})"

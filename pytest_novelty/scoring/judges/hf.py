@@ -8,8 +8,9 @@ sequences per prompt sampled at ``temperature``, reproducible from ``seed``.
 
 A sample whose reply holds no valid score is generated again with another seed, at most
 ``max_reasks`` times; an item none of whose samples scored is unscored (``quality=None``). Each
-answer is cached per (spec, checkpoint fingerprint, seed, temperature, rubric version, task,
-prompt, response, sample index). The model is loaded on first use, not when the judge is opened
+answer is cached per (checkpoint path and fingerprint, seed, temperature, max_new_tokens,
+max_reasks, samples, rubric version, task, prompt, response, sample index; see
+:func:`~.cache.judge_key`). The model is loaded on first use, not when the judge is opened
 (:class:`~pytest_novelty.scoring.llm.LocalChatModel`, shared with the concept extractors).
 """
 
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_novelty.scoring.judges.base import JudgeItem, JudgeResult, rubric_result
-from pytest_novelty.scoring.judges.cache import AnswerCache, answer_key
+from pytest_novelty.scoring.judges.cache import AnswerCache, judge_key
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score
 from pytest_novelty.scoring.judges.rubrics import rubric_for
 from pytest_novelty.scoring.llm import LocalChatModel
@@ -91,8 +92,7 @@ class HFJudge(LocalChatModel):
                             continue
                         answer = {"score": None, "error": f"{unparsable} (asked {attempt + 1} times)"}
                     answer["reply"] = reply
-                    answers[key] = answer
-                    self.cache.put(key, answer)
+                    answers[key] = self.cache.put(key, answer)  # another run's answer if it was first
         results = []
         for item_keys in keys:
             found = [answers[key] for key in item_keys if key in answers]
@@ -104,17 +104,23 @@ class HFJudge(LocalChatModel):
 
     def _keys(self, item: JudgeItem) -> list[str]:
         rubric = rubric_for(item.task)
+        sampling = {
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "max_new_tokens": self.max_new_tokens,
+            "max_reasks": self.max_reasks,
+        }
         return [
-            answer_key(
-                self.spec,
-                self.fingerprint,
-                self.seed,
-                self.temperature,
-                rubric.version,
-                item.task,
-                item.prompt,
-                item.response,
-                sample,
+            judge_key(
+                kind="hf",
+                model=f"{self.path}@{self.fingerprint}",
+                rubric=rubric.version,
+                sampling=sampling,
+                samples=self.samples,
+                task=item.task,
+                prompt=item.prompt,
+                response=item.response,
+                sample=sample,
             )
             for sample in range(self.samples)
         ]

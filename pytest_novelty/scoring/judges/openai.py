@@ -19,7 +19,9 @@ How a run goes, per item:
   (capped at two minutes), for at most ``max_attempts`` attempts per request; the client's own
   retries are switched off so that these are the only ones;
 - every answer (scored, or failed after all re-asks) is committed to the cache at once, keyed by
-  (judge spec, temperature, rubric version, task, prompt, response, sample index). A rerun makes no
+  (model, endpoint's scheme, host, port and path, rubric version, temperature, max_tokens,
+  max_reasks, samples, task, prompt, response, sample index; see
+  :func:`~.cache.judge_key`): answers from one endpoint are never used for another. A rerun makes no
   requests; an interrupted run resumes where it stopped. Transport failures and budget refusals are
   not cached, so the next run tries those samples again.
 
@@ -46,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_novelty.scoring.judges.base import JudgeItem, JudgeResult, rubric_result
-from pytest_novelty.scoring.judges.cache import AnswerCache, answer_key
+from pytest_novelty.scoring.judges.cache import AnswerCache, endpoint_identity, judge_key
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score
 from pytest_novelty.scoring.judges.rubrics import Rubric, rubric_for
 from pytest_novelty.scoring.llm import (
@@ -134,7 +136,18 @@ class OpenAIJudge(OpenAIChat):
     # -- planning ---------------------------------------------------------------------------------
 
     def _key(self, rubric: Rubric, item: JudgeItem, sample: int) -> str:
-        return answer_key(self.spec, self.temperature, rubric.version, item.task, item.prompt, item.response, sample)
+        return judge_key(
+            kind="openai",
+            model=self.model,
+            endpoint=endpoint_identity(self.base_url),
+            rubric=rubric.version,
+            sampling={"temperature": self.temperature, "max_tokens": self.max_tokens, "max_reasks": self.max_reasks},
+            samples=self.samples,
+            task=item.task,
+            prompt=item.prompt,
+            response=item.response,
+            sample=sample,
+        )
 
     def _keys(self, item: JudgeItem) -> list[str]:
         rubric = rubric_for(item.task)
@@ -205,8 +218,7 @@ class OpenAIJudge(OpenAIChat):
                         continue
                     answer = {"score": None, "error": f"{unparsable} (asked {1 + self.max_reasks} times)"}
                     answer["reply"] = reply
-                answers[sample] = answer
-                self.cache.put(keys[sample], answer)
+                answers[sample] = self.cache.put(keys[sample], answer)  # another run's answer if it was first
             pending = [s for s in pending if s not in answers]
         scores = [answers[s]["score"] for s in sorted(answers) if answers[s]["score"] is not None]
         errors = [answers[s]["error"] for s in sorted(answers) if answers[s]["error"]] + errors

@@ -11,8 +11,8 @@ are NoveltyBench's, calibrated for Skywork-Reward-Gemma-2-27B-v0.2; another rewa
 own nine ascending thresholds (the ``thresholds`` option).
 
 Results: ``scores`` holds the one 1-10 score (a reward model is deterministic, so ``samples`` is
-ignored) and ``quality`` is that score / 10. Raw rewards are cached per (checkpoint fingerprint,
-prompt, response), so changing the thresholds costs no recomputation.
+ignored) and ``quality`` is that score / 10. Raw rewards are cached per (checkpoint path and
+fingerprint, max_length, prompt, response), so changing the thresholds costs no recomputation.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.scoring.judges.base import JudgeItem, JudgeResult
-from pytest_novelty.scoring.judges.cache import AnswerCache, answer_key
+from pytest_novelty.scoring.judges.cache import AnswerCache, judge_key
 from pytest_novelty.scoring.llm import checked_fingerprint
 from pytest_novelty.scoring.reward_scale import NOVELTYBENCH_REWARD_THRESHOLDS, reward_to_utility
 
@@ -108,14 +108,21 @@ class RewardJudge:
                 batch = todo[start : start + self.batch_size]
                 values = self._forward([items[i] for _, i in batch])
                 for (key, _), value in zip(batch, values, strict=True):
-                    known[key] = value
-                    self.cache.put(key, {"reward": value})
+                    known[key] = float(self.cache.put(key, {"reward": value})["reward"])
                 bar.update(len(batch))
             bar.close()
         return [known[key] for key in keys]
 
     def _key(self, item: JudgeItem) -> str:
-        return answer_key(self.spec, self.fingerprint, _FORMAT_VERSION, item.prompt, item.response)
+        # The thresholds map rewards to scores afterwards, so they are not part of the key.
+        return judge_key(
+            kind="reward",
+            model=f"{self.path}@{self.fingerprint}",
+            rubric=_FORMAT_VERSION,
+            sampling={"max_length": self.max_length},
+            prompt=item.prompt,
+            response=item.response,
+        )
 
     def _load(self) -> None:
         if self._model is not None:

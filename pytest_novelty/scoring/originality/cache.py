@@ -1,25 +1,30 @@
 """A persistent cache of web-API answers, so that no n-gram is ever asked twice.
 
-One row per answer in an SQLite database (``originality-answers.sqlite3`` in the cache folder), in
-WAL mode with every answer committed as it arrives: an interrupted run keeps everything it was
-told, and several processes (pytest-xdist workers) may share the file. Rows are keyed by service
-(``infini-gram`` or ``infini-gram-mini``), index name and query, not by URL, so a mirror of the
-same index shares the answers. Without a folder the cache lives in memory only.
+Answers live in the project's one cache layer (:mod:`pytest_novelty.cache`), namespace ``counts``
+of the given folder: one checksummed entry per answer, written atomically as it arrives, so an
+interrupted run keeps everything it was told, several processes (pytest-xdist workers, concurrent
+runs) may share the folder, and a damaged entry is dropped and asked again rather than trusted.
+Entries are keyed by service (``infini-gram`` or ``infini-gram-mini``), index name and query, not
+by URL, so a mirror of the same index shares the answers. Without a folder the cache lives in
+memory only.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
-from pytest_novelty.errors import HarnessError
+from pytest_novelty.cache import Cache
 
-__all__ = ["FILENAME", "CountCache"]
+__all__ = ["NAMESPACE", "CountCache"]
 
-FILENAME = "originality-answers.sqlite3"
-_BATCH = 500
+NAMESPACE = "counts"
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 class CountCache:
@@ -28,72 +33,42 @@ class CountCache:
     def __init__(self, folder: Path | None, service: str, index: str) -> None:
         self.service = service
         self.index = index
-        self.path = None if folder is None else Path(folder) / FILENAME
+        self.store = None if folder is None else Cache(folder).namespace(NAMESPACE, validate=_is_count)
+        self.path = None if self.store is None else self.store.folder
         self._memory: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
 
-    def _connect(self) -> sqlite3.Connection:
-        if self._db is None:
-            assert self.path is not None
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("PRAGMA synchronous=NORMAL")
-                db.execute(
-                    "CREATE TABLE IF NOT EXISTS counts (service TEXT NOT NULL, idx TEXT NOT NULL, "
-                    "query TEXT NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (service, idx, query)) WITHOUT ROWID"
-                )
-            except sqlite3.Error as exc:
-                raise HarnessError(f"{self.path}: cannot open the answer cache ({exc}); delete the file") from exc
-            self._db = db
-        return self._db
+    def _key(self, query: str) -> list[str]:
+        return [self.service, self.index, query]
 
     def get_many(self, queries: Iterable[str]) -> dict[str, int]:
         """The cached answers among ``queries``."""
         wanted = list(dict.fromkeys(queries))
         with self._lock:
             found = {q: self._memory[q] for q in wanted if q in self._memory}
-            missing = [q for q in wanted if q not in found]
-            if self.path is None or not missing:
-                return found
-            db = self._connect()
-            for lo in range(0, len(missing), _BATCH):
-                chunk = missing[lo : lo + _BATCH]
-                marks = ",".join("?" * len(chunk))
-                rows = db.execute(
-                    f"SELECT query, count FROM counts WHERE service = ? AND idx = ? AND query IN ({marks})",
-                    (self.service, self.index, *chunk),
-                ).fetchall()
-                for query, count in rows:
-                    found[query] = self._memory[query] = int(count)
+        if self.store is None:
+            return found
+        for query in wanted:
+            if query not in found:
+                count = self.store.get(self._key(query))
+                if count is not None:
+                    found[query] = int(count)
+        with self._lock:
+            self._memory.update(found)
         return found
 
     def put(self, query: str, count: int) -> None:
-        """Record one answer (committed at once)."""
+        """Record one answer (on disk at once)."""
+        value = int(count)
+        if self.store is not None:
+            value = int(self.store.put(self._key(query), value))
         with self._lock:
-            self._memory[query] = int(count)
-            if self.path is not None:
-                self._connect().execute(
-                    "INSERT OR REPLACE INTO counts (service, idx, query, count) VALUES (?, ?, ?, ?)",
-                    (self.service, self.index, query, int(count)),
-                )
+            self._memory[query] = value
 
     def __len__(self) -> int:
+        """Answers known to this cache (in memory; with a folder, as many as were read or stored)."""
         with self._lock:
-            if self.path is None:
-                return len(self._memory)
-            row = (
-                self._connect()
-                .execute("SELECT COUNT(*) FROM counts WHERE service = ? AND idx = ?", (self.service, self.index))
-                .fetchone()
-            )
-            return int(row[0])
+            return len(self._memory)
 
     def close(self) -> None:
-        """Close the database (answers are already committed)."""
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+        """Nothing to close: every answer is already on disk (kept for the backends' interface)."""

@@ -192,8 +192,8 @@ def test_the_key_never_leaks(server: FakeOpenAI, make_judge: Build, tmp_path: Pa
     assert results[1].quality is None and "400" in (results[1].error or "")
     assert SECRET not in repr(judge) and SECRET not in str(vars(judge))
     assert all(SECRET not in repr(r) for r in results)
-    for file in (tmp_path / "cache").iterdir():
-        assert SECRET.encode() not in file.read_bytes(), file
+    for file in (tmp_path / "cache").rglob("*"):
+        assert file.is_dir() or SECRET.encode() not in file.read_bytes(), file
     assert (tmp_path / "cache" / FILENAME).exists()
 
 
