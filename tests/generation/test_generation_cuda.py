@@ -33,16 +33,20 @@ def test_out_of_memory_halves_the_batch_with_the_same_answers_and_progress(
     decode = gen._decode
     sizes: list[int] = []
 
-    def tight(texts, seeds, settings, on_step):  # type: ignore[no-untyped-def]
+    def tight(texts, seeds, settings, on_step, on_row=None):  # type: ignore[no-untyped-def]
         sizes.append(len(texts))
         if len(texts) > 2:
             raise torch.OutOfMemoryError("CUDA out of memory (raised by the test)")
-        return decode(texts, seeds, settings, on_step)
+        return decode(texts, seeds, settings, on_step, on_row)
 
     monkeypatch.setattr(gen, "_decode", tight)
     steps: list[tuple[int, int]] = []
+    rows: dict[int, str] = {}
     before = gen.tokens_generated
-    assert gen.sample(texts, seeds, settings, on_step=lambda rows, tokens: steps.append((rows, tokens))) == whole
+    progress = lambda done, tokens: steps.append((done, tokens))  # noqa: E731
+    assert gen.sample(texts, seeds, settings, on_step=progress, on_row=rows.__setitem__) == whole
+    # Every row reaches the cache callback under its index in the whole batch, across the halves.
+    assert [rows[i] for i in range(len(texts))] == whole
     assert sizes == [8, 4, 2, 2, 4, 2, 2]
     # Progress runs on across the halves (never backwards) and ends at every token of the batch.
     assert steps == sorted(steps) and steps[-1][1] == gen.tokens_generated - before
