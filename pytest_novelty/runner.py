@@ -128,6 +128,7 @@ class Runner:
     def generator(self) -> Any:
         if self._generator is None:
             from pytest_novelty.generation import open_generator
+            from pytest_novelty.identity import identity_memo
 
             path = self.model_path()
             self.config.log(f"[novelty] loading {self.config.model} ({path})")
@@ -136,6 +137,7 @@ class Runner:
                 device=self.config.device,
                 trust_remote_code=self.config.trust_remote_code,
                 backend=self.config.generator,
+                memo=identity_memo(self.config.cache_dir),
             )
         return self._generator
 

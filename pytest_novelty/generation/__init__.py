@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from pytest_novelty.storage import atomic_write_json, read_json, stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
@@ -69,13 +69,16 @@ class Generator(Protocol):
 
 
 def open_generator(
-    model: str, *, device: str = "auto", trust_remote_code: bool = False, backend: str = "hf"
+    model: str, *, device: str = "auto", trust_remote_code: bool = False, backend: str = "hf", memo: Any = None
 ) -> Generator:
-    """Load ``model`` (a local Hugging Face folder or a hub id) for sampling with ``backend``."""
+    """Load ``model`` (a local Hugging Face folder or a hub id) for sampling with ``backend``.
+
+    ``memo`` remembers the checkpoint's file digests between runs (see :mod:`pytest_novelty.identity`).
+    """
     if backend == "vllm":
         from pytest_novelty.generation.vllm import VLLMGenerator
 
-        return VLLMGenerator(model, device=device, trust_remote_code=trust_remote_code)
+        return VLLMGenerator(model, device=device, trust_remote_code=trust_remote_code, memo=memo)
     if backend != "hf":
         from pytest_novelty.errors import ConfigError, did_you_mean
 
@@ -85,7 +88,7 @@ def open_generator(
         )
     from pytest_novelty.generation.hf import HFGenerator
 
-    return HFGenerator(model, device=device, trust_remote_code=trust_remote_code)
+    return HFGenerator(model, device=device, trust_remote_code=trust_remote_code, memo=memo)
 
 
 @dataclass

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.errors import ConfigError
-from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprint, render, token_counts
+from pytest_novelty.generation.hf import check_checkpoint, render, token_counts
+from pytest_novelty.identity import Memo, checkpoint_identity
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
@@ -26,7 +27,9 @@ ROWS_PER_CALL = 4096  # vLLM batches inside a call; calls this size keep progres
 class VLLMGenerator:
     """Samples continuations with ``vllm.LLM``."""
 
-    def __init__(self, model: str, *, device: str = "auto", trust_remote_code: bool = False) -> None:
+    def __init__(
+        self, model: str, *, device: str = "auto", trust_remote_code: bool = False, memo: Memo | None = None
+    ) -> None:
         check_checkpoint(model, trust_remote_code=trust_remote_code)
         try:
             import vllm
@@ -41,8 +44,11 @@ class VLLMGenerator:
         self._vllm = vllm
         self.name = model
         self.device = "cuda" if device == "auto" else device
-        self.fingerprint = "vllm:" + checkpoint_fingerprint(model)
-        self.llm = vllm.LLM(model=model, trust_remote_code=trust_remote_code, seed=0)
+        self.identity = checkpoint_identity(model, memo=memo)
+        self.fingerprint = "vllm:" + self.identity.id
+        self.llm = vllm.LLM(
+            model=self.identity.source, revision=self.identity.revision, trust_remote_code=trust_remote_code, seed=0
+        )
         self.tokenizer = self.llm.get_tokenizer()
         self.tokens_generated = 0
 
