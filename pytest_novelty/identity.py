@@ -51,6 +51,7 @@ __all__ = [
     "Memo",
     "checkpoint_identity",
     "file_sha256",
+    "hash_files",
     "hub_reachable",
     "identity_memo",
     "loaded_files",
@@ -179,8 +180,9 @@ def loaded_files(folder: Path) -> list[Path]:
     templates = folder / _TEMPLATE_FOLDER
     if templates.is_dir():
         chosen.extend(p for p in templates.iterdir() if p.is_file() and p.suffix in (".jinja", ".json"))
-    if _ships_code(folder):
-        chosen.extend(p for p in folder.glob("*.py") if p.is_file())
+    code = [p for p in folder.glob("*.py") if p.is_file()]
+    if code and _ships_code(folder):  # only a checkpoint that maps to its own code runs these
+        chosen.extend(code)
     return sorted(set(chosen), key=lambda p: p.relative_to(folder).as_posix())
 
 
@@ -250,6 +252,40 @@ class _Progress:
             self.log(f"[novelty] hashed {self.what} in {seconds:.1f}s ({self.done / 1e6 / seconds:,.0f} MB/s)")
 
 
+def hash_files(
+    files: list[Path],
+    *,
+    memo: Memo | None = None,
+    what: str = "files",
+    on_progress: Callable[[int, int], None] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict[Path, str]:
+    """The SHA-256 of each file, from ``memo`` where its stat is unchanged, else read in parallel.
+
+    Files are hashed largest first on up to 8 threads (one per core); ``on_progress(done, total)``
+    hears of the bytes read, and without it one line goes to ``log`` (stderr) once hashing has
+    taken more than a second, and another when it ends.
+    """
+    keys = {f: stat_key(f) for f in files}
+    digests: dict[Path, str] = {}
+    for f in files:
+        known = None if memo is None else memo.get(keys[f])
+        if isinstance(known, str) and len(known) == 64:
+            digests[f] = known
+    todo = sorted((f for f in files if f not in digests), key=lambda f: -f.stat().st_size)
+    if not todo:
+        return digests
+    progress = _Progress(what, sum(f.stat().st_size for f in todo), on_progress, log or _stderr)
+    workers = max(1, min(len(todo), os.cpu_count() or 1, 8))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="novelty-hash") as pool:
+        for f, digest in zip(todo, pool.map(lambda f: file_sha256(f, progress.add), todo), strict=True):
+            digests[f] = digest
+            if memo is not None:
+                memo.put(keys[f], digest)
+    progress.finish()
+    return digests
+
+
 def _folder_identity(
     folder: Path,
     *,
@@ -259,22 +295,7 @@ def _folder_identity(
     base: str | None,
 ) -> Identity:
     files = loaded_files(folder)
-    keys = {f: stat_key(f) for f in files}
-    digests: dict[Path, str] = {}
-    for f in files:
-        known = None if memo is None else memo.get(keys[f])
-        if isinstance(known, str) and len(known) == 64:
-            digests[f] = known
-    todo = sorted((f for f in files if f not in digests), key=lambda f: -f.stat().st_size)
-    if todo:
-        progress = _Progress(folder.name, sum(f.stat().st_size for f in todo), on_progress, log)
-        workers = max(1, min(len(todo), os.cpu_count() or 1, 8))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="novelty-hash") as pool:
-            for f, digest in zip(todo, pool.map(lambda f: file_sha256(f, progress.add), todo), strict=True):
-                digests[f] = digest
-                if memo is not None:
-                    memo.put(keys[f], digest)
-        progress.finish()
+    digests = hash_files(files, memo=memo, what=folder.name, on_progress=on_progress, log=log)
     total = hashlib.sha256(b"pytest-novelty checkpoint identity 1\0")
     named = {f.relative_to(folder).as_posix(): digests[f] for f in files}
     for name, digest in sorted(named.items()):
