@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,36 +16,10 @@ from pytest_novelty.generation import generate, open_generator
 from pytest_novelty.generation.hf import check_checkpoint
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.conftest import REPO, build_tiny_checkpoint, small_corpus
+from tests.file_opens import opened_under
 
 TEXTS = ["Lily went to the park.", "Tom had a red ball."]
 SETTINGS = GenerationSettings(samples=2, max_new_tokens=6, batch_size=4, seed=3)
-
-# -- counting the files a call opens (a real count, through the interpreter's audit events) ------
-
-_OPENED: list[str] = []
-_WATCH: list[str] = []
-
-
-def _audit(event: str, args: tuple) -> None:  # type: ignore[type-arg]
-    if event == "open" and _WATCH and isinstance(args[0], (str, os.PathLike)):
-        path = os.fspath(args[0])
-        if any(path.startswith(w) for w in _WATCH):
-            _OPENED.append(path)
-
-
-sys.addaudithook(_audit)
-
-
-@contextlib.contextmanager
-def opened_under(folder: Path) -> Iterator[list[str]]:
-    """The files under ``folder`` opened inside the block."""
-    _OPENED.clear()
-    _WATCH[:] = [str(folder.resolve())]
-    try:
-        yield _OPENED
-    finally:
-        _WATCH.clear()
-
 
 # -- checkpoints ------------------------------------------------------------------------------
 
