@@ -262,7 +262,7 @@ def hash_files(
 ) -> dict[Path, str]:
     """The SHA-256 of each file, from ``memo`` where its stat is unchanged, else read in parallel.
 
-    Files are hashed largest first on up to 8 threads (one per core); ``on_progress(done, total)``
+    Files are hashed largest first on up to two threads per core; ``on_progress(done, total)``
     hears of the bytes read, and without it one line goes to ``log`` (stderr) once hashing has
     taken more than a second, and another when it ends.
     """
@@ -276,7 +276,8 @@ def hash_files(
     if not todo:
         return digests
     progress = _Progress(what, sum(f.stat().st_size for f in todo), on_progress, log or _stderr)
-    workers = max(1, min(len(todo), os.cpu_count() or 1, 8))
+    # Twice as many threads as cores, so that one thread's wait for the disk overlaps another's hashing.
+    workers = max(1, min(len(todo), 2 * (os.cpu_count() or 1), 16))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="novelty-hash") as pool:
         for f, digest in zip(todo, pool.map(lambda f: file_sha256(f, progress.add), todo), strict=True):
             digests[f] = digest
