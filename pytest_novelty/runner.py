@@ -226,6 +226,7 @@ class Runner:
             "model": self.config.model,
             "model_path": self.model_path(),
             "fingerprint": gen.fingerprint,
+            "identity": str(getattr(getattr(gen, "identity", None), "description", gen.fingerprint)),
             "samples": settings.samples,
             "generated_batches": stats.batches,
             "generated_rows": stats.rows,
