@@ -152,6 +152,17 @@ def test_the_memo_makes_a_second_call_read_no_checkpoint_file(checkpoint: Path, 
     assert third == first and [Path(p).name for p in opened] == ["config.json"]
 
 
+def test_the_runner_keeps_the_memo_in_its_cache(checkpoint: Path, tmp_path: Path) -> None:
+    from pytest_novelty.identity import identity_memo, stat_key
+    from pytest_novelty.runner import RunConfig, Runner
+
+    cache = tmp_path / "cache"
+    gen = Runner(RunConfig(model=str(checkpoint), cache_dir=cache, device="cpu", log=lambda line: None)).generator()
+    weights = checkpoint / "model.safetensors"
+    assert identity_memo(cache).get(stat_key(weights)) == gen.identity.files["model.safetensors"]
+    assert gen.identity.description == f"ckpt @ {gen.fingerprint[:8]}"
+
+
 def test_progress_hears_every_byte(checkpoint: Path) -> None:
     from pytest_novelty.identity import checkpoint_identity, loaded_files
 

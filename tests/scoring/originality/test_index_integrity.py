@@ -102,3 +102,25 @@ def test_an_index_without_checksums_is_used_with_one_note(
         fh.truncate(tokens.stat().st_size - 2)
     with pytest.raises(HarnessError, match="shard 0 is damaged"):
         read_index(index)
+
+
+def test_a_run_against_a_damaged_index_stops_with_the_file_named(
+    index: Path, tiny_checkpoint: Path, tmp_path: Path
+) -> None:
+    from pytest_novelty.runner import RunConfig, Runner
+    from pytest_novelty.suites.schema import load_suite
+
+    (tmp_path / "prompts.jsonl").write_text(json.dumps({"id": "p0", "text": "Lily went to the park."}) + "\n")
+    suite_file = tmp_path / "story.toml"
+    suite_file.write_text(
+        'task = "story"\n[prompts]\nsource = "jsonl:prompts.jsonl"\n[generation]\nsamples = 1\n'
+        'max_new_tokens = 4\n[scoring]\njudge = "rules"\njudge_samples = 1\n'
+        '[[thresholds]]\nmetric = "novelty@4"\nmin = 0.0\n'
+    )
+    table = index / "table.0"
+    _overwrite_middle(table, b"\0" * _block(table))
+    config = RunConfig(
+        model=str(tiny_checkpoint), cache_dir=tmp_path / "cache", device="cpu", originality=f"infini-gram:{index}"
+    )
+    with pytest.raises(HarnessError, match=r"table\.0 is damaged"):
+        Runner(config).run(load_suite(suite_file))
