@@ -91,6 +91,18 @@ def plain_read(files: list[Path]) -> float:
     return time.perf_counter() - start
 
 
+def sha256_speed() -> float:
+    """MB/s of SHA-256 on one core right now, over 256 MiB in memory (the bound a loaded machine sets)."""
+    import hashlib
+
+    block = os.urandom(16 << 20)
+    digest = hashlib.sha256()
+    start = time.perf_counter()
+    for _ in range(16):
+        digest.update(block)
+    return 16 * len(block) / 1e6 / (time.perf_counter() - start)
+
+
 def timed_identity(folder: Path, memo: FileMemo | None = None) -> tuple[float, str]:
     start = time.perf_counter()
     ident = checkpoint_identity(folder, memo=memo, log=lambda line: None)
@@ -133,6 +145,8 @@ def main() -> None:
               f"identity/read {read_cold / ident_cold:.0%} (goal >= 80%)")  # fmt: skip
         print(f"page cache warm:           plain read {rate(read_warm)}   identity {rate(ident_warm)}   "
               f"identity/read {read_warm / ident_warm:.0%}")  # fmt: skip
+        print(f"sha256 on one core now: {sha256_speed():,.0f} MB/s over {os.cpu_count()} cores; "
+              f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
         print(f"memoised (a rerun): {memoised * 1000:.1f} ms (goal < 100 ms; filling the memo took {fill:.2f}s); "
               f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
         shutil.rmtree(folder)
