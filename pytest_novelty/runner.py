@@ -148,6 +148,7 @@ class Runner:
     def generator(self) -> Any:
         if self._generator is None:
             from pytest_novelty.generation import open_generator
+            from pytest_novelty.identity import identity_memo
 
             path = self.model_path()
             self.config.log(f"[novelty] loading {self.config.model} ({path})")
@@ -161,6 +162,7 @@ class Runner:
                 base_url=self.config.model_base_url,
                 revision=self.config.model_revision,
                 log=self.config.log,
+                memo=identity_memo(self.config.cache_dir),
             )
         return self._generator
 
@@ -251,6 +253,7 @@ class Runner:
             "model": self.config.model,
             "model_path": self.model_path(),
             "fingerprint": gen.fingerprint,
+            "identity": str(getattr(getattr(gen, "identity", None), "description", gen.fingerprint)),
             "samples": settings.samples,
             "generated_batches": stats.batches,
             "generated_rows": stats.rows,

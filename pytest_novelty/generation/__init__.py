@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from pytest_novelty.cache import Namespace, as_namespace
 from pytest_novelty.storage import stable_hash
@@ -110,6 +110,7 @@ def open_generator(
     base_url: str | None = None,
     revision: str | None = None,
     log: Callable[[str], None] | None = None,
+    memo: Any = None,
 ) -> Generator:
     """Load ``model`` for sampling with ``backend``.
 
@@ -117,7 +118,8 @@ def open_generator(
     the base its config names), a hub id, or ``openai:NAME`` for a model served at ``base_url``
     (then ``revision`` pins the weights the cache trusts, and ``backend`` does not apply).
     ``gpus`` spreads one local model over that many GPUs (accelerate for ``hf``, tensor
-    parallelism for ``vllm``).
+    parallelism for ``vllm``). ``memo`` remembers the checkpoint's file digests between runs (see
+    :mod:`pytest_novelty.identity`).
     """
     if is_served(model):
         from pytest_novelty.generation.openai import OpenAIGenerator
@@ -127,7 +129,7 @@ def open_generator(
         from pytest_novelty.generation.vllm import VLLMGenerator
 
         return VLLMGenerator(
-            model, device=device, trust_remote_code=trust_remote_code, gpus=gpus, base_model=base_model
+            model, device=device, trust_remote_code=trust_remote_code, gpus=gpus, base_model=base_model, memo=memo
         )
     if backend != "hf":
         from pytest_novelty.errors import ConfigError, did_you_mean
@@ -138,7 +140,9 @@ def open_generator(
         )
     from pytest_novelty.generation.hf import HFGenerator
 
-    return HFGenerator(model, device=device, trust_remote_code=trust_remote_code, gpus=gpus, base_model=base_model)
+    return HFGenerator(
+        model, device=device, trust_remote_code=trust_remote_code, gpus=gpus, base_model=base_model, memo=memo
+    )
 
 
 @dataclass

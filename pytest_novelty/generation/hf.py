@@ -5,39 +5,40 @@ torch and transformers are imported here only, when a checkpoint is loaded.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.errors import ConfigError, HarnessError
+from pytest_novelty.identity import Memo, checkpoint_identity, resolve_hub
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
     from pytest_novelty.generation import ModelInput, RowCallback, StepCallback
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model")
-_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 
 
 def check_checkpoint(model: str, *, trust_remote_code: bool = True, base_model: str | None = None) -> None:
     """Cheap checks of a local checkpoint folder, before anything heavy is imported.
 
-    A string that is not an existing path but looks like a hub id (``org/name``) passes: it is
-    resolved by transformers when the model is loaded. With ``trust_remote_code=False`` a folder
-    whose config or tokenizer config maps to its own Python code (``auto_map``) is refused. A
-    PEFT adapter folder (``adapter_config.json``, no ``config.json``) is checked with its base
-    model (``base_model``, else the one its adapter config names).
+    A string that is not an existing path but looks like a hub id (``org/name`` or
+    ``org/name@revision``) is pinned to its commit sha now (:func:`~pytest_novelty.identity.resolve_hub`);
+    without network it must be in the local Hugging Face cache, which is decided within seconds.
+    With ``trust_remote_code=False`` a folder whose config or tokenizer config maps to its own
+    Python code (``auto_map``) is refused. A PEFT adapter folder (``adapter_config.json``, no
+    ``config.json``) is checked with its base model (``base_model``, else the one its adapter
+    config names).
     """
     path = Path(model)
     if not path.exists():
         if _looks_like_hub_id(model):
+            resolve_hub(model)
             return
         raise ConfigError(
             "checkpoint folder not found; pass a Hugging Face folder (with config.json), a hub id "
-            "such as org/name, or 'demo'",
+            "such as org/name or org/name@revision, or 'demo'",
             path=model,
             field="--model",
         )
@@ -97,18 +98,15 @@ def adapter_base(adapter: str, base_model: str | None = None) -> str:
     return base
 
 
-def model_fingerprint(model: str, base_model: str | None = None) -> str:
+def model_fingerprint(model: str, base_model: str | None = None, *, memo: Memo | None = None) -> str:
     """The content fingerprint of what is loaded: a checkpoint, or an adapter together with its base.
 
-    An adapter's answers depend on its own files and on the base weights under it, so both
-    fingerprints go into its identity: the same adapter over another base, or another adapter
-    over the same base, never shares cached answers.
+    An adapter's answers depend on its own files and on the base weights under it, so both go
+    into its identity (:func:`~pytest_novelty.identity.checkpoint_identity` with ``base``): the
+    same adapter over another base, or another adapter over the same base, never shares cached
+    answers.
     """
-    if not is_adapter(model):
-        return checkpoint_fingerprint(model)
-    base = adapter_base(model, base_model)
-    digest = hashlib.sha256(f"adapter\0{checkpoint_fingerprint(model)}\0{checkpoint_fingerprint(base)}".encode())
-    return digest.hexdigest()[:16]
+    return checkpoint_identity(model, memo=memo, base=base_model).id
 
 
 def _ships_code(path: Path) -> bool:
@@ -123,39 +121,18 @@ def _ships_code(path: Path) -> bool:
 
 
 def _looks_like_hub_id(model: str) -> bool:
-    parts = model.split("/")
-    return (
-        len(parts) == 2
-        and all(parts)
-        and not model.startswith((".", "/", "~"))
-        and all(c.isalnum() or c in "-_." for c in model.replace("/", ""))
-    )
+    from pytest_novelty.identity import looks_like_hub_id
+
+    return looks_like_hub_id(model)
 
 
-def checkpoint_fingerprint(model: str) -> str:
-    """A content fingerprint of a checkpoint, used in cache keys.
+def checkpoint_fingerprint(model: str, *, memo: Memo | None = None) -> str:
+    """The hex id of :func:`~pytest_novelty.identity.checkpoint_identity`, used in cache keys.
 
-    For a local folder: SHA-256 over every file's name and size, the full content of the small
-    files (configs, tokenizer) and the first and last MiB of each weight file, which changes
-    whenever the weights do, without reading many gigabytes. For a hub id: the id itself (and
-    the revision a user pins in it).
+    Every byte of the files the model loads from counts (nothing else in the folder); a hub id
+    counts by its commit sha. ``memo`` remembers file digests between runs.
     """
-    path = Path(model)
-    if not path.is_dir():
-        return "hub:" + model
-    digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        rel = file.relative_to(path).as_posix()
-        size = file.stat().st_size
-        digest.update(f"{rel}\0{size}\0".encode())
-        with file.open("rb") as fh:
-            if file.suffix in _WEIGHT_SUFFIXES and size > 2 << 20:
-                digest.update(fh.read(1 << 20))
-                fh.seek(-(1 << 20), os.SEEK_END)
-                digest.update(fh.read(1 << 20))
-            else:
-                digest.update(fh.read())
-    return digest.hexdigest()[:16]
+    return checkpoint_identity(model, memo=memo).id
 
 
 def resolve_device(device: str) -> str:
@@ -226,6 +203,7 @@ class HFGenerator:
         base_model: str | None = None,
         placement: dict[str, Any] | None = None,
         dtype: str = "auto",
+        memo: Memo | None = None,
     ) -> None:
         """``gpus`` > 1 spreads the model over that many of the visible GPUs (accelerate's device
         map); ``placement`` gives ``from_pretrained`` a device map of the caller's instead (see
@@ -238,7 +216,8 @@ class HFGenerator:
         self.name = model
         self.adapter = model if is_adapter(model) else None
         self.base = adapter_base(model, base_model) if self.adapter else model
-        self.fingerprint = model_fingerprint(model, base_model)
+        self.identity = checkpoint_identity(model, memo=memo, base=base_model)  # what is loaded, and its key
+        self.fingerprint = self.identity.id
         self.tokens_generated = 0
         self._wanted_device = device
         self._gpus = gpus
@@ -249,6 +228,10 @@ class HFGenerator:
         self._tokenizer: Any = None
         self._model: Any = None
         self._pieces: list[str] | None = None
+
+    def _load_options(self) -> dict[str, Any]:
+        """``from_pretrained`` options: remote code as allowed, a hub model at its pinned commit."""
+        return {"trust_remote_code": self._trust_remote_code, **self.identity.load_options}
 
     # The tokenizer, the device and the weights are loaded when first needed: a rerun whose answers
     # are all cached renders its inputs and reads the cache without importing torch.
@@ -267,8 +250,10 @@ class HFGenerator:
 
             # An adapter folder may carry its own tokenizer (added tokens); else the base's is used.
             own = self.adapter and any((Path(self.adapter) / f).is_file() for f in _TOKENIZER_FILES)
-            name = self.name if own or not self.adapter else self.base
-            remote = {"trust_remote_code": self._trust_remote_code}
+            if self.adapter:
+                name, remote = (self.name if own else self.base), {"trust_remote_code": self._trust_remote_code}
+            else:
+                name, remote = self.identity.source, self._load_options()
             tokenizer = _load("tokenizer", name, lambda: AutoTokenizer.from_pretrained(name, **remote))
             tokenizer.padding_side = "left"
             if tokenizer.pad_token is None:
@@ -295,7 +280,10 @@ class HFGenerator:
             import torch
             from transformers import AutoModelForCausalLM
 
-            name, remote = self.base, {"trust_remote_code": self._trust_remote_code}
+            if self.adapter:
+                name, remote = self.base, {"trust_remote_code": self._trust_remote_code}
+            else:
+                name, remote = self.identity.source, self._load_options()
             dtype = getattr(torch, _DTYPES[self._dtype]) if self._dtype != "auto" else None
             dtype = dtype or (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
             placement = self._placement_kwargs()

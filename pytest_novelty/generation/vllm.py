@@ -25,10 +25,10 @@ from pytest_novelty.generation.hf import (
     adapter_base,
     check_checkpoint,
     is_adapter,
-    model_fingerprint,
     render,
     token_counts,
 )
+from pytest_novelty.identity import Memo, checkpoint_identity
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ class VLLMGenerator:
         trust_remote_code: bool = False,
         gpus: int = 1,
         base_model: str | None = None,
+        memo: Memo | None = None,
     ) -> None:
         check_checkpoint(model, trust_remote_code=trust_remote_code, base_model=base_model)
         try:
@@ -63,12 +64,15 @@ class VLLMGenerator:
         self._vllm = vllm
         self.name = model
         self.device = "cuda" if device == "auto" else device
-        self.fingerprint = "vllm:" + model_fingerprint(model, base_model)
+        self.identity = checkpoint_identity(model, memo=memo, base=base_model)
+        self.fingerprint = "vllm:" + self.identity.id
         options: dict[str, Any] = {"trust_remote_code": trust_remote_code, "seed": 0}
         if gpus > 1:
             options["tensor_parallel_size"] = gpus
         self._lora: Any = None
-        weights = model
+        weights = self.identity.source
+        if self.identity.revision:
+            options["revision"] = self.identity.revision
         if is_adapter(model):
             weights = adapter_base(model, base_model)
             options.update(enable_lora=True, max_lora_rank=_lora_rank(model))

@@ -145,9 +145,14 @@ def test_fingerprint_follows_content(tiny_checkpoint: Path, tmp_path: Path) -> N
     assert checkpoint_fingerprint(str(copy)) != checkpoint_fingerprint(str(tiny_checkpoint))
 
 
-@pytest.mark.parametrize("name", ["org/model", "gpt2-org/tiny.v1"])
-def test_hub_ids_pass_the_cheap_check(name: str) -> None:
-    check_checkpoint(name)
+@pytest.mark.parametrize("name", ["org/model", "gpt2-org/tiny.v1", "org/model@v2"])
+def test_hub_ids_not_in_the_cache_offline_name_the_fix(
+    name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(ConfigError, match="huggingface-cli download"):
+        check_checkpoint(name)
 
 
 def test_trust_remote_code_needs_opt_in(tiny_checkpoint: Path, tmp_path: Path) -> None:

@@ -121,7 +121,9 @@ def test_rows_are_seeded_requests_in_input_order(fake_vllm: types.ModuleType, ti
 def test_stop_strings_stay_in_the_output(fake_vllm: types.ModuleType, tiny_checkpoint: Path) -> None:
     gen = open_generator(str(tiny_checkpoint), device="cuda", backend="vllm")
     free, _ = generate(gen, TEXTS, SETTINGS)
-    stop = next(c for samples in free for a in samples for c in a[3:] if c.isascii() and c.isalpha())
+    # The most common letter of the free answers: the stopped run draws with other seeds (its settings differ).
+    letters = [c for samples in free for a in samples for c in a[3:] if c.isascii() and c.isalpha()]
+    stop = max(sorted(set(letters)), key=letters.count)
     stopped, _ = generate(gen, TEXTS, replace(SETTINGS, stop=(stop,)))
     params = LLM.instances[0].calls[-1][0]
     assert params.stop == [stop] and params.include_stop_str_in_output

@@ -105,7 +105,8 @@ def open_backend(spec: str, *, cache_dir: Path | None = None, **options: Any) ->
     messages on stderr; default: for corpora over 5 million units).
     ``infini-gram-api``: tokenizer (default from the index name), and like
     ``infini-gram-mini``: url, concurrency (8), max_retries (5), timeout (30 s), backoff (0.5 s),
-    max_backoff (30 s). ``cache_dir`` keeps the web APIs' answers on disk (in memory without it).
+    max_backoff (30 s). ``cache_dir`` keeps the web APIs' answers on disk (in memory without it), and
+remembers which local index files were verified against their build checksums.
 
     An unknown kind or option raises :class:`~pytest_novelty.errors.ConfigError`; a missing or
     damaged index raises ``ConfigError`` or :class:`~pytest_novelty.errors.HarnessError` naming
@@ -128,7 +129,10 @@ def open_backend(spec: str, *, cache_dir: Path | None = None, **options: Any) ->
     values = {name: _convert(kind, name, value) for name, value in merged.items()}
     name = f"{kind}:{target}"
     if kind in ("infini-gram", "ngram-set"):
-        infos = [read_index(folder) for folder in _folders(target)]
+        from pytest_novelty.identity import FileMemo
+
+        memo = None if cache_dir is None else FileMemo(Path(cache_dir) / "index-checksums")
+        infos = [read_index(folder, memo=memo) for folder in _folders(target)]
         if kind == "infini-gram":
             from pytest_novelty.scoring.originality.local import InfiniGramBackend
 

@@ -5,7 +5,8 @@ We tokenise ourselves and write its input files directly (``tokenized.0``: per d
 token 0xFFFF then the document's token ids, little-endian uint16; ``offset.0``: the uint64 byte
 offset of each separator), so the indexer skips its own tokenisation and only builds ``table.0``.
 Beside them goes ``novelty-index.json`` with what a query needs to tokenise the same way
-(tokenizer, vocabulary, dtype), the counts and a checksum of the documents.
+(tokenizer, vocabulary, dtype), the counts, a checksum of the documents and the size and SHA-256
+of every file written (``checksums``), which :func:`~.index.read_index` verifies.
 
 Known traps of infini-gram 2.6.0, all handled here:
 
@@ -41,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from pytest_novelty.errors import ConfigError, HarnessError
+from pytest_novelty.identity import hash_files
 from pytest_novelty.scoring.originality.corpus import Document, iter_documents
 from pytest_novelty.scoring.originality.index import (
     FORMAT,
@@ -293,6 +295,13 @@ def _spot_check(folder: Path, dtype: str) -> None:
             raise HarnessError(f"the new index of {folder} cannot find its own text: the build is wrong")
 
 
+def _checksums(folder: Path, progress: bool) -> dict[str, dict[str, Any]]:
+    """Size and SHA-256 of every file of a finished build, checked whenever the index is opened."""
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.name != INFO_FILE)
+    digests = hash_files(files, what="the new index", log=None if progress else lambda line: None)
+    return {p.name: {"bytes": p.stat().st_size, "sha256": digests[p]} for p in files}
+
+
 def _fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -373,7 +382,8 @@ def build_index(
         _build_suffix_array(staging, facts["dtype"], progress)
         _spot_check(staging, facts["dtype"])
         width = 2 if facts["dtype"] == "u16" else 4
-        index_bytes = sum(p.stat().st_size for p in staging.iterdir())
+        checksums = _checksums(staging, progress)
+        index_bytes = sum(entry["bytes"] for entry in checksums.values())
         tokens = ds_size // width - tally.docs
         facts.update(
             format=FORMAT,
@@ -386,6 +396,7 @@ def build_index(
             bytes_per_token=round(index_bytes / max(tokens, 1), 2),
             seconds=round(time.perf_counter() - start, 1),
             engine=_engine_version(),
+            checksums=checksums,
         )
         info = staging / INFO_FILE
         info.write_text(json.dumps(facts, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -395,7 +406,7 @@ def build_index(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    summary = {k: v for k, v in facts.items() if k != "words"}
+    summary = {k: v for k, v in facts.items() if k not in ("words", "checksums")}
     if "words" in facts:
         summary["vocab_size"] = facts["words"]["vocab_size"]
     summary["path"] = str(out_dir)

@@ -2,7 +2,8 @@
 
 A folder holds the infini-gram files (``tokenized.S``, ``table.S``, ``offset.S`` per shard ``S``)
 and ``novelty-index.json``: the tokenizer (and in ``words`` mode the vocabulary), the token dtype,
-counts, a checksum of the documents and their sources. It is deliberately not called
+counts, a checksum of the documents and their sources, and the size and SHA-256 of every file,
+verified when the index is opened (:func:`read_index`). It is deliberately not called
 ``metadata.json``: the engine recognises its files by substring of the full path and would read it
 as document metadata, then crash. For the same reason a folder whose path contains ``table``,
 ``tokenized``, ``offset``, ``metadata``, ``metaoff`` or ``unigram`` (``/home/me/stable/...``)
@@ -16,12 +17,14 @@ import hashlib
 import json
 import math
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_novelty.errors import ConfigError, HarnessError
+from pytest_novelty.identity import Memo, hash_files
 from pytest_novelty.scoring.originality.tokenization import Tokenizer, WordCodec, WordsTokenizer, load_hf_tokenizer
 
 __all__ = [
@@ -136,8 +139,14 @@ def pointer_bytes(ds_size: int) -> int:
     return max(1, math.ceil(math.log2(max(ds_size, 2)) / 8))
 
 
-def read_index(path: Path) -> IndexInfo:
-    """Read and check an index folder; a missing, foreign or damaged index raises a clear error."""
+def read_index(path: Path, *, memo: Memo | None = None) -> IndexInfo:
+    """Read and check an index folder; a missing, foreign or damaged index raises a clear error.
+
+    The sizes in ``novelty-index.json`` are checked always; the SHA-256 of every file recorded at
+    build (``checksums``) too, each file read once and then remembered in ``memo`` under its stat
+    (see :func:`~pytest_novelty.identity.hash_files`), so reopening an unchanged index reads
+    nothing. An index without checksums (an older build) is used after one line saying so.
+    """
     path = Path(path).expanduser()
     if not path.is_dir():
         raise ConfigError(f"no index folder here; build one with `{BUILD_HINT}`", path=path)
@@ -172,4 +181,37 @@ def read_index(path: Path) -> IndexInfo:
                 f"{path}: shard {shard} is damaged (token file {size} bytes, expected {expected}; "
                 f"suffix array {table} bytes); rebuild the index with `{BUILD_HINT}`"
             )
+    _verify_checksums(info, memo)
     return info
+
+
+def _verify_checksums(info: IndexInfo, memo: Memo | None) -> None:
+    """Compare every file with the size and SHA-256 recorded at build; a difference is a HarnessError."""
+    recorded = info.meta.get("checksums")
+    if not isinstance(recorded, dict) or not recorded:
+        print(
+            f"[novelty] note: {info.path} records no checksums (built by an older version); only its sizes "
+            f"are checked; rebuild it to have every byte verified",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
+    files: list[Path] = []
+    for name, entry in sorted(recorded.items()):
+        file = info.path / name
+        if not file.is_file():
+            raise HarnessError(f"{file} is missing; the index is damaged: rebuild it with `{BUILD_HINT}`")
+        size = file.stat().st_size
+        if not isinstance(entry, dict) or size != entry.get("bytes"):
+            raise HarnessError(
+                f"{file} is damaged ({size} bytes, {entry.get('bytes') if isinstance(entry, dict) else '?'} "
+                f"recorded at build); rebuild the index with `{BUILD_HINT}`"
+            )
+        files.append(file)
+    digests = hash_files(files, memo=memo, what=f"index {info.path.name}")
+    for file in files:
+        if digests[file] != recorded[file.name].get("sha256"):
+            raise HarnessError(
+                f"{file} is damaged: its content differs from the SHA-256 recorded at build (same size); "
+                f"rebuild the index with `{BUILD_HINT}`"
+            )

@@ -1,0 +1,523 @@
+"""What exactly is this checkpoint? A content identity for cache keys and reports.
+
+A local checkpoint folder is identified by the SHA-256 of every byte of exactly the files a model
+is loaded from: the config and generation config, the tokenizer files, every weight shard and its
+index, adapter files (and, for an adapter, the identity of its base model), and the Python files
+of a checkpoint that ships its own code. Nothing else in the folder counts: an originality index
+saved beside the weights (``novelty-index/``), logs, optimizer state and READMEs change nothing.
+So a fine-tune saved over the same folder gets a new identity even when every file keeps its size
+and only a middle layer changed, and a folder that only gained an index keeps its cached answers.
+
+Hashing is fast: 16 MiB sequential reads, shards hashed in parallel threads (``hashlib`` releases
+the GIL on large updates), and a *memo* that remembers each file's digest under its (path, size,
+mtime_ns, ctime_ns, inode), so an unchanged multi-gigabyte checkpoint is read once. A memo is any
+object with ``get(key) -> value | None`` and ``put(key, value)`` (the namespaces of the cache layer
+offer exactly that); :class:`FileMemo` is a small one on disk.
+
+A hub id (``org/name`` or ``org/name@revision``) is identified by its commit sha, resolved through
+``huggingface_hub``: from the hub when it can be reached, else from the local Hugging Face cache
+(``refs/REVISION``), in which case one line says that cached answers are used on trust. Whether the
+hub can be reached is decided within seconds (``HF_HUB_OFFLINE``, then one TCP connection), before
+anything is loaded; a model that is neither reachable nor cached is one :class:`ConfigError` that
+says how to pre-download it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import functools
+import hashlib
+import os
+import re
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlparse
+
+from pytest_novelty.errors import ConfigError
+from pytest_novelty.storage import atomic_write_json, read_json
+
+__all__ = [
+    "FileMemo",
+    "HubRevision",
+    "Identity",
+    "Memo",
+    "checkpoint_identity",
+    "file_sha256",
+    "hash_files",
+    "hub_reachable",
+    "identity_memo",
+    "loaded_files",
+    "resolve_hub",
+    "split_revision",
+    "stat_key",
+]
+
+READ_SIZE = 16 << 20  # bytes per read: large sequential reads run at the disk's speed
+REPORT_AFTER = 1.0  # seconds of hashing before progress is shown
+HUB_TIMEOUT = 3.0  # seconds to wait for a TCP connection to the hub before working offline
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+# The files transformers, tokenizers and peft read from a checkpoint folder (top level only).
+_LOADED_NAMES = frozenset(
+    {
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "vocab.json",
+        "vocab.txt",
+        "merges.txt",
+        "tokenizer.model",
+        "spiece.model",
+        "chat_template.jinja",
+        "chat_template.json",
+        "preprocessor_config.json",
+        "adapter_config.json",
+    }
+)
+_LOADED_PATTERNS = (
+    "*.safetensors",
+    "*.safetensors.index.json",
+    "pytorch_model*.bin",
+    "pytorch_model*.bin.index.json",
+    "adapter_model.*",
+    "*.tiktoken",
+    "sentencepiece*.model",
+)
+_TEMPLATE_FOLDER = "additional_chat_templates"  # transformers 5 reads extra chat templates from here
+
+
+class Memo(Protocol):
+    """Where file digests are remembered between runs."""
+
+    def get(self, key: str) -> Any | None:
+        """The value stored under ``key``, or None."""
+        ...
+
+    def put(self, key: str, value: Any) -> None:
+        """Store ``value`` under ``key``."""
+        ...
+
+
+class FileMemo:
+    """A memo kept as one small JSON file per key under ``folder`` (written atomically).
+
+    A file that is unreadable, or that holds another key (a hash collision of the file name),
+    is a miss: the caller recomputes and overwrites it.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+
+    def _path(self, key: str) -> Path:
+        name = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return self.folder / name[:2] / f"{name}.json"
+
+    def get(self, key: str) -> Any | None:
+        """The value stored under ``key``, or None."""
+        data = read_json(self._path(key))
+        if isinstance(data, dict) and data.get("key") == key:
+            return data.get("value")
+        return None
+
+    def put(self, key: str, value: Any) -> None:
+        """Store ``value`` under ``key``; a cache that cannot be written is not an error."""
+        with contextlib.suppress(OSError):
+            atomic_write_json(self._path(key), {"key": key, "value": value})
+
+
+def identity_memo(cache_dir: Path) -> FileMemo:
+    """The memo of file digests inside a pytest-novelty cache folder."""
+    return FileMemo(Path(cache_dir) / "identity")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What a checkpoint is: ``id`` (hex, for cache keys), ``description`` (for people).
+
+    ``source`` and ``revision`` are what to load: a local folder (``revision`` None), or a hub
+    repository at a commit sha. ``files`` maps each file that counted to its SHA-256 (local
+    folders), ``trusted`` is True when a hub revision was read from the local cache without
+    checking the hub.
+    """
+
+    id: str
+    description: str
+    source: str
+    revision: str | None = None
+    files: dict[str, str] = field(default_factory=dict, compare=False)
+    trusted: bool = False
+
+    @property
+    def load_options(self) -> dict[str, str]:
+        """Keyword arguments for ``from_pretrained`` (the pinned ``revision`` of a hub model)."""
+        return {} if self.revision is None else {"revision": self.revision}
+
+
+# -- local folders ------------------------------------------------------------------------------
+
+
+def loaded_files(folder: Path) -> list[Path]:
+    """The files of ``folder`` a model is loaded from, sorted by name (see the module docstring)."""
+    folder = Path(folder)
+    chosen = []
+    for entry in folder.iterdir():
+        if not entry.is_file():
+            continue
+        name = entry.name
+        if name in _LOADED_NAMES or any(fnmatch.fnmatchcase(name, p) for p in _LOADED_PATTERNS):
+            chosen.append(entry)
+    templates = folder / _TEMPLATE_FOLDER
+    if templates.is_dir():
+        chosen.extend(p for p in templates.iterdir() if p.is_file() and p.suffix in (".jinja", ".json"))
+    code = [p for p in folder.glob("*.py") if p.is_file()]
+    if code and _ships_code(folder):  # only a checkpoint that maps to its own code runs these
+        chosen.extend(code)
+    return sorted(set(chosen), key=lambda p: p.relative_to(folder).as_posix())
+
+
+def _ships_code(folder: Path) -> bool:
+    for name in ("config.json", "tokenizer_config.json"):
+        data = read_json(folder / name)
+        if isinstance(data, dict) and data.get("auto_map"):
+            return True
+    return False
+
+
+def stat_key(path: Path) -> str:
+    """The memo key of a file: its real path, size, mtime_ns, ctime_ns and inode.
+
+    Any write changes mtime or ctime (ctime cannot be set back by tools that restore mtimes),
+    and a file replaced by a rename gets a new inode.
+    """
+    st = os.stat(path)
+    return f"sha256\0{os.path.realpath(path)}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}"
+
+
+def file_sha256(path: Path, on_bytes: Callable[[int], None] | None = None) -> str:
+    """SHA-256 of a whole file, read sequentially in 16 MiB blocks.
+
+    Reading and hashing overlap: a helper thread reads the next block into a second buffer while
+    this one hashes the current block (both release the GIL), so a file is hashed at the speed of
+    the slower of the two rather than the sum of both.
+    """
+    digest = hashlib.sha256()
+    with open(path, "rb", buffering=0) as fh:
+        if hasattr(os, "posix_fadvise"):
+            with contextlib.suppress(OSError):
+                os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        buffers = (bytearray(READ_SIZE), bytearray(READ_SIZE))
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="novelty-read") as reader:
+            pending = reader.submit(fh.readinto, buffers[0])
+            turn = 0
+            while n := pending.result():
+                current = buffers[turn]
+                turn ^= 1
+                pending = reader.submit(fh.readinto, buffers[turn])
+                digest.update(memoryview(current)[:n])
+                if on_bytes is not None:
+                    on_bytes(n)
+    return digest.hexdigest()
+
+
+class _Progress:
+    """Counts hashed bytes; reports through ``on_progress``, or logs once hashing passes a second."""
+
+    def __init__(
+        self, what: str, total: int, on_progress: Callable[[int, int], None] | None, log: Callable[[str], None]
+    ) -> None:
+        self.what, self.total, self.on_progress, self.log = what, total, on_progress, log
+        self.done = 0
+        self.start = time.perf_counter()
+        self.announced = False
+        self.lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        with self.lock:
+            self.done += n
+            done = self.done
+            announce = not self.announced and time.perf_counter() - self.start > REPORT_AFTER
+            self.announced = self.announced or announce
+        if self.on_progress is not None:
+            self.on_progress(done, self.total)
+        elif announce:
+            self.log(f"[novelty] hashing {self.what}: {self.total / 1e9:.1f} GB (remembered afterwards)")
+
+    def finish(self) -> None:
+        if self.announced and self.on_progress is None:
+            seconds = time.perf_counter() - self.start
+            self.log(f"[novelty] hashed {self.what} in {seconds:.1f}s ({self.done / 1e6 / seconds:,.0f} MB/s)")
+
+
+def hash_files(
+    files: list[Path],
+    *,
+    memo: Memo | None = None,
+    what: str = "files",
+    on_progress: Callable[[int, int], None] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict[Path, str]:
+    """The SHA-256 of each file, from ``memo`` where its stat is unchanged, else read in parallel.
+
+    Files are hashed largest first on up to two threads per core; ``on_progress(done, total)``
+    hears of the bytes read, and without it one line goes to ``log`` (stderr) once hashing has
+    taken more than a second, and another when it ends.
+    """
+    keys = {f: stat_key(f) for f in files}
+    digests: dict[Path, str] = {}
+    for f in files:
+        known = None if memo is None else memo.get(keys[f])
+        if isinstance(known, str) and len(known) == 64:
+            digests[f] = known
+    todo = sorted((f for f in files if f not in digests), key=lambda f: -f.stat().st_size)
+    if not todo:
+        return digests
+    progress = _Progress(what, sum(f.stat().st_size for f in todo), on_progress, log or _stderr)
+    # Twice as many threads as cores, so that one thread's wait for the disk overlaps another's hashing.
+    workers = max(1, min(len(todo), 2 * (os.cpu_count() or 1), 16))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="novelty-hash") as pool:
+        for f, digest in zip(todo, pool.map(lambda f: file_sha256(f, progress.add), todo), strict=True):
+            digests[f] = digest
+            if memo is not None:
+                memo.put(keys[f], digest)
+    progress.finish()
+    return digests
+
+
+def _folder_identity(
+    folder: Path,
+    *,
+    memo: Memo | None,
+    on_progress: Callable[[int, int], None] | None,
+    log: Callable[[str], None],
+    base: str | None,
+) -> Identity:
+    files = loaded_files(folder)
+    digests = hash_files(files, memo=memo, what=folder.name, on_progress=on_progress, log=log)
+    total = hashlib.sha256(b"pytest-novelty checkpoint identity 1\0")
+    named = {f.relative_to(folder).as_posix(): digests[f] for f in files}
+    for name, digest in sorted(named.items()):
+        total.update(f"{name}\0{digest}\0".encode())
+    base_model = _adapter_base(folder, base)
+    if base_model is not None:
+        base_id = checkpoint_identity(base_model, memo=memo, on_progress=on_progress, log=log)
+        total.update(f"base\0{base_id.id}\0".encode())
+    hex_id = total.hexdigest()[:24]
+    return Identity(hex_id, f"{folder.name} @ {hex_id[:8]}", str(folder), None, named)
+
+
+def _adapter_base(folder: Path, base: str | None) -> str | None:
+    """The base model of an adapter folder: ``base`` if given, else its ``base_model_name_or_path``."""
+    if not (folder / "adapter_config.json").is_file():
+        return None
+    if base is not None:
+        return base
+    data = read_json(folder / "adapter_config.json")
+    name = data.get("base_model_name_or_path") if isinstance(data, dict) else None
+    return str(name) if name else None
+
+
+# -- hub ids ------------------------------------------------------------------------------------
+
+
+def split_revision(model: str) -> tuple[str, str | None]:
+    """``org/name@revision`` -> (``org/name``, ``revision``); without ``@``, the revision is None."""
+    name, sep, revision = model.partition("@")
+    return name, (revision or None) if sep else None
+
+
+def looks_like_hub_id(model: str) -> bool:
+    """Whether ``model`` reads as ``org/name`` or ``org/name@revision`` (and not as a path)."""
+    name, revision = split_revision(model)
+    parts = name.split("/")
+    return (
+        len(parts) == 2
+        and all(parts)
+        and not name.startswith((".", "/", "~"))
+        and all(c.isalnum() or c in "-_." for c in name.replace("/", ""))
+        and (revision is None or bool(re.fullmatch(r"[\w.\-/]+", revision)))
+    )
+
+
+def _offline_by_setting() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def hub_reachable(timeout: float = HUB_TIMEOUT) -> bool:
+    """False when ``HF_HUB_OFFLINE`` is set or no TCP connection to the hub (or the proxy) opens in time."""
+    if _offline_by_setting():
+        return False
+    from huggingface_hub import constants
+
+    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
+    url = urlparse(proxy if proxy else constants.ENDPOINT)
+    host = url.hostname
+    port = url.port or (443 if url.scheme == "https" else 80)
+    return bool(host) and _connects(str(host), port, timeout)
+
+
+@functools.lru_cache(maxsize=8)
+def _connects(host: str, port: int, timeout: float) -> bool:
+    """Whether a TCP connection opens (asked once per process: the answer holds for a run)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _hub_cache() -> Path:
+    """The Hugging Face hub cache folder, read from the environment now (as huggingface_hub would)."""
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(var):
+            return Path(os.environ[var]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+@dataclass(frozen=True)
+class HubRevision:
+    """A hub model pinned to a commit: ``snapshot`` is its complete local copy, when there is one."""
+
+    repo: str
+    revision: str
+    sha: str
+    snapshot: Path | None
+    trusted: bool  # a moving revision (a branch or tag) read from the local cache without asking the hub
+    offline: bool  # the hub was not reachable: load ``snapshot`` itself
+
+
+def _cached_snapshot(repo: str, revision: str) -> tuple[str | None, Path | None]:
+    """(commit sha, snapshot folder) of ``repo`` at ``revision`` in the local cache, when known."""
+    folder = _hub_cache() / ("models--" + repo.replace("/", "--"))
+    sha = revision if _SHA.match(revision) else None
+    if sha is None:
+        try:
+            sha = (folder / "refs" / revision).read_text(encoding="utf-8").strip() or None
+        except OSError:
+            return None, None
+    snapshot = folder / "snapshots" / str(sha)
+    complete = any((snapshot / name).is_file() for name in ("config.json", "adapter_config.json"))
+    return sha, (snapshot if complete else None)
+
+
+def _download_hint(repo: str, revision: str | None) -> str:
+    pin = f" --revision {revision}" if revision else ""
+    return f"pre-download it with `huggingface-cli download {repo}{pin}`, or pass a local checkpoint folder"
+
+
+@functools.lru_cache(maxsize=64)
+def _resolve(repo: str, revision: str | None, cache: str, offline: bool) -> HubRevision:
+    wanted = revision or "main"
+    if _SHA.match(wanted):  # pinned: nothing to ask
+        _, snapshot = _cached_snapshot(repo, wanted)
+        if offline and snapshot is None:
+            why = "HF_HUB_OFFLINE is set" if _offline_by_setting() else "the hub cannot be reached"
+            raise ConfigError(
+                f"{why} and commit {wanted[:8]} is not in the local cache ({cache}); "
+                + _download_hint(repo, wanted),
+                path=f"{repo}@{wanted}",
+                field="--model",
+            )
+        return HubRevision(repo, wanted, wanted, snapshot, trusted=False, offline=offline)
+    if not offline:
+        sha = _ask_hub(repo, wanted)
+        if sha is not None:
+            return HubRevision(repo, wanted, sha, _cached_snapshot(repo, sha)[1], trusted=False, offline=False)
+    sha, snapshot = _cached_snapshot(repo, wanted)
+    if sha is None or snapshot is None:
+        why = "HF_HUB_OFFLINE is set" if _offline_by_setting() else "the hub cannot be reached"
+        raise ConfigError(
+            f"{why} and revision {wanted!r} is not in the local Hugging Face cache ({cache}); "
+            + _download_hint(repo, revision),
+            path=repo,
+            field="--model",
+        )
+    print(
+        f"[novelty] {repo}: hub not checked (offline); using cached revision {wanted} = {sha[:8]}; cached answers "
+        f"are used on trust (pin {repo}@{sha} to make that explicit)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return HubRevision(repo, wanted, sha, snapshot, trusted=True, offline=True)
+
+
+def _ask_hub(repo: str, revision: str) -> str | None:
+    """The commit sha of ``repo`` at ``revision`` from the hub; None when the hub does not answer."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+
+    try:
+        info = HfApi().model_info(repo, revision=revision, timeout=10)
+    except RevisionNotFoundError:
+        raise ConfigError(f"the hub has no revision {revision!r} of this model", path=repo, field="--model") from None
+    except RepositoryNotFoundError:
+        raise ConfigError(
+            "no such model on the hub (or it is private: log in with `huggingface-cli login` or set HF_TOKEN)",
+            path=repo,
+            field="--model",
+        ) from None
+    except Exception:  # network trouble after all: fall back to the local cache
+        return None
+    return str(info.sha) if info.sha else None
+
+
+def resolve_hub(model: str) -> HubRevision:
+    """Pin a hub id (``org/name`` or ``org/name@revision``) to its commit sha, within seconds.
+
+    Online: the hub's answer. Offline (``HF_HUB_OFFLINE`` set, or no connection to the hub within
+    :data:`HUB_TIMEOUT` seconds): the local cache's ``refs/REVISION``, with one line saying so
+    (once per process). A model neither reachable nor cached raises :class:`ConfigError`.
+    """
+    repo, revision = split_revision(model)
+    return _resolve(repo, revision, str(_hub_cache()), not hub_reachable())
+
+
+# -- the entry point ----------------------------------------------------------------------------
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def checkpoint_identity(
+    model: str | Path,
+    *,
+    memo: Memo | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+    log: Callable[[str], None] = _stderr,
+    base: str | None = None,
+) -> Identity:
+    """The identity of a checkpoint folder or hub id (see the module docstring).
+
+    ``memo`` remembers file digests between calls (see :class:`FileMemo`); ``on_progress(done,
+    total)`` hears of hashed bytes, and without it one line goes to ``log`` when hashing takes
+    more than a second. ``base`` overrides an adapter's ``base_model_name_or_path``.
+    """
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return _folder_identity(path.resolve(), memo=memo, on_progress=on_progress, log=log, base=base)
+    text = str(model)
+    if not looks_like_hub_id(text):
+        raise ConfigError(
+            "checkpoint folder not found; pass a Hugging Face folder (with config.json), a hub id "
+            "such as org/name or org/name@revision, or 'demo'",
+            path=text,
+            field="--model",
+        )
+    hub = resolve_hub(text)
+    description = f"{hub.repo} @ {hub.sha[:8]}" + (" (cached, unchecked)" if hub.trusted else "")
+    if hub.offline and hub.snapshot is not None:
+        # Offline: load the cached snapshot folder itself, so transformers never tries the network.
+        return Identity(hub.sha, description, str(hub.snapshot), None, trusted=hub.trusted)
+    return Identity(hub.sha, description, hub.repo, hub.sha)
