@@ -12,7 +12,7 @@ Hashing is fast: 16 MiB sequential reads, shards hashed in parallel threads (``h
 the GIL on large updates), and a *memo* that remembers each file's digest under its (path, size,
 mtime_ns, ctime_ns, inode), so an unchanged multi-gigabyte checkpoint is read once. A memo is any
 object with ``get(key) -> value | None`` and ``put(key, value)`` (the namespaces of the cache layer
-offer exactly that); :class:`FileMemo` is a small one on disk.
+offer exactly that); :func:`memo_at` gives one in a cache folder.
 
 A hub id (``org/name`` or ``org/name@revision``) is identified by its commit sha, resolved through
 ``huggingface_hub``: from the hub when it can be reached, else from the local Hugging Face cache
@@ -41,11 +41,11 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
+from pytest_novelty.cache import Cache, Namespace
 from pytest_novelty.errors import ConfigError
-from pytest_novelty.storage import atomic_write_json, read_json
+from pytest_novelty.storage import read_json
 
 __all__ = [
-    "FileMemo",
     "HubRevision",
     "Identity",
     "Memo",
@@ -55,6 +55,7 @@ __all__ = [
     "hub_reachable",
     "identity_memo",
     "loaded_files",
+    "memo_at",
     "resolve_hub",
     "split_revision",
     "stat_key",
@@ -109,36 +110,17 @@ class Memo(Protocol):
         ...
 
 
-class FileMemo:
-    """A memo kept as one small JSON file per key under ``folder`` (written atomically).
-
-    A file that is unreadable, or that holds another key (a hash collision of the file name),
-    is a miss: the caller recomputes and overwrites it.
-    """
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = Path(folder)
-
-    def _path(self, key: str) -> Path:
-        name = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-        return self.folder / name[:2] / f"{name}.json"
-
-    def get(self, key: str) -> Any | None:
-        """The value stored under ``key``, or None."""
-        data = read_json(self._path(key))
-        if isinstance(data, dict) and data.get("key") == key:
-            return data.get("value")
-        return None
-
-    def put(self, key: str, value: Any) -> None:
-        """Store ``value`` under ``key``; a cache that cannot be written is not an error."""
-        with contextlib.suppress(OSError):
-            atomic_write_json(self._path(key), {"key": key, "value": value})
+def memo_at(folder: Path) -> Namespace:
+    """A memo of file digests kept in ``folder``: a namespace of the one cache layer
+    (:mod:`pytest_novelty.cache`), so its entries are checksummed, written atomically and shared
+    safely by concurrent runs; a damaged entry is a miss, recomputed and counted."""
+    folder = Path(folder)
+    return Cache(folder.parent).namespace(folder.name)
 
 
-def identity_memo(cache_dir: Path) -> FileMemo:
+def identity_memo(cache_dir: Path) -> Namespace:
     """The memo of file digests inside a pytest-novelty cache folder."""
-    return FileMemo(Path(cache_dir) / "identity")
+    return memo_at(Path(cache_dir) / "identity")
 
 
 @dataclass(frozen=True)
@@ -500,7 +482,7 @@ def checkpoint_identity(
 ) -> Identity:
     """The identity of a checkpoint folder or hub id (see the module docstring).
 
-    ``memo`` remembers file digests between calls (see :class:`FileMemo`); ``on_progress(done,
+    ``memo`` remembers file digests between calls (see :func:`memo_at`); ``on_progress(done,
     total)`` hears of hashed bytes, and without it one line goes to ``log`` when hashing takes
     more than a second. ``base`` overrides an adapter's ``base_model_name_or_path``.
     """

@@ -129,9 +129,9 @@ remembers which local index files were verified against their build checksums.
     values = {name: _convert(kind, name, value) for name, value in merged.items()}
     name = f"{kind}:{target}"
     if kind in ("infini-gram", "ngram-set"):
-        from pytest_novelty.identity import FileMemo
+        from pytest_novelty.identity import memo_at
 
-        memo = None if cache_dir is None else FileMemo(Path(cache_dir) / "index-checksums")
+        memo = None if cache_dir is None else memo_at(Path(cache_dir) / "index-checksums")
         infos = [read_index(folder, memo=memo) for folder in _folders(target)]
         if kind == "infini-gram":
             from pytest_novelty.scoring.originality.local import InfiniGramBackend

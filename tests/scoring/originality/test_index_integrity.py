@@ -59,9 +59,9 @@ def test_random_bytes_in_the_tokens_stop_the_run(index: Path, tmp_path: Path) ->
 
 
 def test_reopening_an_unchanged_index_reads_none_of_its_files(index: Path, tmp_path: Path) -> None:
-    from pytest_novelty.identity import FileMemo
+    from pytest_novelty.identity import memo_at
 
-    memo = FileMemo(tmp_path / "memo")
+    memo = memo_at(tmp_path / "memo")
     big = {str((index / n).resolve()) for n in ("tokenized.0", "table.0", "offset.0")}
     with opened_under(index) as opened:
         read_index(index, memo=memo)
@@ -76,11 +76,11 @@ def test_reopening_an_unchanged_index_reads_none_of_its_files(index: Path, tmp_p
 
 
 def test_open_backend_remembers_verified_files_in_its_cache(index: Path, tmp_path: Path) -> None:
-    from pytest_novelty.identity import FileMemo, stat_key
+    from pytest_novelty.identity import memo_at, stat_key
 
     open_backend(f"infini-gram:{index}", cache_dir=tmp_path / "cache")
     recorded = json.loads((index / INFO_FILE).read_text())["checksums"]
-    memo = FileMemo(tmp_path / "cache" / "index-checksums")
+    memo = memo_at(tmp_path / "cache" / "index-checksums")
     for name in ("tokenized.0", "table.0", "offset.0"):
         assert memo.get(stat_key(index / name)) == recorded[name]["sha256"]
 
