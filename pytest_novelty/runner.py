@@ -473,7 +473,7 @@ def unscored_reasons(results: list[Any]) -> list[list[Any]]:
         if result.quality is not None:
             continue
         parts = (result.error or "no reason given").split(REASON_SEPARATOR)
-        counts.update(dict.fromkeys(NO_SCORE if p.startswith(NO_SCORE) else p.strip()[:160] for p in parts))
+        counts.update(list(dict.fromkeys(NO_SCORE if p.startswith(NO_SCORE) else p.strip()[:160] for p in parts)))
     return [[reason, count] for reason, count in counts.most_common()]
 
 

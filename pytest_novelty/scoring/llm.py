@@ -313,28 +313,37 @@ class OpenAIChat:
                 if adapt is not None and adapt(error, body):
                     attempt -= 1
                     continue
-                raise RequestFailed(self._describe(error)) from None
+                raise RequestFailed(f"the request was rejected: {self._describe(error)}") from None
             except (openai.APIStatusError, openai.APIConnectionError) as error:
                 status = getattr(error, "status_code", None)
                 if status is not None and status not in RETRYABLE_STATUS and status < 500:
-                    raise RequestFailed(self._describe(error)) from None
+                    raise RequestFailed(f"the request was rejected: {self._describe(error)}") from None
                 delay = self._delay(attempt, error)
                 spent = time.monotonic() - started
                 if attempt >= self.max_attempts or spent + delay > self.max_retry_time:
                     reason = self._describe(error)
                     if fatal_unreachable is not None and fatal_unreachable():
                         # Nothing has worked yet in this run: the endpoint is down, not one request.
-                        raise HarnessError(
-                            f"the {self.what} at {self.shown_url} failed every request: {reason} "
-                            f"({attempt} attempts over {spent:.0f} s); is the server running and the URL right?"
-                        ) from None
-                    raise RequestFailed(reason) from None
+                        raise HarnessError(self._down(error, attempt, spent)) from None
+                    raise RequestFailed(f"gave up after {attempt} attempts: {reason}") from None
                 self._announce(
                     f"[novelty] {self.what} at {self.shown_url}: {self._describe(error)}; retrying "
                     f"(attempt {attempt + 1} of {self.max_attempts}, giving up after "
                     f"{self.max_retry_time:.0f} s)"
                 )
                 await asyncio.sleep(delay)
+
+    def _down(self, error: Exception, attempts: int, spent: float) -> str:
+        """The one line for an endpoint that failed the first request of a run after every retry."""
+        import openai
+
+        tried = f"{attempts} attempts over {spent:.0f} s"
+        if isinstance(error, openai.APIConnectionError) and not isinstance(error, openai.APITimeoutError):
+            return (
+                f"cannot reach the {self.what} at {self.shown_url} ({_cause(error)}, {tried}); "
+                "is the server running and the URL right?"
+            )
+        return f"the {self.what} at {self.shown_url} failed every request: {self._describe(error)} ({tried})"
 
     def _announce(self, line: str) -> None:
         """Tell the run log that requests are waiting on the endpoint, at most every :data:`NOTIFY_EVERY` s."""
@@ -358,7 +367,7 @@ class OpenAIChat:
         if isinstance(error, openai.APITimeoutError):
             text = f"timed out after {self.timeout:g} s"
         elif isinstance(error, openai.APIConnectionError):
-            text = f"cannot connect ({_cause(error)})"
+            text = f"cannot reach {self.shown_url} ({_cause(error)})"
         elif isinstance(error, openai.APIStatusError):
             body = error.body
             message = body.get("message") if isinstance(body, dict) else None
