@@ -16,7 +16,6 @@ import difflib
 from collections.abc import Iterable
 from pathlib import Path
 
-
 HARNESS_EXIT_STATUS = 8
 """pytest's exit status when any harness error happened (pytest itself uses 0-6)."""
 
