@@ -455,6 +455,9 @@ class Runner:
                 f"{suite.name}: the judge {judge.spec} left {unscored} of {len(items)} answers unscored "
                 f"({unscored / len(items):.0%}, above scoring.max_unscored = {suite.scoring.max_unscored:g}): {named}"
             )
+        if unscored:
+            named = ", ".join(f"{reason} ({count})" for reason, count in reasons[:TOP_REASONS])
+            self.config.log(f"[novelty] {suite.name}: {unscored} of {len(items)} answers unscored by the judge: {named}")
         return flat.reshape(len(answers), -1), str(getattr(judge, "description", judge.spec)), sent, reasons
 
 

@@ -202,7 +202,7 @@ class NoveltyState:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Preflight for the suites of the selected cases (one process, no xdist)."""
-        if self.worker or _distributed(self.config):
+        if self.worker or _distributed(self.config) or self.config.option.collectonly:
             return
         suites: dict[str, Suite] = {}
         for item in session.items:
