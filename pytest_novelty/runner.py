@@ -457,7 +457,7 @@ class Runner:
             )
         if unscored:
             named = ", ".join(f"{reason} ({count})" for reason, count in reasons[:TOP_REASONS])
-            self.config.log(f"[novelty] {suite.name}: {unscored} of {len(items)} answers unscored by the judge: {named}")
+            self.config.log(f"[novelty] {suite.name}: {unscored} of {len(items)} answers unscored: {named}")
         return flat.reshape(len(answers), -1), str(getattr(judge, "description", judge.spec)), sent, reasons
 
 
