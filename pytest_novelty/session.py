@@ -211,10 +211,10 @@ class NoveltyState:
                 suites.setdefault(suite.name, suite)
         self.preflight(list(suites.values()))
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
-        """Preflight on the xdist controller, before workers start: every suite it knows of."""
-        if not self.worker and _distributed(self.config):
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> None:
+        """Preflight on the xdist controller, which collects nothing itself: every suite it knows of."""
+        if not self.worker and _distributed(self.config) and not self.config.option.collectonly:
             self.preflight([run for suite in self.suites.values() for run in suite.runs()])
 
     @pytest.hookimpl(trylast=True)
