@@ -53,8 +53,9 @@ def preflight(runner: Any, suites: Iterable[Suite]) -> float:
             raise
         except ConfigError as exc:
             raise ConfigError(f"{suite.path}: {exc}") from None
-        except (OSError, ValueError) as exc:
-            raise PreflightError(f"cannot open the originality index {spec}: {exc}") from None
+        except Exception as exc:  # the engines raise OSError, ValueError, RuntimeError for a broken index
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise PreflightError(f"cannot open the originality index {spec}: {type(exc).__name__}: {first}") from None
     checked: set[tuple[str, str]] = set()
     for suite in suites:
         judge = runner.judge(suite)

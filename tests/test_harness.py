@@ -125,3 +125,18 @@ def test_preflight_reports_a_broken_prompt_file_once(config: RunConfig, tmp_path
         fh.write('{"id": "p9", "text": \n')
     with pytest.raises(ConfigError, match=r"prompts.jsonl: line 5: broken JSON"):
         preflight(Runner(config), [load_suite(path)])
+
+
+def test_preflight_opens_each_index_once_and_names_a_broken_one(
+    config: RunConfig, tiny_index: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    broken = tmp_path / "broken-idx"
+    shutil.copytree(tiny_index, broken)
+    for table in broken.glob("table.*"):
+        table.unlink()
+    suite = load_suite(write_suite(tmp_path))
+    runner = Runner(replace(config, originality=f"infini-gram:{broken}"))
+    with pytest.raises((ConfigError, HarnessError), match=str(broken)):
+        preflight(runner, [suite, suite])
