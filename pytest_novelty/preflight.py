@@ -19,7 +19,6 @@ index is checked once, however many suites share it.
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -103,10 +102,10 @@ def check_checkpoint_identity(model: str) -> None:
 
     if Path(model).exists() or not _looks_like_hub_id(model):
         return
-    if importlib.util.find_spec("pytest_novelty.identity") is None:
+    try:
+        from pytest_novelty import identity  # type: ignore[attr-defined]
+    except ImportError:
         return  # hook: hub ids are resolved when the model loads until the identity module lands
-    from pytest_novelty import identity
-
     resolve = getattr(identity, "checkpoint_identity", None)
     if resolve is None:
         return

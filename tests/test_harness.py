@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -140,3 +141,21 @@ def test_preflight_opens_each_index_once_and_names_a_broken_one(
     runner = Runner(replace(config, originality=f"infini-gram:{broken}"))
     with pytest.raises((ConfigError, HarnessError), match=str(broken)):
         preflight(runner, [suite, suite])
+
+
+def test_preflight_resolves_a_hub_id_through_the_identity_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from pytest_novelty.preflight import check_checkpoint_identity
+
+    asked: list[str] = []
+
+    def offline(model: str) -> None:
+        asked.append(model)
+        raise OSError("Temporary failure in name resolution")
+
+    monkeypatch.setitem(sys.modules, "pytest_novelty.identity", types.SimpleNamespace(checkpoint_identity=offline))
+    with pytest.raises(PreflightError, match=r"cannot resolve the hub id 'org/model': OSError: Temporary failure"):
+        check_checkpoint_identity("org/model")
+    check_checkpoint_identity("demo")  # not a hub id: nothing to resolve
+    assert asked == ["org/model"]
