@@ -15,6 +15,7 @@ import pytest
 
 from pytest_novelty.gate import check_threshold
 from pytest_novelty.gate.regression import Comparison, NoveltyDriftWarning, compare, make_record
+from pytest_novelty.redact import redact_data
 
 if TYPE_CHECKING:
     from pytest_novelty.gate.regression import MetricRecord
@@ -72,6 +73,6 @@ def test_metric(
             _note(row, outcome.comparison, [])
         failures.extend(outcome.lines)
     row["passed"] = not failures
-    record_property("novelty", row)
+    record_property("novelty", redact_data(row))
     if failures:
         pytest.fail("\n".join(failures), pytrace=False)

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_novelty.errors import NoveltyError
+from pytest_novelty.errors import HARNESS_EXIT_STATUS, HarnessError, NoveltyError
 from pytest_novelty.generation import GENERATORS
 
 
@@ -59,6 +59,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             progress=ProgressSink(),
         )
     )
+    from pytest_novelty.preflight import preflight
+
+    preflight(runner, suites)  # every service and input checked once, before any generation
     rows = []
     failed = 0
     results = {}
@@ -146,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except NoveltyError as exc:
         print(f"pytest-novelty: error: {exc}", file=sys.stderr)
-        return 2
+        return HARNESS_EXIT_STATUS if isinstance(exc, HarnessError) else 2
     except KeyboardInterrupt:
         print("pytest-novelty: interrupted; finished work is cached and a rerun resumes", file=sys.stderr)
         return 130

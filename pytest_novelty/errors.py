@@ -2,6 +2,12 @@
 
 Every layer raises these for bad input or a broken environment; the plugin and the command line
 turn them into a single message (pytest's ``UsageError`` or an ``error:`` line and exit code 2).
+Every message is redacted (:func:`pytest_novelty.redact.redact`) when the error is made, so no
+key reaches a terminal, a log or a report through an error.
+
+A :class:`HarnessError` (the harness could not measure: an unreachable judge, a corrupt index, too
+many unscored answers) ends a pytest run with :data:`HARNESS_EXIT_STATUS`, neither 0 (passed) nor
+1 (the gate failed), so CI can tell "the model regressed" from "the judge was down".
 """
 
 from __future__ import annotations
@@ -10,9 +16,17 @@ import difflib
 from collections.abc import Iterable
 from pathlib import Path
 
+HARNESS_EXIT_STATUS = 8
+"""pytest's exit status when any harness error happened (pytest itself uses 0-6)."""
+
 
 class NoveltyError(Exception):
-    """Base class: a problem the user can fix, described in one line."""
+    """Base class: a problem the user can fix, described in one line (redacted)."""
+
+    def __init__(self, message: str = "") -> None:
+        from pytest_novelty.redact import redact
+
+        super().__init__(redact(str(message)))
 
 
 class ConfigError(NoveltyError):
@@ -33,6 +47,10 @@ class ConfigError(NoveltyError):
 
 class HarnessError(NoveltyError):
     """The harness could not do its job (judge unreachable, corrupt index): an error, not a failed gate."""
+
+
+class PreflightError(HarnessError):
+    """An external service the run needs failed its check before anything was generated."""
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

@@ -330,7 +330,11 @@ def novelty_result(novelty_state: NoveltyState, novelty_suite: Suite, request: p
     try:
         result = novelty_state.result(novelty_suite)
     except NoveltyError as exc:
-        pytest.fail(f"harness error (not a gate failure): {exc}", pytrace=False)
+        error = exc
+    else:
+        error = None
+    if error is not None:  # outside the except block: no chained traceback
+        novelty_state.harness_failure(error, request.node)
     line = novelty_state.announce(novelty_suite, result)
     if line:  # the first case of the suite carries what its run did, to the controller's log
         request.node.user_properties.append(("novelty_work", line))
@@ -338,9 +342,12 @@ def novelty_result(novelty_state: NoveltyState, novelty_suite: Suite, request: p
 
 
 @pytest.fixture
-def novelty_baseline(novelty_state: NoveltyState, novelty_suite: Suite) -> SuiteResult | None:
+def novelty_baseline(
+    novelty_state: NoveltyState, novelty_suite: Suite, request: pytest.FixtureRequest
+) -> SuiteResult | None:
     """The baseline checkpoint's result for the suite, when --baseline-model is given."""
     try:
         return novelty_state.baseline_result(novelty_suite)
     except NoveltyError as exc:
-        pytest.fail(f"harness error in the baseline (not a gate failure): {exc}", pytrace=False)
+        error = exc
+    novelty_state.harness_failure(error, request.node, " in the baseline")

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.progress import QUIET, ProgressSink
 from pytest_novelty.storage import read_json, stable_hash
 from pytest_novelty.suites.prompts import Prompt
@@ -28,6 +28,7 @@ Log = Callable[[str], None]
 
 LOOKUP_CHUNK = 512  # texts per originality request to a backend, and per cached file
 JUDGE_CHUNK = 256  # answers per call to a judge (a remote judge runs each chunk's requests concurrently)
+TOP_REASONS = 3  # reasons named when too many answers are unscored
 
 
 SERVED_NEEDS_ORIGINALITY = (
@@ -186,6 +187,8 @@ class Runner:
                 temperature=suite.scoring.judge_temperature,
                 base_url=self.config.judge_base_url,
             )
+            if hasattr(self._judges[key], "notify"):
+                self._judges[key].notify = self.config.log  # waits on a remote judge are shown
         return self._judges[key]
 
     # -- the pipeline ---------------------------------------------------------------------------
@@ -243,7 +246,12 @@ class Runner:
         if not settings.stop and task.stop:
             settings = replace(settings, stop=tuple(task.stop))
 
-        raw, stats = self._generate(suite.name, gen, texts, settings)
+        from pytest_novelty.generation.hf import PromptTooLong
+
+        try:
+            raw, stats = self._generate(suite.name, gen, texts, settings)
+        except PromptTooLong as exc:
+            raise self._too_long(suite, gen, prompts, texts, exc) from None
         method = suite.prompting.method
         answers = [
             [extract_answer(method, task, p, r) for r in samples] for p, samples in zip(prompts, raw, strict=True)
@@ -271,6 +279,27 @@ class Runner:
         result.info["cache_repaired"] = repaired() - repaired_before
         log(work_line(suite.name, result.info))
         return result
+
+    def _too_long(self, suite: Suite, gen: Any, prompts: list[Prompt], texts: list[str], exc: Any) -> ConfigError:
+        """Name the prompt that does not fit the context: its file and line, and what made it long."""
+        from pytest_novelty.suites.loaders import locate_prompt
+
+        counts = gen.token_counts(texts)
+        worst = max(range(len(texts)), key=lambda i: counts[i])
+        where = locate_prompt(suite.prompts.source, prompts[worst].id, base_dir=suite.base_dir)
+        examples = suite.prompting.examples if suite.prompting.method in ("few-shot", "novel-examples") else 0
+        fix = (
+            f"use fewer in-context examples (prompting.examples = {examples})"
+            if examples
+            else "shorten the prompt or leave it out"
+        )
+        field = "prompting.examples" if examples else "prompts.source"
+        return ConfigError(
+            f"{where}: the model input is {counts[worst]} tokens, beyond the model's context of "
+            f"{exc.context} tokens; {fix}",
+            path=suite.path,
+            field=field,
+        )
 
     def _generate(self, name: str, gen: Any, texts: list[str], settings: Any) -> tuple[list[list[str]], Any]:
         """The generation step with a progress bar (samples, tokens/s, ETA), or quarter-way log lines."""
@@ -329,7 +358,7 @@ class Runner:
         start = time.perf_counter()
         originality, prompt_novelty, longest, lookups = self._originality(suite, prompts, answers)
         t_orig = time.perf_counter() - start
-        quality, judge_info, judge_requests = self._quality(suite, prompts, answers)
+        quality, judge_info, judge_requests, reasons = self._quality(suite, prompts, answers)
         t_judge = time.perf_counter() - start - t_orig
 
         from pytest_novelty.metrics.suite import suite_metrics
@@ -359,6 +388,7 @@ class Runner:
             "tail_ids": tails,
             "originality_lookups": lookups,
             "judge_requests": judge_requests,
+            "unscored_reasons": reasons,
         }
         model = str(info.get("model", self.config.model))
         return SuiteResult(suite, model, prompts, answers, originality, quality, metrics, per_prompt, info)
@@ -428,7 +458,13 @@ class Runner:
 
     def _quality(
         self, suite: Suite, prompts: list[Prompt], answers: list[list[str]]
-    ) -> tuple[np.ndarray, str, int]:
+    ) -> tuple[np.ndarray, str, int, list[list[Any]]]:
+        """Quality per answer (NaN where the judge gave no score), the judge's description, the
+        requests it sent, and the reasons for unscored answers, most frequent first.
+
+        More unscored answers than ``scoring.max_unscored`` allows is a harness error naming the
+        most frequent reasons: the judge, not the model, failed.
+        """
         from pytest_novelty.scoring.judges import JudgeItem
 
         judge = self.judge(suite)
@@ -446,7 +482,37 @@ class Runner:
                 bar.update(len(chunk))
         sent = int(getattr(judge, "requests_sent", 0)) - sent_before
         flat = np.array([math.nan if r.quality is None else r.quality for r in results], dtype=float)
-        return flat.reshape(len(answers), -1), str(getattr(judge, "description", judge.spec)), sent
+        reasons = unscored_reasons(results)
+        unscored = int(np.isnan(flat).sum())
+        if items and unscored / len(items) > suite.scoring.max_unscored:
+            named = ", ".join(f"{reason} ({count})" for reason, count in reasons[:TOP_REASONS])
+            raise HarnessError(
+                f"{suite.name}: the judge {judge.spec} left {unscored} of {len(items)} answers unscored "
+                f"({unscored / len(items):.0%}, above scoring.max_unscored = {suite.scoring.max_unscored:g}): {named}"
+            )
+        if unscored:
+            named = ", ".join(f"{reason} ({count})" for reason, count in reasons[:TOP_REASONS])
+            self.config.log(f"[novelty] {suite.name}: {unscored} of {len(items)} answers unscored: {named}")
+        return flat.reshape(len(answers), -1), str(getattr(judge, "description", judge.spec)), sent, reasons
+
+
+def unscored_reasons(results: list[Any]) -> list[list[Any]]:
+    """``[reason, answers]`` pairs for the judge results without a score, most frequent first.
+
+    An answer counts once under each distinct reason its samples failed with; a "no score in
+    reply (...)" reason is counted without its detail, so one cause is one line.
+    """
+    from collections import Counter
+
+    from pytest_novelty.scoring.judges.base import NO_SCORE, REASON_SEPARATOR
+
+    counts: Counter[str] = Counter()
+    for result in results:
+        if result.quality is not None:
+            continue
+        parts = (result.error or "no reason given").split(REASON_SEPARATOR)
+        counts.update(list(dict.fromkeys(NO_SCORE if p.startswith(NO_SCORE) else p.strip()[:160] for p in parts)))
+    return [[reason, count] for reason, count in counts.most_common()]
 
 
 def _score_row(result: Any, ns: list[int]) -> dict[str, Any]:

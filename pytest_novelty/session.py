@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import pytest
 
-from pytest_novelty.errors import NoveltyError
+from pytest_novelty.errors import HARNESS_EXIT_STATUS, ConfigError, HarnessError, NoveltyError
 from pytest_novelty.progress import ProgressSink
 from pytest_novelty.suites.schema import Suite
 
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from pytest_novelty.runner import Runner, SuiteResult
 
 _WORKER_KEY = "novelty_suites"
+HARNESS_PROPERTY = "novelty_harness"
+"""The user property that carries a harness error's message to the controller (and JUnit)."""
 
 
 class NoveltyState:
@@ -38,6 +40,8 @@ class NoveltyState:
         self.rows: list[dict[str, Any]] = []
         self._announced: set[str] = set()
         self.suite_data: dict[str, dict[str, Any]] = {}
+        self.harness_errors: dict[str, str] = {}
+        """Each distinct harness error's message, and the first case (node id) it stopped."""
 
     # -- running suites -------------------------------------------------------------------------
 
@@ -87,7 +91,10 @@ class NoveltyState:
         return ProgressSink(stream=_TerminalStream(self.config))
 
     def log(self, line: str) -> None:
-        """Progress lines, on their own line even in the middle of a verbose test line."""
+        """Progress lines, on their own line even in the middle of a verbose test line (redacted)."""
+        from pytest_novelty.redact import redact
+
+        line = redact(line)
         if self.worker:
             return  # a worker's output never reaches the terminal; the controller logs for it
         reporter = self.config.pluginmanager.getplugin("terminalreporter")
@@ -162,10 +169,74 @@ class NoveltyState:
 
         return work_line(suite.name, result.info)
 
+    # -- harness errors -------------------------------------------------------------------------
+
+    def preflight(self, suites: list[Suite]) -> None:
+        """Check the services the run needs once (see :mod:`pytest_novelty.preflight`); a failure
+        ends the run at once with one line: a usage error for bad configuration, else the
+        harness exit status."""
+        if not suites:
+            return
+        from pytest_novelty.preflight import preflight
+
+        models = [self.config.option.novelty_model, self.baseline_model]
+        try:
+            for model in filter(None, models):
+                preflight(self.runner(model), suites)
+        except ConfigError as exc:
+            pytest.exit(f"novelty: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        except HarnessError as exc:
+            self.harness_errors.setdefault(str(exc), "preflight")
+            pytest.exit(f"novelty harness error: {exc}", returncode=HARNESS_EXIT_STATUS)
+
+    def harness_failure(self, exc: NoveltyError, item: pytest.Item, what: str = "") -> NoReturn:
+        """Stop a case on a harness error: the cause in full once, later cases point to the first.
+
+        The case is an error (raised in its fixture), not a failed gate; the message reaches the
+        controller and the JUnit file as a user property; ``--tb=long`` shows the full trace.
+        """
+        message = str(exc)
+        first = self.harness_errors.setdefault(message, item.nodeid)
+        item.user_properties.append((HARNESS_PROPERTY, message))
+        if self.config.option.tbstyle == "long":
+            raise exc
+        if first == item.nodeid:
+            pytest.fail(f"harness error{what} (not a gate failure): {message}", pytrace=False)
+        pytest.fail(f"harness error{what} (not a gate failure): the same as in {first}", pytrace=False)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Preflight for the suites of the selected cases (one process, no xdist)."""
+        if self.worker or _distributed(self.config) or self.config.option.collectonly:
+            return
+        suites: dict[str, Suite] = {}
+        for item in session.items:
+            suite = getattr(item, "callspec", None) and item.callspec.params.get("novelty_suite")
+            if isinstance(suite, Suite):
+                suites.setdefault(suite.name, suite)
+        self.preflight(list(suites.values()))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> None:
+        """Preflight on the xdist controller, which collects nothing itself: every suite it knows of."""
+        if not self.worker and _distributed(self.config) and not self.config.option.collectonly:
+            self.preflight([run for suite in self.suites.values() for run in suite.runs()])
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """A run with a harness error exits with :data:`HARNESS_EXIT_STATUS`, not as a gate verdict."""
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[_WORKER_KEY] = self.suite_data
+        if self.harness_errors and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = HARNESS_EXIT_STATUS
+
     # -- hooks ----------------------------------------------------------------------------------
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect each case's numbers, on the controller too under xdist; log workers' suite lines."""
+        for name, value in report.user_properties:
+            if name == HARNESS_PROPERTY and report.failed:
+                self.harness_errors.setdefault(str(value), report.nodeid)
         if report.when != "call":
             return
         for name, value in report.user_properties:
@@ -173,11 +244,6 @@ class NoveltyState:
                 self.rows.append(value)
             elif name == "novelty_work" and getattr(report, "node", None) is not None:
                 self.log(str(value))  # from an xdist worker: its own output never reaches the terminal
-
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        workeroutput = getattr(self.config, "workeroutput", None)
-        if workeroutput is not None:
-            workeroutput[_WORKER_KEY] = self.suite_data
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """xdist controller: merge the suites' arrays that a worker computed."""
@@ -216,6 +282,11 @@ class NoveltyState:
             "judge": sorted({str(i.get("judge")) for i in infos}),
             "index": sorted({str(i.get("originality")) for i in infos}),
         }
+
+
+def _distributed(config: pytest.Config) -> bool:
+    """Whether this process is a pytest-xdist controller (it collects nothing itself)."""
+    return config.pluginmanager.has_plugin("dsession")
 
 
 class _TerminalStream:

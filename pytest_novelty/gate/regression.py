@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from pytest_novelty.metrics.stats import paired_test
+from pytest_novelty.redact import redact
 from pytest_novelty.suites.schema import Suite, Threshold
 
 #: Version of the stored record layout; bumped when a field changes meaning.
@@ -64,19 +64,10 @@ _VERDICT_WORDS = {
     "regressed": "regression",
 }
 
-# URL credentials (scheme://user:secret@host) and API-key-shaped tokens never reach a snapshot.
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
-_KEY_LIKE = re.compile(r"\b(sk|pk|rk|hf|ghp|gho|xox[abp])[-_][A-Za-z0-9_-]{12,}")
 
 
 class NoveltyDriftWarning(UserWarning):
     """A metric moved the bad way but passed: within tolerance, or not significant."""
-
-
-def redact(text: str) -> str:
-    """``text`` without URL credentials or API-key-shaped tokens, for anything written to disk."""
-    text = _URL_CREDENTIALS.sub(r"\g<scheme>", text)
-    return _KEY_LIKE.sub("[redacted]", text)
 
 
 def _missing(value: float | None) -> bool:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_novelty.errors import ConfigError, HarnessError
+from pytest_novelty.errors import ConfigError, HarnessError, NoveltyError
 from pytest_novelty.identity import Memo, checkpoint_identity, resolve_hub
 from pytest_novelty.suites.schema import GenerationSettings
 
@@ -18,6 +18,14 @@ if TYPE_CHECKING:
     from pytest_novelty.generation import ModelInput, RowCallback, StepCallback
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model")
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
+_SIZE_FIELDS = (
+    "n_layer", "n_head", "n_embd", "n_positions", "n_ctx", "n_inner", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "hidden_size", "intermediate_size", "max_position_embeddings", "vocab_size", "head_dim",
+)  # fmt: skip
+"""config.json fields that must be whole numbers (or null): a string there fails deep inside
+transformers with a long traceback, so it is named here first."""
+_CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx", "seq_length")
 
 
 def check_checkpoint(model: str, *, trust_remote_code: bool = True, base_model: str | None = None) -> None:
@@ -66,6 +74,88 @@ def check_checkpoint(model: str, *, trust_remote_code: bool = True, base_model: 
             path=model,
             field="--model",
         )
+    _check_config(path)
+    _check_weights(path)
+
+
+def _check_config(path: Path) -> None:
+    """config.json is a JSON object whose size fields are whole numbers."""
+    file = path / "config.json"
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(f"not valid JSON ({exc}); save it again with model.save_pretrained", path=file) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"expected a JSON object, got {type(data).__name__}", path=file)
+    configs = [data] + [v for v in data.values() if isinstance(v, dict) and "model_type" in v]
+    for config in configs:
+        for name in _SIZE_FIELDS:
+            value = config.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigError(
+                    f"expected a whole number, got {value!r}; fix the value (e.g. {name}: 4)", path=file, field=name
+                )
+
+
+def _check_weights(path: Path) -> None:
+    """The folder holds weights, every shard its index names, and no truncated safetensors file.
+
+    A safetensors file starts with an 8-byte header length and a JSON header giving each tensor's
+    byte range; a file shorter than the ranges end was cut off (an interrupted copy or download).
+    Only headers are read: this costs milliseconds on any checkpoint.
+    """
+    files = [p for p in path.iterdir() if p.is_file() and p.suffix in _WEIGHT_SUFFIXES]
+    if not files:
+        raise ConfigError(
+            "no weights (model.safetensors or pytorch_model.bin); save them with model.save_pretrained(FOLDER)",
+            path=path,
+            field="--model",
+        )
+    for index in path.glob("*.index.json"):
+        try:
+            shards = set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values())
+        except (OSError, ValueError, AttributeError) as exc:
+            raise ConfigError(f"unreadable shard index ({exc})", path=index) from None
+        missing = sorted(name for name in shards if not (path / name).is_file())
+        if missing:
+            raise ConfigError(f"names a missing weight file {missing[0]}; copy the checkpoint again", path=index)
+    for file in files:
+        if file.suffix == ".safetensors":
+            _check_safetensors(file)
+
+
+def _check_safetensors(file: Path) -> None:
+    size = file.stat().st_size
+    try:
+        with file.open("rb") as fh:
+            head = fh.read(8)
+            length = int.from_bytes(head, "little") if len(head) == 8 else -1
+            if length < 2 or 8 + length > size:
+                raise ValueError(f"{size} bytes, too short for its header")
+            header = json.loads(fh.read(length))
+        ends = [int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"]
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise ConfigError(f"not a valid safetensors file ({exc}); copy it again", path=file) from None
+    needed = 8 + length + max(ends, default=0)
+    if size < needed:
+        raise ConfigError(
+            f"truncated: its header needs {needed:,} bytes, the file has {size:,}; copy it again", path=file
+        )
+
+
+def context_length(model: str) -> int | None:
+    """The checkpoint's context in tokens, from its config.json (None when it does not say)."""
+    try:
+        data = json.loads((Path(model) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(data, dict) and isinstance(data.get("text_config"), dict):
+        data = {**data["text_config"], **{k: v for k, v in data.items() if k in _CONTEXT_FIELDS}}
+    for name in _CONTEXT_FIELDS:
+        value = data.get(name) if isinstance(data, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 ADAPTER_CONFIG = "adapter_config.json"
@@ -147,23 +237,45 @@ def resolve_device(device: str) -> str:
 
 
 def _load(what: str, model: str, load: Callable[[], Any]) -> Any:
-    """Run a transformers loader, turning its errors into one line that names the checkpoint."""
+    """Run a transformers loader, turning any error it raises into one line that names the checkpoint.
+
+    transformers fails in many ways on a bad folder (TypeError for a config field of the wrong
+    type, SafetensorError for a cut-off file, OSError, ValueError); all of them are the
+    checkpoint's problem, not a bug, so each becomes a :class:`ConfigError` with the first line
+    of its message.
+    """
     try:
         return load()
-    except ValueError as exc:
+    except (KeyboardInterrupt, MemoryError, NoveltyError):
+        raise
+    except Exception as exc:
         if "trust_remote_code" in str(exc):
             raise ConfigError(
                 "this checkpoint ships its own code; review it, then pass --trust-remote-code",
                 path=model,
                 field="--model",
             ) from None
-        raise ConfigError(f"cannot load the {what}: {exc}", path=model, field="--model") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot load the {what}: {exc}", path=model, field="--model") from None
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise ConfigError(
+            f"cannot load the {what}: {type(exc).__name__}: {first}", path=model, field="--model"
+        ) from None
 
 
 class NoChatTemplate(ConfigError):
     """Chat messages were given to a checkpoint without a chat template (a base model)."""
+
+
+class PromptTooLong(ConfigError):
+    """A prompt (with its in-context examples) fills the model's whole context.
+
+    ``tokens`` is the longest prompt of the batch, ``context`` the model's context; the runner
+    finds which prompt it was and names its file and line.
+    """
+
+    def __init__(self, tokens: int, context: int) -> None:
+        self.tokens = tokens
+        self.context = context
+        super().__init__(f"a prompt of {tokens} tokens does not fit the model's context of {context} tokens")
 
 
 def render(tokenizer: Any, name: str, model_input: ModelInput) -> str:
@@ -371,15 +483,23 @@ class HFGenerator:
         return first + self.sample(texts[half:], seeds[half:], settings, later, later_row)
 
     def _max_new(self, width: int, settings: GenerationSettings) -> int:
-        if self.context is None or width + settings.max_new_tokens <= self.context:
+        """New tokens for a batch whose longest prompt has ``width`` tokens.
+
+        ``max_new_tokens`` at or beyond the context is refused (it would be cut for every row, and
+        size batches for a length that never happens); a prompt that fills the context raises
+        :class:`PromptTooLong`; otherwise a long prompt shortens its batch's answers to fit.
+        """
+        if self.context is None:
             return settings.max_new_tokens
-        if width >= self.context:
+        if settings.max_new_tokens >= self.context:
             raise ConfigError(
-                f"a prompt of {width} tokens does not fit the model's context of {self.context} tokens; "
-                "use fewer in-context examples (prompting.examples)",
-                field="prompting.examples",
+                f"{settings.max_new_tokens} new tokens do not fit the model's context of {self.context} "
+                f"tokens, with no room left for a prompt; use fewer than {self.context}",
+                field="generation.max_new_tokens",
             )
-        return self.context - width
+        if width >= self.context:
+            raise PromptTooLong(width, self.context)
+        return min(settings.max_new_tokens, self.context - width)
 
     def _decode(
         self,

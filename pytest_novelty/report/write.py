@@ -22,8 +22,11 @@ def write_report(
     """Write the whole report folder: plots per suite, ``report.json`` and ``report.md``.
 
     With ``step_summary`` the markdown is also appended to ``$GITHUB_STEP_SUMMARY`` when that
-    variable is set (GitHub Actions shows it on the job page).
+    variable is set (GitHub Actions shows it on the job page). Every string is redacted first.
     """
+    from pytest_novelty.redact import redact_data
+
+    rows, suites_data, versions = redact_data(list(rows)), redact_data(dict(suites_data or {})), redact_data(versions)
     folder = Path(out_dir)
     plots = write_plots(folder, suites_data or {})
     json_path = write_json_report(folder, rows, suites_data, versions, plots=plots)

@@ -9,10 +9,19 @@ lives here, once:
   appears in a repr, an error or a cache; a fresh ``AsyncOpenAI`` client per run with the
   client's own retries switched off; and :meth:`OpenAIChat._create`, one request with bounded
   retries: 408, 409, 429, 5xx, timeouts and connection errors are retried with exponential
-  backoff and jitter, honouring ``Retry-After`` (capped at :data:`MAX_RETRY_AFTER`); a model
-  that rejects ``temperature`` is asked again without it, for the rest of the client's life; a
-  rejected key or an unknown model stops the run (:class:`~pytest_novelty.errors.HarnessError`);
-  any other failure is a :class:`RequestFailed` with a reason that is safe to show.
+  backoff and jitter, honouring ``Retry-After`` (capped at :data:`MAX_RETRY_AFTER`), for at most
+  ``max_attempts`` attempts and ``max_retry_time`` seconds in all, each wait announced through
+  ``notify``; a model that rejects ``temperature`` is asked again without it, for the rest of the
+  client's life; a rejected key or an unknown model stops the run
+  (:class:`~pytest_novelty.errors.HarnessError`), and so does an endpoint that fails the first
+  requests of a run with no success at all (unreachable, hanging, or answering 5xx); any other
+  failure is a :class:`RequestFailed` whose reason is short, redacted and countable
+  (``HTTP 503: message``, ``timed out after 60 s``, ``connection refused``).
+  :meth:`OpenAIChat.check` is the preflight: one cheap ``GET /models`` that names a missing or
+  refused key and an unreachable or silent endpoint within seconds.
+- A secret in the base URL (``?api_key=KEY``, ``https://user:KEY@host``) is registered with
+  :mod:`pytest_novelty.redact`, and the query goes out as a query on every request (not glued
+  onto the path); URLs are shown redacted.
 - :class:`LocalChatModel`, a base class for a local causal LM run through the generation layer:
   the checkpoint is checked and fingerprinted when the component is opened (:func:`checked_fingerprint`,
   also used by the reward judge), loaded on first use, and sampled in batches with a seed per
@@ -28,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import math
 import os
 import random
 import re
@@ -35,9 +45,10 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from pytest_novelty.errors import ConfigError, HarnessError
+from pytest_novelty.errors import ConfigError, HarnessError, PreflightError
+from pytest_novelty.redact import redact, register_secret, secrets_in_url
 from pytest_novelty.suites.prompting import Message
 
 T = TypeVar("T")
@@ -47,7 +58,11 @@ MAX_RETRY_AFTER = 120.0
 """The longest ``Retry-After`` wait honoured, in seconds; a longer one is cut to this."""
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 """Statuses below 500 that are worth another attempt (timeout, conflict, rate limit)."""
-_KEY_LIKE = re.compile(r"\b(sk|key|token)-[A-Za-z0-9_\-*.]{6,}", re.IGNORECASE)
+PREFLIGHT_TIMEOUT = 10.0
+"""Seconds the preflight waits for ``GET /models``: an endpoint that cannot list its models in
+that time will not judge a suite either."""
+NOTIFY_EVERY = 10.0
+"""At most one "waiting for the endpoint" line per this many seconds (concurrent requests share it)."""
 
 
 # -- secrets and URLs ---------------------------------------------------------------------------
@@ -70,12 +85,22 @@ class Secret:
 
 
 def safe_url(url: str) -> str:
-    """``url`` without its user:password part, if any (for messages and reprs)."""
+    """``url`` as it may be shown: no user:password part, secret query values masked."""
+    return redact(url)
+
+
+def split_base_url(url: str) -> tuple[str, dict[str, str]]:
+    """``url`` without its query string, and the query as parameters for every request.
+
+    The ``openai`` client glues paths onto the base URL, so ``http://h/v1?api_key=K`` would become
+    ``http://h/v1/?api_key=Kchat/completions``; sending the query as ``default_query`` keeps it
+    a query. Secrets in it (and in the user info) are registered for redaction.
+    """
+    for secret in secrets_in_url(url):
+        register_secret(secret)
     parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", parts.fragment)), query
 
 
 def retry_after(error: Exception) -> float | None:
@@ -117,7 +142,7 @@ def is_about(error: Any, param: str) -> bool:
 
 
 class RequestFailed(Exception):
-    """A request that yielded no reply; the message says why and holds no key."""
+    """A request that yielded no reply; the message says why (a countable reason) and holds no key."""
 
 
 class OpenAIChat:
@@ -142,11 +167,15 @@ class OpenAIChat:
         backoff: float,
         max_backoff: float,
         max_tokens: int | None,
+        max_retry_time: float = 120.0,
     ) -> None:
         self.what = what
         self.model = model
         self.spec = f"openai:{model}"
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        self._endpoint, self._query = split_base_url(self.base_url)
+        self.shown_url = safe_url(self.base_url)
+        """The base URL as messages show it (redacted)."""
         self.temperature = temperature
         self.send_temperature = temperature is not None
         """Whether requests carry ``temperature``: not for ``None``, nor once the model rejected it."""
@@ -156,9 +185,15 @@ class OpenAIChat:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.max_tokens = max_tokens
+        self.max_retry_time = max_retry_time
+        """Seconds one logical request may spend on retries in all (attempts and waits)."""
         self.requests_sent = 0
         """HTTP requests sent over the life of this client (all attempts)."""
+        self.notify: Callable[[str], None] | None = None
+        """Where waits for the endpoint are announced (the run log), if anywhere."""
+        self._last_notice = -math.inf
         self._api_key = Secret(api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", ""))
+        register_secret(self._api_key.reveal())
 
     def _client(self) -> Any:
         """A fresh async client for one run (bound to its event loop); its own retries are off."""
@@ -166,9 +201,58 @@ class OpenAIChat:
 
         return openai.AsyncOpenAI(
             api_key=self._api_key.reveal() or "no-key",  # a local server may need none
-            base_url=self.base_url,
+            base_url=self._endpoint,
+            default_query=self._query or None,
             max_retries=0,
             timeout=self.timeout,
+        )
+
+    def check(self, *, timeout: float = PREFLIGHT_TIMEOUT) -> None:
+        """Preflight: one ``GET /models``, so that a run stops within seconds, with one line, when
+        the endpoint is unreachable or silent or refuses the key (:class:`~pytest_novelty.errors.PreflightError`).
+
+        A missing ``OPENAI_API_KEY`` for OpenAI's own endpoint is named without any request. An
+        endpoint that answers anything else (even 404: not every server lists its models) passes;
+        the run's own requests then find what is wrong with the model or the replies.
+        """
+        import openai
+
+        key = self._api_key.reveal()
+        where = f"the {self.what} {self.spec} at {self.shown_url}"
+        if not key and urlsplit(self._endpoint).hostname == urlsplit(DEFAULT_BASE_URL).hostname:
+            raise PreflightError(f"OPENAI_API_KEY is not set; {where} needs it")
+
+        async def ping() -> None:
+            client = openai.AsyncOpenAI(
+                api_key=key or "no-key",
+                base_url=self._endpoint,
+                default_query=self._query or None,
+                max_retries=0,
+                timeout=timeout,
+            )
+            try:
+                await client.models.list()
+            finally:
+                await client.close()
+
+        try:
+            run_coroutine(ping())
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
+            raise PreflightError(self._refused(error)) from None
+        except openai.APITimeoutError:
+            raise PreflightError(f"{where} did not answer GET /models within {timeout:g} s") from None
+        except openai.APIConnectionError as error:
+            raise PreflightError(
+                f"cannot reach {where} ({_cause(error)}); is the server running and the URL right?"
+            ) from None
+        except openai.APIError:
+            return  # it answered: reachable
+
+    def _refused(self, error: Any) -> str:
+        """The one line for a 401/403: the status, the server's message, and what to check."""
+        hint = "OPENAI_API_KEY is not set" if not self._api_key.reveal() else "check OPENAI_API_KEY"
+        return self._scrub(
+            f"the {self.what} at {self.shown_url} refused the API key ({self._describe(error)}); {hint}"
         )
 
     def _body(self, messages: list[Message], **extra: Any) -> dict[str, Any]:
@@ -202,6 +286,7 @@ class OpenAIChat:
         import openai
 
         attempt = 0
+        started = time.monotonic()
         while True:
             attempt += 1
             body: dict[str, Any] = {}
@@ -214,13 +299,10 @@ class OpenAIChat:
                     self.requests_sent += 1
                     return await client.chat.completions.create(**body)
             except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
-                raise HarnessError(
-                    f"the {self.what} at {safe_url(self.base_url)} refused the API key "
-                    f"({error.status_code}); check OPENAI_API_KEY"
-                ) from None
+                raise HarnessError(self._refused(error)) from None
             except openai.NotFoundError:
                 raise HarnessError(
-                    f"the {self.what} at {safe_url(self.base_url)} has no model {self.model!r} "
+                    f"the {self.what} at {self.shown_url} has no model {self.model!r} "
                     "(404); check the spec and the base URL"
                 ) from None
             except openai.BadRequestError as error:
@@ -236,19 +318,40 @@ class OpenAIChat:
                 status = getattr(error, "status_code", None)
                 if status is not None and status not in RETRYABLE_STATUS and status < 500:
                     raise RequestFailed(f"the request was rejected: {self._describe(error)}") from None
-                if attempt >= self.max_attempts:
-                    unreachable = isinstance(error, openai.APIConnectionError) and not isinstance(
-                        error, openai.APITimeoutError
-                    )
-                    if unreachable and fatal_unreachable is not None and fatal_unreachable():
-                        raise HarnessError(
-                            self._scrub(
-                                f"cannot reach the {self.what} at {safe_url(self.base_url)} ({_cause(error)}, "
-                                f"{attempt} attempts); is the server running and the URL right?"
-                            )
-                        ) from None
-                    raise RequestFailed(f"gave up after {attempt} attempts: {self._describe(error)}") from None
-                await asyncio.sleep(self._delay(attempt, error))
+                delay = self._delay(attempt, error)
+                spent = time.monotonic() - started
+                if attempt >= self.max_attempts or spent + delay > self.max_retry_time:
+                    reason = self._describe(error)
+                    if fatal_unreachable is not None and fatal_unreachable():
+                        # Nothing has worked yet in this run: the endpoint is down, not one request.
+                        raise HarnessError(self._down(error, attempt, spent)) from None
+                    raise RequestFailed(f"gave up after {attempt} attempts: {reason}") from None
+                self._announce(
+                    f"[novelty] {self.what} at {self.shown_url}: {self._describe(error)}; retrying "
+                    f"(attempt {attempt + 1} of {self.max_attempts}, giving up after "
+                    f"{self.max_retry_time:.0f} s)"
+                )
+                await asyncio.sleep(delay)
+
+    def _down(self, error: Exception, attempts: int, spent: float) -> str:
+        """The one line for an endpoint that failed the first request of a run after every retry."""
+        import openai
+
+        tried = f"{attempts} attempts over {spent:.0f} s"
+        if isinstance(error, openai.APIConnectionError) and not isinstance(error, openai.APITimeoutError):
+            return (
+                f"cannot reach the {self.what} at {self.shown_url} ({_cause(error)}, {tried}); "
+                "is the server running and the URL right?"
+            )
+        return f"the {self.what} at {self.shown_url} failed every request: {self._describe(error)} ({tried})"
+
+    def _announce(self, line: str) -> None:
+        """Tell the run log that requests are waiting on the endpoint, at most every :data:`NOTIFY_EVERY` s."""
+        now = time.monotonic()
+        if self.notify is None or now - self._last_notice < NOTIFY_EVERY:
+            return
+        self._last_notice = now
+        self.notify(line)
 
     def _delay(self, attempt: int, error: Exception) -> float:
         """Seconds before the next attempt: ``Retry-After`` if given (capped), else backoff; both jittered."""
@@ -264,7 +367,7 @@ class OpenAIChat:
         if isinstance(error, openai.APITimeoutError):
             text = f"timed out after {self.timeout:g} s"
         elif isinstance(error, openai.APIConnectionError):
-            text = f"cannot reach {safe_url(self.base_url)} ({_cause(error)})"
+            text = f"cannot reach {self.shown_url} ({_cause(error)})"
         elif isinstance(error, openai.APIStatusError):
             body = error.body
             message = body.get("message") if isinstance(body, dict) else None
@@ -278,13 +381,26 @@ class OpenAIChat:
         key = self._api_key.reveal()
         if key:
             text = text.replace(key, "***")
-        return _KEY_LIKE.sub("***", text)
+        return redact(text)
 
 
 def _cause(error: BaseException) -> str:
-    """The name of what made a connection fail (``ConnectError``, ...)."""
-    cause = error.__cause__
-    return type(cause).__name__ if cause else "unknown error"
+    """What made a connection fail, in words: ``connection refused``, ``name not resolved``, or the
+    exception's name."""
+    cause: BaseException | None = error.__cause__
+    seen = 0
+    while cause is not None and seen < 5:
+        text = str(cause).lower()
+        if isinstance(cause, ConnectionRefusedError) or "connection refused" in text or "errno 111" in text:
+            return "connection refused"
+        if "name or service not known" in text or "nodename nor servname" in text or "getaddrinfo" in text:
+            return "host name not resolved"
+        if isinstance(cause, (TimeoutError,)) or "timed out" in text:
+            return "connection timed out"
+        cause = cause.__cause__ or cause.__context__
+        seen += 1
+    first = error.__cause__
+    return type(first).__name__ if first else "unknown error"
 
 
 def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:

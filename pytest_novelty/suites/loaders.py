@@ -36,7 +36,7 @@ from pytest_novelty.errors import ConfigError, did_you_mean
 from pytest_novelty.suites.prompts import TASKS, Prompt
 from pytest_novelty.suites.tasks import find_characters, parse_instruction, parse_items, split_opening
 
-__all__ = ["SOURCE_KINDS", "SPLITS", "load_prompts"]
+__all__ = ["SOURCE_KINDS", "SPLITS", "load_prompts", "locate_prompt"]
 
 SOURCE_KINDS = ("builtin", "jsonl", "tinystories", "copoet", "macgyver", "noveltybench")
 SPLITS = ("test", "examples", "all")
@@ -89,6 +89,26 @@ def load_prompts(
     else:
         prompts = _load_dataset(kind, location, base_dir, opts)
     return _take(prompts, limit, seed)
+
+
+def locate_prompt(source: str, prompt_id: str, *, base_dir: Path) -> str:
+    """Where the prompt ``prompt_id`` of ``source`` was read, for error messages.
+
+    ``suites/data/story.jsonl line 12`` for the project's own files (the line whose ``id`` it is);
+    the file (or hub id) and the prompt id for the dataset formats, whose ids are derived.
+    """
+    try:
+        kind, location = _parse_source(source)
+        if location.startswith(HUB_PREFIX):
+            return f"{location} (prompt {prompt_id!r})"
+        path = _builtin_path(location) if kind == "builtin" else _resolve(location, base_dir)
+        if kind in ("builtin", "jsonl"):
+            for where, record in _read_records(path, "JSON lines"):
+                if str(record.get("id")) == prompt_id:
+                    return f"{path} {where}"
+        return f"{path} (prompt {prompt_id!r})"
+    except ConfigError:
+        return f"{source} (prompt {prompt_id!r})"
 
 
 # -- sources and options ----------------------------------------------------------------------

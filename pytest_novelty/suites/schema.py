@@ -80,6 +80,8 @@ class Scoring:
     judge_samples: int = 5
     judge_temperature: float = 0.7
     equivalence: str = "unigram"
+    max_unscored: float = 0.05
+    """The largest share of answers the judge may leave unscored before the suite is a harness error."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,7 @@ _SECTIONS: dict[str, tuple[type, set[str]]] = {
     ),
     "scoring": (
         Scoring,
-        {"ngrams", "originality", "judge", "judge_samples", "judge_temperature", "equivalence"},
+        {"ngrams", "originality", "judge", "judge_samples", "judge_temperature", "equivalence", "max_unscored"},
     ),
     "gate": (GateSettings, {"alpha", "tolerance_abs", "tolerance_rel", "reference"}),
 }
@@ -277,6 +279,7 @@ def _parse_scoring(path: Path, data: Mapping[str, Any]) -> Scoring:
         judge_samples=c.number("judge_samples", 5, low=1, high=100, integer=True),
         judge_temperature=c.number("judge_temperature", 0.7, low=0.0, high=2.0),
         equivalence=c.get("equivalence", str, "unigram"),
+        max_unscored=c.number("max_unscored", 0.05, low=0.0, high=1.0),
     )
 
 

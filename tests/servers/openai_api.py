@@ -17,7 +17,9 @@ message contains a marker string, for a given number of requests:
 
 Server-wide behaviours: ``latency`` before every answer, ``n_mode`` (``"support"``, ``"ignore"``
 returns a single choice, ``"reject"`` answers 400 to ``n > 1``), ``reject_temperature`` (400 like a
-reasoning model), ``api_key`` (401 unless the request carries it) and ``models`` (404 for others).
+reasoning model), ``api_key`` (401 unless the request carries it, on every route, with the key it got echoed
+in the message as OpenAI does) and ``models`` (404 for others). Paths may carry a query
+(``?api_key=...``), as requests to a base URL with one do.
 
 Usage::
 
@@ -51,15 +53,27 @@ class _Handler(FakeHandler):
     fake: FakeOpenAI
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/") == "/v1/models":
+        if not self._authorized():
+            self._refuse()
+            return
+        if self.path.split("?", 1)[0].rstrip("/") == "/v1/models":
             names = self.fake.models or ("judge-model",)
             data = [{"id": name, "object": "model", "created": 0, "owned_by": "fake"} for name in names]
             self._send(200, {"object": "list", "data": data})
         else:
             self._error(404, f"no route {self.path}", "not_found")
 
+    def _authorized(self) -> bool:
+        expected = f"Bearer {self.fake.api_key}" if self.fake.api_key else None
+        return expected is None or self.headers.get("Authorization") == expected
+
+    def _refuse(self) -> None:
+        """401 echoing the key it got, partly masked, as OpenAI does (redaction must catch the echo)."""
+        given = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+        self._error(401, f"Incorrect API key provided: {given}.", "invalid_api_key", kind="authentication_error")
+
     def post(self, raw: bytes) -> None:
-        if self.path.rstrip("/") != "/v1/chat/completions":
+        if self.path.split("?", 1)[0].rstrip("/") != "/v1/chat/completions":
             self._error(404, f"no route {self.path}", "not_found")
             return
         try:
@@ -68,15 +82,14 @@ class _Handler(FakeHandler):
             self._error(400, "the body is not valid JSON", "invalid_json")
             return
         fake = self.fake
-        expected = f"Bearer {fake.api_key}" if fake.api_key else None
-        authorized = expected is None or self.headers.get("Authorization") == expected
+        authorized = self._authorized()
         fake._record_chat(body if isinstance(body, dict) else {"invalid": True}, authorized)
         problem = _validate(body)
         if problem:
             self._error(400, problem[1], "invalid_request_error", param=problem[0])
             return
         if not authorized:
-            self._error(401, "Incorrect API key provided.", "invalid_api_key", kind="authentication_error")
+            self._refuse()
             return
         if fake.models is not None and body["model"] not in fake.models:
             self._error(404, f"The model '{body['model']}' does not exist.", "model_not_found")

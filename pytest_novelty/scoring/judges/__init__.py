@@ -47,7 +47,9 @@ __all__ = [
 
 KINDS = ("rules", "openai", "hf", "reward")
 _OPTIONS = {
-    "openai": {"api_key", "timeout", "max_attempts", "max_reasks", "backoff", "max_backoff", "max_tokens"},
+    "openai": {
+        "api_key", "timeout", "max_attempts", "max_reasks", "backoff", "max_backoff", "max_tokens", "max_retry_time"
+    },
     "hf": {"batch_size", "max_new_tokens", "seed", "max_reasks", "device", "trust_remote_code"},
     "reward": {"thresholds", "batch_size", "max_length", "device", "trust_remote_code"},
     "rules": set(),

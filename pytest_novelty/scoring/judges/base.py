@@ -21,6 +21,10 @@ from typing import Any, Protocol, runtime_checkable
 
 RUBRIC_POINTS = 5
 """Rubric judges award between 0 and this many points per sample."""
+NO_SCORE = "no score in reply"
+"""The reason recorded for a sample whose replies held no valid score after every re-ask."""
+REASON_SEPARATOR = "; "
+"""Joins the distinct reasons of an unscored item in :attr:`JudgeResult.error`."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,9 @@ class JudgeResult:
 
     ``scores`` holds one valid score per sample that produced one, in sample order (rubric points
     0-5, or 1-10 for reward judges). ``quality`` is their mean normalised to 0-1, or ``None`` when
-    no sample produced a valid score; ``error`` then gives the reason. ``judge`` is the spec of the
+    no sample produced a valid score; ``error`` then gives the reasons (distinct, joined by
+    :data:`REASON_SEPARATOR`: ``HTTP 503: message``, ``timed out after 60 s``, ``no score in reply
+    (...)``). ``judge`` is the spec of the
     judge that produced the result.
     """
 
@@ -75,5 +81,5 @@ def rubric_result(scores: Sequence[float], judge: str, errors: Sequence[str] = (
     if scores:
         quality = sum(scores) / len(scores) / RUBRIC_POINTS
         return JudgeResult(quality=quality, scores=tuple(scores), judge=judge)
-    reasons = "; ".join(dict.fromkeys(errors)) or "no sample produced a score"
+    reasons = REASON_SEPARATOR.join(dict.fromkeys(errors)) or "no sample produced a score"
     return JudgeResult(quality=None, scores=(), judge=judge, error=reasons)

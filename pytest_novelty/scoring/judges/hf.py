@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.scoring.judges.base import JudgeItem, JudgeResult, rubric_result
+from pytest_novelty.scoring.judges.base import NO_SCORE, JudgeItem, JudgeResult, rubric_result
 from pytest_novelty.scoring.judges.cache import AnswerCache, judge_key
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score
 from pytest_novelty.scoring.judges.rubrics import rubric_for
@@ -90,7 +90,7 @@ class HFJudge(LocalChatModel):
                     except UnparsableScore as unparsable:
                         if not last:
                             continue
-                        answer = {"score": None, "error": f"{unparsable} (asked {attempt + 1} times)"}
+                        answer = {"score": None, "error": f"{NO_SCORE} ({unparsable}, asked {attempt + 1} times)"}
                     answer["reply"] = reply
                     answers[key] = self.cache.put(key, answer)  # another run's answer if it was first
         results = []

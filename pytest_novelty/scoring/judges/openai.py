@@ -16,8 +16,11 @@ How a run goes, per item:
   most ``max_reasks`` more times, after which it is recorded as failed;
 - requests run concurrently under a semaphore of ``concurrency``. 429, 5xx, 408/409, timeouts and
   connection errors are retried with exponential backoff and jitter, honouring ``Retry-After``
-  (capped at two minutes), for at most ``max_attempts`` attempts per request; the client's own
-  retries are switched off so that these are the only ones;
+  (capped at two minutes), for at most ``max_attempts`` attempts and ``max_retry_time`` seconds
+  (default 120) per request; each attempt waits at most ``timeout`` seconds (default 60: a rubric
+  reply of a few hundred tokens, with room for a loaded server); the client's own retries are
+  switched off so that these are the only ones. While requests wait, a line says so at most
+  every ten seconds (``notify``, the run log);
 - every answer (scored, or failed after all re-asks) is committed to the cache at once, keyed by
   (model, endpoint's scheme, host, port and path, rubric version, temperature, max_tokens,
   max_reasks, samples, task, prompt, response, sample index; see
@@ -31,9 +34,11 @@ error ``call budget of N exhausted``; nothing is raised, so a partial run keeps 
 :meth:`OpenAIJudge.planned_calls` is the dry run: the requests a run would make from the current
 cache if nothing failed.
 
-An item is unscored (``quality=None``, with the reasons in ``error``) when none of its samples
-produced a valid score. The run raises :class:`~pytest_novelty.errors.HarnessError` when the
-endpoint cannot be reached at all, rejects the key, or does not know the model.
+An item is unscored (``quality=None``, with the reasons in ``error``: ``HTTP 503: message``,
+``timed out after 60 s``, ``no score in reply (...)``) when none of its samples produced a valid
+score. The run raises :class:`~pytest_novelty.errors.HarnessError` when the endpoint rejects the
+key, does not know the model, or fails the run's first requests with no success at all
+(unreachable, hanging, 5xx), so a dead judge stops the suite after one request's retries.
 
 Reaching the endpoint (key handling, client, retries, error wording) is shared with the concept
 extractors: :class:`~pytest_novelty.scoring.llm.OpenAIChat`.
@@ -47,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.scoring.judges.base import JudgeItem, JudgeResult, rubric_result
+from pytest_novelty.scoring.judges.base import NO_SCORE, JudgeItem, JudgeResult, rubric_result
 from pytest_novelty.scoring.judges.cache import AnswerCache, endpoint_identity, judge_key
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score
 from pytest_novelty.scoring.judges.rubrics import Rubric, rubric_for
@@ -92,18 +97,20 @@ class OpenAIJudge(OpenAIChat):
         budget: int | None = None,
         concurrency: int = 32,
         api_key: str | None = None,
-        timeout: float = 120.0,
+        timeout: float = 60.0,
         max_attempts: int = 6,
         max_reasks: int = 2,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         max_tokens: int | None = None,
+        max_retry_time: float = 120.0,
     ) -> None:
         if samples < 1 or concurrency < 1 or max_attempts < 1 or max_reasks < 0:
             raise ValueError("samples, concurrency and max_attempts must be >= 1, max_reasks >= 0")
         super().__init__(
             "judge", model, base_url=base_url, api_key=api_key, temperature=temperature, concurrency=concurrency,
             timeout=timeout, max_attempts=max_attempts, backoff=backoff, max_backoff=max_backoff, max_tokens=max_tokens,
+            max_retry_time=max_retry_time,
         )  # fmt: skip
         self.description = f"LLM judge {model!r} behind an OpenAI-compatible endpoint"
         self.samples = samples
@@ -216,7 +223,7 @@ class OpenAIJudge(OpenAIChat):
                 except UnparsableScore as unparsable:
                     if asks_left[sample] > 0:
                         continue
-                    answer = {"score": None, "error": f"{unparsable} (asked {1 + self.max_reasks} times)"}
+                    answer = {"score": None, "error": f"{NO_SCORE} ({unparsable}, asked {1 + self.max_reasks} times)"}
                     answer["reply"] = reply
                 answers[sample] = self.cache.put(keys[sample], answer)  # another run's answer if it was first
             pending = [s for s in pending if s not in answers]

@@ -77,7 +77,7 @@ def test_unparsable_replies_are_reasked_then_unscored(tmp_path: Path) -> None:
     judge = HFJudge(str(silent), samples=2, max_new_tokens=3, max_reasks=1, device="cpu", cache_dir=tmp_path)
     results = judge.score(ITEMS[:2])
     assert all(r.quality is None and r.scores == () for r in results)
-    assert all("no 'Score: N' line (asked 2 times)" in (r.error or "") for r in results)
+    assert all("no score in reply (reply has no 'Score: N' line, asked 2 times)" in (r.error or "") for r in results)
     assert judge.sequences_generated == 2 * 2 * 2  # items x samples x (1 + re-asks)
     assert judge.planned_calls(ITEMS[:2]) == 0  # failures are cached too
 

@@ -1,0 +1,117 @@
+"""Preflight: check once, before anything is generated, everything a run needs from outside.
+
+A run that cannot finish should stop within seconds with one line that names the cause, not once
+per suite after minutes of retries. :func:`preflight` checks, for the suites about to run:
+
+- every suite's prompts load (a broken prompt file is reported once per run, not once per case);
+- every ``generation.max_new_tokens`` fits the checkpoint's context (read from its config, without
+  loading the weights);
+- every originality index opens (``open_backend``, kept by the runner for the run);
+- every remote judge answers a cheap request (:meth:`pytest_novelty.scoring.llm.OpenAIChat.check`:
+  a missing or refused key, an unreachable or silent endpoint);
+- a hub id resolves, through :func:`pytest_novelty.identity.checkpoint_identity` where that module
+  exists (the hook is :func:`check_checkpoint_identity`).
+
+Bad configuration raises :class:`~pytest_novelty.errors.ConfigError`, an unreachable or broken
+service :class:`~pytest_novelty.errors.PreflightError` (a harness error). Each distinct judge and
+index is checked once, however many suites share it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pytest_novelty.errors import ConfigError, HarnessError, NoveltyError, PreflightError
+from pytest_novelty.suites.schema import Suite
+
+__all__ = ["check_checkpoint_identity", "check_context", "preflight"]
+
+
+def preflight(runner: Any, suites: Iterable[Suite]) -> float:
+    """Check what ``runner`` (a :class:`~pytest_novelty.runner.Runner`) needs for ``suites``.
+
+    Returns the seconds it took; raises on the first problem (see the module doc).
+    """
+    start = time.perf_counter()
+    suites = list(suites)
+    config = runner.config
+    check_checkpoint_identity(config.model)
+    for suite in suites:
+        runner.load_prompts(suite)
+    check_context(runner, suites)
+    specs: dict[str, Suite] = {}
+    for suite in suites:
+        specs.setdefault(runner.originality_spec(suite), suite)
+    for spec, suite in specs.items():
+        try:
+            runner.backend(spec)
+        except HarnessError:
+            raise
+        except ConfigError as exc:
+            raise ConfigError(f"{suite.path}: {exc}") from None
+        except Exception as exc:  # the engines raise OSError, ValueError, RuntimeError for a broken index
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise PreflightError(f"cannot open the originality index {spec}: {type(exc).__name__}: {first}") from None
+    checked: set[tuple[str, str]] = set()
+    for suite in suites:
+        judge = runner.judge(suite)
+        check = getattr(judge, "check", None)
+        where = (str(judge.spec), str(getattr(judge, "base_url", "")))
+        if check is not None and where not in checked:
+            checked.add(where)
+            check()
+    return time.perf_counter() - start
+
+
+def check_context(runner: Any, suites: Iterable[Suite]) -> None:
+    """Every suite's ``generation.max_new_tokens`` must leave room for a prompt in the context.
+
+    Read from the checkpoint's ``config.json`` (``max_position_embeddings`` / ``n_positions``);
+    a hub id or a served model is checked when it loads.
+    """
+    from pytest_novelty.generation.hf import context_length
+
+    path = runner.model_path()
+    if not Path(path).is_dir():
+        return
+    context = context_length(path)
+    if context is None:
+        return
+    for suite in suites:
+        wanted = suite.generation.max_new_tokens
+        if wanted >= context:
+            raise ConfigError(
+                f"{wanted} new tokens do not fit the model's context of {context} tokens, with no room "
+                f"left for a prompt; use fewer than {context}",
+                path=suite.path,
+                field="generation.max_new_tokens",
+            )
+
+
+def check_checkpoint_identity(model: str) -> None:
+    """Resolve a hub id once, before the run, where :mod:`pytest_novelty.identity` can.
+
+    The identity module (content hashes and hub revisions) resolves ``org/name`` to a commit; a
+    failure there (no network, no such repository) becomes one :class:`PreflightError` line. Local
+    folders and the demo are left to the checkpoint checks that already ran.
+    """
+    from pytest_novelty.generation.hf import _looks_like_hub_id
+
+    if Path(model).exists() or not _looks_like_hub_id(model):
+        return
+    try:
+        from pytest_novelty import identity  # type: ignore[attr-defined]
+    except ImportError:
+        return  # hook: hub ids are resolved when the model loads until the identity module lands
+    resolve = getattr(identity, "checkpoint_identity", None)
+    if resolve is None:
+        return
+    try:
+        resolve(model)
+    except NoveltyError:
+        raise
+    except Exception as exc:  # network and hub errors: one line, not the hub client's retries
+        raise PreflightError(f"cannot resolve the hub id {model!r}: {type(exc).__name__}: {exc}") from None

@@ -1,0 +1,115 @@
+"""One redaction function for everything pytest-novelty shows or writes.
+
+Messages, log lines, reports, snapshots and JUnit properties pass through :func:`redact` (or
+:func:`redact_data` for JSON-like values) before they leave the process. It removes:
+
+- the user-info part of URLs (``https://user:KEY@host`` becomes ``https://host``);
+- the values of query parameters with secret-looking names (``?api_key=KEY``, ``&token=...``,
+  ``sig``, ``password``, ...), wherever such a ``name=value`` pair appears, so an error body that
+  echoes the request path is cleaned too;
+- ``Authorization: Bearer ...`` / ``Basic ...`` and ``api-key`` / ``x-api-key`` header values, and
+  any lone ``Bearer TOKEN``;
+- strings shaped like provider keys (``sk-...``, ``key-...``, ``token-...``);
+- every value registered with :func:`register_secret` (the judge registers its API key and the
+  secrets it finds in its base URL) and the value of ``OPENAI_API_KEY``, wherever it appears,
+  whatever the server echoes around it.
+
+The registry is process-wide on purpose: a secret seen once must be hidden everywhere, including
+by writers (the report, the snapshot extension) that never see the component holding it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from typing import Any
+
+__all__ = ["MASK", "redact", "redact_data", "redact_url", "register_secret", "secrets_in_url"]
+
+MASK = "***"
+SECRET_ENV = ("OPENAI_API_KEY",)
+"""Environment variables whose values are secrets wherever they appear."""
+_SECRET_NAMES = (
+    r"api[_-]?key|apikey|key|access[_-]?token|refresh[_-]?token|id[_-]?token|token|auth|authorization|"
+    r"password|passwd|pwd|secret|client[_-]?secret|sig|signature|x-amz-signature|x-goog-signature|code"
+)
+_QUERY_PAIR = re.compile(rf"(?i)([?&;](?:{_SECRET_NAMES})=)([^&#\s'\"<>]+)")
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@'\"<>]+@")
+_HEADER = re.compile(
+    r"(?i)\b((?:proxy-)?authorization|api-key|x-api-key|openai-api-key)(['\"]?\s*[:=]\s*['\"]?)"
+    r"(?:(bearer|basic|token)\s+)?([^\s'\",}]+)"
+)
+_BEARER = re.compile(r"(?i)\b(bearer)\s+([A-Za-z0-9_\-.~+/=]{6,})")
+_KEY_LIKE = re.compile(
+    r"\b(?:(?:sk|key|token)-[A-Za-z0-9_\-*.]{6,}|(?:sk|pk|rk|hf|ghp|gho|xox[abp])[-_][A-Za-z0-9_-]{12,})",
+    re.IGNORECASE,
+)
+_MIN_SECRET = 4
+"""Shorter values are not registered (masking every ``ab`` would garble messages)."""
+
+_secrets: set[str] = set()
+_lock = threading.Lock()
+
+
+def register_secret(value: str | None) -> None:
+    """Hide ``value`` in everything :func:`redact` cleans from now on, for the life of the process."""
+    if value and len(value) >= _MIN_SECRET:
+        with _lock:
+            _secrets.add(value)
+
+
+def secrets_in_url(url: str) -> list[str]:
+    """The secret parts of ``url``: its user info (user and password) and secret-named query values."""
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    parts = urlsplit(url)
+    found: list[str] = []
+    if "@" in parts.netloc:
+        userinfo = parts.netloc.rpartition("@")[0]
+        found.extend(unquote(p) for p in userinfo.split(":", 1) if p)
+    names = re.compile(rf"(?i)^(?:{_SECRET_NAMES})$")
+    found.extend(value for name, value in parse_qsl(parts.query, keep_blank_values=False) if names.match(name))
+    return found
+
+
+def redact_url(url: str) -> str:
+    """``url`` as it may be shown: user info and secret query values masked."""
+    return redact(url)
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret it holds replaced by ``***`` (see the module doc)."""
+    if not text:
+        return text
+    with _lock:
+        known = sorted(_secrets, key=len, reverse=True)
+    known += [v for v in (os.environ.get(name, "") for name in SECRET_ENV) if len(v) >= _MIN_SECRET]
+    for value in known:
+        if value in text:
+            text = text.replace(value, MASK)
+        quoted = _quoted(value)
+        if quoted != value and quoted in text:
+            text = text.replace(quoted, MASK)
+    text = _USERINFO.sub(lambda m: m.group(1), text)
+    text = _QUERY_PAIR.sub(lambda m: m.group(1) + MASK, text)
+    text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) + ' ' if m.group(3) else ''}{MASK}", text)
+    text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
+    return _KEY_LIKE.sub(MASK, text)
+
+
+def redact_data(value: Any) -> Any:
+    """A JSON-like value (dicts, lists, tuples, strings) with every string :func:`redact`-ed."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact_data(k) if isinstance(k, str) else k: redact_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_data(v) for v in value)
+    return value
+
+
+def _quoted(value: str) -> str:
+    from urllib.parse import quote
+
+    return quote(value, safe="")
