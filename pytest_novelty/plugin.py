@@ -70,6 +70,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "device",
         short="--device",
+        metavar="DEVICE",
         default="auto",
         help="where the model runs: auto (CUDA when available, else CPU), cpu, cuda, cuda:N",
     ),
@@ -108,12 +109,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "gpus-per-worker",
         short="--gpus-per-worker",
+        metavar="N",
         type=int,
         default=1,
         help="GPUs given to each pytest-xdist worker (for models spread over several devices)",
     ),
     Option(
         "seed",
+        metavar="N",
         type=int,
         default=None,
         help="override every suite's generation seed (a different seed must not look like a regression)",
@@ -229,7 +232,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     fixed = attach_path_values([str(a) for a in params.args], names, Path(params.dir))
     if fixed is None:
         return None
-    return int(pytest.main(fixed, plugins=list(params.plugins)))
+    return int(pytest.main(fixed, plugins=list(params.plugins or ())))
 
 
 def _suites_dir(config: pytest.Config) -> Path:
