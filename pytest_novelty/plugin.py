@@ -201,6 +201,14 @@ def attach_path_values(args: Sequence[str], names: set[str], invocation_dir: Pat
     rootdir; other values stay as given.
     """
     here = invocation_dir.resolve()
+
+    def moves_rootdir(value: str) -> bool:
+        try:
+            path = (invocation_dir / value).resolve()
+            return path.exists() and not path.is_relative_to(here)
+        except (OSError, ValueError):  # not a usable path (too long, a NUL byte): pytest ignores it too
+            return False
+
     fixed = list(args)
     changed = False
     i = 0
@@ -208,8 +216,7 @@ def attach_path_values(args: Sequence[str], names: set[str], invocation_dir: Pat
         arg, value = fixed[i], fixed[i + 1]
         if arg == "--":
             break
-        path = (invocation_dir / value).resolve()
-        if arg in names and not value.startswith("-") and path.exists() and not path.is_relative_to(here):
+        if arg in names and not value.startswith("-") and moves_rootdir(value):
             fixed[i : i + 2] = [f"{arg}={value}"]
             changed = True
         i += 1
