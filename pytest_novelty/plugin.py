@@ -319,16 +319,12 @@ def _configure_snapshots(config: pytest.Config) -> None:
 
 
 def _place_worker(config: pytest.Config) -> None:
-    """Pin an xdist worker to its GPU group before CUDA initialises; keep a suite on one worker.
+    """Pin an xdist worker to its GPU group before CUDA initialises.
 
     The environment variable and torch's thread count are restored at the config's cleanup.
     """
     from pytest_novelty.generation import devices
 
-    args = [str(a) for a in config.invocation_params.args]
-    if getattr(config.option, "dist", "no") == "load" and not any(a.startswith("--dist") for a in args):
-        # All cases of a suite share one generation run: keep each suite file on one worker.
-        config.option.dist = "loadscope"
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if not worker or config.option.novelty_device not in ("auto", "cuda"):
         return
@@ -347,6 +343,22 @@ def _place_worker(config: pytest.Config) -> None:
         before = torch.get_num_threads()
         torch.set_num_threads(devices.cpu_threads(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
         config.add_cleanup(lambda: torch.set_num_threads(before))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Keep each suite file on one worker: its cases share one generation run.
+
+    xdist's default ``load`` becomes ``loadscope`` (one scope per suite file); a ``--dist`` given
+    on the command line is kept.
+    """
+    if config.stash.get(STATE, None) is None or config.getvalue("dist") != "load":
+        return None
+    if any(str(a).startswith("--dist") for a in config.invocation_params.args):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    return LoadScopeScheduling(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)
