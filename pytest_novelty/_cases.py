@@ -15,6 +15,7 @@ import pytest
 
 from pytest_novelty.gate import check_threshold
 from pytest_novelty.gate.regression import Comparison, NoveltyDriftWarning, compare, make_record
+from pytest_novelty.gate.snapshot import check_snapshot, snapshot_settings
 from pytest_novelty.redact import redact_data
 
 if TYPE_CHECKING:
@@ -63,9 +64,7 @@ def test_metric(
         base = _record(suite, threshold, novelty_baseline)
         # The baseline's tail ranks the prompts, so both checkpoints are judged on the same ones.
         _note(row, compare(base, _record(suite, threshold, result, base.tail_ids)), failures)
-    elif request.config.option.novelty_snapshots:
-        from pytest_novelty.gate.snapshot import check_snapshot
-
+    elif snapshot_settings(request.config).enabled:
         outcome = check_snapshot(request.getfixturevalue("snapshot"), _record(suite, threshold, result))
         if outcome.written:
             row["verdict"] = "snapshot written"

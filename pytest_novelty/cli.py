@@ -101,7 +101,11 @@ def _cmd_cache(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="pytest-novelty", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="pytest-novelty",
+        description="Gate a language-model checkpoint on the novelty of what it writes, without pytest "
+        "(the same layers as pytest --model), and the scoring tools behind it.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="gate a checkpoint on suites and print the table (no pytest)")

@@ -79,6 +79,27 @@ def _load_builder() -> ModuleType:
     return module
 
 
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' log notices and its "Writing model shards" bars off, restored afterwards.
+
+    While the demo builder trains and saves its own model they tell the user nothing (a GPT-2
+    class name that maps to no loss type, a bar per saved checkpoint); the builder prints its own
+    progress lines.
+    """
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 def ensure_demo(cache_dir: Path, *, log: Callable[[str], None] | None = None, progress: bool = True) -> Path:
     """Build the demo assets into ``cache_dir`` unless they are there; return their folder."""
     target = demo_dir(cache_dir)
@@ -93,7 +114,8 @@ def ensure_demo(cache_dir: Path, *, log: Callable[[str], None] | None = None, pr
         staging = Path(cache_dir) / f".{target.name}-staging"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
-        facts: dict[str, Any] = dict(_load_builder().build_demo(staging, progress=progress))
+        with quiet_transformers():
+            facts: dict[str, Any] = dict(_load_builder().build_demo(staging, progress=progress))
         from pytest_novelty.scoring.originality import build_index
 
         say("[novelty] indexing the demo training corpus")

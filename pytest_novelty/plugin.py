@@ -4,11 +4,19 @@ Each suite file is collected as a test module whose single test function, ``test
 parametrized with the suite's thresholds, so every (suite, metric, threshold) is a real
 ``pytest.Function`` with an id such as ``test_metric[story-novelty@5>=0.3]``. Generation and
 scoring run once per suite, on first use, and are shared by that suite's cases.
+
+Being loaded into every pytest run of its environment, the plugin keeps out of the host project's
+way: every option has a ``--novelty-`` name, and the short spellings (``--model``, ``--device``, ...)
+are added only after the host's initial conftests have added theirs, and only where free. Session
+state lives in ``config.stash``; what the plugin changes in the process (``CUDA_VISIBLE_DEVICES``,
+torch's thread count) is undone at the config's cleanup.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,131 +32,232 @@ if TYPE_CHECKING:
 
 
 STATE = pytest.StashKey[NoveltyState]()
+#: The suite a collected suite file holds.
+SUITE = pytest.StashKey[Suite]()
+#: The short option names this session registered (those the host project left free).
+SHORT_NAMES = pytest.StashKey[tuple[str, ...]]()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("novelty", "pytest-novelty: gate checkpoints on the novelty of their output")
-    group.addoption(
-        "--model",
-        dest="novelty_model",
+class Option:
+    """One command-line option of the plugin.
+
+    ``name`` gives the option ``--novelty-NAME`` and the destination ``config.option.novelty_NAME``
+    (dashes become underscores); ``short`` is the spelling users type (``--model``), registered only
+    where the host project and the other plugins leave it free; the remaining keywords go to
+    ``parser.addoption`` for both spellings.
+    """
+
+    def __init__(self, name: str, *, short: str | None = None, **settings: Any) -> None:
+        self.long = f"--novelty-{name}"
+        self.short = short
+        self.dest = "novelty_" + name.replace("-", "_")
+        self.settings = settings
+
+    @property
+    def takes_value(self) -> bool:
+        """Whether the option reads a value (so ``--option VALUE`` can hold a path)."""
+        return self.settings.get("action", "store") == "store"
+
+
+#: Every option, in ``--help`` order. To add one: a line here, then read ``config.option.novelty_NAME``.
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "model",
+        short="--model",
         metavar="PATH_OR_ID",
         help="checkpoint to gate: a local Hugging Face folder, a hub id, or 'demo' / 'demo-early'",
-    )
-    group.addoption(
-        "--model-base-url",
-        dest="novelty_model_base_url",
+    ),
+    Option(
+        "model-base-url",
+        short="--model-base-url",
         metavar="URL",
         help="OpenAI-compatible endpoint of a served --model openai:NAME (vLLM, SGLang, TGI, transformers serve)",
-    )
-    group.addoption(
-        "--model-revision",
-        dest="novelty_model_revision",
+    ),
+    Option(
+        "model-revision",
+        short="--model-revision",
         metavar="REV",
         help="revision of the served model's weights, part of its cache key (pin it when they change)",
-    )
-    group.addoption(
-        "--base-model",
-        dest="novelty_base_model",
+    ),
+    Option(
+        "base-model",
+        short="--base-model",
         metavar="PATH_OR_ID",
         help="base checkpoint of a PEFT adapter --model (default: the adapter config's base_model_name_or_path)",
-    )
-    group.addoption(
-        "--device",
-        dest="novelty_device",
+    ),
+    Option(
+        "device",
+        short="--device",
+        metavar="DEVICE",
         default="auto",
         help="where the model runs: auto (CUDA when available, else CPU), cpu, cuda, cuda:N",
-    )
-    group.addoption(
-        "--generator",
-        dest="novelty_generator",
+    ),
+    Option(
+        "generator",
+        short="--generator",
         default="hf",
         choices=GENERATORS,
         help="generation backend: hf (transformers; default) or vllm (faster on GPUs, when installed)",
-    )
-    group.addoption(
-        "--novelty-suites", dest="novelty_suites", metavar="DIR", help="folder of suite files (*.toml)"
-    )
-    group.addoption(
-        "--novelty-cache",
-        dest="novelty_cache",
+    ),
+    Option("suites", metavar="DIR", help="folder of suite files (*.toml)"),
+    Option(
+        "cache",
         metavar="DIR",
         help="cache folder for demo assets, generations and scores (default ~/.cache/pytest-novelty)",
-    )
-    group.addoption(
-        "--originality",
-        dest="novelty_originality",
+    ),
+    Option(
+        "originality",
+        short="--originality",
         metavar="SPEC",
         help="originality backend for every suite: infini-gram:DIR, ngram-set:DIR, infini-gram-api:INDEX, ...",
-    )
-    group.addoption(
-        "--judge", dest="novelty_judge", metavar="SPEC", help="quality judge for every suite: rules, openai:MODEL, ..."
-    )
-    group.addoption(
-        "--judge-base-url",
-        dest="novelty_judge_base_url",
+    ),
+    Option("judge", short="--judge", metavar="SPEC", help="quality judge for every suite: rules, openai:MODEL, ..."),
+    Option(
+        "judge-base-url",
+        short="--judge-base-url",
         metavar="URL",
         help="OpenAI-compatible endpoint for openai: judges (default $OPENAI_BASE_URL)",
-    )
-    group.addoption(
-        "--trust-remote-code",
-        dest="novelty_trust_remote_code",
+    ),
+    Option(
+        "trust-remote-code",
+        short="--trust-remote-code",
         action="store_true",
         help="allow a checkpoint to run the Python code it ships (review it first)",
-    )
-    group.addoption(
-        "--gpus-per-worker",
-        dest="novelty_gpus_per_worker",
+    ),
+    Option(
+        "gpus-per-worker",
+        short="--gpus-per-worker",
+        metavar="N",
         type=int,
         default=1,
         help="GPUs given to each pytest-xdist worker (for models spread over several devices)",
-    )
-    group.addoption(
-        "--novelty-seed",
-        dest="novelty_seed",
+    ),
+    Option(
+        "seed",
+        metavar="N",
         type=int,
         default=None,
         help="override every suite's generation seed (a different seed must not look like a regression)",
-    )
-    group.addoption(
-        "--baseline-model",
-        dest="novelty_baseline_model",
+    ),
+    Option(
+        "baseline-model",
+        short="--baseline-model",
         metavar="PATH_OR_ID",
         help="also generate and score this checkpoint on the same prompts and compare paired",
-    )
-    group.addoption(
-        "--novelty-snapshots",
-        dest="novelty_snapshots",
+    ),
+    Option(
+        "snapshots",
         action="store_true",
         default=None,
         help="compare every case with its accepted snapshot (on with --snapshot-update)",
-    )
-    group.addoption(
-        "--novelty-snapshot-dir",
-        dest="novelty_snapshot_dir",
+    ),
+    Option(
+        "snapshot-dir",
         metavar="DIR",
         help="where snapshots live (default: __novelty_snapshots__ beside each suite file)",
-    )
-    group.addoption(
-        "--novelty-rerecord",
-        dest="novelty_rerecord",
+    ),
+    Option(
+        "rerecord",
         action="store_true",
         help="with --snapshot-update: re-record every snapshot, even those within tolerance",
-    )
-    group.addoption(
-        "--novelty-cache-clear",
-        dest="novelty_cache_clear",
+    ),
+    Option(
+        "cache-clear",
         action="store_true",
         help="remove cached generations, scores and judge answers before the run (keeps the built demo)",
-    )
-    group.addoption(
-        "--novelty-report",
-        dest="novelty_report",
-        metavar="DIR",
-        help="write report.json, report.md and plots into DIR",
-    )
+    ),
+    Option("report", metavar="DIR", help="write report.json, report.md and plots into DIR"),
+)
+
+GROUP = "novelty"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The ``--novelty-`` names and ini settings (the short names follow the host's conftests)."""
+    group = parser.getgroup(GROUP, "pytest-novelty: gate checkpoints on the novelty of their output")
+    for option in OPTIONS:
+        group.addoption(option.long, dest=option.dest, **option.settings)
     parser.addini("novelty_snapshots", "compare cases with their snapshots", type="bool", default=False)
     parser.addini("novelty_suites", "folder of suite files, relative to the rootdir", default="")
     parser.addini("novelty_cache", "cache folder for pytest-novelty", default="")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
+) -> Generator[None, object, object]:
+    """Add the short option names once the host's initial conftests have added their options.
+
+    An installed plugin's ``pytest_addoption`` runs before the host's root ``conftest.py``, so a
+    short name registered there would make the host's own ``addoption("--model")`` fail. Here the
+    host has registered its options; a short name it (or another plugin) took is skipped, and the
+    ``--novelty-`` name still works. pytest parses the full command line only after this hook.
+    """
+    result = yield
+    group = parser.getgroup(GROUP)
+    registered = []
+    for option in OPTIONS:
+        if option.short is None:
+            continue
+        settings = {**option.settings, "help": f"short for {option.long}"}
+        try:
+            group.addoption(option.short, dest=option.dest, **settings)
+        except argparse.ArgumentError:
+            continue  # the host project or another plugin owns this name: it keeps it
+        registered.append(option.short)
+    early_config.stash[SHORT_NAMES] = tuple(registered)
+    return result
+
+
+def attach_path_values(args: Sequence[str], names: set[str], invocation_dir: Path) -> list[str] | None:
+    """``args`` with ``--option PATH`` written as ``--option=PATH`` for our options, or None if none.
+
+    pytest picks its rootdir and config file before plugins load, from every free argument that
+    names an existing path, so the PATH of ``--model PATH`` counts there as a test path (with the
+    checkpoint outside the project the rootdir becomes a common parent folder and the project's
+    config file is not read). Only an existing path outside the folder pytest runs from can move the
+    rootdir; other values stay as given.
+    """
+    here = invocation_dir.resolve()
+
+    def moves_rootdir(value: str) -> bool:
+        try:
+            path = (invocation_dir / value).resolve()
+            return path.exists() and not path.is_relative_to(here)
+        except (OSError, ValueError):  # not a usable path (too long, a NUL byte): pytest ignores it too
+            return False
+
+    fixed = list(args)
+    changed = False
+    i = 0
+    while i < len(fixed) - 1:
+        arg, value = fixed[i], fixed[i + 1]
+        if arg == "--":
+            break
+        if arg in names and not value.startswith("-") and moves_rootdir(value):
+            fixed[i : i + 2] = [f"{arg}={value}"]
+            changed = True
+        i += 1
+    return fixed if changed else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    """Run again with ``--model=PATH`` when ``--model PATH`` chose pytest's rootdir.
+
+    The rootdir, config file and node ids are then those of ``--model=PATH``. Nothing has been
+    configured or collected yet at this point; xdist workers get the joined form from the start.
+    """
+    if hasattr(config, "workerinput") or config.option.help or config.option.version:
+        return None
+    names = {o.long for o in OPTIONS if o.takes_value}
+    short = config.stash.get(SHORT_NAMES, ())
+    names |= {o.short for o in OPTIONS if o.takes_value and o.short in short}
+    params = config.invocation_params
+    fixed = attach_path_values([str(a) for a in params.args], names, Path(params.dir))
+    if fixed is None:
+        return None
+    return int(pytest.main(fixed, plugins=list(params.plugins or ())))
 
 
 def _suites_dir(config: pytest.Config) -> Path:
@@ -156,8 +265,7 @@ def _suites_dir(config: pytest.Config) -> Path:
     if opt:
         path = Path(opt)
         return path if path.is_absolute() else (Path(config.invocation_params.dir) / path).resolve()
-    # The folder pytest runs from first: a checkpoint path given to --model outside the repository
-    # can move pytest's rootdir there.
+    # The folder pytest runs from first, then the rootdir.
     for base in (Path(config.invocation_params.dir), config.rootpath):
         local = base / "suites"
         if local.is_dir() and any(local.glob("*.toml")):
@@ -197,6 +305,7 @@ def pytest_configure(config: pytest.Config) -> None:
     state = NoveltyState(config, suites, cache_dir)
     config.stash[STATE] = state
     config.pluginmanager.register(state, "novelty-state")
+    config.add_cleanup(lambda: config.pluginmanager.unregister(state))
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --model X` with no paths: run the suites, not the project's own tests.
         config.args = [str(folder)]
@@ -225,26 +334,23 @@ def _check_model(config: pytest.Config, model: str, cache_dir: Path, suites: lis
 
 def _configure_snapshots(config: pytest.Config) -> None:
     """Snapshot comparison: on with --novelty-snapshots, the ini setting, or --snapshot-update."""
-    from pytest_novelty.gate.snapshot import NoveltySnapshotExtension
+    from pytest_novelty.gate.snapshot import SETTINGS, SnapshotSettings
 
     opt = config.option
-    if opt.novelty_snapshots is None:
-        opt.novelty_snapshots = bool(config.getini("novelty_snapshots") or getattr(opt, "update_snapshots", False))
-    if opt.novelty_snapshot_dir:
-        NoveltySnapshotExtension.root = str(Path(opt.novelty_snapshot_dir).resolve())
-    NoveltySnapshotExtension.rerecord = bool(opt.novelty_rerecord)
-    if opt.novelty_rerecord:
-        opt.update_snapshots = True
+    enabled = opt.novelty_snapshots
+    if enabled is None:
+        enabled = bool(config.getini("novelty_snapshots") or getattr(opt, "update_snapshots", False))
+    root = Path(opt.novelty_snapshot_dir).resolve() if opt.novelty_snapshot_dir else None
+    config.stash[SETTINGS] = SnapshotSettings(enabled=bool(enabled), root=root, rerecord=bool(opt.novelty_rerecord))
 
 
 def _place_worker(config: pytest.Config) -> None:
-    """Pin an xdist worker to its GPU group before CUDA initialises; keep a suite on one worker."""
+    """Pin an xdist worker to its GPU group before CUDA initialises.
+
+    The environment variable and torch's thread count are restored at the config's cleanup.
+    """
     from pytest_novelty.generation import devices
 
-    args = [str(a) for a in config.invocation_params.args]
-    if getattr(config.option, "dist", "no") == "load" and not any(a.startswith("--dist") for a in args):
-        # All cases of a suite share one generation run: keep each suite file on one worker.
-        config.option.dist = "loadscope"
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if not worker or config.option.novelty_device not in ("auto", "cuda"):
         return
@@ -254,11 +360,31 @@ def _place_worker(config: pytest.Config) -> None:
             chosen = devices.assign_gpus(worker, gpus, config.option.novelty_gpus_per_worker)
         except NoveltyError as exc:
             raise pytest.UsageError(str(exc)) from None
-        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(chosen)
+        patch = pytest.MonkeyPatch()
+        patch.setenv("CUDA_VISIBLE_DEVICES", ",".join(chosen))
+        config.add_cleanup(patch.undo)
     else:
         import torch
 
+        before = torch.get_num_threads()
         torch.set_num_threads(devices.cpu_threads(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+        config.add_cleanup(lambda: torch.set_num_threads(before))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Keep each suite file on one worker: its cases share one generation run.
+
+    xdist's default ``load`` becomes ``loadscope`` (one scope per suite file); a ``--dist`` given
+    on the command line is kept.
+    """
+    if config.stash.get(STATE, None) is None or config.getvalue("dist") != "load":
+        return None
+    if any(str(a).startswith("--dist") for a in config.invocation_params.args):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    return LoadScopeScheduling(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -286,14 +412,12 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
 
 class SuiteFile(pytest.Module):
-    """A suite file collected as a test module holding ``test_metric``."""
+    """A suite file collected as a test module whose object is ``pytest_novelty._cases``.
 
-    suite: Suite
-
-    def _getobj(self) -> Any:
-        from pytest_novelty import _cases
-
-        return _cases
+    The module object is given through the node's public ``obj`` attribute, so the cases are real
+    ``pytest.Function`` items (syrupy derives each snapshot's place from them) parametrized by
+    :func:`pytest_generate_tests`; the suite itself is in the node's stash under :data:`SUITE`.
+    """
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -303,15 +427,21 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     suite = state.suites.get(file_path.resolve())
     if suite is None:
         return None
+    from pytest_novelty import _cases
+
     node = SuiteFile.from_parent(parent, path=file_path)
-    node.suite = suite
+    node.obj = _cases
+    node.stash[SUITE] = suite
     return node
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "novelty_threshold" not in metafunc.fixturenames:
         return
-    suite: Suite = metafunc.definition.parent.suite  # type: ignore[union-attr]
+    module = metafunc.definition.getparent(SuiteFile)
+    if module is None:
+        return
+    suite = module.stash[SUITE]
     cases = [(run, threshold) for run in suite.runs() for threshold in run.thresholds]
     metafunc.parametrize(
         ("novelty_suite", "novelty_threshold"), cases, ids=[f"{run.name}-{t.label}" for run, t in cases]

@@ -1,55 +1,66 @@
-"""A syrupy extension that stores one :class:`MetricRecord` per case and compares with :func:`compare`.
+"""A syrupy extension that stores one :class:`MetricRecord` per case and compares it with :func:`compare`.
 
-Use it as ``assert snapshot.use_extension(NoveltySnapshotExtension) == record``. (The shorter
+Use it through :func:`check_snapshot`, or in a plain test as
+``assert snapshot.use_extension(NoveltySnapshotExtension) == record``. (The shorter
 ``snapshot(extension_class=...)`` compares and writes the same way, but syrupy builds the failure
 explanation after restoring the default extension, so it would show a raw text diff instead of the
 numbers.) Each case gets a readable JSON file, by default in a ``__novelty_snapshots__`` folder next
 to the suite file (the test item's path)::
 
-    suites/__novelty_snapshots__/story/test_metric[story-novelty@5=0.3].novelty.jsonc
+    suites/__novelty_snapshots__/story/test_metric[story-novelty@5_ge_0.3].novelty.jsonc
+
+The comparison sign of the case id is spelt out in the file name (``_ge_``, ``_le_``): syrupy's own
+file names drop ``<`` and ``>``, which would make ``>=`` read as ``=``.
 
 The folder is deliberately not syrupy's ``__snapshots__``: in a run that makes no assertion with this
 extension (``pytest --model X`` without snapshot comparison), syrupy scans ``__snapshots__`` next to
 every collected file with its default extension, takes files it does not own for unused snapshots,
 exits with status 1 because of them and deletes them on ``--snapshot-update``.
 
-How the syrupy pieces are used:
+Only syrupy's public extension points are used:
 
-* ``serialize`` turns the record into its JSON text (:meth:`MetricRecord.to_json`).
-* ``matches`` parses both texts and is True unless :func:`compare` says "regressed", so a run
-  passes on drift within tolerance or not significant, and ``--snapshot-update`` (which rewrites
-  only when ``matches`` is False) never moves a baseline because of such drift. Setting
-  :attr:`NoveltySnapshotExtension.rerecord` makes ``matches`` False everywhere, so
-  ``--snapshot-update`` then re-records every snapshot on purpose.
-* ``diff_lines`` explains the verdict with numbers instead of a text diff.
+* ``serialize`` turns the record into its JSON text (:meth:`MetricRecord.to_json`);
+  ``read_snapshot_data_from_location`` and ``write_snapshot_collection`` read and write that text
+  (the write is atomic, so an interrupted update never leaves a torn snapshot).
+* ``matches`` parses both texts and compares them once (:meth:`NoveltySnapshotExtension.compare_texts`);
+  it is True unless the verdict is "regressed", so a run passes on drift within tolerance or not
+  significant, and ``--snapshot-update`` (which rewrites only when ``matches`` is False) never moves
+  a baseline because of such drift. The comparison stays on the extension instance of that
+  assertion (``assertion.extension.comparison``) for the caller to report; ``diff_lines`` explains
+  the same comparison with numbers instead of a text diff.
+* :class:`RerecordingExtension` never matches, so ``--snapshot-update`` re-records every snapshot on
+  purpose (``--novelty-rerecord``).
+* ``dirname``, ``get_snapshot_name`` and ``matches_test_location`` place and recognise the files.
 
-Where the files go is controlled by :attr:`NoveltySnapshotExtension.root` or, when that is unset,
-the ``PYTEST_NOVELTY_SNAPSHOTS`` environment variable: a folder that then holds one sub-folder per
-suite file. Both are plain strings, set by the plugin in ``pytest_configure`` (which also runs on
-every xdist worker), so nothing unpicklable has to cross to a worker.
+Per-session settings (:class:`SnapshotSettings`: on or off, root folder, re-record) live in the
+pytest config's stash under :data:`SETTINGS`, set by the plugin in ``pytest_configure`` (which also
+runs on every xdist worker). Without them (a plain test using the extension) the root folder may
+come from ``$PYTEST_NOVELTY_SNAPSHOTS``.
 """
 
 from __future__ import annotations
 
 import os
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
-from syrupy.location import PyTestLocation
+import pytest
+from syrupy.extensions.base import AbstractSyrupyExtension
+from syrupy.extensions.single_file import SingleFileSnapshotExtension
 
 from pytest_novelty.gate.regression import Comparison, MetricRecord, compare
 from pytest_novelty.storage import atomic_write_text
 
 if TYPE_CHECKING:
-    import pytest
     from syrupy.assertion import SnapshotAssertion
     from syrupy.data import SnapshotCollection
-    from syrupy.types import PropertyFilter, PropertyMatcher, SerializableData, SerializedData
+    from syrupy.location import PyTestLocation
+    from syrupy.types import PropertyFilter, PropertyMatcher, SerializableData, SerializedData, SnapshotIndex
 
-#: Environment variable naming the snapshot root folder when the class attribute is unset.
+#: Environment variable naming the snapshot root folder when the session sets none.
 ROOT_ENV = "PYTEST_NOVELTY_SNAPSHOTS"
 
 NO_SNAPSHOT = "no snapshot for this case: run with --snapshot-update to accept the current values as the baseline"
@@ -57,18 +68,44 @@ NO_SNAPSHOT = "no snapshot for this case: run with --snapshot-update to accept t
 UNREADABLE = "the stored snapshot cannot be read"
 RERECORD = "re-recording requested: run with --snapshot-update to store the current values"
 
-# The last comparison per case, filled by `matches` in the process that ran the assertion.
-_LAST: dict[tuple[str, str, bool], Comparison] = {}
+#: Comparison signs spelt out in file names, longest first (syrupy drops "<" and ">").
+SIGN_WORDS = ((">=", "_ge_"), ("<=", "_le_"), (">", "_gt_"), ("<", "_lt_"))
+#: Characters no file name may hold on common file systems; each becomes "_".
+UNSAFE_CHARACTERS = frozenset('\\/?*:|"<>')
+#: Longest file name most file systems accept.
+MAX_NAME = 255
 
 
-def pop_comparison(record: MetricRecord) -> Comparison | None:
-    """The comparison the last snapshot assertion made for ``record``'s case, removed once read.
+@dataclass(frozen=True)
+class SnapshotSettings:
+    """One session's snapshot settings.
 
-    None when the assertion compared nothing (no snapshot yet). Call it right after the
-    assertion to print a warning line for drift that passed ("within_tolerance",
-    "not_significant"); removing the entry keeps a stale result from reaching a later run.
+    ``enabled``: compare every case with its snapshot; ``root``: folder holding one sub-folder per
+    suite file (None: ``__novelty_snapshots__`` beside each suite file); ``rerecord``: make every
+    comparison fail so that ``--snapshot-update`` rewrites every snapshot.
     """
-    return _LAST.pop(record.key, None)
+
+    enabled: bool = False
+    root: Path | None = None
+    rerecord: bool = False
+
+
+#: Where the plugin keeps the session's :class:`SnapshotSettings`.
+SETTINGS = pytest.StashKey[SnapshotSettings]()
+
+
+def snapshot_settings(config: pytest.Config) -> SnapshotSettings:
+    """The session's snapshot settings (defaults when the plugin set none)."""
+    return config.stash.get(SETTINGS, SnapshotSettings())
+
+
+def file_stem(name: str) -> str:
+    """``name`` (a case's snapshot name) as a file name: signs spelt out, unsafe characters replaced."""
+    for sign, word in SIGN_WORDS:
+        name = name.replace(sign, word)
+    return "".join(
+        "_" if c in UNSAFE_CHARACTERS or unicodedata.category(c).startswith("C") else c for c in name
+    )
 
 
 @dataclass(frozen=True)
@@ -99,40 +136,29 @@ def check_snapshot(snapshot: SnapshotAssertion, record: MetricRecord) -> Snapsho
 
     ``snapshot`` is the test's ``snapshot`` fixture. Writing on ``--snapshot-update`` and the
     unused-snapshot bookkeeping are syrupy's as with a plain ``assert``; the caller decides how to
-    fail, so a threshold failure and a regression can be reported together.
+    fail, so a threshold failure and a regression can be reported together. The session's
+    :class:`SnapshotSettings` choose re-recording.
     """
-    assertion = snapshot.use_extension(NoveltySnapshotExtension)
-    _LAST.pop(record.key, None)  # no stale comparison when this assertion compares nothing
+    settings = snapshot_settings(snapshot.test_location.item.config)
+    assertion = snapshot.use_extension(RerecordingExtension if settings.rerecord else NoveltySnapshotExtension)
     passed = bool(assertion == record)
-    comparison = pop_comparison(record)
+    extension = assertion.extension
+    assert isinstance(extension, NoveltySnapshotExtension)
+    comparison = extension.comparison
+    result = assertion.executions.get(assertion.num_executions - 1)
+    written = bool(result and (result.created or result.updated))
     lines: list[str] = []
-    if not passed and comparison is not None:
+    if written or passed:
+        lines = []
+    elif comparison is not None:
         lines = comparison.lines()
         if comparison.passed:
             lines.append(RERECORD)
-    elif not passed:
-        explained = assertion.get_assert_diff()
-        ours = [line for line in explained if line == NO_SNAPSHOT or line.startswith(UNREADABLE)]
-        lines = ours or explained
-    result = assertion.executions.get(assertion.num_executions - 1)
-    written = bool(result and (result.created or result.updated))
-    if written:
-        lines = []
+    elif extension.error is not None:
+        lines = [extension.error]
+    else:
+        lines = [NO_SNAPSHOT]
     return SnapshotOutcome(passed=passed, comparison=comparison, lines=lines, written=written)
-
-
-def stored_record(item: pytest.Item) -> MetricRecord | None:
-    """The record stored for ``item``'s case, or None when there is none or it cannot be read.
-
-    Lets the plugin read a snapshot before computing a suite, e.g. to compute q@Tail on the stored
-    tail ids so that the threshold check and the comparison use the same prompts.
-    """
-    location = PyTestLocation(item)
-    path = Path(NoveltySnapshotExtension.get_location(test_location=location, index=0))
-    try:
-        return MetricRecord.from_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -146,41 +172,66 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
     # and a run that uses it with --snapshot-update would delete these files as its own unused
     # snapshots. ".jsonc" keeps editors' JSON highlighting; the content is plain JSON.
     file_extension = "novelty.jsonc"
-    _write_mode = WriteMode.TEXT
     # Set on this class, so syrupy's --snapshot-dirname (which sets the base class) leaves it alone.
     snapshot_dirname = "__novelty_snapshots__"
 
-    #: Folder that holds the snapshots (one sub-folder per suite file); None: next to the suite.
-    root: ClassVar[str | None] = None
-    #: When True, every comparison "fails" so that --snapshot-update rewrites every snapshot.
+    #: When True, no comparison matches, so --snapshot-update rewrites every snapshot.
     rerecord: ClassVar[bool] = False
 
+    def __init__(self) -> None:
+        super().__init__()
+        #: The comparison this assertion made (None: nothing compared, or the snapshot was unreadable).
+        self.comparison: Comparison | None = None
+        #: Why the stored snapshot could not be read, when it could not.
+        self.error: str | None = None
+        self._compared: tuple[str, str] | None = None
+        self._records: tuple[MetricRecord, MetricRecord] | None = None
+
+    # -- where the files are ----------------------------------------------------------------------
+
     @classmethod
-    def snapshot_root(cls) -> Path | None:
-        """The configured root folder (class attribute, else ``$PYTEST_NOVELTY_SNAPSHOTS``), or None."""
-        root = cls.root or os.environ.get(ROOT_ENV)
+    def snapshot_root(cls, config: pytest.Config) -> Path | None:
+        """The session's root folder (else ``$PYTEST_NOVELTY_SNAPSHOTS``), or None: beside each suite."""
+        root = snapshot_settings(config).root or os.environ.get(ROOT_ENV)
         return Path(root).expanduser().absolute() if root else None
 
     @classmethod
     def dirname(cls, *, test_location: PyTestLocation) -> str:
         """``<root>/<suite file stem>`` when a root is set, else ``__novelty_snapshots__/<stem>`` beside it."""
-        root = cls.snapshot_root()
+        root = cls.snapshot_root(test_location.item.config)
         if root is None:
             # syrupy's own dirname reads the base class's folder name, so build the path here.
             root = Path(test_location.filepath).parent / cls.snapshot_dirname
         return str(root / test_location.basename)
 
     @classmethod
+    def get_snapshot_name(cls, *, test_location: PyTestLocation, index: SnapshotIndex = 0) -> str:
+        """The case id as a file name, comparison signs spelt out (see :func:`file_stem`)."""
+        name = AbstractSyrupyExtension.get_snapshot_name(test_location=test_location, index=index)
+        return file_stem(name)[: MAX_NAME - len(cls.file_extension) - 1]
+
+    @classmethod
     def matches_test_location(cls, *, test_location: PyTestLocation, snapshot_location: str) -> bool:
-        """Also claim files whose names lost characters to filename sanitising (``>=`` in test ids)."""
-        if super().matches_test_location(test_location=test_location, snapshot_location=snapshot_location):
-            return True
+        """Whether the file at ``snapshot_location`` is this case's snapshot (named by :meth:`get_snapshot_name`)."""
         location = Path(snapshot_location)
-        if location.parent != Path(cls.dirname(test_location=test_location)):
+        suffix = f".{cls.file_extension}"
+        if location.parent != Path(cls.dirname(test_location=test_location)) or not location.name.endswith(suffix):
             return False
-        stem = cls._snapshot_stem(location.name)
-        expected = cls._sanitize_filename(test_location.snapshot_name_parametrized)
-        return stem is not None and (stem == expected or stem.startswith(f"{expected}."))
+        stem = location.name[: -len(suffix)]
+        expected = cls.get_snapshot_name(test_location=test_location)
+        return stem == expected or stem.startswith(f"{expected}.")
+
+    # -- reading and writing ----------------------------------------------------------------------
+
+    @classmethod
+    def get_supported_dataclass(cls) -> type[str]:
+        """Records are stored as text."""
+        return str
+
+    @classmethod
+    def get_write_encoding(cls) -> str:
+        """UTF-8, whatever the platform's default."""
+        return "utf-8"
 
     def serialize(
         self,
@@ -195,43 +246,15 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
             raise TypeError(f"{type(self).__name__} stores MetricRecord objects, got {type(data).__name__}")
         return data.to_json()
 
-    def matches(self, *, serialized_data: SerializableData, snapshot_data: SerializableData) -> bool:
-        """True unless the candidate regressed (or re-recording was asked for)."""
-        try:
-            candidate = MetricRecord.from_json(str(serialized_data))
-            accepted = MetricRecord.from_json(str(snapshot_data))
-        except ValueError:
-            return False  # an unreadable snapshot fails and is rewritten by --snapshot-update
-        comparison = compare(accepted, candidate)
-        _LAST[candidate.key] = comparison
-        return comparison.passed and not type(self).rerecord
-
-    def diff_lines(self, serialized_data: SerializedData, snapshot_data: SerializedData) -> Iterator[str]:
-        """The comparison's numbers and verdict instead of a text diff."""
-        if not snapshot_data:
-            yield NO_SNAPSHOT
-            return
-        try:
-            candidate = MetricRecord.from_json(str(serialized_data))
-            accepted = MetricRecord.from_json(str(snapshot_data))
-        except ValueError as exc:
-            yield f"{UNREADABLE} ({exc}): run with --snapshot-update to rewrite it"
-            return
-        comparison = compare(accepted, candidate)
-        yield from comparison.lines()
-        if accepted.model != candidate.model or accepted.fingerprint != candidate.fingerprint:
-            yield f"  snapshot recorded from {_short(accepted.model)} ({_short(accepted.fingerprint)})"
-        if type(self).rerecord and comparison.passed:
-            yield RERECORD
-
     def read_snapshot_data_from_location(
         self, *, snapshot_location: str, snapshot_name: str, session_id: str
     ) -> SerializableData | None:
-        """The stored text, or None when there is no file yet."""
-        data = super().read_snapshot_data_from_location(
-            snapshot_location=snapshot_location, snapshot_name=snapshot_name, session_id=session_id
-        )
-        return data if data else None
+        """The stored text, or None when there is no file yet (or it is empty)."""
+        try:
+            data = Path(snapshot_location).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        return data or None
 
     @classmethod
     def write_snapshot_collection(
@@ -242,3 +265,52 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
         if not isinstance(data, str):
             raise TypeError(f"expected the record's JSON text, got {type(data).__name__}")
         atomic_write_text(Path(snapshot_collection.location), data)
+
+    # -- comparing ----------------------------------------------------------------------------------
+
+    def compare_texts(self, serialized_data: SerializableData, snapshot_data: SerializableData) -> Comparison | None:
+        """The one comparison of this assertion: the stored record against the candidate.
+
+        Computed once per pair of texts and kept in :attr:`comparison`; None (with :attr:`error`
+        set) when the stored text is not a readable record.
+        """
+        key = (str(serialized_data), str(snapshot_data))
+        if self._compared != key:
+            self._compared = key
+            self.comparison, self.error, self._records = None, None, None
+            try:
+                candidate = MetricRecord.from_json(key[0])
+                accepted = MetricRecord.from_json(key[1])
+            except ValueError as exc:
+                self.error = f"{UNREADABLE} ({exc}): run with --snapshot-update to rewrite it"
+            else:
+                self._records = (accepted, candidate)
+                self.comparison = compare(accepted, candidate)
+        return self.comparison
+
+    def matches(self, *, serialized_data: SerializableData, snapshot_data: SerializableData) -> bool:
+        """True unless the candidate regressed, the snapshot is unreadable, or re-recording was asked for."""
+        comparison = self.compare_texts(serialized_data, snapshot_data)
+        return comparison is not None and comparison.passed and not self.rerecord
+
+    def diff_lines(self, serialized_data: SerializedData, snapshot_data: SerializedData) -> Iterator[str]:
+        """The comparison's numbers and verdict instead of a text diff."""
+        if not snapshot_data:
+            yield NO_SNAPSHOT
+            return
+        comparison = self.compare_texts(serialized_data, snapshot_data)
+        if comparison is None or self._records is None:
+            yield self.error or UNREADABLE
+            return
+        accepted, candidate = self._records
+        yield from comparison.lines()
+        if accepted.model != candidate.model or accepted.fingerprint != candidate.fingerprint:
+            yield f"  snapshot recorded from {_short(accepted.model)} ({_short(accepted.fingerprint)})"
+        if self.rerecord and comparison.passed:
+            yield RERECORD
+
+
+class RerecordingExtension(NoveltySnapshotExtension):
+    """The same files, but no comparison matches: ``--snapshot-update`` then rewrites every snapshot."""
+
+    rerecord: ClassVar[bool] = True

@@ -38,6 +38,11 @@ def test_snapshot_lifecycle(
     stored = sorted((suite_dir / "__novelty_snapshots__").rglob("*"))
     files = [p for p in stored if p.is_file()]
     assert len(files) == 2 and all(not p.name.endswith(".json") for p in files)
+    # The comparison sign survives in the file name (syrupy's own names drop ">", leaving "=0").
+    assert sorted(p.name for p in files) == [
+        "test_metric[story-originality@4_ge_0].novelty.jsonc",
+        "test_metric[story-quality_ge_0].novelty.jsonc",
+    ]
     record = json.loads(files[0].read_text())
     assert record["suite"] == "story" and record["per_prompt"]
 
