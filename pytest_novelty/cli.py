@@ -1,7 +1,8 @@
 """The ``pytest-novelty`` command line: the same layers as the plugin, without pytest.
 
 Subcommands: ``run`` (gate a checkpoint on suites and print the table), ``demo build`` (build the
-demo assets ahead of time), and the scoring tools ``index build``, ``originality`` and ``judge``.
+demo assets ahead of time), and the scoring tools ``index build``, ``originality`` and ``judge`` (with
+``judge calibrate`` and ``judge calibration-file``).
 """
 
 from __future__ import annotations
@@ -133,7 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
-    args = build_parser().parse_args(argv)
+    from pytest_novelty.scoring.judges.cli import nested_parser
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    nested = nested_parser(argv)  # `judge calibrate ...`, `judge calibration-file ...`
+    args = nested.parse_args(argv[1:]) if nested else build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except NoveltyError as exc:
