@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_novelty.gate import check_threshold
+from pytest_novelty.gate.agreement import agreement_failure, agreement_text
 from pytest_novelty.gate.regression import Comparison, NoveltyDriftWarning, compare, make_record
 
 if TYPE_CHECKING:
@@ -58,6 +59,13 @@ def test_metric(
     row = verdict.as_dict()
     row["header"] = f"model {result.model}, judge {result.info.get('judge')}"
     failures = [] if verdict.passed else [verdict.message]
+    agreement = agreement_text(result.info)
+    if agreement:
+        row["header"] += f", {agreement}"
+        row["judge_agreement"] = agreement
+    distrusted = agreement_failure(suite, threshold, result.info)
+    if distrusted:
+        row["message"], failures = distrusted, [distrusted]
     if novelty_baseline is not None:
         base = _record(suite, threshold, novelty_baseline)
         # The baseline's tail ranks the prompts, so both checkpoints are judged on the same ones.

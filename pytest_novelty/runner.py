@@ -80,6 +80,7 @@ class Runner:
         self._model_path: str | None = None
         self._backends: dict[str, Any] = {}
         self._judges: dict[tuple[Any, ...], Any] = {}
+        self._agreements: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._identities: dict[str, str] = {}
 
     # -- resolution -----------------------------------------------------------------------------
@@ -160,6 +161,18 @@ class Runner:
                 base_url=self.config.judge_base_url,
             )
         return self._judges[key]
+
+    def judge_agreement(self, suite: Suite) -> dict[str, Any] | None:
+        """The suite judge's agreement with ``[scoring] calibration`` (once per judge and file), or None."""
+        if suite.scoring.calibration is None:
+            return None
+        from pytest_novelty.scoring.judges.calibrate import suite_agreement
+
+        key = (self.config.judge or suite.scoring.judge, suite.scoring.judge_samples,
+               suite.scoring.judge_temperature, suite.scoring.calibration, suite.base_dir, suite.task)
+        if key not in self._agreements:
+            self._agreements[key] = suite_agreement(self.judge(suite), suite)
+        return self._agreements[key]
 
     # -- the pipeline ---------------------------------------------------------------------------
 
@@ -329,6 +342,8 @@ class Runner:
             "originality_lookups": lookups,
             "judge_requests": judge_requests,
         }
+        if suite.scoring.calibration is not None:
+            info["judge_agreement"] = self.judge_agreement(suite)
         model = str(info.get("model", self.config.model))
         return SuiteResult(suite, model, prompts, answers, originality, quality, metrics, per_prompt, info)
 

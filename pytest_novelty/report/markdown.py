@@ -103,6 +103,9 @@ def render_markdown(
         lines.append("")
         lines.extend(f"- {key}: `{value}`" for key, value in sorted(versions.items()) if value not in (None, ""))
     lines += ["", *_table(rows)]
+    agreements = {str(r["suite"]): str(r["judge_agreement"]) for r in rows if r.get("judge_agreement")}
+    if agreements:
+        lines += ["", *(f"- {suite}: {text}" for suite, text in sorted(agreements.items()))]
     notes = [_note(r) for r in sorted(rows, key=lambda r: (str(r["suite"]), str(r["metric"])))]
     notes = [n for n in notes if n]
     if notes:

@@ -80,6 +80,7 @@ class Scoring:
     judge_samples: int = 5
     judge_temperature: float = 0.7
     equivalence: str = "unigram"
+    calibration: str | None = None  # human-graded JSON Lines to measure the judge's agreement on
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class GateSettings:
     tolerance_abs: float = 0.02
     tolerance_rel: float = 0.0
     reference: bool = False
+    min_judge_agreement: float | None = None  # Spearman rho on scoring.calibration that quality gates need
 
 
 @dataclass(frozen=True)
@@ -165,9 +167,9 @@ _SECTIONS: dict[str, tuple[type, set[str]]] = {
     ),
     "scoring": (
         Scoring,
-        {"ngrams", "originality", "judge", "judge_samples", "judge_temperature", "equivalence"},
+        {"ngrams", "originality", "judge", "judge_samples", "judge_temperature", "equivalence", "calibration"},
     ),
-    "gate": (GateSettings, {"alpha", "tolerance_abs", "tolerance_rel", "reference"}),
+    "gate": (GateSettings, {"alpha", "tolerance_abs", "tolerance_rel", "reference", "min_judge_agreement"}),
 }
 _TOP_KEYS = {"name", "task", "description", "thresholds", "sweep", *_SECTIONS}
 _THRESHOLD_KEYS = {"metric", "min", "max", "tolerance_abs", "tolerance_rel"}
@@ -277,7 +279,18 @@ def _parse_scoring(path: Path, data: Mapping[str, Any]) -> Scoring:
         judge_samples=c.number("judge_samples", 5, low=1, high=100, integer=True),
         judge_temperature=c.number("judge_temperature", 0.7, low=0.0, high=2.0),
         equivalence=c.get("equivalence", str, "unigram"),
+        calibration=c.get("calibration", str, None) or None,
     )
+
+
+def _min_judge_agreement(c: _Checker, scoring: Scoring) -> float | None:
+    """``[gate] min_judge_agreement``: a Spearman rho in [-1, 1], only with ``[scoring] calibration``."""
+    if "min_judge_agreement" not in c.table:
+        return None
+    value: float = c.number("min_judge_agreement", 0.0, low=-1.0, high=1.0)
+    if scoring.calibration is None:
+        raise c.fail("min_judge_agreement", 'needs a calibration file: add [scoring] calibration = "graded.jsonl"')
+    return value
 
 
 def _parse_threshold(path: Path, index: int, raw: Any, suite: dict[str, Any]) -> Threshold:
@@ -387,6 +400,7 @@ def parse_suite(data: Mapping[str, Any], path: Path) -> Suite:
         tolerance_abs=gc.number("tolerance_abs", 0.02, low=0.0, high=1e9),
         tolerance_rel=gc.number("tolerance_rel", 0.0, low=0.0, high=1.0),
         reference=gc.get("reference", bool, False),
+        min_judge_agreement=_min_judge_agreement(gc, parsed["scoring"]),
     )
     raw_thresholds = top.get("thresholds", list, [])
     if not raw_thresholds:

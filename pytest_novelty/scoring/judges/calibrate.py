@@ -22,11 +22,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.metrics.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, Agreement, agreement
 from pytest_novelty.scoring.judges.base import Judge, JudgeItem
+
+if TYPE_CHECKING:
+    from pytest_novelty.suites.schema import Suite
 
 FIELDS = ("id", "prompt", "response", "human")
 
@@ -188,3 +191,16 @@ def calibrate(
     )
     spec = str(getattr(judge, "description", judge.spec))
     return Calibration(judge=spec, path=str(path), total=len(items), agreement=measured, unscored=dict(unscored))
+
+
+def suite_agreement(judge: Judge, suite: Suite) -> dict[str, Any]:
+    """The agreement of ``judge`` on the suite's ``[scoring] calibration`` file (relative to the suite
+    file's folder), as :meth:`Calibration.as_dict`; a missing or bad file is a ``ConfigError``."""
+    if suite.scoring.calibration is None:
+        raise ConfigError("no calibration file", path=suite.path, field="scoring.calibration")
+    path = (suite.base_dir / suite.scoring.calibration).expanduser()
+    try:
+        items = read_calibration_file(path)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}", path=suite.path, field="scoring.calibration") from None
+    return calibrate(judge, items, suite.task, path=path).as_dict()
