@@ -70,6 +70,17 @@ def test_metric(
         base = _record(suite, threshold, novelty_baseline)
         # The baseline's tail ranks the prompts, so both checkpoints are judged on the same ones.
         _note(row, compare(base, _record(suite, threshold, result, base.tail_ids)), failures)
+    elif suite.gate.against == "series-best" and request.config.option.novelty_model_series:
+        from pytest_novelty.series import compare_with_best
+
+        state = request.getfixturevalue("novelty_state")
+        found = compare_with_best(state.earlier_results(suite), result, threshold)
+        if found is not None:
+            best, comparison = found
+            row["against"] = best.model
+            if not comparison.passed:
+                failures.append(f"against the best earlier checkpoint of the series, {best.model}:")
+            _note(row, comparison, failures)
     elif request.config.option.novelty_snapshots:
         from pytest_novelty.gate.snapshot import check_snapshot
 

@@ -35,6 +35,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="checkpoint to gate: a local Hugging Face folder, a hub id, or 'demo' / 'demo-early'",
     )
     group.addoption(
+        "--model-series",
+        dest="novelty_model_series",
+        metavar="RUN_DIR",
+        help="gate the newest checkpoint-<step> of RUN_DIR (or of a quoted glob) and report the whole series",
+    )
+    group.addoption(
         "--device",
         dest="novelty_device",
         default="auto",
@@ -159,6 +165,10 @@ def _cache_dir(config: pytest.Config) -> Path:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.option.novelty_model_series:
+        from pytest_novelty.series import configure_series
+
+        configure_series(config)  # the newest checkpoint becomes --model
     if not config.option.novelty_model:
         return
     try:

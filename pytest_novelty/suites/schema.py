@@ -34,6 +34,7 @@ SWEEPABLE = (
 PROMPTING_METHODS = ("few-shot", "chat", "ask-novelty", "denial", "novel-examples")
 BOUNDED_METRICS = ("novelty", "top10_novelty", "originality", "quality", "q_at_tail")
 COUNT_METRICS = ("distinct_k", "utility_k")
+GATE_AGAINST = ("series-best",)
 _METRIC_RE = re.compile(r"^(?P<base>[a-z0-9_]+?)(?:@(?P<arg>[0-9.]+))?$")
 
 
@@ -92,6 +93,7 @@ class GateSettings:
     tolerance_rel: float = 0.0
     reference: bool = False
     min_judge_agreement: float | None = None  # Spearman rho on scoring.calibration that quality gates need
+    against: str | None = None  # "series-best": compare with the best earlier checkpoint of --model-series
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,7 @@ _SECTIONS: dict[str, tuple[type, set[str]]] = {
         Scoring,
         {"ngrams", "originality", "judge", "judge_samples", "judge_temperature", "equivalence", "calibration"},
     ),
-    "gate": (GateSettings, {"alpha", "tolerance_abs", "tolerance_rel", "reference", "min_judge_agreement"}),
+    "gate": (GateSettings, {"alpha", "tolerance_abs", "tolerance_rel", "reference", "min_judge_agreement", "against"}),
 }
 _TOP_KEYS = {"name", "task", "description", "thresholds", "sweep", *_SECTIONS}
 _THRESHOLD_KEYS = {"metric", "min", "max", "tolerance_abs", "tolerance_rel"}
@@ -401,6 +403,7 @@ def parse_suite(data: Mapping[str, Any], path: Path) -> Suite:
         tolerance_rel=gc.number("tolerance_rel", 0.0, low=0.0, high=1.0),
         reference=gc.get("reference", bool, False),
         min_judge_agreement=_min_judge_agreement(gc, parsed["scoring"]),
+        against=gc.choice("against", "series-best", GATE_AGAINST) if "against" in gc.table else None,
     )
     raw_thresholds = top.get("thresholds", list, [])
     if not raw_thresholds:
