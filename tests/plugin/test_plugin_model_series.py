@@ -142,7 +142,8 @@ def test_series_best_fails_only_a_candidate_significantly_worse(
     if candidate == "mute":
         assert quality[800] == 0.0 and max(quality.values()) > 0.1
         result.assert_outcomes(failed=1)
-        result.stdout.fnmatch_lines([f"against the best earlier checkpoint of the series, {row['against']}:", "story quality: regression"])
+        against = f"against the best earlier checkpoint of the series, {row['against']}:"
+        result.stdout.fnmatch_lines([against, "story quality: regression"])
     else:
         result.assert_outcomes(passed=1)
         assert row["status"] in ("same", "improved", "within_tolerance", "not_significant")
