@@ -43,34 +43,62 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.suite:
         wanted = set(args.suite)
         suites = [s for s in suites if s.name in wanted]
-    runner = Runner(
-        RunConfig(
-            model=args.model,
-            cache_dir=Path(args.cache) if args.cache else default_cache_dir(),
-            device=args.device,
-            generator=args.generator,
-            originality=args.originality,
-            judge=args.judge,
-            judge_base_url=args.judge_base_url,
-            trust_remote_code=args.trust_remote_code,
-            progress=ProgressSink(),
+
+    def runner_for(model: str) -> Runner:
+        return Runner(
+            RunConfig(
+                model=model,
+                cache_dir=Path(args.cache) if args.cache else default_cache_dir(),
+                device=args.device,
+                generator=args.generator,
+                originality=args.originality,
+                judge=args.judge,
+                judge_base_url=args.judge_base_url,
+                trust_remote_code=args.trust_remote_code,
+                progress=ProgressSink(),
+            )
         )
-    )
+
+    checkpoints = []
+    if args.model_series:  # the newest checkpoint is the candidate; the others make its series
+        from pytest_novelty.series import find_checkpoints
+
+        checkpoints = find_checkpoints(args.model_series)
+    runner = runner_for(checkpoints[-1].path if checkpoints else args.model)
     rows = []
     failed = 0
     results = {}
     for suite in suites:
         result = runner.run(suite)
+        earlier = [runner_for(c.path).run(suite) for c in checkpoints[:-1]]
         results[suite.name] = {
             "prompts": [p.id for p in result.prompts],
             "answers": result.answers,
             "metrics": result.metrics,
         }
+        if checkpoints:
+            from pytest_novelty.series import suite_series
+
+            results[suite.name]["series"] = suite_series([*zip(checkpoints, [*earlier, result], strict=True)])
         for threshold in suite.thresholds:
             verdict = check_threshold(suite.name, threshold, result.metrics)
-            failed += not verdict.passed
-            rows.append(verdict.as_dict())
+            row = verdict.as_dict()
+            passed = verdict.passed
+            if earlier and suite.gate.against == "series-best":
+                from pytest_novelty.series import compare_with_best
+
+                found = compare_with_best(earlier, result, threshold)
+                if found is not None:
+                    row.update(found[1].as_dict(), against=found[0].model)
+                    passed = passed and found[1].passed
+            row["passed"] = passed
+            failed += not passed
+            rows.append(row)
     print("\n".join(render_table(rows)))
+    if checkpoints:
+        from pytest_novelty.report.series import series_tables
+
+        print("\n".join(series_tables(results)))
     if args.output:
         from pytest_novelty.storage import atomic_write_json
 
@@ -99,7 +127,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="gate a checkpoint on suites and print the table (no pytest)")
-    run.add_argument("--model", required=True, help="local Hugging Face folder, hub id, or demo / demo-early")
+    which = run.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", help="local Hugging Face folder, hub id, or demo / demo-early")
+    which.add_argument(
+        "--model-series",
+        metavar="RUN_DIR",
+        help="gate the newest checkpoint-<step> of RUN_DIR (or of a quoted glob) and print the series",
+    )
     run.add_argument("--suites", help="folder of suite files (default ./suites or the bundled ones)")
     run.add_argument("--suite", action="append", help="run only this suite (repeatable)")
     run.add_argument("--device", default="auto")

@@ -157,3 +157,22 @@ def test_bad_series_is_one_usage_error(pytester: pytest.Pytester, novelty_args: 
     result.stderr.fnmatch_lines([f"*{empty}: --model-series: no checkpoint-<step> subfolders*"])
     both = pytester.runpytest_subprocess(*novelty_args, f"--model-series={empty}")
     assert both.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_cli_run_model_series(
+    suite_dir: Path, run_dir: Path, tiny_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_novelty.cli import main
+
+    (suite_dir / "story.toml").write_text(SERIES_BEST)
+    out = tmp_path / "out.json"
+    args = ["run", "--model-series", str(run_dir), "--suites", str(suite_dir), "--cache", str(tmp_path / "cache"),
+            "--originality", f"infini-gram:{tiny_index}", "--output", str(out)]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "Series of suite story" in text and "| 400 |" in text
+    series = json.loads(out.read_text())["story"]["series"]
+    assert [entry["step"] for entry in series] == [60, 200, 400]
+    mute(reseeded(run_dir / "checkpoint-60", run_dir / "checkpoint-800", 0))
+    assert main(args) == 1  # the mute newest checkpoint regresses against the series' best
+    assert "FAIL" in capsys.readouterr().out
