@@ -176,3 +176,18 @@ def test_cli_run_model_series(
     mute(reseeded(run_dir / "checkpoint-60", run_dir / "checkpoint-800", 0))
     assert main(args) == 1  # the mute newest checkpoint regresses against the series' best
     assert "FAIL" in capsys.readouterr().out
+
+
+def test_series_under_xdist_reaches_the_controller_report(
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, run_dir: Path
+) -> None:
+    story = (suite_dir / "story.toml").read_text()
+    (suite_dir / "tale.toml").write_text(story.replace("max_new_tokens = 16", "max_new_tokens = 12"))
+    report = pytester.path / "report"
+    result = pytester.runpytest_subprocess(*series_args(novelty_args, run_dir), "-n", "2",
+                                           "--novelty-report", str(report))
+    result.assert_outcomes(passed=4)
+    series = json.loads((report / "report.json").read_text())["series"]
+    assert [e["step"] for e in series] == [60, 200, 400]
+    assert all(set(e["suites"]) == {"story", "tale"} for e in series)
+    assert (report / "story-series.png").is_file() and (report / "tale-series.png").is_file()
