@@ -32,6 +32,7 @@ def _cmd_demo_build(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from pytest_novelty.gate import check_threshold
+    from pytest_novelty.gate.agreement import agreement_failure
     from pytest_novelty.progress import ProgressSink
     from pytest_novelty.report import render_table
     from pytest_novelty.resources import bundled_path
@@ -70,6 +71,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     results = {}
     for suite in suites:
         result = runner.run(suite)
+        if suite.scoring.calibration is not None:
+            result.info["judge_agreement"] = runner.judge_agreement(suite)
         earlier = [runner_for(c.path).run(suite) for c in checkpoints[:-1]]
         results[suite.name] = {
             "prompts": [p.id for p in result.prompts],
@@ -84,6 +87,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             verdict = check_threshold(suite.name, threshold, result.metrics)
             row = verdict.as_dict()
             passed = verdict.passed
+            distrusted = agreement_failure(suite, threshold, result.info)
+            if distrusted:  # [gate] min_judge_agreement not met: the quality-based case does not count
+                row["message"], passed = distrusted, False
             if earlier and suite.gate.against == "series-best":
                 from pytest_novelty.series import compare_with_best
 

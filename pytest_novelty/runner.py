@@ -163,7 +163,10 @@ class Runner:
         return self._judges[key]
 
     def judge_agreement(self, suite: Suite) -> dict[str, Any] | None:
-        """The suite judge's agreement with ``[scoring] calibration`` (once per judge and file), or None."""
+        """The suite judge's agreement with ``[scoring] calibration`` (once per judge and file), or None.
+
+        Measured for the checkpoint that is gated only (the plugin and ``run`` put it in its
+        ``info["judge_agreement"]``): the judge, not the checkpoint, is what it describes."""
         if suite.scoring.calibration is None:
             return None
         from pytest_novelty.scoring.judges.calibrate import suite_agreement
@@ -342,8 +345,6 @@ class Runner:
             "originality_lookups": lookups,
             "judge_requests": judge_requests,
         }
-        if suite.scoring.calibration is not None:
-            info["judge_agreement"] = self.judge_agreement(suite)
         model = str(info.get("model", self.config.model))
         return SuiteResult(suite, model, prompts, answers, originality, quality, metrics, per_prompt, info)
 

@@ -143,7 +143,10 @@ class NoveltyState:
         """The candidate's result (computed once per suite); with a baseline, its outputs rank q@Tail."""
         baseline = self.baseline_result(suite)
         pool = None if baseline is None else baseline.originality.get(4)
-        result = self.model_result(self.config.option.novelty_model, suite, pool)
+        model = self.config.option.novelty_model
+        result = self.model_result(model, suite, pool)
+        if suite.scoring.calibration is not None and "judge_agreement" not in result.info:
+            result.info["judge_agreement"] = self.runner(model).judge_agreement(suite)
         if suite.name not in self.suite_data:
             self.suite_data[suite.name] = _suite_data(result, baseline)
             if self.series:

@@ -281,8 +281,17 @@ def _parse_scoring(path: Path, data: Mapping[str, Any]) -> Scoring:
         judge_samples=c.number("judge_samples", 5, low=1, high=100, integer=True),
         judge_temperature=c.number("judge_temperature", 0.7, low=0.0, high=2.0),
         equivalence=c.get("equivalence", str, "unigram"),
-        calibration=c.get("calibration", str, None) or None,
+        calibration=_calibration(c, path),
     )
+
+
+def _calibration(c: _Checker, path: Path) -> str | None:
+    """``[scoring] calibration``: a graded JSON Lines file, relative to the suite file; it must exist."""
+    value: str | None = c.get("calibration", str, None) or None
+    if value is not None and not (path.parent / Path(value).expanduser()).is_file():
+        raise c.fail("calibration", f"file not found: {value!r} (relative to the suite file); "
+                     "build one with `pytest-novelty judge calibration-file`")
+    return value
 
 
 def _min_judge_agreement(c: _Checker, scoring: Scoring) -> float | None:

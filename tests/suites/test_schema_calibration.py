@@ -30,6 +30,8 @@ min = 0.3
 def load(tmp_path: Path, scoring: str = "", gate: str = "") -> object:
     path = tmp_path / "s.toml"
     path.write_text(BASE.format(scoring=scoring, gate=gate))
+    for name in ("graded.jsonl", "g.jsonl"):
+        (tmp_path / name).write_text('{"id": 1, "prompt": "p", "response": "r", "human": 1}\n')
     return load_suite(path)
 
 
@@ -52,6 +54,7 @@ def test_keys_are_read(tmp_path: Path) -> None:
         ('calibration = "g.jsonl"', 'min_judge_agreement = "high"', "gate.min_judge_agreement: expected float"),
         ("calibration = 3", "", "scoring.calibration: expected str"),
         ('calibraton = "g.jsonl"', "", "did you mean 'calibration'"),
+        ('calibration = "absent.jsonl"', "", "scoring.calibration: file not found: 'absent.jsonl'.*calibration-file"),
     ],
 )
 def test_bad_keys_name_the_file_and_key(tmp_path: Path, scoring: str, gate: str, message: str) -> None:
