@@ -106,14 +106,34 @@ def _record(result: SuiteResult, threshold: Threshold, tail_ids: Any = None) -> 
 
 
 def paired_change(before: SuiteResult, after: SuiteResult, threshold: Threshold) -> dict[str, Any]:
-    """``after`` against ``before`` on one gated metric, paired by prompt: the comparison's
-    ``delta``, ``ci``, ``p_value`` and ``status`` (q@Tail is taken on ``before``'s tail)."""
+    """``after`` against ``before`` on one gated metric, paired by prompt: ``delta`` (after − before;
+    q@Tail on ``before``'s tail prompts), the mean per-prompt difference's ``ci`` at the suite's
+    1 − α (percentile bootstrap) and the paired t-test's ``p_value``
+    (:func:`pytest_novelty.metrics.stats.paired_test`), ``n_pairs``, and the ``status`` a
+    regression check with the suite's tolerance would give."""
+    import numpy as np
+
     from pytest_novelty.gate.regression import compare
+    from pytest_novelty.metrics.stats import paired_test
 
     base = _record(before, threshold)
-    comparison = compare(base, _record(after, threshold, base.tail_ids))
-    data = comparison.as_dict()
-    return {key: data[key] for key in ("delta", "ci", "p_value", "status")}
+    new = _record(after, threshold, base.tail_ids)
+    comparison = compare(base, new)
+    ids = [i for i in (base.tail_ids or base.per_prompt) if i in base.per_prompt and i in new.per_prompt]
+    a = np.array([base.per_prompt[i] for i in ids], dtype=float)
+    b = np.array([new.per_prompt[i] for i in ids], dtype=float)
+    ci: list[float | None] | None = None
+    p_value = None
+    usable = int(np.sum(~(np.isnan(a) | np.isnan(b)))) if ids else 0
+    if usable:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # scipy on near-constant differences
+            test = paired_test(a, b, confidence=1.0 - base.alpha)
+        ci, p_value = [_finite(test.ci_low), _finite(test.ci_high)], _finite(test.p_value)
+    return {"delta": _finite(comparison.delta), "ci": ci, "p_value": p_value, "n_pairs": usable,
+            "status": comparison.status}
 
 
 def _means(result: SuiteResult) -> dict[str, float | None]:

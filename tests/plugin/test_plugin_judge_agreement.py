@@ -56,3 +56,21 @@ def test_min_agreement_without_a_calibration_file_is_a_usage_error(
     result = pytester.runpytest_subprocess(*novelty_args)
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*story.toml: gate.min_judge_agreement: needs a calibration file*"])
+
+
+@pytest.mark.parametrize("agrees", [True, False])
+def test_cli_run_applies_the_minimum_too(
+    suite_dir: Path, tiny_checkpoint: Path, tiny_index: Path, tmp_path: Path, agrees: bool,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pytest_novelty.cli import main
+
+    (suite_dir / "graded.jsonl").write_text(graded(agrees))
+    suite = suite_dir / "story.toml"
+    text = suite.read_text().replace('judge_samples = 1\n', 'judge_samples = 1\ncalibration = "graded.jsonl"\n')
+    suite.write_text(text + "\n[gate]\nmin_judge_agreement = 0.3\n")
+    args = ["run", "--model", str(tiny_checkpoint), "--suites", str(suite_dir), "--cache", str(tmp_path / "cache"),
+            "--originality", f"infini-gram:{tiny_index}"]
+    assert main(args) == (0 if agrees else 1)
+    out = capsys.readouterr().out
+    assert ("FAIL" in out) is not agrees

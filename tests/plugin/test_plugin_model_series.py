@@ -73,6 +73,9 @@ def test_series_scores_every_checkpoint_and_gates_the_newest(
     change = story[2]["change"]["quality"]
     assert change["delta"] == pytest.approx(story[2]["metrics"]["quality"] - story[1]["metrics"]["quality"], abs=1e-6)
     assert len({s["metrics"]["quality"] for s in story}) > 1  # the checkpoints really differ
+    for later in story[1:]:  # every change has its paired CI, not only the drops
+        low, high = later["change"]["quality"]["ci"]
+        assert low <= high and later["change"]["quality"]["n_pairs"] == 6
     assert data["plots"]["story"]["series"] == "story-series.png"
     from matplotlib.image import imread
 
