@@ -109,8 +109,10 @@ def paired_change(before: SuiteResult, after: SuiteResult, threshold: Threshold)
     """``after`` against ``before`` on one gated metric, paired by prompt: ``delta`` (after − before;
     q@Tail on ``before``'s tail prompts), the mean per-prompt difference's ``ci`` at the suite's
     1 − α (percentile bootstrap) and the paired t-test's ``p_value``
-    (:func:`pytest_novelty.metrics.stats.paired_test`), ``n_pairs``, and the ``status`` a
-    regression check with the suite's tolerance would give."""
+    (:func:`pytest_novelty.metrics.stats.paired_test`), ``n_pairs``, the ``status`` a regression
+    check with the suite's tolerance would give, and ``paired_on``: the per-prompt series the test
+    pairs (the metric itself, but ``novelty@n`` for ``top10_novelty@n``, which has no per-prompt
+    form, and per-prompt ``quality`` on the tail for q@Tail), as for a baseline comparison."""
     import numpy as np
 
     from pytest_novelty.gate.regression import compare
@@ -132,8 +134,10 @@ def paired_change(before: SuiteResult, after: SuiteResult, threshold: Threshold)
             warnings.simplefilter("ignore", RuntimeWarning)  # scipy on near-constant differences
             test = paired_test(a, b, confidence=1.0 - base.alpha)
         ci, p_value = [_finite(test.ci_low), _finite(test.ci_high)], _finite(test.p_value)
+    from pytest_novelty.gate.regression import per_prompt_key
+
     return {"delta": _finite(comparison.delta), "ci": ci, "p_value": p_value, "n_pairs": usable,
-            "status": comparison.status}
+            "status": comparison.status, "paired_on": per_prompt_key(threshold.metric)}
 
 
 def _means(result: SuiteResult) -> dict[str, float | None]:

@@ -40,13 +40,16 @@ def _num(value: Any) -> str:
     return "n/a" if value is None else f"{float(value):.4f}"
 
 
-def _change(change: Mapping[str, Any] | None) -> str:
+def _change(change: Mapping[str, Any] | None, metric: str) -> str:
     if not change or change.get("delta") is None:
         return ""
     text = f" ({float(change['delta']):+.4f}"
     ci = change.get("ci")
-    if ci:
-        text += f" [{float(ci[0]):+.4f}, {float(ci[1]):+.4f}]"
+    if ci and None not in ci:
+        # top10_novelty has no per-prompt form: its paired test (and CI) is on per-prompt novelty.
+        paired_on = str(change.get("paired_on", metric))
+        note = f" on {paired_on}" if paired_on.startswith("novelty@") and metric != paired_on else ""
+        text += f" [{float(ci[0]):+.4f}, {float(ci[1]):+.4f}]{note}"
     return text + ")"
 
 
@@ -63,7 +66,7 @@ def series_tables(suites_data: Mapping[str, SuiteData] | None) -> list[str]:
             values = entry.get("metrics") or {}
             changes = entry.get("change") or {}
             cells = [str(entry["step"])]
-            cells += [_num(values.get(m)) + _change(changes.get(m)) for m in metrics]
+            cells += [_num(values.get(m)) + _change(changes.get(m), m) for m in metrics]
             cells.append(Path(str(entry.get("model", ""))).name)
             lines.append("| " + " | ".join(cells) + " |")
     return lines
