@@ -61,7 +61,7 @@ def test_metric(
     failures = [] if verdict.passed else [verdict.message]
     agreement = agreement_text(result.info)
     if agreement:
-        row["header"] += f", {agreement}"
+        row["header"] = f"{row['header']}, {agreement}"
         row["judge_agreement"] = agreement
     distrusted = agreement_failure(suite, threshold, result.info)
     if distrusted:

@@ -12,19 +12,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.report.json_report import SuiteData
 
-
-def _series_of(suites_data: Mapping[str, SuiteData] | None) -> dict[str, list[dict[str, Any]]]:
+def _series_of(suites_data: Mapping[str, Mapping[str, Any]] | None) -> dict[str, list[dict[str, Any]]]:
     out = {}
     for name, data in sorted((suites_data or {}).items()):
-        entries = dict(data).get("series")
+        entries: Any = dict(data).get("series")
         if entries:
             out[name] = sorted(entries, key=lambda e: int(e["step"]))
     return out
 
 
-def series_report(suites_data: Mapping[str, SuiteData] | None) -> list[dict[str, Any]]:
+def series_report(suites_data: Mapping[str, Mapping[str, Any]] | None) -> list[dict[str, Any]]:
     """``report.json["series"]``: one entry per checkpoint in step order, ``{"step", "model",
     "suites": {suite: {"metrics", "means", "change"}}}``; empty without a series."""
     by_step: dict[int, dict[str, Any]] = {}
@@ -53,7 +51,7 @@ def _change(change: Mapping[str, Any] | None, metric: str) -> str:
     return text + ")"
 
 
-def series_tables(suites_data: Mapping[str, SuiteData] | None) -> list[str]:
+def series_tables(suites_data: Mapping[str, Mapping[str, Any]] | None) -> list[str]:
     """A Markdown table per suite with a series: step, each gated metric with its paired change
     from the previous checkpoint (delta and CI in brackets), and the checkpoint folder."""
     lines: list[str] = []
@@ -115,7 +113,9 @@ def plot_series(path: str | Path, suite: str, entries: Sequence[Mapping[str, Any
     return out
 
 
-def write_series_plots(out_dir: str | Path, suites_data: Mapping[str, SuiteData] | None) -> dict[str, dict[str, Path]]:
+def write_series_plots(
+    out_dir: str | Path, suites_data: Mapping[str, Mapping[str, Any]] | None
+) -> dict[str, dict[str, Path]]:
     """``<suite>-series.png`` for every suite with a series; returns suite → {"series": file}."""
     folder = Path(out_dir)
     return {suite: {"series": plot_series(folder / f"{suite}-series.png", suite, entries)}
