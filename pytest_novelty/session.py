@@ -304,7 +304,12 @@ def _work_summary(suite_data: dict[str, dict[str, Any]]) -> str:
     cached = sum(int(i.get("cached_rows", 0)) for i in infos)
     lookups = sum(int(i.get("originality_lookups", 0)) for i in infos)
     judged = sum(int(i.get("judge_requests", 0)) for i in infos)
-    return (
+    line = (
         f"novelty work done: {generated} samples generated in {batches_text(batches)} ({cached} from cache), "
         f"{lookups} originality lookups, {judged} judge requests"
     )
+    earlier = [e for d in suite_data.values() for e in (d.get("series") or [])[:-1]]
+    if earlier:  # --model-series: the checkpoints before the candidate
+        made, kept = sum(int(e["generated_rows"]) for e in earlier), sum(int(e["cached_rows"]) for e in earlier)
+        line += f"; earlier checkpoints: {made} samples generated ({kept} from cache)"
+    return line

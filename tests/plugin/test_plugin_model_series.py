@@ -91,6 +91,8 @@ def test_series_scores_every_checkpoint_and_gates_the_newest(
     assert data["versions"]["model"] == str(run_dir / "checkpoint-600")
     generated = {entry["step"]: entry["suites"]["story"]["generated_rows"] for entry in data["series"]}
     assert generated[60] == generated[200] == generated[400] == 0 and generated[600] > 0
+    result.stdout.fnmatch_lines(["novelty work done: 12 samples generated*; earlier checkpoints: 0 samples "
+                                 "generated (36 from cache)"])
 
 
 def test_quoted_glob_selects_the_folders(
