@@ -29,7 +29,7 @@ def add_commands(subparsers: Any) -> None:
     """Register the ``judge`` command on an ``argparse`` subparsers object."""
     judge = subparsers.add_parser(
         "judge",
-        help="score (prompt, response) pairs with a quality judge",
+        help="score (prompt, response) pairs with a quality judge (also: judge calibrate, judge calibration-file)",
         description=(
             "Score each (prompt, response) of a JSON Lines file (fields id, prompt, response, optional "
             "meta) and write one JSON line per item: id, quality (0-1, null when unscored), scores, "
@@ -170,7 +170,7 @@ def nested_parser(argv: Sequence[str]) -> argparse.ArgumentParser | None:
             "Score every item of a calibration file (JSON Lines: id, prompt, response, human, optional group "
             "and meta) with a judge and report, over the scored items: Spearman rho, Kendall tau-b and "
             "pairwise ranking accuracy within groups (judge ties count 1/2, human ties are left out), each "
-            "with a percentile-bootstrap 95%% CI, and the mean judge score per human grade."
+            "with a percentile-bootstrap 95% CI, and the mean judge score per human grade."
         ),
     )
     cal.add_argument("file", metavar="FILE", help="calibration file (JSON Lines)")
