@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_novelty.gate import check_threshold
+from pytest_novelty.gate.agreement import agreement_failure, agreement_text
 from pytest_novelty.gate.regression import Comparison, NoveltyDriftWarning, compare, make_record
 from pytest_novelty.gate.snapshot import check_snapshot, snapshot_settings
 from pytest_novelty.redact import redact_data
@@ -60,10 +61,28 @@ def test_metric(
     row = verdict.as_dict()
     row["header"] = f"model {result.model}, judge {result.info.get('judge')}"
     failures = [] if verdict.passed else [verdict.message]
+    agreement = agreement_text(result.info)
+    if agreement:
+        row["header"] = f"{row['header']}, {agreement}"
+        row["judge_agreement"] = agreement
+    distrusted = agreement_failure(suite, threshold, result.info)
+    if distrusted:
+        row["message"], failures = distrusted, [distrusted]
     if novelty_baseline is not None:
         base = _record(suite, threshold, novelty_baseline)
         # The baseline's tail ranks the prompts, so both checkpoints are judged on the same ones.
         _note(row, compare(base, _record(suite, threshold, result, base.tail_ids)), failures)
+    elif suite.gate.against == "series-best" and request.config.option.novelty_model_series:
+        from pytest_novelty.series import compare_with_best
+
+        state = request.getfixturevalue("novelty_state")
+        found = compare_with_best(state.earlier_results(suite), result, threshold)
+        if found is not None:
+            best, comparison = found
+            row["against"] = best.model
+            if not comparison.passed:
+                failures.append(f"against the best earlier checkpoint of the series, {best.model}:")
+            _note(row, comparison, failures)
     elif snapshot_settings(request.config).enabled:
         outcome = check_snapshot(request.getfixturevalue("snapshot"), _record(suite, threshold, result))
         if outcome.written:

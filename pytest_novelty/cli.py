@@ -1,7 +1,8 @@
 """The ``pytest-novelty`` command line: the same layers as the plugin, without pytest.
 
 Subcommands: ``run`` (gate a checkpoint on suites and print the table), ``demo build`` (build the
-demo assets ahead of time), and the scoring tools ``index build``, ``originality`` and ``judge``.
+demo assets ahead of time), and the scoring tools ``index build``, ``originality`` and ``judge`` (with
+``judge calibrate`` and ``judge calibration-file``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def _cmd_demo_build(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from pytest_novelty.gate import check_threshold
+    from pytest_novelty.gate.agreement import agreement_failure
     from pytest_novelty.progress import ProgressSink
     from pytest_novelty.report import render_table
     from pytest_novelty.resources import bundled_path
@@ -42,23 +44,32 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.suite:
         wanted = set(args.suite)
         suites = [s for s in suites if s.name in wanted]
-    runner = Runner(
-        RunConfig(
-            model=args.model,
-            cache_dir=Path(args.cache) if args.cache else default_cache_dir(),
-            device=args.device,
-            generator=args.generator,
-            originality=args.originality,
-            judge=args.judge,
-            judge_base_url=args.judge_base_url,
-            trust_remote_code=args.trust_remote_code,
-            gpus_per_worker=args.gpus,
-            base_model=args.base_model,
-            model_base_url=args.model_base_url,
-            model_revision=args.model_revision,
-            progress=ProgressSink(),
+
+    def runner_for(model: str) -> Runner:
+        return Runner(
+            RunConfig(
+                model=model,
+                cache_dir=Path(args.cache) if args.cache else default_cache_dir(),
+                device=args.device,
+                generator=args.generator,
+                originality=args.originality,
+                judge=args.judge,
+                judge_base_url=args.judge_base_url,
+                trust_remote_code=args.trust_remote_code,
+                gpus_per_worker=args.gpus,
+                base_model=args.base_model,
+                model_base_url=args.model_base_url,
+                model_revision=args.model_revision,
+                progress=ProgressSink(),
+            )
         )
-    )
+
+    checkpoints = []
+    if args.model_series:  # the newest checkpoint is the candidate; the others make its series
+        from pytest_novelty.series import find_checkpoints
+
+        checkpoints = find_checkpoints(args.model_series)
+    runner = runner_for(checkpoints[-1].path if checkpoints else args.model)
     from pytest_novelty.preflight import preflight
 
     preflight(runner, suites)  # every service and input checked once, before any generation
@@ -67,16 +78,40 @@ def _cmd_run(args: argparse.Namespace) -> int:
     results = {}
     for suite in suites:
         result = runner.run(suite)
+        if suite.scoring.calibration is not None:
+            result.info["judge_agreement"] = runner.judge_agreement(suite)
+        earlier = [runner_for(c.path).run(suite) for c in checkpoints[:-1]]
         results[suite.name] = {
             "prompts": [p.id for p in result.prompts],
             "answers": result.answers,
             "metrics": result.metrics,
         }
+        if checkpoints:
+            from pytest_novelty.series import suite_series
+
+            results[suite.name]["series"] = suite_series([*zip(checkpoints, [*earlier, result], strict=True)])
         for threshold in suite.thresholds:
             verdict = check_threshold(suite.name, threshold, result.metrics)
-            failed += not verdict.passed
-            rows.append(verdict.as_dict())
+            row = verdict.as_dict()
+            passed = verdict.passed
+            distrusted = agreement_failure(suite, threshold, result.info)
+            if distrusted:  # [gate] min_judge_agreement not met: the quality-based case does not count
+                row["message"], passed = distrusted, False
+            if earlier and suite.gate.against == "series-best":
+                from pytest_novelty.series import compare_with_best
+
+                found = compare_with_best(earlier, result, threshold)
+                if found is not None:
+                    row.update(found[1].as_dict(), against=found[0].model)
+                    passed = passed and found[1].passed
+            row["passed"] = passed
+            failed += not passed
+            rows.append(row)
     print("\n".join(render_table(rows)))
+    if checkpoints:
+        from pytest_novelty.report.series import series_tables
+
+        print("\n".join(series_tables(results)))
     if args.output:
         from pytest_novelty.storage import atomic_write_json
 
@@ -109,7 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="gate a checkpoint on suites and print the table (no pytest)")
-    run.add_argument("--model", required=True, help="local Hugging Face folder, hub id, or demo / demo-early")
+    which = run.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", help="local Hugging Face folder, hub id, or demo / demo-early")
+    which.add_argument(
+        "--model-series",
+        metavar="RUN_DIR",
+        help="gate the newest checkpoint-<step> of RUN_DIR (or of a quoted glob) and print the series",
+    )
     run.add_argument("--suites", help="folder of suite files (default ./suites or the bundled ones)")
     run.add_argument("--suite", action="append", help="run only this suite (repeatable)")
     run.add_argument("--device", default="auto")
@@ -148,7 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
-    args = build_parser().parse_args(argv)
+    from pytest_novelty.scoring.judges.cli import nested_parser
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    nested = nested_parser(argv)  # `judge calibrate ...`, `judge calibration-file ...`
+    args = nested.parse_args(argv[1:]) if nested else build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except NoveltyError as exc:

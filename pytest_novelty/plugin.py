@@ -68,6 +68,12 @@ OPTIONS: tuple[Option, ...] = (
         help="checkpoint to gate: a local Hugging Face folder, a hub id, or 'demo' / 'demo-early'",
     ),
     Option(
+        "model-series",
+        short="--model-series",
+        metavar="RUN_DIR",
+        help="gate the newest checkpoint-<step> of RUN_DIR (or of a quoted glob) and report the whole series",
+    ),
+    Option(
         "model-base-url",
         short="--model-base-url",
         metavar="URL",
@@ -285,6 +291,10 @@ def _cache_dir(config: pytest.Config) -> Path:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.option.novelty_model_series:
+        from pytest_novelty.series import configure_series
+
+        configure_series(config)  # the newest checkpoint becomes --model
     if not config.option.novelty_model:
         return
     try:

@@ -92,6 +92,7 @@ class Runner:
         self._model_path: str | None = None
         self._backends: dict[str, Any] = {}
         self._judges: dict[tuple[Any, ...], Any] = {}
+        self._agreements: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._identities: dict[str, str] = {}
 
     # -- resolution -----------------------------------------------------------------------------
@@ -190,6 +191,21 @@ class Runner:
             if hasattr(self._judges[key], "notify"):
                 self._judges[key].notify = self.config.log  # waits on a remote judge are shown
         return self._judges[key]
+
+    def judge_agreement(self, suite: Suite) -> dict[str, Any] | None:
+        """The suite judge's agreement with ``[scoring] calibration`` (once per judge and file), or None.
+
+        Measured for the checkpoint that is gated only (the plugin and ``run`` put it in its
+        ``info["judge_agreement"]``): the judge, not the checkpoint, is what it describes."""
+        if suite.scoring.calibration is None:
+            return None
+        from pytest_novelty.scoring.judges.calibrate import suite_agreement
+
+        key = (self.config.judge or suite.scoring.judge, suite.scoring.judge_samples,
+               suite.scoring.judge_temperature, suite.scoring.calibration, suite.base_dir, suite.task)
+        if key not in self._agreements:
+            self._agreements[key] = suite_agreement(self.judge(suite), suite)
+        return self._agreements[key]
 
     # -- the pipeline ---------------------------------------------------------------------------
 

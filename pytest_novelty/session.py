@@ -42,6 +42,9 @@ class NoveltyState:
         self.suite_data: dict[str, dict[str, Any]] = {}
         self.harness_errors: dict[str, str] = {}
         """Each distinct harness error's message, and the first case (node id) it stopped."""
+        from pytest_novelty.series import SERIES
+
+        self.series = config.stash.get(SERIES, None)  # --model-series: the checkpoints, newest last
 
     # -- running suites -------------------------------------------------------------------------
 
@@ -152,13 +155,32 @@ class NoveltyState:
         baseline = self.baseline_result(suite)
         pool = None if baseline is None else baseline.originality.get(4)
         model = self.config.option.novelty_model
-        if suite.denial_round is not None:
-            result = self._denial_rounds(model, suite)[suite.denial_round - 1]
-        else:
-            result = self._memo((model, suite.name), lambda: self.runner(model).run(suite, pool_novelty=pool))
+        result = self.model_result(model, suite, pool)
+        if suite.scoring.calibration is not None and "judge_agreement" not in result.info:
+            result.info["judge_agreement"] = self.runner(model).judge_agreement(suite)
         if suite.name not in self.suite_data:
             self.suite_data[suite.name] = _suite_data(result, baseline)
+            if self.series:
+                from pytest_novelty.series import suite_series
+
+                earlier = zip(self.series[:-1], self.earlier_results(suite), strict=True)
+                self.suite_data[suite.name]["series"] = suite_series([*earlier, (self.series[-1], result)])
         return result
+
+    def model_result(self, model: str, suite: Suite, pool: Any = None) -> SuiteResult:
+        """One checkpoint's result on a suite (computed once; denial rounds run together)."""
+        if suite.denial_round is not None:
+            return self._denial_rounds(model, suite)[suite.denial_round - 1]
+        return self._memo((model, suite.name), lambda: self.runner(model).run(suite, pool_novelty=pool))
+
+    def earlier_results(self, suite: Suite) -> list[SuiteResult]:
+        """With --model-series, the results of every checkpoint before the candidate, in step order.
+        Their runners are let go after each use (a model loads only when a generation is not cached)."""
+        results = []
+        for checkpoint in (self.series or [])[:-1]:
+            results.append(self.model_result(checkpoint.path, suite))
+            self._runners.pop(checkpoint.path, None)
+        return results
 
     def announce(self, suite: Suite, result: SuiteResult) -> str | None:
         """The line saying where and how a suite ran, once per suite (None after the first time)."""
@@ -258,6 +280,10 @@ class NoveltyState:
         headers = {str(r["suite"]): str(r["header"]) for r in self.rows if r.get("header")}
         for line in render_table(self.rows, headers):
             terminalreporter.line(line)
+        from pytest_novelty.report.series import series_tables
+
+        for line in series_tables(self.suite_data):  # --model-series
+            terminalreporter.line(line)
         work = _work_summary(self.suite_data)
         if work:
             terminalreporter.line(work)
@@ -278,6 +304,7 @@ class NoveltyState:
             "model": self.config.option.novelty_model,
             "fingerprint": sorted({str(i.get("fingerprint")) for i in infos}),
             "baseline_model": self.baseline_model,
+            "model_series": self.config.option.novelty_model_series,
             "suites": {s.name: str(p) for p, s in self.suites.items()},
             "judge": sorted({str(i.get("judge")) for i in infos}),
             "index": sorted({str(i.get("originality")) for i in infos}),
@@ -354,7 +381,12 @@ def _work_summary(suite_data: dict[str, dict[str, Any]]) -> str:
     judged = sum(int(i.get("judge_requests", 0)) for i in infos)
     repaired = sum(int(i.get("cache_repaired", 0)) for i in infos)
     warning = f"; warning: {repaired} damaged cache entries dropped and recomputed" if repaired else ""
-    return (
+    line = (
         f"novelty work done: {generated} samples generated in {batches_text(batches)} ({cached} from cache), "
         f"{lookups} originality lookups, {judged} judge requests{warning}"
     )
+    earlier = [e for d in suite_data.values() for e in (d.get("series") or [])[:-1]]
+    if earlier:  # --model-series: the checkpoints before the candidate
+        made, kept = sum(int(e["generated_rows"]) for e in earlier), sum(int(e["cached_rows"]) for e in earlier)
+        line += f"; earlier checkpoints: {made} samples generated ({kept} from cache)"
+    return line

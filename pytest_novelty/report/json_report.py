@@ -181,6 +181,11 @@ def build_report(
         "suites": {name: _suite_entry(data) for name, data in sorted((suites_data or {}).items())},
         "plots": {s: {k: Path(p).name for k, p in kinds.items()} for s, kinds in sorted((plots or {}).items())},
     }
+    from pytest_novelty.report.series import series_report
+
+    series = series_report(suites_data)
+    if series:  # --model-series: one entry per checkpoint, in step order
+        report["series"] = series
     cleaned: dict[str, Any] = clean(report)
     return cleaned
 

@@ -79,6 +79,7 @@ def render_markdown(
     *,
     plots: Mapping[str, Mapping[str, Path]] | None = None,
     title: str = "Novelty gate",
+    sections: Sequence[str] = (),
 ) -> str:
     """The report as Markdown: headline, versions, table, failure messages and (optionally) plots.
 
@@ -103,6 +104,10 @@ def render_markdown(
         lines.append("")
         lines.extend(f"- {key}: `{value}`" for key, value in sorted(versions.items()) if value not in (None, ""))
     lines += ["", *_table(rows)]
+    agreements = {str(r["suite"]): str(r["judge_agreement"]) for r in rows if r.get("judge_agreement")}
+    if agreements:
+        lines += ["", *(f"- {suite}: {text}" for suite, text in sorted(agreements.items()))]
+    lines += list(sections)  # e.g. the series tables
     notes = [_note(r) for r in sorted(rows, key=lambda r: (str(r["suite"]), str(r["metric"])))]
     notes = [n for n in notes if n]
     if notes:
@@ -122,16 +127,17 @@ def write_markdown_report(
     *,
     plots: Mapping[str, Mapping[str, Path]] | None = None,
     step_summary: bool = True,
+    sections: Sequence[str] = (),
 ) -> Path:
     """Write ``report.md`` into ``out_dir``; append the table to ``$GITHUB_STEP_SUMMARY`` when set.
 
     The job summary gets the text without the plot links, which only resolve inside the folder.
     """
     path = Path(out_dir) / MARKDOWN_NAME
-    atomic_write_text(path, render_markdown(rows, versions, plots=plots))
+    atomic_write_text(path, render_markdown(rows, versions, plots=plots, sections=sections))
     summary = os.environ.get(STEP_SUMMARY_ENV)
     if step_summary and summary:
         # GitHub documents appending as the way to write a step summary; one write call.
         with open(summary, "a", encoding="utf-8") as fh:
-            fh.write(render_markdown(rows, versions) + "\n")
+            fh.write(render_markdown(rows, versions, sections=sections) + "\n")
     return path

@@ -9,6 +9,7 @@ from typing import Any
 from pytest_novelty.report.json_report import ReportFiles, SuiteData, write_json_report
 from pytest_novelty.report.markdown import write_markdown_report
 from pytest_novelty.report.plots import write_plots
+from pytest_novelty.report.series import series_tables, write_series_plots
 
 
 def write_report(
@@ -29,6 +30,10 @@ def write_report(
     rows, suites_data, versions = redact_data(list(rows)), redact_data(dict(suites_data or {})), redact_data(versions)
     folder = Path(out_dir)
     plots = write_plots(folder, suites_data or {})
+    for suite, kinds in write_series_plots(folder, suites_data).items():  # --model-series
+        plots.setdefault(suite, {}).update(kinds)
     json_path = write_json_report(folder, rows, suites_data, versions, plots=plots)
-    md_path = write_markdown_report(folder, rows, versions, plots=plots, step_summary=step_summary)
+    md_path = write_markdown_report(
+        folder, rows, versions, plots=plots, step_summary=step_summary, sections=series_tables(suites_data)
+    )
     return ReportFiles(json=json_path, markdown=md_path, plots=plots)

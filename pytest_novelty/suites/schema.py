@@ -34,6 +34,7 @@ SWEEPABLE = (
 PROMPTING_METHODS = ("few-shot", "chat", "ask-novelty", "denial", "novel-examples")
 BOUNDED_METRICS = ("novelty", "top10_novelty", "originality", "quality", "q_at_tail")
 COUNT_METRICS = ("distinct_k", "utility_k")
+GATE_AGAINST = ("series-best",)
 _METRIC_RE = re.compile(r"^(?P<base>[a-z0-9_]+?)(?:@(?P<arg>[0-9.]+))?$")
 
 
@@ -82,6 +83,7 @@ class Scoring:
     equivalence: str = "unigram"
     max_unscored: float = 0.05
     """The largest share of answers the judge may leave unscored before the suite is a harness error."""
+    calibration: str | None = None  # human-graded JSON Lines to measure the judge's agreement on
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,8 @@ class GateSettings:
     tolerance_abs: float = 0.02
     tolerance_rel: float = 0.0
     reference: bool = False
+    min_judge_agreement: float | None = None  # Spearman rho on scoring.calibration that quality gates need
+    against: str | None = None  # "series-best": compare with the best earlier checkpoint of --model-series
 
 
 @dataclass(frozen=True)
@@ -167,9 +171,12 @@ _SECTIONS: dict[str, tuple[type, set[str]]] = {
     ),
     "scoring": (
         Scoring,
-        {"ngrams", "originality", "judge", "judge_samples", "judge_temperature", "equivalence", "max_unscored"},
+        {
+            "ngrams", "originality", "judge", "judge_samples", "judge_temperature", "equivalence", "max_unscored",
+            "calibration",
+        },
     ),
-    "gate": (GateSettings, {"alpha", "tolerance_abs", "tolerance_rel", "reference"}),
+    "gate": (GateSettings, {"alpha", "tolerance_abs", "tolerance_rel", "reference", "min_judge_agreement", "against"}),
 }
 _TOP_KEYS = {"name", "task", "description", "thresholds", "sweep", *_SECTIONS}
 _THRESHOLD_KEYS = {"metric", "min", "max", "tolerance_abs", "tolerance_rel"}
@@ -280,7 +287,27 @@ def _parse_scoring(path: Path, data: Mapping[str, Any]) -> Scoring:
         judge_temperature=c.number("judge_temperature", 0.7, low=0.0, high=2.0),
         equivalence=c.get("equivalence", str, "unigram"),
         max_unscored=c.number("max_unscored", 0.05, low=0.0, high=1.0),
+        calibration=_calibration(c, path),
     )
+
+
+def _calibration(c: _Checker, path: Path) -> str | None:
+    """``[scoring] calibration``: a graded JSON Lines file, relative to the suite file; it must exist."""
+    value: str | None = c.get("calibration", str, None) or None
+    if value is not None and not (path.parent / Path(value).expanduser()).is_file():
+        raise c.fail("calibration", f"file not found: {value!r} (relative to the suite file); "
+                     "build one with `pytest-novelty judge calibration-file`")
+    return value
+
+
+def _min_judge_agreement(c: _Checker, scoring: Scoring) -> float | None:
+    """``[gate] min_judge_agreement``: a Spearman rho in [-1, 1], only with ``[scoring] calibration``."""
+    if "min_judge_agreement" not in c.table:
+        return None
+    value: float = c.number("min_judge_agreement", 0.0, low=-1.0, high=1.0)
+    if scoring.calibration is None:
+        raise c.fail("min_judge_agreement", 'needs a calibration file: add [scoring] calibration = "graded.jsonl"')
+    return value
 
 
 def _parse_threshold(path: Path, index: int, raw: Any, suite: dict[str, Any]) -> Threshold:
@@ -390,6 +417,8 @@ def parse_suite(data: Mapping[str, Any], path: Path) -> Suite:
         tolerance_abs=gc.number("tolerance_abs", 0.02, low=0.0, high=1e9),
         tolerance_rel=gc.number("tolerance_rel", 0.0, low=0.0, high=1.0),
         reference=gc.get("reference", bool, False),
+        min_judge_agreement=_min_judge_agreement(gc, parsed["scoring"]),
+        against=gc.choice("against", "series-best", GATE_AGAINST) if "against" in gc.table else None,
     )
     raw_thresholds = top.get("thresholds", list, [])
     if not raw_thresholds:

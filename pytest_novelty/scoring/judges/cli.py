@@ -4,6 +4,12 @@ Each input line is an object with ``id``, ``prompt`` and ``response`` (and optio
 the task hints of :class:`~pytest_novelty.scoring.judges.JudgeItem`). Each output line is
 ``{"id": ..., "quality": 0.8, "scores": [4, 4, 5, 3, 4], "judge": "openai:MODEL"}``, in input
 order, with ``"quality": null`` and an ``"error"`` when the item could not be scored.
+
+Two subcommands work on human-graded files (see :mod:`.calibrate` and :mod:`.graded_sets`):
+``judge calibrate FILE`` measures a judge's agreement with the grades, and ``judge
+calibration-file --from KIND:PATH --out FILE`` builds such a file from a public graded dataset.
+They are parsed by :func:`nested_parser` (``judge INPUT.jsonl`` keeps its positional input; a file
+actually named ``calibrate`` is given as ``./calibrate``).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -22,28 +29,33 @@ def add_commands(subparsers: Any) -> None:
     """Register the ``judge`` command on an ``argparse`` subparsers object."""
     judge = subparsers.add_parser(
         "judge",
-        help="score (prompt, response) pairs with a quality judge",
+        help="score (prompt, response) pairs with a quality judge (also: judge calibrate, judge calibration-file)",
         description=(
             "Score each (prompt, response) of a JSON Lines file (fields id, prompt, response, optional "
             "meta) and write one JSON line per item: id, quality (0-1, null when unscored), scores, "
-            "judge, and error when unscored."
+            "judge, and error when unscored. See also `judge calibrate` and `judge calibration-file`."
         ),
     )
     judge.add_argument("input", metavar="INPUT.jsonl", help="JSON Lines with id, prompt, response")
     judge.add_argument("--task", required=True, choices=TASKS, help="the task the responses answer")
-    judge.add_argument(
-        "--judge", default="rules", metavar="SPEC", help="rules (default), openai:MODEL, hf:PATH, reward:PATH"
-    )
-    judge.add_argument("--samples", type=int, default=5, help="samples per item (default 5)")
-    judge.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (default 0.7)")
-    judge.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
-    judge.add_argument("--budget", type=int, help="most requests to send; items past it stay unscored")
-    judge.add_argument("--concurrency", type=int, default=32, help="requests in flight at once (default 32)")
-    judge.add_argument("--dry-run", action="store_true", help="print how many calls a run would make")
-    judge.add_argument("--cache", metavar="DIR", help="answer cache (default: pytest-novelty's cache)")
+    _judge_options(judge)
     judge.add_argument("-o", "--output", metavar="FILE", help="write results here instead of standard output")
     judge.add_argument("--progress", action="store_true", help="show a progress bar on standard error")
     judge.set_defaults(func=run_judge_command)
+
+
+def _judge_options(parser: argparse.ArgumentParser) -> None:
+    """The options that choose and run a judge, shared by ``judge`` and ``judge calibrate``."""
+    parser.add_argument(
+        "--judge", default="rules", metavar="SPEC", help="rules (default), openai:MODEL, hf:PATH, reward:PATH"
+    )
+    parser.add_argument("--samples", type=int, default=5, help="samples per item (default 5)")
+    parser.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (default 0.7)")
+    parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
+    parser.add_argument("--budget", type=int, help="most requests to send; items past it stay unscored")
+    parser.add_argument("--concurrency", type=int, default=32, help="requests in flight at once (default 32)")
+    parser.add_argument("--dry-run", action="store_true", help="print how many calls a run would make")
+    parser.add_argument("--cache", metavar="DIR", help="answer cache (default: pytest-novelty's cache)")
 
 
 def read_items(path: Path, task: str) -> tuple[list[Any], list[Any]]:
@@ -95,19 +107,17 @@ def write_results(out: TextIO, ids: list[Any], results: list[Any]) -> None:
         out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def run_judge_command(args: argparse.Namespace) -> int:
-    """The ``judge`` command: read, score (or count calls with ``--dry-run``), write."""
-    from pytest_novelty.scoring.judges import dry_run, open_judge
+def open_judge_from(args: argparse.Namespace) -> Any:
+    """The judge the command-line options name, with its answer cache."""
+    from pytest_novelty.scoring.judges import open_judge
 
-    path = Path(args.input)
-    ids, items = read_items(path, args.task)
     if args.cache:
         cache = Path(args.cache)
     else:
         from pytest_novelty.storage import default_cache_dir
 
         cache = default_cache_dir() / "judge"
-    judge = open_judge(
+    return open_judge(
         args.judge,
         cache_dir=cache,
         samples=args.samples,
@@ -116,6 +126,15 @@ def run_judge_command(args: argparse.Namespace) -> int:
         budget=args.budget,
         concurrency=args.concurrency,
     )
+
+
+def run_judge_command(args: argparse.Namespace) -> int:
+    """The ``judge`` command: read, score (or count calls with ``--dry-run``), write."""
+    from pytest_novelty.scoring.judges import dry_run
+
+    path = Path(args.input)
+    ids, items = read_items(path, args.task)
+    judge = open_judge_from(args)
     if args.dry_run:
         calls = dry_run(judge, items)
         print(f"dry run: {judge.spec} would make {calls} calls for {len(items)} items")
@@ -129,4 +148,84 @@ def run_judge_command(args: argparse.Namespace) -> int:
     unscored = sum(result.quality is None for result in results)
     if unscored:
         print(f"pytest-novelty judge: {unscored} of {len(results)} items unscored", file=sys.stderr)
+    return 0
+
+
+NESTED = ("calibrate", "calibration-file")
+
+
+def nested_parser(argv: Sequence[str]) -> argparse.ArgumentParser | None:
+    """The parser of ``judge calibrate`` / ``judge calibration-file`` when ``argv`` starts with one
+    of them (the argument list after the program name), else None."""
+    if len(argv) < 2 or argv[0] != "judge" or argv[1] not in NESTED:
+        return None
+    from pytest_novelty.metrics.agreement import DEFAULT_RESAMPLES
+
+    parser = argparse.ArgumentParser(prog="pytest-novelty judge")
+    sub = parser.add_subparsers(dest="judge_command", required=True)
+    cal = sub.add_parser(
+        "calibrate",
+        help="measure a judge's agreement with human grades",
+        description=(
+            "Score every item of a calibration file (JSON Lines: id, prompt, response, human, optional group "
+            "and meta) with a judge and report, over the scored items: Spearman rho, Kendall tau-b and "
+            "pairwise ranking accuracy within groups (judge ties count 1/2, human ties are left out), each "
+            "with a percentile-bootstrap 95% CI, and the mean judge score per human grade."
+        ),
+    )
+    cal.add_argument("file", metavar="FILE", help="calibration file (JSON Lines)")
+    cal.add_argument("--task", required=True, choices=TASKS, help="the task the responses answer")
+    _judge_options(cal)
+    cal.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
+                     help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
+    cal.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    cal.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    cal.add_argument("--progress", action="store_true", help="show a progress bar on standard error")
+    cal.set_defaults(func=run_calibrate_command)
+    build = sub.add_parser(
+        "calibration-file",
+        help="build a calibration file from a public graded dataset",
+        description="Convert a graded dataset you downloaded into a calibration file: macgyver:PATH "
+        "(problem_solution_pair.xlsx or .jsonl; human labels) or noveltybench:PATH (a sample_data/*.jsonl "
+        "file; NoveltyBench's reward-model scores, not human grades).",
+    )
+    build.add_argument(
+        "--from", dest="source", required=True, metavar="KIND:PATH", help="macgyver:PATH or noveltybench:PATH"
+    )
+    build.add_argument("--out", required=True, metavar="FILE", help="calibration file to write")
+    build.set_defaults(func=run_calibration_file_command)
+    return parser
+
+
+def run_calibrate_command(args: argparse.Namespace) -> int:
+    """``judge calibrate``: score the graded items (or count calls with ``--dry-run``) and report agreement."""
+    from pytest_novelty.scoring.judges import dry_run
+    from pytest_novelty.scoring.judges.calibrate import calibrate, read_calibration_file
+
+    if args.resamples < 1:
+        raise ConfigError(f"must be at least 1, got {args.resamples}", field="--resamples")
+    graded = read_calibration_file(args.file)
+    judge = open_judge_from(args)
+    if args.dry_run:
+        calls = dry_run(judge, [item.judge_item(args.task) for item in graded])
+        print(f"dry run: {judge.spec} would make {calls} calls for {len(graded)} items")
+        return 0
+    result = calibrate(judge, graded, args.task, path=args.file, resamples=args.resamples, seed=args.seed,
+                       progress=args.progress)
+    if args.json:
+        print(json.dumps(result.as_dict(), ensure_ascii=False))
+    else:
+        print("\n".join(result.lines()))
+    return 0
+
+
+def run_calibration_file_command(args: argparse.Namespace) -> int:
+    """``judge calibration-file``: write the calibration rows of a graded dataset."""
+    from pytest_novelty.scoring.judges.graded_sets import NOTES, graded_rows, write_rows
+
+    task, rows = graded_rows(args.source)
+    write_rows(Path(args.out), rows)
+    kind = args.source.partition(":")[0]
+    note = f"; note: {NOTES[kind]}" if kind in NOTES else ""
+    print(f"wrote {len(rows)} graded items (task {task}) to {args.out}{note}")
     return 0

@@ -1,0 +1,122 @@
+"""The checkpoint-series part of the report: a table per suite, ``<suite>-series.png`` and
+``report.json["series"]``.
+
+Reads the ``series`` list that :func:`pytest_novelty.series.suite_series` puts in a suite's data
+(one entry per checkpoint, in step order) and nothing else, so it works the same on the xdist
+controller as in one process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def _series_of(suites_data: Mapping[str, Mapping[str, Any]] | None) -> dict[str, list[dict[str, Any]]]:
+    out = {}
+    for name, data in sorted((suites_data or {}).items()):
+        entries: Any = dict(data).get("series")
+        if entries:
+            out[name] = sorted(entries, key=lambda e: int(e["step"]))
+    return out
+
+
+def series_report(suites_data: Mapping[str, Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """``report.json["series"]``: one entry per checkpoint in step order, ``{"step", "model",
+    "suites": {suite: {"metrics", "means", "change"}}}``; empty without a series."""
+    by_step: dict[int, dict[str, Any]] = {}
+    for suite, entries in _series_of(suites_data).items():
+        for entry in entries:
+            step = int(entry["step"])
+            slot = by_step.setdefault(step, {"step": step, "model": entry.get("model"), "suites": {}})
+            slot["suites"][suite] = {k: entry.get(k) for k in ("metrics", "means", "change", "generated_rows")}
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def _num(value: Any) -> str:
+    return "n/a" if value is None else f"{float(value):.4f}"
+
+
+def _change(change: Mapping[str, Any] | None, metric: str) -> str:
+    if not change or change.get("delta") is None:
+        return ""
+    text = f" ({float(change['delta']):+.4f}"
+    ci = change.get("ci")
+    if ci and None not in ci:
+        # top10_novelty has no per-prompt form: its paired test (and CI) is on per-prompt novelty.
+        paired_on = str(change.get("paired_on", metric))
+        note = f" on {paired_on}" if paired_on.startswith("novelty@") and metric != paired_on else ""
+        text += f" [{float(ci[0]):+.4f}, {float(ci[1]):+.4f}]{note}"
+    return text + ")"
+
+
+def series_tables(suites_data: Mapping[str, Mapping[str, Any]] | None) -> list[str]:
+    """A Markdown table per suite with a series: step, each gated metric with its paired change
+    from the previous checkpoint (delta and CI in brackets), and the checkpoint folder."""
+    lines: list[str] = []
+    for suite, entries in _series_of(suites_data).items():
+        metrics = list(entries[-1].get("metrics") or {})
+        head = ["step", *metrics, "checkpoint"]
+        lines += ["", f"Series of suite {suite} (change from the previous checkpoint, paired, with its CI):", "",
+                  "| " + " | ".join(head) + " |", "|" + "|".join(["---"] * len(head)) + "|"]
+        for entry in entries:
+            values = entry.get("metrics") or {}
+            changes = entry.get("change") or {}
+            cells = [str(entry["step"])]
+            cells += [_num(values.get(m)) + _change(changes.get(m), m) for m in metrics]
+            cells.append(Path(str(entry.get("model", ""))).name)
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def plot_series(path: str | Path, suite: str, entries: Sequence[Mapping[str, Any]]) -> Path:
+    """Left: mean quality, originality and novelty against step. Right: the quality-originality
+    frontier, one point per checkpoint coloured by step, joined in step order."""
+    from pytest_novelty.report.plots import SIZE, _figure, _save
+
+    figure = _figure()
+    figure.set_size_inches(SIZE[0] * 1.5 / 100, SIZE[1] / 100)
+    left, right = figure.subplots(1, 2)
+    steps = [int(e["step"]) for e in entries]
+    names = list((entries[-1].get("means") or {}).keys())
+    markers = ("o", "s", "^")
+    for marker, name in zip(markers, names, strict=False):
+        values = [(e.get("means") or {}).get(name) for e in entries]
+        left.plot(steps, [float("nan") if v is None else v for v in values], marker=marker, label=name)
+    left.set_xlabel("step")
+    left.set_ylabel("mean over generations")
+    left.set_ylim(0.0, 1.0)
+    left.set_title(f"{suite}: across the run")
+    left.legend(loc="best", fontsize=8)
+    left.grid(alpha=0.2)
+    if len(names) >= 2:
+        quality = [(e.get("means") or {}).get(names[0]) for e in entries]
+        originality = [(e.get("means") or {}).get(names[1]) for e in entries]
+        points = [(o, q, s) for o, q, s in zip(originality, quality, steps, strict=True)
+                  if o is not None and q is not None]
+        if points:
+            xs, ys, cs = zip(*points, strict=True)
+            right.plot(xs, ys, color="0.7", linewidth=1, zorder=1)
+            dots = right.scatter(xs, ys, c=cs, cmap="viridis", s=90, edgecolors="black", zorder=2)
+            figure.colorbar(dots, ax=right, label="step")
+            for x, y, s in points:
+                right.annotate(str(s), (x, y), textcoords="offset points", xytext=(5, 5), fontsize=7)
+        right.set_xlabel(names[1])
+        right.set_ylabel(names[0])
+    right.set_xlim(0.0, 1.0)
+    right.set_ylim(0.0, 1.0)
+    right.set_title("quality-originality frontier")
+    right.grid(alpha=0.2)
+    out = Path(path)
+    _save(figure, out)
+    return out
+
+
+def write_series_plots(
+    out_dir: str | Path, suites_data: Mapping[str, Mapping[str, Any]] | None
+) -> dict[str, dict[str, Path]]:
+    """``<suite>-series.png`` for every suite with a series; returns suite → {"series": file}."""
+    folder = Path(out_dir)
+    return {suite: {"series": plot_series(folder / f"{suite}-series.png", suite, entries)}
+            for suite, entries in _series_of(suites_data).items()}

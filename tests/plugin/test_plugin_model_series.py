@@ -1,0 +1,198 @@
+"""``--model-series``: every checkpoint of a run folder scored, the newest gated, the series reported."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def reseeded(source: Path, dest: Path, seed: int) -> Path:
+    """A copy of the tiny checkpoint with freshly initialised weights (so its outputs differ)."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    shutil.copytree(source, dest)
+    torch.manual_seed(seed)
+    GPT2LMHeadModel(GPT2Config.from_pretrained(dest)).save_pretrained(dest)
+    return dest
+
+
+def mute(dest: Path) -> Path:
+    """Rewire a checkpoint so that it ends every answer at once: the final layer norm outputs a
+    constant vector that only the end-of-text embedding aligns with."""
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    model = GPT2LMHeadModel.from_pretrained(dest)
+    eos = model.config.eos_token_id
+    with torch.no_grad():
+        model.transformer.ln_f.weight.zero_()
+        model.transformer.ln_f.bias.zero_()
+        model.transformer.ln_f.bias[0] = 10.0
+        model.transformer.wte.weight[eos, 0] = 10.0
+    model.save_pretrained(dest)
+    return dest
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, tiny_checkpoint: Path) -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    for seed, step in enumerate((200, 60, 400)):  # created out of order: steps, not names or times, order them
+        reseeded(tiny_checkpoint, run / f"checkpoint-{step}", seed)
+    (run / "runs").mkdir()  # the trainer's log folder is not a checkpoint
+    return run
+
+
+def series_args(novelty_args: list[str], run: Path | str) -> list[str]:
+    args = list(novelty_args)
+    at = args.index("--model")
+    del args[at : at + 2]
+    return [*args, f"--model-series={run}"]
+
+
+def test_series_scores_every_checkpoint_and_gates_the_newest(
+    pytester: pytest.Pytester, novelty_args: list[str], run_dir: Path, tiny_checkpoint: Path
+) -> None:
+    report = pytester.path / "report"
+    result = pytester.runpytest_subprocess(*series_args(novelty_args, run_dir), "--novelty-report", str(report))
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*Series of suite story*", "| step | originality@4 | quality | checkpoint |"])
+    data = json.loads((report / "report.json").read_text())
+    assert data["versions"]["model"] == str(run_dir / "checkpoint-400")
+    series = data["series"]
+    assert [entry["step"] for entry in series] == [60, 200, 400]
+    assert [Path(entry["model"]).name for entry in series] == ["checkpoint-60", "checkpoint-200", "checkpoint-400"]
+    story = [entry["suites"]["story"] for entry in series]
+    assert story[0]["change"] is None and all(s["generated_rows"] > 0 for s in story)
+    change = story[2]["change"]["quality"]
+    assert change["delta"] == pytest.approx(story[2]["metrics"]["quality"] - story[1]["metrics"]["quality"], abs=1e-6)
+    assert len({s["metrics"]["quality"] for s in story}) > 1  # the checkpoints really differ
+    for later in story[1:]:  # every change has its paired CI, not only the drops
+        low, high = later["change"]["quality"]["ci"]
+        assert low <= high and later["change"]["quality"]["n_pairs"] == 6
+    assert data["plots"]["story"]["series"] == "story-series.png"
+    from matplotlib.image import imread
+
+    pixels = imread(report / "story-series.png")
+    assert pixels.shape[0] > 100 and pixels.shape[1] > 100 and float(pixels.std()) > 0.01
+    assert "Series of suite story" in (report / "report.md").read_text()
+
+    # A nightly run after one more checkpoint: only the new one is generated, and it is the candidate.
+    reseeded(tiny_checkpoint, run_dir / "checkpoint-600", 7)
+    result = pytester.runpytest_subprocess(*series_args(novelty_args, run_dir), "--novelty-report", str(report))
+    result.assert_outcomes(passed=2)
+    data = json.loads((report / "report.json").read_text())
+    assert data["versions"]["model"] == str(run_dir / "checkpoint-600")
+    generated = {entry["step"]: entry["suites"]["story"]["generated_rows"] for entry in data["series"]}
+    assert generated[60] == generated[200] == generated[400] == 0 and generated[600] > 0
+    result.stdout.fnmatch_lines(["novelty work done: 12 samples generated*; earlier checkpoints: 0 samples "
+                                 "generated (36 from cache)"])
+
+
+def test_quoted_glob_selects_the_folders(
+    pytester: pytest.Pytester, novelty_args: list[str], run_dir: Path
+) -> None:
+    for path in run_dir.iterdir():
+        if path.name.startswith("checkpoint-"):
+            path.rename(run_dir / path.name.replace("checkpoint-", "step_"))
+    report = pytester.path / "report"
+    args = series_args(novelty_args, f"{run_dir}/step_*")
+    result = pytester.runpytest_subprocess(*args, "--novelty-report", str(report))
+    result.assert_outcomes(passed=2)
+    assert [e["step"] for e in json.loads((report / "report.json").read_text())["series"]] == [60, 200, 400]
+
+
+SERIES_BEST = """
+task = "story"
+[prompts]
+source = "jsonl:prompts.jsonl"
+[generation]
+samples = 2
+max_new_tokens = 16
+batch_size = 4
+[scoring]
+judge = "rules"
+judge_samples = 1
+[gate]
+against = "series-best"
+tolerance_abs = 0.05
+[[thresholds]]
+metric = "quality"
+min = 0.0
+"""
+
+
+@pytest.mark.parametrize("candidate", ["mute", "same as the best"])
+def test_series_best_fails_only_a_candidate_significantly_worse(
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, run_dir: Path, candidate: str
+) -> None:
+    (suite_dir / "story.toml").write_text(SERIES_BEST)
+    newest = run_dir / "checkpoint-800"
+    if candidate == "mute":
+        mute(reseeded(run_dir / "checkpoint-60", newest, 0))
+    else:
+        shutil.copytree(run_dir / "checkpoint-200", newest)
+    report = pytester.path / "report"
+    result = pytester.runpytest_subprocess(*series_args(novelty_args, run_dir), "--novelty-report", str(report))
+    data = json.loads((report / "report.json").read_text())
+    quality = {e["step"]: e["suites"]["story"]["metrics"]["quality"] for e in data["series"]}
+    (row,) = data["rows"]
+    assert row["against"] == str(run_dir / f"checkpoint-{max(quality, key=lambda s: (s != 800, quality[s]))}")
+    if candidate == "mute":
+        assert quality[800] == 0.0 and max(quality.values()) > 0.1
+        result.assert_outcomes(failed=1)
+        against = f"against the best earlier checkpoint of the series, {row['against']}:"
+        result.stdout.fnmatch_lines([against, "story quality: regression"])
+    else:
+        result.assert_outcomes(passed=1)
+        assert row["status"] in ("same", "improved", "within_tolerance", "not_significant")
+
+
+def test_bad_series_is_one_usage_error(pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path) -> None:
+    empty = tmp_path / "empty-run"
+    empty.mkdir()
+    result = pytester.runpytest_subprocess(*series_args(novelty_args, empty))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{empty}: --model-series: no checkpoint-<step> subfolders*"])
+    both = pytester.runpytest_subprocess(*novelty_args, f"--model-series={empty}")
+    assert both.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_cli_run_model_series(
+    suite_dir: Path, run_dir: Path, tiny_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_novelty.cli import main
+
+    (suite_dir / "story.toml").write_text(SERIES_BEST)
+    out = tmp_path / "out.json"
+    args = ["run", "--model-series", str(run_dir), "--suites", str(suite_dir), "--cache", str(tmp_path / "cache"),
+            "--originality", f"infini-gram:{tiny_index}", "--output", str(out)]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "Series of suite story" in text and "| 400 |" in text
+    series = json.loads(out.read_text())["story"]["series"]
+    assert [entry["step"] for entry in series] == [60, 200, 400]
+    mute(reseeded(run_dir / "checkpoint-60", run_dir / "checkpoint-800", 0))
+    assert main(args) == 1  # the mute newest checkpoint regresses against the series' best
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_series_under_xdist_reaches_the_controller_report(
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, run_dir: Path
+) -> None:
+    story = (suite_dir / "story.toml").read_text()
+    (suite_dir / "tale.toml").write_text(story.replace("max_new_tokens = 16", "max_new_tokens = 12"))
+    report = pytester.path / "report"
+    result = pytester.runpytest_subprocess(*series_args(novelty_args, run_dir), "-n", "2",
+                                           "--novelty-report", str(report))
+    result.assert_outcomes(passed=4)
+    series = json.loads((report / "report.json").read_text())["series"]
+    assert [e["step"] for e in series] == [60, 200, 400]
+    assert all(set(e["suites"]) == {"story", "tale"} for e in series)
+    assert (report / "story-series.png").is_file() and (report / "tale-series.png").is_file()
