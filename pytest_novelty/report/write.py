@@ -9,6 +9,7 @@ from typing import Any
 from pytest_novelty.report.json_report import ReportFiles, SuiteData, write_json_report
 from pytest_novelty.report.markdown import write_markdown_report
 from pytest_novelty.report.plots import write_plots
+from pytest_novelty.report.terminal import shares_note
 
 
 def write_report(
@@ -27,5 +28,12 @@ def write_report(
     folder = Path(out_dir)
     plots = write_plots(folder, suites_data or {})
     json_path = write_json_report(folder, rows, suites_data, versions, plots=plots)
-    md_path = write_markdown_report(folder, rows, versions, plots=plots, step_summary=step_summary)
+    headers = {str(r["suite"]): str(r["header"]) for r in rows if r.get("header")}
+    suites = {}
+    for name in sorted({*headers, *(suites_data or {})}):
+        note = shares_note(dict((suites_data or {}).get(name) or {}))
+        suites[name] = "; ".join(part for part in (headers.get(name, ""), note) if part)
+    md_path = write_markdown_report(
+        folder, rows, versions, plots=plots, step_summary=step_summary, suites=suites
+    )
     return ReportFiles(json=json_path, markdown=md_path, plots=plots)

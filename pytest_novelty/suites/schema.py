@@ -32,7 +32,7 @@ SWEEPABLE = (
     "prompting.examples",
 )
 PROMPTING_METHODS = ("few-shot", "chat", "ask-novelty", "denial", "novel-examples")
-BOUNDED_METRICS = ("novelty", "top10_novelty", "originality", "quality", "q_at_tail")
+BOUNDED_METRICS = ("novelty", "top10_novelty", "originality", "coverage", "quality", "unscored", "q_at_tail")
 COUNT_METRICS = ("distinct_k", "utility_k")
 _METRIC_RE = re.compile(r"^(?P<base>[a-z0-9_]+?)(?:@(?P<arg>[0-9.]+))?$")
 
@@ -90,6 +90,7 @@ class GateSettings:
     tolerance_abs: float = 0.02
     tolerance_rel: float = 0.0
     reference: bool = False
+    tail: Path | None = None  # a frozen q@Tail tail (JSON list of prompt ids) when no snapshot or baseline has one
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,7 @@ _SECTIONS: dict[str, tuple[type, set[str]]] = {
         Scoring,
         {"ngrams", "originality", "judge", "judge_samples", "judge_temperature", "equivalence"},
     ),
-    "gate": (GateSettings, {"alpha", "tolerance_abs", "tolerance_rel", "reference"}),
+    "gate": (GateSettings, {"alpha", "tolerance_abs", "tolerance_rel", "reference", "tail"}),
 }
 _TOP_KEYS = {"name", "task", "description", "thresholds", "sweep", *_SECTIONS}
 _THRESHOLD_KEYS = {"metric", "min", "max", "tolerance_abs", "tolerance_rel"}
@@ -295,7 +296,7 @@ def _parse_threshold(path: Path, index: int, raw: Any, suite: dict[str, Any]) ->
         raise c.fail("metric", f"unknown metric {metric!r}{did_you_mean(base, known)}; known: {', '.join(known)}")
     arg = match.group("arg") if match else None
     ngrams: tuple[int, ...] = suite["scoring"].ngrams
-    if base in ("novelty", "top10_novelty", "originality"):
+    if base in ("novelty", "top10_novelty", "originality", "coverage"):
         if arg is None or not arg.isdigit():
             raise c.fail("metric", f"{base} needs an n-gram order, e.g. {base}@{ngrams[0]}")
         if int(arg) not in ngrams:
@@ -329,6 +330,17 @@ def _parse_threshold(path: Path, index: int, raw: Any, suite: dict[str, Any]) ->
         if tol is not None and tol < 0:
             raise c.fail(name, "must not be negative")
     return Threshold(metric, ">=" if has_min else "<=", value, tol_abs, tol_rel)
+
+
+def _tail_file(c: _Checker, path: Path) -> Path | None:
+    """``[gate] tail``: a JSON file of prompt ids (a list, or ``{"q_at_tail@0.1": [...]}``), relative to the suite."""
+    name = c.get("tail", str, None)
+    if name is None:
+        return None
+    file = (path.parent / name).resolve()
+    if not file.is_file():
+        raise c.fail("tail", f"{name!r} is not a file; give a JSON list of prompt ids, relative to the suite file")
+    return file
 
 
 def _parse_sweep(path: Path, data: Mapping[str, Any], base: Suite) -> Suite:
@@ -387,6 +399,7 @@ def parse_suite(data: Mapping[str, Any], path: Path) -> Suite:
         tolerance_abs=gc.number("tolerance_abs", 0.02, low=0.0, high=1e9),
         tolerance_rel=gc.number("tolerance_rel", 0.0, low=0.0, high=1.0),
         reference=gc.get("reference", bool, False),
+        tail=_tail_file(gc, path),
     )
     raw_thresholds = top.get("thresholds", list, [])
     if not raw_thresholds:
