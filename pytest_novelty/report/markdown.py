@@ -13,6 +13,7 @@ from pytest_novelty.report.terminal import (
     format_p,
     has_comparison,
     is_error,
+    pairs_cell,
     threshold_met,
     verdict_text,
 )
@@ -80,7 +81,7 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
                 _num(row.get("delta"), signed=True),
                 format_ci(row.get("ci")),
                 format_p(row.get("p_value")),
-                "" if row.get("n_pairs") is None else str(row["n_pairs"]),
+                pairs_cell(row),
             ]
         cells.append(verdict)
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")

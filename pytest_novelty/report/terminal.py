@@ -98,6 +98,11 @@ def _threshold_cell(row: Mapping[str, Any]) -> str:
     return f"{row['op']} {row['threshold']:g}"
 
 
+def pairs_cell(row: Mapping[str, Any]) -> str:
+    """How many paired prompts the significance test used; empty where no test ran."""
+    return "" if row.get("n_pairs") is None or not (row.get("ci") or row.get("test")) else str(row["n_pairs"])
+
+
 def format_p(value: Any) -> str:
     """``0.0123``, ``< 0.0001``, or ``n/a``."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -130,7 +135,7 @@ def _comparison_table(
                 _signed(row.get("delta")),
                 format_ci(row.get("ci")),
                 format_p(row.get("p_value")),
-                "" if row.get("n_pairs") is None else str(row["n_pairs"]),
+                pairs_cell(row),
                 verdict_text(row),
             )
         )
