@@ -133,6 +133,12 @@ def test_metric(
         per_quality = dict(zip([p.id for p in result.prompts], result.per_prompt["quality"], strict=True))
         value, used = tail_value(per_quality, tail.ids)
         metrics = {**metrics, threshold.metric: value}
+        if not used:
+            pytest.fail(
+                f"{suite.name}: {threshold.metric}: none of the {len(tail.ids)} prompts of the "
+                f"{tail.describe(0)} is among the suite's prompts; point [gate] tail at a tail of these prompts",
+                pytrace=False,
+            )
     verdict = check_threshold(suite.name, threshold, metrics)
     row = verdict.as_dict()
     row["header"] = header(result)
