@@ -92,7 +92,7 @@ def _eos_pushed(demo_cache: Path, out: Path, push: float) -> Path:
     weights = load_file(out / "model.safetensors")
     eos = int(json.loads((out / "config.json").read_text())["eos_token_id"])
     direction = weights["transformer.wte.weight"][eos]
-    weights["transformer.ln_f.bias"] = weights["transformer.ln_f.bias"] + push * direction / float(direction @ direction)
+    weights["transformer.ln_f.bias"] += push * direction / float(direction @ direction)
     save_file(weights, out / "model.safetensors", metadata={"format": "pt"})
     return out
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from pytest_novelty.errors import ConfigError
-from pytest_novelty.gate.regression import MetricRecord, choose_tail, compare, read_tail_file, tail_value
+from pytest_novelty.gate import regression
+from pytest_novelty.gate.regression import MetricRecord, compare
 from pytest_novelty.metrics import top_fraction_mean
 from pytest_novelty.suites.schema import load_suite
 
@@ -17,7 +18,7 @@ IDS = [f"p{i:02d}" for i in range(40)]
 
 
 def _top10_record(novelty: np.ndarray) -> MetricRecord:
-    return MetricRecord(
+    return MetricRecord(  # type: ignore[call-arg]
         suite="story",
         metric="top10_novelty@5",
         value=top_fraction_mean(novelty.ravel(), 0.1),
@@ -47,20 +48,26 @@ def test_the_top10_ci_is_the_ci_of_the_top10_statistic() -> None:
     assert "top 10 %" in result.message
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_the_verdict_agrees_with_the_ci_it_shows(seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    base = rng.uniform(0.3, 0.7, size=12)
-    cand = base - 0.04 + rng.normal(0.0, 0.06, size=12)
-    snap = MetricRecord("s", "quality", float(base.mean()), True, dict(zip(IDS, base.tolist(), strict=False)))
-    new = MetricRecord(
-        "s", "quality", float(cand.mean()), True, dict(zip(IDS, cand.tolist(), strict=False)), tolerance_abs=0.0
-    )
-    result = compare(snap, new)
-    if result.ci is None:
-        return
-    assert (result.status == "regressed") == (result.ci[1] < 0), result.message
-    assert result.test.startswith("paired bootstrap")
+def test_the_verdict_agrees_with_the_ci_it_shows() -> None:
+    # Small drops on 12 prompts: near the edge of significance, where a t-test's p and a bootstrap
+    # CI used to disagree ("not significant" with a CI of [-0.061, -0.001]).
+    disagree, tested = [], 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        base = rng.uniform(0.3, 0.7, size=12)
+        cand = base - 0.04 + rng.normal(0.0, 0.06, size=12)
+        snap = MetricRecord("s", "quality", float(base.mean()), True, dict(zip(IDS, base.tolist(), strict=False)))
+        new = MetricRecord(
+            "s", "quality", float(cand.mean()), True, dict(zip(IDS, cand.tolist(), strict=False)), tolerance_abs=0.0
+        )
+        result = compare(snap, new)
+        if result.ci is not None:
+            tested += 1
+            if (result.status == "regressed") != (result.ci[1] < 0):
+                disagree.append(result.message)
+    assert tested > 20
+    assert disagree == []
+    assert getattr(result, "test", "").startswith("paired bootstrap")
 
 
 def test_the_top10_record_round_trips_its_generations() -> None:
@@ -78,17 +85,18 @@ def test_the_tail_comes_from_baseline_then_snapshot_then_suite_file_then_candida
     file = tmp_path / "tail.json"
     file.write_text(json.dumps({"q_at_tail@0.1": ["p3", "p4"]}))
     metric = "q_at_tail@0.1"
-    assert choose_tail(metric, baseline=["p1"], snapshot=["p2"], tail_file=file, candidate=["p5"]).source == "baseline"
-    assert choose_tail(metric, snapshot=["p2"], tail_file=file, candidate=["p5"]).ids == ["p2"]
-    chosen = choose_tail(metric, tail_file=file, candidate=["p5"])
+    first = regression.choose_tail(metric, baseline=["p1"], snapshot=["p2"], tail_file=file, candidate=["p5"])
+    assert first.source == "baseline"
+    assert regression.choose_tail(metric, snapshot=["p2"], tail_file=file, candidate=["p5"]).ids == ["p2"]
+    chosen = regression.choose_tail(metric, tail_file=file, candidate=["p5"])
     assert (chosen.ids, chosen.source) == (["p3", "p4"], "suite file")
     assert chosen.describe(2) == "tail file tail.json, 2 prompts"
-    assert choose_tail(metric, candidate=["p5"]).describe(1) == "candidate's own tail, 1 prompts"
+    assert regression.choose_tail(metric, candidate=["p5"]).describe(1) == "candidate's own tail, 1 prompts"
 
 
 def test_tail_value_is_the_comparisons_value() -> None:
     per_prompt = {"a": 0.2, "b": float("nan"), "c": 0.6}
-    value, used = tail_value(per_prompt, ["c", "b", "x"])
+    value, used = regression.tail_value(per_prompt, ["c", "b", "x"])
     assert used == ["c", "b"] and value == pytest.approx(0.6)
     snap = MetricRecord("s", "q_at_tail@0.1", 0.5, True, {"a": 0.5, "b": 0.5, "c": 0.5}, tail_ids=["c", "b", "x"])
     cand = MetricRecord("s", "q_at_tail@0.1", value, True, per_prompt)
@@ -103,7 +111,7 @@ def test_a_bad_tail_file_is_one_clear_line(tmp_path: Path, content: str, words: 
     file = tmp_path / "tail.json"
     file.write_text(content)
     with pytest.raises(ConfigError, match=words) as info:
-        read_tail_file(file, "q_at_tail@0.1")
+        regression.read_tail_file(file, "q_at_tail@0.1")
     assert str(file) in str(info.value) and "\n" not in str(info.value)
 
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_novelty.metrics import coverage, gated_novelty, novelty, originality_counting_short, unscored_share
+from pytest_novelty.metrics import novelty
 from pytest_novelty.metrics.suite import suite_metrics
 
 NAN = math.nan
@@ -65,6 +65,8 @@ def test_unscored_answers_are_left_out_and_counted() -> None:
 
 
 def test_gated_novelty_and_shares_elementwise() -> None:
+    from pytest_novelty.metrics import coverage, gated_novelty, originality_counting_short, unscored_share
+
     q = np.array([0.5, NAN, 0.5, NAN])
     o = np.array([NAN, NAN, 0.5, 0.5])
     assert gated_novelty(q, o).tolist()[:3] == [0.0, 0.0, 0.5]
