@@ -75,3 +75,29 @@ def test_q_at_tail_threshold_and_regression_use_the_snapshots_tail(
     assert row["value"] == pytest.approx(row["compared_value"])
     assert row["tail_source"] == "snapshot" and "snapshot's tail" in row["tail"]
     assert row["n_pairs"] in (None, len(other)) or row["n_pairs"] <= len(other)
+
+
+CRASH = """
+import os
+
+
+def pytest_runtest_call(item):
+    # A worker that dies in the middle of one case, as an out-of-memory kill would.
+    if os.environ.get("PYTEST_XDIST_WORKER") and "quality" in item.nodeid:
+        os._exit(3)
+"""
+
+
+def test_a_crashed_worker_is_an_error_in_the_report(pytester: pytest.Pytester, novelty_args: list[str]) -> None:
+    pytester.makeconftest(CRASH)
+    report = pytester.path / "report"
+    result = pytester.runpytest_subprocess(*novelty_args, "-n", "1", f"--novelty-report={report}")
+    assert result.ret != 0
+    data = json.loads((report / "report.json").read_text())
+    rows = {row["metric"]: row for row in data["rows"]}
+    assert rows["quality"]["outcome"] == "error" and not rows["quality"]["passed"]
+    assert "crashed" in rows["quality"]["message"]
+    assert rows["originality@4"]["outcome"] == "passed"
+    assert data["summary"]["errors"] == 1 and data["summary"]["passed"] == 1
+    text = (report / "report.md").read_text()
+    assert "all 2 cases passed" not in text and "harness error" in text
