@@ -232,13 +232,15 @@ class NoveltyState:
             return
         rows = self.final_rows()
         if rows:
-            from pytest_novelty.report.terminal import render_table, shares_note
+            from pytest_novelty.report.terminal import SHARES_LEGEND, render_table, shares_note
 
             terminalreporter.section("novelty gate")
             headers = {str(r["suite"]): str(r["header"]) for r in rows if r.get("header")}
             notes = {name: shares_note(data) for name, data in self.suite_data.items()}
             for line in render_table(rows, headers, notes):
                 terminalreporter.line(line)
+            if any(notes.values()):
+                terminalreporter.line(SHARES_LEGEND)
             work = _work_summary(self.suite_data)
             if work:
                 terminalreporter.line(work)

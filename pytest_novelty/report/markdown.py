@@ -9,6 +9,7 @@ from typing import Any
 
 from pytest_novelty.report.json_report import summarize
 from pytest_novelty.report.terminal import (
+    SHARES_LEGEND,
     format_ci,
     format_p,
     has_comparison,
@@ -134,6 +135,7 @@ def render_markdown(
         lines += ["", "### Suites", ""]
         for name, text in sorted(suites.items()):
             lines.append(f"- {name}: {_cell(text)}")
+        lines += ["", SHARES_LEGEND]
     lines += ["", *_table(rows)]
     tests = sorted({str(r["test"]) for r in rows if r.get("test")})
     if tests:

@@ -179,6 +179,13 @@ def render_table(
     return lines
 
 
+#: What the shares in :func:`shares_note` mean, printed once under the table.
+SHARES_LEGEND = (
+    "coverage@n: share of answers with at least one n-gram of order n (shorter ones count as novelty 0); "
+    "unscored: share the judge gave no score (left out of quality and novelty)"
+)
+
+
 def shares_note(data: Mapping[str, Any]) -> str:
     """``coverage@4 0.9850, ...; unscored 0.0000 (0 of 200 answers)``: the shares every suite shows.
 
@@ -191,10 +198,7 @@ def shares_note(data: Mapping[str, Any]) -> str:
     for name in sorted((k for k in shares if k.startswith("coverage@")), key=lambda k: int(k.split("@")[1])):
         value = shares[name]
         parts.append(f"{name} {'n/a' if value is None else f'{value:.4f}'}")
-    text = ""
-    if parts:
-        text = ", ".join(parts) + " (share of answers with an n-gram of that order; the rest count as novelty 0)"
     unscored = shares.get("unscored")
     if unscored is not None:
-        text += ("; " if text else "") + f"unscored {unscored:.4f} ({round(unscored * total)} of {total} answers)"
-    return text
+        parts.append(f"unscored {unscored:.4f} ({round(unscored * total)} of {total} answers)")
+    return ", ".join(parts)
