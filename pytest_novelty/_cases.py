@@ -26,8 +26,8 @@ from pytest_novelty.gate.regression import (
     NoveltyDriftWarning,
     choose_tail,
     compare,
+    gated_metrics,
     make_record,
-    tail_value,
 )
 
 if TYPE_CHECKING:
@@ -130,9 +130,8 @@ def test_metric(
     tail: FrozenTail | None = None
     if threshold.base == "q_at_tail":
         tail = _frozen_tail(suite, threshold, result, novelty_baseline, request)
-        per_quality = dict(zip([p.id for p in result.prompts], result.per_prompt["quality"], strict=True))
-        value, used = tail_value(per_quality, tail.ids)
-        metrics = {**metrics, threshold.metric: value}
+        ids = [p.id for p in result.prompts]
+        metrics, used = gated_metrics(threshold.metric, metrics, ids, result.per_prompt["quality"], tail)
         if not used:
             pytest.fail(
                 f"{suite.name}: {threshold.metric}: none of the {len(tail.ids)} prompts of the "

@@ -55,7 +55,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             progress=ProgressSink(),
         )
     )
+    from pytest_novelty.gate.regression import choose_tail, gated_metrics
+
     rows = []
+    notes: dict[str, str] = {}
     failed = 0
     results = {}
     for suite in suites:
@@ -66,10 +69,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "metrics": result.metrics,
         }
         for threshold in suite.thresholds:
-            verdict = check_threshold(suite.name, threshold, result.metrics)
+            metrics, tail = result.metrics, None
+            if threshold.base == "q_at_tail":  # the suite's frozen tail when it names one, as under pytest
+                own = result.info.get("tail_ids", {}).get(threshold.metric) or []
+                tail = choose_tail(threshold.metric, tail_file=suite.gate.tail, candidate=own)
+                ids = [p.id for p in result.prompts]
+                metrics, used = gated_metrics(threshold.metric, metrics, ids, result.per_prompt["quality"], tail)
+            verdict = check_threshold(suite.name, threshold, metrics)
             failed += not verdict.passed
-            rows.append(verdict.as_dict())
-    print("\n".join(render_table(rows)))
+            rows.append({**verdict.as_dict(), **({"tail": tail.describe(len(used))} if tail else {})})
+        notes[suite.name] = ", ".join(f"{k} {v:.4f}" for k, v in result.metrics.items() if k.startswith("coverage@"))
+        notes[suite.name] += f", unscored {result.metrics['unscored']:.4f}; originality in {result.info.get('units')}"
+    print("\n".join(render_table(rows, None, notes)))
     if args.output:
         from pytest_novelty.storage import atomic_write_json
 

@@ -497,6 +497,15 @@ def tail_value(per_prompt: Mapping[str, float], ids: Sequence[str]) -> tuple[flo
     return (_mean_over(per_prompt, known) if known else math.nan), known
 
 
+def gated_metrics(
+    metric: str, metrics: Mapping[str, float], prompt_ids: Sequence[str], quality: Sequence[float], tail: FrozenTail
+) -> tuple[dict[str, float], list[str]]:
+    """``metrics`` with ``q_at_tail@α`` recomputed on ``tail`` (per-prompt ``quality`` aligned with
+    ``prompt_ids``), and the tail ids the suite has: what a q@Tail threshold is checked on."""
+    value, used = tail_value(dict(zip(prompt_ids, quality, strict=True)), tail.ids)
+    return {**metrics, metric: value}, used
+
+
 def per_prompt_key(metric: str) -> str:
     """Which per-prompt series backs ``metric`` in the paired test.
 
