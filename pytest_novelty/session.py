@@ -35,7 +35,6 @@ class NoveltyState:
         self._runners: dict[str, Runner] = {}
         self._results: dict[tuple[str, str], SuiteResult | NoveltyError] = {}
         self._rounds: dict[tuple[str, str], list[SuiteResult] | NoveltyError] = {}
-        self.rows: list[dict[str, Any]] = []
         self._outcomes: dict[str, tuple[str, str]] = {}  # node id -> (passed | failed | error, message)
         self._node_rows: dict[str, dict[str, Any]] = {}
         self._announced: set[str] = set()
@@ -171,10 +170,8 @@ class NoveltyState:
         case = _case_key(report.nodeid)
         if report.when == "call":
             for name, value in report.user_properties:
-                if name == "novelty" and isinstance(value, dict):
-                    self.rows.append(value)
-                    if case:
-                        self._node_rows[report.nodeid] = value
+                if name == "novelty" and isinstance(value, dict) and case:
+                    self._node_rows[report.nodeid] = value
                 elif name == "novelty_work" and getattr(report, "node", None) is not None:
                     self.log(str(value))  # from an xdist worker: its own output never reaches the terminal
         if not case:

@@ -400,7 +400,10 @@ def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_
         statistic = None
     if usable < 2:
         return done("regressed", n=usable, extra=" (too few paired prompts to test significance)")
-    test = paired_bootstrap(a, b, top_fraction=statistic, n_boot=n_boot, seed=seed, confidence=1.0 - alpha)
+    try:
+        test = paired_bootstrap(a, b, top_fraction=statistic, n_boot=n_boot, seed=seed, confidence=1.0 - alpha)
+    except ValueError:
+        return done("regressed", n=usable, extra=" (no significance test possible)")
     name = f"{BOOTSTRAP_TEST}, {test.statistic}" + (
         "" if statistic is not None or top is None else " of per-prompt novelty (no per-generation values stored)"
     )

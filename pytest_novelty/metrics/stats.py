@@ -278,6 +278,8 @@ def paired_bootstrap(
         difference = top_fraction_mean(second.ravel(), top_fraction) - top_fraction_mean(first.ravel(), top_fraction)
         statistic = f"top {100 * top_fraction:g} %"
     deltas = deltas[~np.isnan(deltas)]
+    if deltas.size == 0:
+        raise ValueError("no resample has values on both sides: nothing to compare")
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(deltas, [tail, 1.0 - tail])
     p = min(1.0, 2.0 * min(float(np.mean(deltas <= 0.0)), float(np.mean(deltas >= 0.0))))
