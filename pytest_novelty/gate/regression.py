@@ -512,10 +512,12 @@ def gated_metrics(
 def per_prompt_key(metric: str) -> str:
     """Which per-prompt series backs ``metric`` in the paired test.
 
-    Most metrics are means of their own per-prompt values. ``top10_novelty@n`` is paired on
-    per-prompt ``novelty@n`` (a top-10 % mean has no per-prompt form; the test then asks whether
-    novelty as a whole dropped), and ``q_at_tail@α`` on per-prompt ``quality`` (restricted to the
-    tail ids by :func:`compare`).
+    Most metrics (``coverage@n`` and ``unscored`` too) are means of their own per-prompt values.
+    ``top10_novelty@n`` keeps per-prompt ``novelty@n`` here, for pairing prompts and as the
+    fallback for records stored without per-generation values (a top-10 % mean has no per-prompt
+    form; :func:`compare` resamples the statistic itself from ``per_generation`` when both records
+    have it). ``q_at_tail@α`` is paired on per-prompt ``quality``, restricted to the tail ids by
+    :func:`compare`.
     """
     base, _, arg = metric.partition("@")
     if base == "top10_novelty":
