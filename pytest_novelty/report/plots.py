@@ -132,7 +132,7 @@ def plot_novelty_histogram(path: str | Path, suite: str, data: SuiteData) -> Pat
     ax.set_xlabel(f"novelty@{n} per generation" if n else "novelty per generation")
     ax.set_ylabel("generations")
     ax.set_title(f"{suite}: novelty of each generation")
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="best", fontsize=8)
     out = Path(path)
     _save(figure, out)
     return out
