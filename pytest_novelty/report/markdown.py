@@ -96,12 +96,14 @@ def render_markdown(
     plots: Mapping[str, Mapping[str, Path]] | None = None,
     title: str = "Novelty gate",
     suites: Mapping[str, str] | None = None,
+    plot_note: str = "",
 ) -> str:
     """The report as Markdown: headline, versions, table, failure messages and (optionally) plots.
 
     Plot images are linked by file name, relative to the report folder; leave ``plots`` out where
     the text is shown away from the folder (a CI job summary). ``suites`` maps a suite to a line
-    about it (what it was measured with, its coverage and unscored shares).
+    about it (what it was measured with, its coverage and unscored shares); ``plot_note`` a line
+    under the plots' heading (e.g. why no baseline is overlaid).
     """
     counts = summarize(rows)
     if counts["failed"] or counts["errors"]:
@@ -145,7 +147,7 @@ def render_markdown(
     if notes:
         lines += ["", "<details><summary>Details</summary>", "", *notes, "", "</details>"]
     if plots:
-        lines += ["", "### Plots", ""]
+        lines += ["", "### Plots", ""] + ([plot_note, ""] if plot_note else [])
         for suite, kinds in sorted(plots.items()):
             for kind, path in sorted(kinds.items()):
                 lines += [f"![{suite} {kind.replace('_', ' ')}]({Path(path).name})", ""]
@@ -160,13 +162,14 @@ def write_markdown_report(
     plots: Mapping[str, Mapping[str, Path]] | None = None,
     step_summary: bool = True,
     suites: Mapping[str, str] | None = None,
+    plot_note: str = "",
 ) -> Path:
     """Write ``report.md`` into ``out_dir``; append the table to ``$GITHUB_STEP_SUMMARY`` when set.
 
     The job summary gets the text without the plot links, which only resolve inside the folder.
     """
     path = Path(out_dir) / MARKDOWN_NAME
-    atomic_write_text(path, render_markdown(rows, versions, plots=plots, suites=suites))
+    atomic_write_text(path, render_markdown(rows, versions, plots=plots, suites=suites, plot_note=plot_note))
     summary = os.environ.get(STEP_SUMMARY_ENV)
     if step_summary and summary:
         # GitHub documents appending as the way to write a step summary; one write call.

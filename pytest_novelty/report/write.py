@@ -9,7 +9,7 @@ from typing import Any
 from pytest_novelty.report.json_report import ReportFiles, SuiteData, write_json_report
 from pytest_novelty.report.markdown import write_markdown_report
 from pytest_novelty.report.plots import write_plots
-from pytest_novelty.report.terminal import shares_note
+from pytest_novelty.report.terminal import has_comparison, shares_note
 
 
 def write_report(
@@ -33,7 +33,13 @@ def write_report(
     for name in sorted({*headers, *(suites_data or {})}):
         note = shares_note(dict((suites_data or {}).get(name) or {}))
         suites[name] = "; ".join(part for part in (headers.get(name, ""), note) if part)
+    note = ""
+    if has_comparison(rows) and not any(dict(d).get("baseline") for d in (suites_data or {}).values()):
+        note = (
+            "The plots show the candidate only: a snapshot keeps per-prompt values of its metric, not "
+            "per-generation arrays. `--baseline-model` overlays the baseline checkpoint."
+        )
     md_path = write_markdown_report(
-        folder, rows, versions, plots=plots, step_summary=step_summary, suites=suites
+        folder, rows, versions, plots=plots, step_summary=step_summary, suites=suites, plot_note=note
     )
     return ReportFiles(json=json_path, markdown=md_path, plots=plots)
