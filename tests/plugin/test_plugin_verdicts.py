@@ -74,6 +74,7 @@ def test_q_at_tail_threshold_and_regression_use_the_snapshots_tail(
     assert math.isclose(row["value"] - row["baseline"], row["delta"], abs_tol=2e-6), row
     assert row["value"] == pytest.approx(row["compared_value"])
     assert row["tail_source"] == "snapshot" and "snapshot's tail" in row["tail"]
+    assert "The plots show the candidate only" in (report / "report.md").read_text()
     assert row["n_pairs"] in (None, len(other)) or row["n_pairs"] <= len(other)
 
 
