@@ -132,19 +132,19 @@ def test_metric(
         tail = _frozen_tail(suite, threshold, result, novelty_baseline, request)
         ids = [p.id for p in result.prompts]
         metrics, used = gated_metrics(threshold.metric, metrics, ids, result.per_prompt["quality"], tail)
-        if not used:
-            pytest.fail(
-                f"{suite.name}: {threshold.metric}: none of the {len(tail.ids)} prompts of the "
-                f"{tail.describe(0)} is among the suite's prompts; point [gate] tail at a tail of these prompts",
-                pytrace=False,
-            )
     verdict = check_threshold(suite.name, threshold, metrics)
     row = verdict.as_dict()
     row["header"] = header(result)
+    failures = [] if verdict.passed else [verdict.message]
     if tail is not None:
         row["tail"] = tail.describe(len(used))
         row["tail_source"] = tail.source
-    failures = [] if verdict.passed else [verdict.message]
+        if not used:
+            row["message"] = (
+                f"{suite.name}: {threshold.metric}: none of the {len(tail.ids)} prompts of the {tail.describe(0)} "
+                "is among the suite's prompts; point [gate] tail at a tail of these prompts"
+            )
+            failures = [str(row["message"])]
     tail_ids = None if tail is None else tail.ids
     if novelty_baseline is not None:
         base = _record(suite, threshold, novelty_baseline, tail_ids)
