@@ -102,3 +102,23 @@ def test_a_crashed_worker_is_an_error_in_the_report(pytester: pytest.Pytester, n
     assert data["summary"]["errors"] == 1 and data["summary"]["passed"] == 1
     text = (report / "report.md").read_text()
     assert "all 2 cases passed" not in text and "harness error" in text
+
+
+def test_q_at_tail_uses_the_suites_tail_file(
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path
+) -> None:
+    (suite_dir / "tail.json").write_text('{"q_at_tail@0.5": ["p1", "p4", "not-a-prompt"]}')
+    (suite_dir / "story.toml").write_text(Q_AT_TAIL_SUITE + '[gate]\ntail = "tail.json"\n')
+    report = pytester.path / "report"
+    pytester.runpytest_subprocess(*novelty_args, f"--novelty-report={report}").assert_outcomes(passed=1)
+    data = json.loads((report / "report.json").read_text())
+    (row,) = data["rows"]
+    assert row["tail"] == "tail file tail.json, 2 of 3 prompts"
+    quality = data["suites"]["story"]["candidate"]["quality"]
+    expected = [sum(quality[i]) / len(quality[i]) for i in (1, 4)]  # p1 and p4, in prompt order
+    assert row["value"] == pytest.approx(sum(expected) / 2, abs=1e-6)
+
+    (suite_dir / "tail.json").write_text('["not-a-prompt"]')
+    again = pytester.runpytest_subprocess(*novelty_args, f"--novelty-report={report}")
+    again.assert_outcomes(failed=1)
+    again.stdout.fnmatch_lines(["*none of the 1 prompts of the tail file tail.json*"])
