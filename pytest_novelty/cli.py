@@ -73,7 +73,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pytest_novelty.preflight import preflight
 
     preflight(runner, suites)  # every service and input checked once, before any generation
+    from pytest_novelty.gate.regression import choose_tail, gated_metrics
+
     rows = []
+    notes: dict[str, str] = {}
     failed = 0
     results = {}
     for suite in suites:
@@ -91,8 +94,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
             results[suite.name]["series"] = suite_series([*zip(checkpoints, [*earlier, result], strict=True)])
         for threshold in suite.thresholds:
-            verdict = check_threshold(suite.name, threshold, result.metrics)
-            row = verdict.as_dict()
+            metrics, tail = result.metrics, None
+            if threshold.base == "q_at_tail":  # the suite's frozen tail when it names one, as under pytest
+                own = result.info.get("tail_ids", {}).get(threshold.metric) or []
+                tail = choose_tail(threshold.metric, tail_file=suite.gate.tail, candidate=own)
+                ids = [p.id for p in result.prompts]
+                metrics, used = gated_metrics(threshold.metric, metrics, ids, result.per_prompt["quality"], tail)
+            verdict = check_threshold(suite.name, threshold, metrics)
+            row = {**verdict.as_dict(), **({"tail": tail.describe(len(used))} if tail else {})}
             passed = verdict.passed
             distrusted = agreement_failure(suite, threshold, result.info)
             if distrusted:  # [gate] min_judge_agreement not met: the quality-based case does not count
@@ -107,7 +116,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             row["passed"] = passed
             failed += not passed
             rows.append(row)
-    print("\n".join(render_table(rows)))
+        notes[suite.name] = ", ".join(f"{k} {v:.4f}" for k, v in result.metrics.items() if k.startswith("coverage@"))
+        notes[suite.name] += f", unscored {result.metrics['unscored']:.4f}; originality in {result.info.get('units')}"
+    print("\n".join(render_table(rows, None, notes)))
     if checkpoints:
         from pytest_novelty.report.series import series_tables
 

@@ -297,6 +297,10 @@ def pytest_configure(config: pytest.Config) -> None:
         configure_series(config)  # the newest checkpoint becomes --model
     if not config.option.novelty_model:
         return
+    if config.option.novelty_report and not hasattr(config, "workerinput"):
+        from pytest_novelty.report.json_report import write_placeholder  # no stale "all passed" report
+
+        write_placeholder(config.option.novelty_report, "the run stopped before its summary (see pytest's output)")
     try:
         folder = _suites_dir(config)
         suites = load_suites(folder)

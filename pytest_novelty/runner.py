@@ -398,6 +398,7 @@ class Runner:
             **(info or {}),
             "judge": judge_info,
             "originality": self.originality_spec(suite),
+            "units": self.originality_units(self.originality_spec(suite)),
             "prompts": len(prompts),
             "seconds": {"originality": t_orig, "judge": t_judge},
             "longest_copied": longest,
@@ -408,6 +409,23 @@ class Runner:
         }
         model = str(info.get("model", self.config.model))
         return SuiteResult(suite, model, prompts, answers, originality, quality, metrics, per_prompt, info)
+
+    def originality_units(self, spec: str) -> str:
+        """What originality's n-grams were counted in: words, or the tokens of the index's tokenizer."""
+        kind, _, target = spec.partition(":")
+        if kind not in ("infini-gram", "ngram-set"):
+            return f"the {kind} index's units"
+        from pytest_novelty.scoring.originality import INFO_FILE
+
+        folder = Path(target.replace(os.pathsep, ",").split(",")[0].split("?", 1)[0].strip())
+        tokenizer = str((read_json(folder / INFO_FILE) or {}).get("tokenizer", ""))
+        if tokenizer == "words":
+            return "words"
+        built_with = Path(tokenizer).expanduser().resolve() if tokenizer else None
+        if built_with is not None and built_with.suffix == ".json":
+            built_with = built_with.parent
+        own = built_with == Path(self._model_path or self.config.model).expanduser().resolve()
+        return "tokens of the checkpoint's tokenizer" if own else f"tokens of {tokenizer or 'the index tokenizer'}"
 
     def _index_identity(self, spec: str) -> str:
         """What the originality answers depend on: the spec and, for local indexes, their metadata

@@ -37,7 +37,8 @@ class NoveltyState:
         self._runners: dict[str, Runner] = {}
         self._results: dict[tuple[str, str], SuiteResult | NoveltyError] = {}
         self._rounds: dict[tuple[str, str], list[SuiteResult] | NoveltyError] = {}
-        self.rows: list[dict[str, Any]] = []
+        self._outcomes: dict[str, tuple[str, str]] = {}  # node id -> (passed | failed | error, message)
+        self._node_rows: dict[str, dict[str, Any]] = {}
         self._announced: set[str] = set()
         self.suite_data: dict[str, dict[str, Any]] = {}
         self.harness_errors: dict[str, str] = {}
@@ -255,43 +256,94 @@ class NoveltyState:
     # -- hooks ----------------------------------------------------------------------------------
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Collect each case's numbers, on the controller too under xdist; log workers' suite lines."""
+        """Collect each case's numbers and pytest's outcome for it, on the controller too under xdist.
+
+        The outcome is pytest's own: a failed setup or teardown (a harness error) and a crashed
+        xdist worker (reported with ``when == "???"``) are errors, whatever the case's row said.
+        """
         for name, value in report.user_properties:
             if name == HARNESS_PROPERTY and report.failed:
                 self.harness_errors.setdefault(str(value), report.nodeid)
-        if report.when != "call":
+        case = _case_key(report.nodeid)
+        if report.when == "call":
+            for name, value in report.user_properties:
+                if name == "novelty" and isinstance(value, dict) and case:
+                    self._node_rows[report.nodeid] = value
+                elif name == "novelty_work" and getattr(report, "node", None) is not None:
+                    self.log(str(value))  # from an xdist worker: its own output never reaches the terminal
+        if not case:
             return
-        for name, value in report.user_properties:
-            if name == "novelty" and isinstance(value, dict):
-                self.rows.append(value)
-            elif name == "novelty_work" and getattr(report, "node", None) is not None:
-                self.log(str(value))  # from an xdist worker: its own output never reaches the terminal
+        if report.when == "call" and report.nodeid not in self._outcomes:
+            self._outcomes[report.nodeid] = ("passed" if report.passed else "failed", "")
+        elif report.failed and report.when != "call":
+            what = "worker crashed" if report.when not in ("setup", "teardown") else "harness error"
+            self._outcomes[report.nodeid] = ("error", f"{what}: {_last_line(report.longreprtext)}")
+        elif report.skipped and report.nodeid not in self._outcomes:
+            self._outcomes[report.nodeid] = ("skipped", _last_line(report.longreprtext))
+
+    def final_rows(self) -> list[dict[str, Any]]:
+        """One row per case pytest ran, with pytest's outcome: the rows the cases recorded, and a row
+        for every case that errored or crashed before it could record one."""
+        rows = []
+        for nodeid, (outcome, message) in self._outcomes.items():
+            recorded = self._node_rows.get(nodeid)
+            row = dict(recorded) if recorded else self._error_row(nodeid)
+            row["outcome"] = outcome
+            row["passed"] = outcome in ("passed", "skipped")
+            if message and (outcome == "error" or not recorded):
+                row["message"] = message
+            rows.append(row)
+        return rows
+
+    def _error_row(self, nodeid: str) -> dict[str, Any]:
+        """A row for a case that never recorded one: its suite and threshold from the node id."""
+        key = _case_key(nodeid)
+        for suite in self.suites.values():
+            for run in suite.runs():
+                for threshold in run.thresholds:
+                    if f"{run.name}-{threshold.label}" == key:
+                        return {
+                            "suite": run.name,
+                            "metric": threshold.metric,
+                            "op": threshold.op,
+                            "threshold": threshold.value,
+                            "value": None,
+                        }
+        suite_name, _, metric = key.rpartition("-")
+        return {"suite": suite_name or key, "metric": metric, "op": None, "threshold": None, "value": None}
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """xdist controller: merge the suites' arrays that a worker computed."""
         self.suite_data.update(getattr(node, "workeroutput", {}).get(_WORKER_KEY, {}))
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if hasattr(self.config, "workerinput") or not self.rows:
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
+        if hasattr(self.config, "workerinput"):
             return
-        from pytest_novelty.report import render_table
+        rows = self.final_rows()
+        if rows:
+            from pytest_novelty.report.terminal import SHARES_LEGEND, render_table, shares_note
 
-        terminalreporter.section("novelty gate")
-        headers = {str(r["suite"]): str(r["header"]) for r in self.rows if r.get("header")}
-        for line in render_table(self.rows, headers):
-            terminalreporter.line(line)
-        from pytest_novelty.report.series import series_tables
+            terminalreporter.section("novelty gate")
+            headers = {str(r["suite"]): str(r["header"]) for r in rows if r.get("header")}
+            notes = {name: shares_note(data) for name, data in self.suite_data.items()}
+            for line in render_table(rows, headers, notes):
+                terminalreporter.line(line)
+            if any(notes.values()):
+                terminalreporter.line(SHARES_LEGEND)
+            from pytest_novelty.report.series import series_tables
 
-        for line in series_tables(self.suite_data):  # --model-series
-            terminalreporter.line(line)
-        work = _work_summary(self.suite_data)
-        if work:
-            terminalreporter.line(work)
+            for line in series_tables(self.suite_data):  # --model-series
+                terminalreporter.line(line)
+            work = _work_summary(self.suite_data)
+            if work:
+                terminalreporter.line(work)
         folder = self.config.option.novelty_report
         if folder:
+            # Written on every run, from pytest's outcomes: errors and crashes included.
             from pytest_novelty.report import write_report
 
-            files = write_report(Path(folder), self.rows, cast(Any, self.suite_data), self.versions())
+            versions = {**self.versions(), "pytest exit status": int(exitstatus)}
+            files = write_report(Path(folder), rows, cast(Any, self.suite_data), versions)
             terminalreporter.line(f"novelty report: {files.json.parent}")
 
     def versions(self) -> dict[str, Any]:
@@ -302,12 +354,13 @@ class NoveltyState:
         return {
             "pytest-novelty": metadata.version("pytest-novelty"),
             "model": self.config.option.novelty_model,
-            "fingerprint": sorted({str(i.get("fingerprint")) for i in infos}),
+            "fingerprint": ", ".join(sorted({str(i.get("fingerprint")) for i in infos if i.get("fingerprint")})),
             "baseline_model": self.baseline_model,
             "model_series": self.config.option.novelty_model_series,
             "suites": {s.name: str(p) for p, s in self.suites.items()},
-            "judge": sorted({str(i.get("judge")) for i in infos}),
-            "index": sorted({str(i.get("originality")) for i in infos}),
+            "judge": ", ".join(sorted({str(i.get("judge")) for i in infos if i.get("judge")})),
+            "index": ", ".join(sorted({str(i.get("originality")) for i in infos if i.get("originality")})),
+            "originality units": ", ".join(sorted({str(i.get("units")) for i in infos if i.get("units")})),
         }
 
 
@@ -347,24 +400,51 @@ def _lists(values: Any) -> list[list[float | None]]:
 
 
 def _arrays(result: SuiteResult, n: int) -> dict[str, Any]:
-    from pytest_novelty.metrics import novelty
+    """Per-generation arrays at order n: originality as measured (None: too short for an n-gram),
+    novelty as the gate counts it (a too-short generation at 0), and the shares the gate reports."""
+    from pytest_novelty.metrics import gated_novelty
 
+    shares = {k: v for k, v in result.metrics.items() if k.startswith("coverage@") or k == "unscored"}
     return {
         "quality": _lists(result.quality),
         "originality": _lists(result.originality[n]),
-        "novelty": _lists(novelty(result.quality, result.originality[n])),
+        "novelty": _lists(gated_novelty(result.quality, result.originality[n])),
+        "shares": {k: None if math.isnan(v) else float(v) for k, v in shares.items()},
     }
+
+
+def gated_order(suite: Suite) -> int:
+    """The n-gram order the suite gates on (its first novelty/originality/coverage threshold's),
+    else 5 when scored, else its lowest: the order the plots show."""
+    for threshold in suite.thresholds:
+        if threshold.base in ("novelty", "top10_novelty", "originality", "coverage") and threshold.arg:
+            return int(threshold.arg)
+    ngrams = suite.scoring.ngrams
+    return 5 if 5 in ngrams else ngrams[0]
 
 
 def _suite_data(result: SuiteResult, baseline: SuiteResult | None) -> dict[str, Any]:
     """Plain, JSON-ready arrays of one suite (they may cross from an xdist worker)."""
-    ngrams = result.suite.scoring.ngrams
-    n = 5 if 5 in ngrams else ngrams[0]
+    n = gated_order(result.suite)
     info = {k: v for k, v in result.info.items() if k != "tail_ids"}
     data: dict[str, Any] = {**_arrays(result, n), "n": n, "info": info}
     if baseline is not None:
-        data["baseline"] = _arrays(baseline, n)
+        data["baseline"] = {**_arrays(baseline, n), "model": baseline.model}
     return data
+
+
+def _case_key(nodeid: str) -> str:
+    """The parametrize id of a suite case (``story-novelty@5>=0.3``), '' for any other test."""
+    path, _, rest = nodeid.partition("::")
+    if not path.endswith(".toml") or not rest.startswith("test_metric[") or not rest.endswith("]"):
+        return ""
+    return rest[len("test_metric[") : -1]
+
+
+def _last_line(text: str) -> str:
+    """The last non-empty line of a failure's text (pytest puts the message there)."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def _work_summary(suite_data: dict[str, dict[str, Any]]) -> str:

@@ -10,13 +10,17 @@ candidate's record against it. The rules, in order:
 2. Tolerance. tolerance = max(tolerance_abs, tolerance_rel × |snapshot value|), taken from the
    *candidate* record, i.e. from the suite file as it is now, so loosening a tolerance in the suite
    file takes effect without re-recording. A drop within tolerance passes.
-3. Significance. A drop beyond tolerance is a regression only when the paired test over the
-   prompts both records share (:func:`pytest_novelty.metrics.paired_test`: mean per-prompt
-   difference, percentile-bootstrap CI at 1 − α, two-sided paired t-test) finds it significant,
-   p < α, in the bad direction (so in effect a one-sided test at α/2, on the cautious side).
-   Otherwise it is "not significant" and passes with a warning. When no
-   test is possible (fewer than two shared prompts with values, or no per-prompt values stored), a
-   drop beyond tolerance is a regression: the gate errs towards telling a human.
+3. Significance. A drop beyond tolerance is a regression only when one test, the paired bootstrap
+   over the prompts both records share (:func:`pytest_novelty.metrics.stats.paired_bootstrap`),
+   finds it significant: its (1 − α) percentile interval of the change in the *gated statistic*
+   lies entirely on the bad side of 0 (so in effect a one-sided test at α/2, on the cautious
+   side). The statistic is the metric's own: the mean per-prompt difference for means, and for
+   ``top10_novelty@n`` the difference of the top-10 % means, recomputed on every resample of
+   prompts from the per-generation values both records store. The CI shown is that interval and
+   the p-value comes from the same resamples, so the verdict always agrees with the CI. Otherwise
+   the drop is "not significant" and passes with a warning. When no test is possible (fewer than
+   two shared prompts with values, or no per-prompt values stored), a drop beyond tolerance is a
+   regression: the gate errs towards telling a human.
 
 q@Tail metrics carry the snapshot's tail prompt ids (``tail_ids``). The candidate's value is then
 recomputed as the mean of the candidate's per-prompt values over the *snapshot's* tail ids, and the
@@ -31,14 +35,15 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pytest_novelty.metrics.stats import paired_test
+from pytest_novelty.errors import ConfigError
+from pytest_novelty.metrics.stats import BOOTSTRAP_TEST, paired_bootstrap
 from pytest_novelty.redact import redact
 from pytest_novelty.suites.schema import Suite, Threshold
 
@@ -93,7 +98,9 @@ class MetricRecord:
     ``value`` is the suite-level metric (None or NaN when it could not be computed);
     ``higher_is_better`` is True for ``min`` thresholds and False for ``max`` ones. ``per_prompt``
     maps prompt id to the per-prompt value (NaN when unscored) and feeds the paired test; for q@Tail
-    metrics it holds every prompt's quality and ``tail_ids`` the frozen tail. ``model``,
+    metrics it holds every prompt's quality and ``tail_ids`` the frozen tail. ``per_generation``
+    (``top10_novelty`` only) maps prompt id to its generations' novelty, so the test can resample
+    the top-10 % statistic itself. ``model``,
     ``fingerprint`` and ``judge`` say what produced the numbers; the tolerances and ``alpha`` are the
     suite file's gate settings for this metric.
     """
@@ -110,6 +117,7 @@ class MetricRecord:
     tolerance_abs: float = 0.02
     tolerance_rel: float = 0.0
     alpha: float = 0.05
+    per_generation: Mapping[str, Sequence[float]] | None = None
 
     @property
     def key(self) -> tuple[str, str, bool]:
@@ -137,6 +145,10 @@ class MetricRecord:
             "tolerance_rel": _round(self.tolerance_rel),
             "alpha": _round(self.alpha),
         }
+        if self.per_generation is not None:
+            data["per_generation"] = {
+                str(k): [_round(v) for v in values] for k, values in self.per_generation.items()
+            }
         return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
 
     @classmethod
@@ -153,7 +165,11 @@ class MetricRecord:
         try:
             per_prompt = {str(k): _float(v) for k, v in dict(data.get("per_prompt") or {}).items()}
             tail = data.get("tail_ids")
+            generations = data.get("per_generation")
             return cls(
+                per_generation=None
+                if generations is None
+                else {str(k): [_float(v) for v in values] for k, values in dict(generations).items()},
                 suite=str(data["suite"]),
                 metric=str(data["metric"]),
                 value=None if data.get("value") is None else float(data["value"]),
@@ -177,7 +193,8 @@ class Comparison:
 
     ``delta`` is candidate − snapshot (NaN when either is missing); ``ci`` bounds the mean
     per-prompt difference (candidate − snapshot) at level 1 − α and ``p_value`` is the paired
-    test's, both None when no test ran; ``n_pairs`` counts the prompts the test used.
+    test's, both None when no test ran; ``n_pairs`` counts the prompts the test used; ``test``
+    names the test and the statistic it compared ("" when none ran).
     """
 
     status: str
@@ -192,6 +209,7 @@ class Comparison:
     suite: str = ""
     metric: str = ""
     alpha: float = 0.05
+    test: str = ""
 
     @property
     def passed(self) -> bool:
@@ -221,7 +239,8 @@ class Comparison:
             f"  snapshot value {_format_value(self.snapshot_value)}, new value "
             f"{_format_value(self.candidate_value)}, delta {_format_delta(self.delta)}, "
             f"tolerance {self.tolerance:.4f}",
-            f"  {confidence} CI {ci} over {self.n_pairs} paired prompts, p-value {p} (alpha {self.alpha:g})",
+            f"  {confidence} CI {ci} over {self.n_pairs} paired prompts, p-value {p} (alpha {self.alpha:g}"
+            + (f"; {self.test})" if self.test else ")"),
         ]
 
     def as_dict(self) -> dict[str, Any]:
@@ -243,6 +262,7 @@ class Comparison:
             "ci": list(self.ci) if self.ci else None,
             "p_value": clean(self.p_value),
             "n_pairs": self.n_pairs,
+            "test": self.test or None,
             "verdict": self.verdict,
             "comparison": self.message,
         }
@@ -309,13 +329,20 @@ def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_
     label = f"{candidate.suite} {candidate.metric}"
 
     def done(
-        status: str, ci: tuple[float, float] | None = None, p: float | None = None, n: int = 0, extra: str = ""
+        status: str,
+        ci: tuple[float, float] | None = None,
+        p: float | None = None,
+        n: int = 0,
+        extra: str = "",
+        test: str = "",
     ) -> Comparison:
         parts = [_format_delta(delta), f"tolerance {tolerance:.4f}"]
         if ci is not None:
             parts.append(f"{100 * (1 - alpha):g}% CI [{ci[0]:.4f}, {ci[1]:.4f}]")
         if p is not None:
             parts.append(_p_phrase(p))
+        if test:
+            parts.append(test)
         message = (
             f"{label}: {_format_value(snap_value)} -> {_format_value(cand_value)} "
             f"({', '.join(parts)}){note}: {_VERDICT_WORDS[status]}{extra}"
@@ -333,6 +360,7 @@ def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_
             suite=candidate.suite,
             metric=candidate.metric,
             alpha=alpha,
+            test=test,
         )
 
     if math.isnan(snap_value) and math.isnan(cand_value):
@@ -349,32 +377,138 @@ def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_
     if drop <= tolerance + SAME_EPS / 2:
         return done("within_tolerance")
 
-    a = np.array([snapshot.per_prompt[i] for i in shared], dtype=float)
-    b = np.array([candidate.per_prompt[i] for i in shared], dtype=float)
-    usable = int(np.sum(~(np.isnan(a) | np.isnan(b))))
+    top = _top_fraction(candidate.metric)
+    if top is not None and snapshot.per_generation and candidate.per_generation:
+        paired = [i for i in shared if i in snapshot.per_generation and i in candidate.per_generation]
+        a = _rows([snapshot.per_generation[i] for i in paired])
+        b = _rows([candidate.per_generation[i] for i in paired])
+        usable = len(paired)
+        statistic: float | None = top
+    else:
+        a = np.array([snapshot.per_prompt[i] for i in shared], dtype=float)
+        b = np.array([candidate.per_prompt[i] for i in shared], dtype=float)
+        usable = int(np.sum(~(np.isnan(a) | np.isnan(b))))
+        statistic = None
     if usable < 2:
         return done("regressed", n=usable, extra=" (too few paired prompts to test significance)")
-    with warnings.catch_warnings():
-        # scipy warns about precision loss when the differences are nearly all equal (an almost exact
-        # shift); its p-value is still the right, tiny one.
-        warnings.simplefilter("ignore", RuntimeWarning)
-        test = paired_test(a, b, n_boot=n_boot, seed=seed, confidence=1.0 - alpha)
-    bad_direction = test.difference < 0 if candidate.higher_is_better else test.difference > 0
+    try:
+        test = paired_bootstrap(a, b, top_fraction=statistic, n_boot=n_boot, seed=seed, confidence=1.0 - alpha)
+    except ValueError:
+        return done("regressed", n=usable, extra=" (no significance test possible)")
+    name = f"{BOOTSTRAP_TEST}, {test.statistic}" + (
+        "" if statistic is not None or top is None else " of per-prompt novelty (no per-generation values stored)"
+    )
     ci = (test.ci_low, test.ci_high)
-    if math.isnan(test.p_value):
-        return done("regressed", ci, None, test.n, " (no significance test possible)")
-    if bad_direction and test.p_value < alpha:
-        return done("regressed", ci, test.p_value, test.n)
-    return done("not_significant", ci, test.p_value, test.n)
+    bad_side = test.ci_high < 0 if candidate.higher_is_better else test.ci_low > 0
+    if bad_side:
+        return done("regressed", ci, test.p_value, test.n, test=name)
+    return done("not_significant", ci, test.p_value, test.n, test=name)
+
+
+def _top_fraction(metric: str) -> float | None:
+    """0.1 for ``top10_novelty@n``, None for metrics that are means."""
+    return 0.1 if metric.startswith("top10_novelty@") else None
+
+
+def _rows(values: Sequence[Sequence[float]]) -> np.ndarray:
+    """Per-prompt lists of per-generation values as a (prompts × samples) array, NaN-padded."""
+    width = max((len(v) for v in values), default=0)
+    out = np.full((len(values), max(width, 1)), np.nan)
+    for row, generations in enumerate(values):
+        out[row, : len(generations)] = np.asarray(generations, dtype=float)
+    return out
+
+
+@dataclass(frozen=True)
+class FrozenTail:
+    """The tail prompts a q@Tail case is judged on, and where they came from.
+
+    ``source`` is one of "baseline" (the baseline checkpoint's tail, ranked by its outputs),
+    "snapshot" (the tail stored with the accepted snapshot), "suite file" (``[gate] tail``) or
+    "candidate" (the candidate's own ranking: nothing froze it yet); ``file`` names the suite's tail
+    file for "suite file".
+    """
+
+    ids: list[str]
+    source: str
+    file: str = ""
+
+    def describe(self, used: int) -> str:
+        """``snapshot's tail, 10 prompts``: for the table and the report."""
+        where = {
+            "baseline": "baseline's tail",
+            "snapshot": "snapshot's tail",
+            "suite file": f"tail file {self.file}",
+            "candidate": "candidate's own tail",
+        }[self.source]
+        counted = f"{used} prompts" if used == len(self.ids) else f"{used} of {len(self.ids)} prompts"
+        return f"{where}, {counted}"
+
+
+def read_tail_file(path: Path, metric: str) -> list[str]:
+    """Prompt ids from a suite's tail file: a JSON list, or an object mapping ``q_at_tail@α`` to a list."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the tail file ({exc}); give a JSON list of prompt ids", path=path) from None
+    if isinstance(data, dict):
+        data = data.get(metric)
+        if data is None:
+            raise ConfigError(f'has no "{metric}" entry; map each q_at_tail metric to a list of prompt ids', path=path)
+    if not isinstance(data, list) or not data or not all(isinstance(i, (str, int)) for i in data):
+        raise ConfigError("must hold a non-empty JSON list of prompt ids (strings)", path=path)
+    return [str(i) for i in data]
+
+
+def choose_tail(
+    metric: str,
+    *,
+    baseline: Sequence[str] | None = None,
+    snapshot: Sequence[str] | None = None,
+    tail_file: Path | None = None,
+    candidate: Sequence[str] = (),
+) -> FrozenTail:
+    """The one tail both the q@Tail threshold and the regression use, first found of:
+    the baseline checkpoint's tail, the snapshot's stored tail, the suite's tail file, the
+    candidate's own. Judging the threshold on the candidate's own tail while the regression compares
+    on the snapshot's would gate two different prompt sets under one name."""
+    if baseline:
+        return FrozenTail(list(baseline), "baseline")
+    if snapshot:
+        return FrozenTail(list(snapshot), "snapshot")
+    if tail_file is not None:
+        return FrozenTail(read_tail_file(tail_file, metric), "suite file", tail_file.name)
+    return FrozenTail(list(candidate), "candidate")
+
+
+def tail_value(per_prompt: Mapping[str, float], ids: Sequence[str]) -> tuple[float, list[str]]:
+    """The mean of ``per_prompt`` over the tail ids it has (NaN left out), and those ids.
+
+    The same rule :func:`compare` applies to a candidate on a stored tail, so the threshold's
+    value and the comparison's are one number.
+    """
+    known = [i for i in dict.fromkeys(ids) if i in per_prompt]
+    return (_mean_over(per_prompt, known) if known else math.nan), known
+
+
+def gated_metrics(
+    metric: str, metrics: Mapping[str, float], prompt_ids: Sequence[str], quality: Sequence[float], tail: FrozenTail
+) -> tuple[dict[str, float], list[str]]:
+    """``metrics`` with ``q_at_tail@α`` recomputed on ``tail`` (per-prompt ``quality`` aligned with
+    ``prompt_ids``), and the tail ids the suite has: what a q@Tail threshold is checked on."""
+    value, used = tail_value(dict(zip(prompt_ids, quality, strict=True)), tail.ids)
+    return {**metrics, metric: value}, used
 
 
 def per_prompt_key(metric: str) -> str:
     """Which per-prompt series backs ``metric`` in the paired test.
 
-    Most metrics are means of their own per-prompt values. ``top10_novelty@n`` is paired on
-    per-prompt ``novelty@n`` (a top-10 % mean has no per-prompt form; the test then asks whether
-    novelty as a whole dropped), and ``q_at_tail@α`` on per-prompt ``quality`` (restricted to the
-    tail ids by :func:`compare`).
+    Most metrics (``coverage@n`` and ``unscored`` too) are means of their own per-prompt values.
+    ``top10_novelty@n`` keeps per-prompt ``novelty@n`` here, for pairing prompts and as the
+    fallback for records stored without per-generation values (a top-10 % mean has no per-prompt
+    form; :func:`compare` resamples the statistic itself from ``per_generation`` when both records
+    have it). ``q_at_tail@α`` is paired on per-prompt ``quality``, restricted to the tail ids by
+    :func:`compare`.
     """
     base, _, arg = metric.partition("@")
     if base == "top10_novelty":
@@ -395,13 +529,16 @@ def make_record(
     model: str = "",
     fingerprint: str = "",
     judge: str = "",
+    per_generation: Sequence[Sequence[float]] | None = None,
 ) -> MetricRecord:
     """The record of one case from a suite's results.
 
     ``metrics`` and ``per_prompt`` are what :func:`pytest_novelty.metrics.suite.suite_metrics`
     returns (per-prompt lists aligned with ``prompt_ids``). Tolerances come from the threshold when
     it sets them, else from the suite's ``[gate]`` table; α from ``[gate]``. ``tail_ids`` is the
-    tail the candidate's own q@Tail was computed on (stored so later runs reuse it).
+    tail the case was judged on (stored so later runs reuse it). ``per_generation`` (prompts ×
+    samples novelty at the metric's n, kept for ``top10_novelty`` only) lets the comparison
+    resample the top-10 % statistic itself.
     """
     series = per_prompt.get(per_prompt_key(threshold.metric), [])
     if series and len(series) != len(prompt_ids):
@@ -421,4 +558,7 @@ def make_record(
         tolerance_abs=gate.tolerance_abs if threshold.tolerance_abs is None else threshold.tolerance_abs,
         tolerance_rel=gate.tolerance_rel if threshold.tolerance_rel is None else threshold.tolerance_rel,
         alpha=gate.alpha,
+        per_generation=None
+        if per_generation is None or not threshold.metric.startswith("top10_novelty@")
+        else {str(i): [float(v) for v in row] for i, row in zip(prompt_ids, per_generation, strict=True)},
     )

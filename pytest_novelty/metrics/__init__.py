@@ -3,13 +3,20 @@
 Nothing here imports pytest, torch, transformers or an HTTP client, so the metrics can be used (and
 tested to the last digit) on their own. Each function documents its formula and its source:
 
-* :mod:`.novelty`: per-generation novelty, the harmonic mean of quality and originality;
+* :mod:`.novelty`: per-generation novelty, the harmonic mean of quality and originality, with
+  too-short generations at 0, and the coverage and unscored shares;
 * :mod:`.stats`: NaN-aware means, the top-fraction mean and a paired bootstrap / t-test comparison;
 * :mod:`.noveltybench`: NoveltyBench's greedy partition, distinct_k, utility_k and reward mapping;
 * :mod:`.tail`: q@Tail(α) with Novelty Overall and Novelty at Peak.
 """
 
-from pytest_novelty.metrics.novelty import novelty
+from pytest_novelty.metrics.novelty import (
+    coverage,
+    gated_novelty,
+    novelty,
+    originality_counting_short,
+    unscored_share,
+)
 from pytest_novelty.metrics.noveltybench import (
     DEFAULT_PATIENCE,
     NOVELTYBENCH_K,
@@ -53,11 +60,14 @@ __all__ = [
     "MeanSummary",
     "PairedTest",
     "PerPrompt",
+    "coverage",
     "distinct_k",
+    "gated_novelty",
     "mean_excluding_nan",
     "novelty",
     "novelty_at_peak",
     "novelty_overall",
+    "originality_counting_short",
     "paired_test",
     "partition",
     "peak_prompts",
@@ -66,5 +76,6 @@ __all__ = [
     "reward_to_utility",
     "tail_prompts",
     "top_fraction_mean",
+    "unscored_share",
     "utility_k",
 ]

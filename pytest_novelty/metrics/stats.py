@@ -162,3 +162,125 @@ def _bootstrap_interval(differences: np.ndarray, n_boot: int, seed: int, level: 
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(means, [tail, 1.0 - tail])
     return float(low), float(high)
+
+
+#: Name of the test :func:`paired_bootstrap` runs, as reports print it.
+BOOTSTRAP_TEST = "paired bootstrap over prompts"
+
+
+@dataclass(frozen=True)
+class BootstrapTest:
+    """Result of :func:`paired_bootstrap`: the difference b − a of a statistic, its interval and p-value.
+
+    ``statistic`` names what was compared ("mean" or "top 10 %"); ``n`` counts the prompts
+    resampled; ``ci_low``/``ci_high`` is the percentile interval at ``confidence`` and ``p_value``
+    the two-sided bootstrap p-value, 2 · min(P*(Δ ≤ 0), P*(Δ ≥ 0)) capped at 1, from the same
+    resamples, so the interval excludes 0 exactly when the resamples put less than (1 − c)/2 of
+    their mass on the far side of 0 (up to the quantile interpolation).
+    """
+
+    statistic: str
+    difference: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n: int
+    confidence: float
+    n_boot: int
+
+    def excludes_zero(self) -> bool:
+        """Whether the interval lies entirely on one side of 0 (the test's significance decision)."""
+        return self.ci_low > 0.0 or self.ci_high < 0.0
+
+
+def _top_rows(values: np.ndarray, fraction: float) -> np.ndarray:
+    """The top-fraction mean of every row of a 2-D array (NaN left out; NaN for an all-NaN row).
+
+    Same rule as :func:`top_fraction_mean`, vectorised: take ceil(fraction × m) of the m present
+    values, computed exactly on the decimal value of ``fraction``.
+    """
+    from fractions import Fraction
+
+    share = Fraction(repr(float(fraction)))
+    present = ~np.isnan(values)
+    m = present.sum(axis=1)
+    take = -(-m * share.numerator // share.denominator)
+    ordered = -np.sort(np.where(present, -values, np.inf), axis=1)  # descending, NaN (as -inf) last
+    ordered = np.where(np.isinf(ordered), 0.0, ordered)
+    sums = np.cumsum(ordered, axis=1)
+    picked = np.take_along_axis(sums, np.maximum(take - 1, 0)[:, None], axis=1)[:, 0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(take > 0, picked / np.maximum(take, 1), np.nan)
+
+
+def paired_bootstrap(
+    a: ArrayLike,
+    b: ArrayLike,
+    *,
+    top_fraction: float | None = None,
+    n_boot: int = DEFAULT_BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> BootstrapTest:
+    """Paired bootstrap of the difference of a statistic between baseline ``a`` and candidate ``b``.
+
+    Rows are prompts, paired by position; each resample draws prompts with replacement (numpy's
+    default generator seeded with ``seed``) and recomputes the statistic of both on the same
+    prompts, so the interval is that of the gated statistic itself:
+
+    * ``top_fraction=None``: ``a`` and ``b`` hold one value per prompt; prompts where either is NaN
+      are dropped; the statistic is the mean, so Δ is the mean per-prompt difference.
+    * ``top_fraction=f``: ``a`` and ``b`` are (prompts × samples) per-generation values; the
+      statistic is :func:`top_fraction_mean` over all generations of the drawn prompts (the
+      ``top10_novelty`` statistic for f = 0.1), NaN values left out.
+
+    The (1 − c)/2 and (1 + c)/2 quantiles of the resampled Δ bound it; the gate calls a change
+    significant when this interval excludes 0 (:meth:`BootstrapTest.excludes_zero`), the same
+    resamples giving the p-value. At least two prompts are needed.
+    """
+    level = check_fraction(confidence, "confidence")
+    if level == 1.0:
+        raise ValueError("confidence must lie in (0, 1), got 1")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
+        raise ValueError(f"n_boot must be a positive integer, got {n_boot!r}")
+    first = np.asarray(a, dtype=float)
+    second = np.asarray(b, dtype=float)
+    if first.shape[:1] != second.shape[:1]:
+        raise ValueError(f"a and b must be paired by prompt: they have {len(first)} and {len(second)} rows")
+    if top_fraction is None:
+        first, second = as_vector(first, "a"), as_vector(second, "b")
+        keep = ~(np.isnan(first) | np.isnan(second))
+        first, second = first[keep], second[keep]
+    else:
+        check_fraction(top_fraction, "top_fraction")
+        if first.ndim != 2 or second.ndim != 2:
+            raise ValueError("a top-fraction bootstrap needs (prompts × samples) arrays")
+    n = int(first.shape[0])
+    if n < 2:
+        raise ValueError(f"a paired bootstrap needs at least two prompts, got {n}")
+    rng = np.random.default_rng(seed)
+    deltas = np.empty(n_boot)
+    width = 1 if top_fraction is None else max(first.shape[1], second.shape[1], 1)
+    block = max(1, _BOOTSTRAP_BLOCK_ELEMENTS // (n * width))
+    for start in range(0, n_boot, block):
+        stop = min(n_boot, start + block)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        if top_fraction is None:
+            deltas[start:stop] = (second - first)[idx].mean(axis=1)
+        else:
+            picked_b = second[idx].reshape(stop - start, -1)
+            picked_a = first[idx].reshape(stop - start, -1)
+            deltas[start:stop] = _top_rows(picked_b, top_fraction) - _top_rows(picked_a, top_fraction)
+    if top_fraction is None:
+        difference = float((second - first).mean())
+        statistic = "mean"
+    else:
+        difference = top_fraction_mean(second.ravel(), top_fraction) - top_fraction_mean(first.ravel(), top_fraction)
+        statistic = f"top {100 * top_fraction:g} %"
+    deltas = deltas[~np.isnan(deltas)]
+    if deltas.size == 0:
+        raise ValueError("no resample has values on both sides: nothing to compare")
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(deltas, [tail, 1.0 - tail])
+    p = min(1.0, 2.0 * min(float(np.mean(deltas <= 0.0)), float(np.mean(deltas >= 0.0))))
+    return BootstrapTest(statistic, float(difference), float(low), float(high), p, n, level, int(n_boot))

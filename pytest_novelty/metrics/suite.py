@@ -1,22 +1,34 @@
 """A suite's metric values from its per-generation arrays (what the gate compares).
 
-Inputs are aligned arrays of shape (prompts, samples): quality in [0, 1] and, per n-gram order,
-originality in [0, 1], NaN where undefined (unscored, or shorter than n). Names match the suite
-files' threshold metrics:
+Inputs are aligned arrays of shape (prompts, samples): quality in [0, 1] (NaN: the judge gave no
+score) and, per n-gram order, originality in [0, 1] (NaN: the generation has fewer than n units, so
+no n-gram of that order). Names match the suite files' threshold metrics:
 
-* ``quality``, ``originality@n``: means over generations, NaN left out.
-* ``novelty@n``: mean over generations of the per-generation harmonic mean (:func:`novelty`),
-  as the novelty paper averages per-generation values; ``top10_novelty@n`` the mean of the top
-  10 % (:func:`top_fraction_mean`).
+* ``quality``: mean over scored generations; ``unscored`` the share of generations with no
+  quality score (they are left out of ``quality`` and the novelty means, so the share is shown
+  and can be gated, e.g. ``unscored <= 0.05``).
+* ``coverage@n``: the share of generations with at least one n-gram of order n.
+* ``originality@n``: mean over generations of the share of unseen n-grams (Padmakumar et al.
+  2025), a generation too short for n counting as 0 (:func:`originality_counting_short`): it has no
+  unseen n-gram, and leaving it out would let a checkpoint that says little keep only its long,
+  original answers in the mean.
+* ``novelty@n``: mean over generations of the per-generation harmonic mean of quality and
+  originality (:func:`gated_novelty`), as the novelty paper averages per-generation values; a
+  too-short generation counts as novelty 0 (it cannot be novel at that length), an unscored one is
+  left out. ``top10_novelty@n`` is the mean of the top 10 % of the same per-generation values
+  (:func:`top_fraction_mean`), too-short generations included as 0.
 * ``q_at_tail@α``: :func:`q_at_tail` on the tail chosen by :func:`tail_prompts` from
-  s_j = (input novelty_j + mean output novelty_j) / 2, novelty here being originality at n = 4.
-  The reference pool is the given ``pool_novelty`` (e.g. a frozen baseline), else the candidate's
-  own outputs; ``tail_ids`` fixes the tail outright (as stored with a snapshot) so every candidate
-  is judged on the same prompts. Prompts whose s_j is undefined are left out of the ranking.
-  ``novelty_overall@α`` and ``novelty_at_peak@α`` are reported beside it.
+  s_j = (input novelty_j + mean output novelty_j) / 2, novelty here being originality at n = 4,
+  too-short outputs counting as 0 like everywhere else. The reference pool is the given
+  ``pool_novelty`` (e.g. a frozen baseline), else the candidate's own outputs; ``tail_ids`` fixes
+  the tail outright (as stored with a snapshot) so every candidate is judged on the same prompts.
+  Prompts whose own text is too short for a 4-gram (s_j undefined) are left out of the ranking.
+  ``novelty_overall@α`` and ``novelty_at_peak@α`` are reported beside it (output originality at
+  n = 4, too-short outputs as 0).
 * ``distinct_k`` and ``utility_k``: NoveltyBench's per-prompt values, averaged over prompts. The
-  per-generation score g on NoveltyBench's 1-10 scale is 10 × quality (rubric judges give 0-1);
-  prompts with an unscored generation are left out of ``utility_k``.
+  per-generation score g on NoveltyBench's 1-10 scale is 10 × quality (a rubric judge's 0-1
+  quality, or a reward model's 1-10 score / 10, which this turns back into that score); prompts
+  with an unscored generation are left out of ``utility_k``.
 """
 
 from __future__ import annotations
@@ -26,7 +38,12 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from pytest_novelty.metrics.novelty import novelty
+from pytest_novelty.metrics.novelty import (
+    coverage,
+    gated_novelty,
+    originality_counting_short,
+    unscored_share,
+)
 from pytest_novelty.metrics.noveltybench import distinct_k, partition, utility_k
 from pytest_novelty.metrics.stats import mean_excluding_nan, top_fraction_mean
 from pytest_novelty.metrics.tail import peak_prompts, prompt_scores, q_at_tail, tail_prompts
@@ -76,20 +93,24 @@ def suite_metrics(
     quality = np.asarray(quality, dtype=float)
     if quality.ndim != 2 or quality.shape[0] != len(prompt_ids):
         raise ValueError(f"quality must have shape (prompts={len(prompt_ids)}, samples), got {quality.shape}")
-    values: dict[str, float] = {"quality": _mean(quality)}
-    per_prompt: dict[str, list[float]] = {"quality": _row_means(quality)}
+    missing = np.isnan(quality).astype(float)
+    values: dict[str, float] = {"quality": _mean(quality), "unscored": unscored_share(quality)}
+    per_prompt: dict[str, list[float]] = {"quality": _row_means(quality), "unscored": _row_means(missing)}
     for n, orig in sorted(originality.items()):
         orig = np.asarray(orig, dtype=float)
         if orig.shape != quality.shape:
             raise ValueError(f"originality@{n} has shape {orig.shape}, quality {quality.shape}")
-        nov = novelty(quality, orig)
-        values[f"originality@{n}"] = _mean(orig)
+        counted = originality_counting_short(orig)
+        nov = gated_novelty(quality, orig)
+        values[f"coverage@{n}"] = coverage(orig)
+        values[f"originality@{n}"] = _mean(counted)
         values[f"novelty@{n}"] = _mean(nov)
         flat = nov.ravel()
         values[f"top10_novelty@{n}"] = (
             top_fraction_mean(flat, 0.1) if np.any(~np.isnan(flat)) else float("nan")
         )
-        per_prompt[f"originality@{n}"] = _row_means(orig)
+        per_prompt[f"coverage@{n}"] = _row_means((~np.isnan(orig)).astype(float))
+        per_prompt[f"originality@{n}"] = _row_means(counted)
         per_prompt[f"novelty@{n}"] = _row_means(nov)
 
     tails: dict[str, list[str]] = {}
@@ -126,8 +147,9 @@ def _tail_metrics(
 ) -> tuple[dict[str, float], list[str]]:
     if 4 not in originality or prompt_novelty is None:
         raise ValueError("q_at_tail needs originality at n = 4 and the prompts' own novelty")
-    outputs = np.asarray(originality[4], dtype=float)
-    pool = outputs if pool_novelty is None else np.asarray(pool_novelty, dtype=float)
+    # Output novelty at n = 4, a too-short output counting as 0 (it cannot be novel at that length).
+    outputs = originality_counting_short(np.asarray(originality[4], dtype=float))
+    pool = outputs if pool_novelty is None else originality_counting_short(np.asarray(pool_novelty, dtype=float))
     ids, scores = tail_ranking(prompt_ids, np.asarray(prompt_novelty, dtype=float), pool)
     if not ids:
         return {f"q_at_tail@{alpha:g}": float("nan")}, []

@@ -44,8 +44,9 @@ def prompt_scores(input_novelty: ArrayLike, pool_novelty: Sequence[ArrayLike]) -
 
     ``input_novelty[j]`` is the novelty of prompt j's text; ``pool_novelty[j]`` holds the output
     novelty of every reference-pool sample for prompt j (a single number is accepted too). All
-    values lie in [0, 1], so s_j does as well. NaN outputs (too short to hold a 4-gram) are left out
-    of the pool mean; s_j is NaN when the prompt's novelty is NaN or no pool output was scored,
+    values lie in [0, 1], so s_j does as well. NaN outputs are left out of the pool mean (the
+    suite layer passes too-short outputs as 0, not NaN: see :mod:`pytest_novelty.metrics.suite`);
+    s_j is NaN when the prompt's novelty is NaN or no pool output was scored,
     and :func:`tail_prompts` refuses NaN scores, so such prompts must be scored or dropped first.
     """
     prompts = as_vector(input_novelty, "input_novelty")

@@ -25,7 +25,7 @@ from typing import Any, TypedDict
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pytest_novelty.report.terminal import threshold_met
+from pytest_novelty.report.terminal import is_error, threshold_met
 from pytest_novelty.storage import atomic_write_json
 
 REPORT_FORMAT = 1
@@ -128,6 +128,8 @@ def _suite_entry(data: SuiteData) -> dict[str, Any]:
     entry: dict[str, Any] = {"n": raw.get("n"), "info": dict(raw.get("info") or {})}
     candidate = {k: raw[k] for k in ("quality", "originality", "novelty") if raw.get(k) is not None}
     entry["candidate"] = {**candidate, "summary": _summary(candidate)}
+    if raw.get("shares"):
+        entry["shares"] = dict(raw["shares"])
     if raw.get("baseline"):
         baseline = dict(raw["baseline"])
         entry["baseline"] = {**baseline, "summary": _summary(baseline)}
@@ -142,16 +144,19 @@ def _own_version() -> str:
 
 
 def _row_failed(row: Mapping[str, Any]) -> bool:
-    return not row.get("passed", True) or row.get("status") == "regressed"
+    return not is_error(row) and (not row.get("passed", True) or row.get("status") == "regressed")
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Counts of cases: total, passed, failed, threshold failures, regressions, drift warnings."""
+    """Counts of cases as pytest decided them: total, passed, failed (gate failures), errors (harness
+    errors and crashed workers, which decide nothing), threshold failures, regressions, drift
+    warnings (drops within tolerance or not significant) and improvements."""
     return {
         "cases": len(rows),
-        "passed": sum(not _row_failed(r) for r in rows),
+        "passed": sum(not _row_failed(r) and not is_error(r) for r in rows),
         "failed": sum(_row_failed(r) for r in rows),
-        "threshold_failures": sum(not threshold_met(r) for r in rows),
+        "errors": sum(is_error(r) for r in rows),
+        "threshold_failures": sum(not is_error(r) and not threshold_met(r) for r in rows),
         "regressions": sum(r.get("status") == "regressed" for r in rows),
         "warnings": sum(r.get("status") in ("within_tolerance", "not_significant") for r in rows),
         "improvements": sum(r.get("status") == "improved" for r in rows),
@@ -176,7 +181,7 @@ def build_report(
         "format": REPORT_FORMAT,
         "created": stamp,
         "versions": {"pytest_novelty": _own_version(), **dict(versions or {})},
-        "summary": summarize(rows),
+        "summary": {**summarize(rows), "complete": True},
         "rows": [dict(r) for r in sorted(rows, key=lambda r: (str(r.get("suite")), str(r.get("metric"))))],
         "suites": {name: _suite_entry(data) for name, data in sorted((suites_data or {}).items())},
         "plots": {s: {k: Path(p).name for k, p in kinds.items()} for s, kinds in sorted((plots or {}).items())},
@@ -188,6 +193,27 @@ def build_report(
         report["series"] = series
     cleaned: dict[str, Any] = clean(report)
     return cleaned
+
+
+def write_placeholder(out_dir: str | Path, reason: str) -> None:
+    """Replace a previous report with one that says no verdict was reached (yet).
+
+    Written when a run starts, so a run that stops before its summary (a configuration or harness
+    error, an interrupted session) never leaves the previous run's "all passed" on disk. The plots
+    the previous ``report.json`` listed are removed with it.
+    """
+    from pytest_novelty.storage import atomic_write_text, read_json
+
+    folder = Path(out_dir)
+    old = read_json(folder / JSON_NAME)
+    if isinstance(old, dict):
+        for kinds in dict(old.get("plots") or {}).values():
+            for name in dict(kinds or {}).values():
+                (folder / Path(str(name)).name).unlink(missing_ok=True)
+    report = build_report([], None, {"status": reason})
+    report["summary"]["complete"] = False
+    atomic_write_json(folder / JSON_NAME, report)
+    atomic_write_text(folder / "report.md", f"## Novelty gate\n\n**no verdict**: {reason}\n")
 
 
 def write_json_report(

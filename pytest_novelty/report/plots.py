@@ -55,7 +55,9 @@ def _series(data: SuiteData) -> list[tuple[str, Mapping[str, Any], str]]:
     raw: dict[str, Any] = dict(data)
     series: list[tuple[str, Mapping[str, Any], str]] = [("candidate", raw, CANDIDATE_COLOR)]
     if raw.get("baseline"):
-        series.append(("baseline", raw["baseline"], BASELINE_COLOR))
+        baseline = raw["baseline"]
+        name = f"baseline {baseline['model']}" if baseline.get("model") else "baseline"
+        series.append((name, baseline, BASELINE_COLOR))
     return series
 
 
@@ -69,9 +71,12 @@ def plot_quality_originality(path: str | Path, suite: str, data: SuiteData) -> P
     h_grid = np.divide(2 * o_grid * q_grid, total, out=np.zeros_like(total), where=total != 0)
     contours = ax.contour(o_grid, q_grid, h_grid, levels=NOVELTY_LEVELS, colors="0.6", linewidths=0.8)
     ax.clabel(contours, fmt=lambda level: f"novelty {level:.1f}", fontsize=7)
+    n = data.get("n")
     for label, arrays, color in _series(data):
         o, q = _pairs(arrays)
-        ax.scatter(o, q, s=14, alpha=0.45, color=color, edgecolors="none", label=f"{label} ({o.size})")
+        total = as_vector(arrays.get("quality")).size
+        counted = f"{o.size} of {total} answers: scored, with a {n}-gram" if n else f"{o.size} of {total} answers"
+        ax.scatter(o, q, s=14, alpha=0.45, color=color, edgecolors="none", label=f"{label} ({counted})")
         if o.size:
             ax.scatter(
                 [o.mean()],
@@ -84,7 +89,6 @@ def plot_quality_originality(path: str | Path, suite: str, data: SuiteData) -> P
                 label=f"{label} mean",
                 zorder=3,
             )
-    n = data.get("n")
     ax.set_xlim(0.0, 1.0)
     ax.set_ylim(0.0, 1.0)
     ax.set_xlabel(f"originality@{n}" if n else "originality")
@@ -102,13 +106,19 @@ def plot_novelty_histogram(path: str | Path, suite: str, data: SuiteData) -> Pat
     figure = _figure()
     ax = figure.add_subplot()
     bins = [i / 20 for i in range(21)]
+    n = data.get("n")
     for label, arrays, color in _series(data):
         values = novelty_of(arrays)
+        total = values.size
         values = values[~np.isnan(values)]
+        short = int(np.isnan(as_vector(arrays.get("originality"))).sum())
+        counted = f"{values.size} of {total} scored answers"
+        if short:
+            counted += f", {short} with no {n}-gram at novelty 0"
         if label == "candidate":
-            ax.hist(values, bins=bins, color=color, alpha=0.7, label=f"{label} ({values.size})")
+            ax.hist(values, bins=bins, color=color, alpha=0.7, label=f"{label} ({counted})")
         else:
-            ax.hist(values, bins=bins, histtype="step", color=color, linewidth=2, label=f"{label} ({values.size})")
+            ax.hist(values, bins=bins, histtype="step", color=color, linewidth=2, label=f"{label} ({counted})")
         if values.size:
             ax.axvline(
                 float(values.mean()),
@@ -122,7 +132,7 @@ def plot_novelty_histogram(path: str | Path, suite: str, data: SuiteData) -> Pat
     ax.set_xlabel(f"novelty@{n} per generation" if n else "novelty per generation")
     ax.set_ylabel("generations")
     ax.set_title(f"{suite}: novelty of each generation")
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="best", fontsize=8)
     out = Path(path)
     _save(figure, out)
     return out

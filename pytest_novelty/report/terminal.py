@@ -1,10 +1,13 @@
 """The end-of-session table: one row per gated metric.
 
 Rows are plain dicts. Every row carries ``suite``, ``metric``, ``value``, ``op``, ``threshold`` and
-``passed`` (the case's overall outcome). A row compared with a snapshot or a baseline checkpoint
-also carries ``baseline``, ``delta``, ``ci`` ([low, high] or None), ``p_value``, ``status`` (see
-:data:`pytest_novelty.gate.regression.STATUSES`) and ``verdict`` (the status in words). Without
-any compared row the table keeps its threshold-only layout, one block per suite.
+``passed`` (the case's overall outcome, as pytest decided it); ``outcome`` is pytest's word for it
+(``passed``, ``failed``, ``error`` for a harness error or a crashed worker). A row compared with a
+snapshot or a baseline checkpoint also carries ``baseline``, ``delta``, ``ci`` ([low, high] or
+None), ``p_value``, ``n_pairs``, ``test``, ``status`` (see
+:data:`pytest_novelty.gate.regression.STATUSES`) and ``verdict`` (the status in words). A q@Tail
+row carries ``tail``: which frozen tail it was judged on. Without any compared row the table keeps
+its threshold-only layout, one block per suite.
 """
 
 from __future__ import annotations
@@ -53,8 +56,20 @@ def threshold_met(row: Mapping[str, Any]) -> bool:
     return float(value) >= row["threshold"] if row["op"] == ">=" else float(value) <= row["threshold"]
 
 
+def is_error(row: Mapping[str, Any]) -> bool:
+    """Whether pytest reported the case as an error (harness error, crashed worker), not a verdict."""
+    return row.get("outcome") == "error"
+
+
+def metric_cell(row: Mapping[str, Any]) -> str:
+    """The metric's name, with the tail it was judged on for q@Tail rows."""
+    return f"{row['metric']} ({row['tail']})" if row.get("tail") else str(row["metric"])
+
+
 def verdict_text(row: Mapping[str, Any]) -> str:
     """What the verdict cell says: the threshold outcome and the comparison's verdict, FAIL first."""
+    if is_error(row):
+        return "ERROR (harness, no verdict)"
     notes = []
     if not threshold_met(row):
         notes.append(f"FAIL {row['op']} {row['threshold']:g}")
@@ -83,40 +98,68 @@ def _threshold_cell(row: Mapping[str, Any]) -> str:
     return f"{row['op']} {row['threshold']:g}"
 
 
-def _comparison_table(rows: list[Mapping[str, Any]], headers: Mapping[str, str] | None) -> list[str]:
+def pairs_cell(row: Mapping[str, Any]) -> str:
+    """How many paired prompts the significance test used; empty where no test ran."""
+    return "" if row.get("n_pairs") is None or not (row.get("ci") or row.get("test")) else str(row["n_pairs"])
+
+
+def format_p(value: Any) -> str:
+    """``0.0123``, ``< 0.0001``, or ``n/a``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return "< 0.0001" if float(value) < 0.0001 else f"{float(value):.4f}"
+
+
+def _comparison_table(
+    rows: list[Mapping[str, Any]], headers: Mapping[str, str] | None, notes: Mapping[str, str] | None = None
+) -> list[str]:
     lines = [
         f"suite {suite}: {headers[suite]}"
         for suite in sorted({str(r["suite"]) for r in rows})
         if headers and suite in headers
     ]
-    cells: list[tuple[str, ...]] = [("suite", "metric", "value", "threshold", "baseline", "delta", "CI", "verdict")]
+    for suite in sorted({str(r["suite"]) for r in rows}):
+        if notes and notes.get(suite):
+            lines.append(f"  {suite}: {notes[suite]}")
+    cells: list[tuple[str, ...]] = [
+        ("suite", "metric", "value", "threshold", "baseline", "delta", "CI", "p", "pairs", "verdict")
+    ]
     for row in sorted(rows, key=lambda r: (str(r["suite"]), str(r["metric"]), str(r.get("op")))):
         cells.append(
             (
                 str(row["suite"]),
-                str(row["metric"]),
+                metric_cell(row),
                 _fmt(row.get("value")),
                 _threshold_cell(row),
                 _fmt(row.get("baseline")),
                 _signed(row.get("delta")),
                 format_ci(row.get("ci")),
+                format_p(row.get("p_value")),
+                pairs_cell(row),
                 verdict_text(row),
             )
         )
-    return [*lines, *_lines(cells, "  "), ""]
+    tests = sorted({str(r["test"]) for r in rows if r.get("test")})
+    footer = [f"  CI and p: {t} (a drop is a regression when its CI lies below 0)" for t in tests]
+    return [*lines, *_lines(cells, "  "), *footer, ""]
 
 
-def render_table(rows: Iterable[Mapping[str, Any]], headers: Mapping[str, str] | None = None) -> list[str]:
+def render_table(
+    rows: Iterable[Mapping[str, Any]],
+    headers: Mapping[str, str] | None = None,
+    notes: Mapping[str, str] | None = None,
+) -> list[str]:
     """Lines of a plain-text table of the gated metrics.
 
-    ``headers`` maps a suite name to a line shown with it (model, judge, index). Rows without
+    ``headers`` maps a suite name to a line shown with it (model, judge, originality units);
+    ``notes`` to a second line (the coverage and unscored shares every suite shows). Rows without
     comparison fields give one block per suite with columns metric, value, threshold, result; as
     soon as one row carries ``baseline``/``delta``/``ci``/``verdict`` the table has one row per
     case with columns suite, metric, value, threshold, baseline, delta, CI and verdict.
     """
     rows = list(rows)
     if has_comparison(rows):
-        return _comparison_table(rows, headers)
+        return _comparison_table(rows, headers, notes)
     by_suite: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         by_suite.setdefault(str(row["suite"]), []).append(row)
@@ -124,9 +167,38 @@ def render_table(rows: Iterable[Mapping[str, Any]], headers: Mapping[str, str] |
     for suite in sorted(by_suite):
         cells: list[tuple[str, ...]] = [("metric", "value", "threshold", "result")]
         for row in sorted(by_suite[suite], key=lambda r: str(r["metric"])):
-            verdict = "pass" if row["passed"] else "FAIL"
-            cells.append((str(row["metric"]), _fmt(row["value"]), f"{row['op']} {row['threshold']:g}", verdict))
+            verdict = "ERROR" if is_error(row) else "pass" if row.get("passed", True) else "FAIL"
+            cells.append((metric_cell(row), _fmt(row.get("value")), _threshold_cell(row), verdict))
         lines.append(f"suite {suite}" + (f"  ({headers[suite]})" if headers and suite in headers else ""))
+        if notes and notes.get(suite):
+            lines.append(f"  {notes[suite]}")
         lines.extend(_lines(cells, "  "))
+        errors = [r for r in by_suite[suite] if is_error(r) and r.get("message")]
+        lines.extend(f"  {r['metric']}: {r['message']}" for r in errors)
         lines.append("")
     return lines
+
+
+#: What the shares in :func:`shares_note` mean, printed once under the table.
+SHARES_LEGEND = (
+    "coverage@n: share of answers with at least one n-gram of order n (shorter ones count as novelty 0); "
+    "unscored: share the judge gave no score (left out of quality and novelty)"
+)
+
+
+def shares_note(data: Mapping[str, Any]) -> str:
+    """``coverage@4 0.9850, ...; unscored 0.0000 (0 of 200 answers)``: the shares every suite shows.
+
+    ``data`` is a suite's report data (:class:`pytest_novelty.report.json_report.SuiteData`):
+    ``shares`` maps ``coverage@n`` and ``unscored`` to their values, ``quality`` the answers.
+    """
+    shares = data.get("shares") or {}
+    total = sum(len(row) for row in data.get("quality") or [])
+    parts = []
+    for name in sorted((k for k in shares if k.startswith("coverage@")), key=lambda k: int(k.split("@")[1])):
+        value = shares[name]
+        parts.append(f"{name} {'n/a' if value is None else f'{value:.4f}'}")
+    unscored = shares.get("unscored")
+    if unscored is not None:
+        parts.append(f"unscored {unscored:.4f} ({round(unscored * total)} of {total} answers)")
+    return ", ".join(parts)

@@ -10,6 +10,7 @@ from pytest_novelty.report.json_report import ReportFiles, SuiteData, write_json
 from pytest_novelty.report.markdown import write_markdown_report
 from pytest_novelty.report.plots import write_plots
 from pytest_novelty.report.series import series_tables, write_series_plots
+from pytest_novelty.report.terminal import has_comparison, shares_note
 
 
 def write_report(
@@ -33,7 +34,19 @@ def write_report(
     for suite, kinds in write_series_plots(folder, suites_data).items():  # --model-series
         plots.setdefault(suite, {}).update(kinds)
     json_path = write_json_report(folder, rows, suites_data, versions, plots=plots)
+    headers = {str(r["suite"]): str(r["header"]) for r in rows if r.get("header")}
+    suites = {}
+    for name in sorted({*headers, *(suites_data or {})}):
+        note = shares_note(dict((suites_data or {}).get(name) or {}))
+        suites[name] = "; ".join(part for part in (headers.get(name, ""), note) if part)
+    note = ""
+    if has_comparison(rows) and not any(dict(d).get("baseline") for d in (suites_data or {}).values()):
+        note = (
+            "The plots show the candidate only: a snapshot keeps per-prompt values of its metric, not "
+            "per-generation arrays. `--baseline-model` overlays the baseline checkpoint."
+        )
     md_path = write_markdown_report(
-        folder, rows, versions, plots=plots, step_summary=step_summary, sections=series_tables(suites_data)
+        folder, rows, versions, plots=plots, step_summary=step_summary, suites=suites, plot_note=note,
+        sections=series_tables(suites_data),
     )
     return ReportFiles(json=json_path, markdown=md_path, plots=plots)

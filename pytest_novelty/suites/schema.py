@@ -32,7 +32,7 @@ SWEEPABLE = (
     "prompting.examples",
 )
 PROMPTING_METHODS = ("few-shot", "chat", "ask-novelty", "denial", "novel-examples")
-BOUNDED_METRICS = ("novelty", "top10_novelty", "originality", "quality", "q_at_tail")
+BOUNDED_METRICS = ("novelty", "top10_novelty", "originality", "coverage", "quality", "unscored", "q_at_tail")
 COUNT_METRICS = ("distinct_k", "utility_k")
 GATE_AGAINST = ("series-best",)
 _METRIC_RE = re.compile(r"^(?P<base>[a-z0-9_]+?)(?:@(?P<arg>[0-9.]+))?$")
@@ -96,6 +96,7 @@ class GateSettings:
     reference: bool = False
     min_judge_agreement: float | None = None  # Spearman rho on scoring.calibration that quality gates need
     against: str | None = None  # "series-best": compare with the best earlier checkpoint of --model-series
+    tail: Path | None = None  # a frozen q@Tail tail (JSON list of prompt ids) when no snapshot or baseline has one
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,10 @@ _SECTIONS: dict[str, tuple[type, set[str]]] = {
             "calibration",
         },
     ),
-    "gate": (GateSettings, {"alpha", "tolerance_abs", "tolerance_rel", "reference", "min_judge_agreement", "against"}),
+    "gate": (
+        GateSettings,
+        {"alpha", "tolerance_abs", "tolerance_rel", "reference", "min_judge_agreement", "against", "tail"},
+    ),
 }
 _TOP_KEYS = {"name", "task", "description", "thresholds", "sweep", *_SECTIONS}
 _THRESHOLD_KEYS = {"metric", "min", "max", "tolerance_abs", "tolerance_rel"}
@@ -325,7 +329,7 @@ def _parse_threshold(path: Path, index: int, raw: Any, suite: dict[str, Any]) ->
         raise c.fail("metric", f"unknown metric {metric!r}{did_you_mean(base, known)}; known: {', '.join(known)}")
     arg = match.group("arg") if match else None
     ngrams: tuple[int, ...] = suite["scoring"].ngrams
-    if base in ("novelty", "top10_novelty", "originality"):
+    if base in ("novelty", "top10_novelty", "originality", "coverage"):
         if arg is None or not arg.isdigit():
             raise c.fail("metric", f"{base} needs an n-gram order, e.g. {base}@{ngrams[0]}")
         if int(arg) not in ngrams:
@@ -359,6 +363,17 @@ def _parse_threshold(path: Path, index: int, raw: Any, suite: dict[str, Any]) ->
         if tol is not None and tol < 0:
             raise c.fail(name, "must not be negative")
     return Threshold(metric, ">=" if has_min else "<=", value, tol_abs, tol_rel)
+
+
+def _tail_file(c: _Checker, path: Path) -> Path | None:
+    """``[gate] tail``: a JSON file of prompt ids (a list, or ``{"q_at_tail@0.1": [...]}``), relative to the suite."""
+    name = c.get("tail", str, None)
+    if name is None:
+        return None
+    file = (path.parent / name).resolve()
+    if not file.is_file():
+        raise c.fail("tail", f"{name!r} is not a file; give a JSON list of prompt ids, relative to the suite file")
+    return file
 
 
 def _parse_sweep(path: Path, data: Mapping[str, Any], base: Suite) -> Suite:
@@ -419,6 +434,7 @@ def parse_suite(data: Mapping[str, Any], path: Path) -> Suite:
         reference=gc.get("reference", bool, False),
         min_judge_agreement=_min_judge_agreement(gc, parsed["scoring"]),
         against=gc.choice("against", "series-best", GATE_AGAINST) if "against" in gc.table else None,
+        tail=_tail_file(gc, path),
     )
     raw_thresholds = top.get("thresholds", list, [])
     if not raw_thresholds:

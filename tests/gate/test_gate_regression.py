@@ -129,9 +129,10 @@ def test_noise_beyond_tolerance_is_not_significant(baseline_values: np.ndarray) 
 
 def test_alpha_comes_from_the_candidate(baseline_values: np.ndarray) -> None:
     snap = record(baseline_values)
-    cand = record(shifted(baseline_values, -0.05, 0.12, seed=5))
+    cand = record(shifted(baseline_values, -0.05, 0.2, seed=5))
     p = compare(snap, cand).p_value
-    assert p is not None and 1e-4 < p < 0.5
+    # p comes from 10,000 bootstrap resamples: well above their resolution here.
+    assert p is not None and 1e-3 < p < 0.5
     assert compare(snap, replace(cand, alpha=min(1.0, p * 2))).status == "regressed"
     assert compare(snap, replace(cand, alpha=p / 2)).status == "not_significant"
 

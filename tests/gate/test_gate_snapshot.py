@@ -121,7 +121,7 @@ def test_a_regression_fails_with_its_numbers(project: pytest.Pytester) -> None:
         [
             "*poetry quality: regression*",
             f"*snapshot value {make_record().value:.4f}, new value {worse.value:.4f}, delta -0.0*, tolerance 0.0200*",
-            f"*95% CI [[]-0.0*, -0.0*[]] over {len(IDS)} paired prompts, p-value < 0.0001 (alpha 0.05)*",
+            f"*95% CI [[]-0.0*, -0.0*[]] over {len(IDS)} paired prompts, p-value < 0.0001 (alpha 0.05; paired*",
         ]
     )
 

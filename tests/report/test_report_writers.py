@@ -107,6 +107,8 @@ def test_report_json_holds_everything(report: ReportFiles) -> None:
         "regressions": 1,
         "warnings": 1,
         "improvements": 0,
+        "errors": 0,
+        "complete": True,
     }
     by_metric = {r["metric"]: r for r in data["rows"]}
     assert by_metric["quality"]["ci"] == [-0.09, -0.05]
@@ -141,13 +143,13 @@ def test_report_md_has_a_short_table(report: ReportFiles) -> None:
     text = report.markdown.read_text()
     assert text.startswith("## Novelty gate\n")
     assert "**2 of 3 cases failed** (1 regression, 1 drift warning)" in text
-    assert "| suite | metric | value | threshold | baseline | delta | CI | p | verdict |" in text
+    assert "| suite | metric | value | threshold | baseline | delta | CI | p | pairs | verdict |" in text
     assert (
-        "| poetry | `quality` | 0.5440 | >= 0.3 | 0.6120 | -0.0680 | [-0.090, -0.050] | 0.0004 | **FAIL regression** |"
-        in text
+        "| poetry | `quality` | 0.5440 | >= 0.3 | 0.6120 | -0.0680 | [-0.090, -0.050] | 0.0004 |  "
+        "| **FAIL regression** |" in text
     )
-    assert "| poetry | `novelty@5` | 0.4100 | >= 0.3 | 0.4200 | -0.0100 | n/a | n/a | within tolerance |" in text
-    assert "| story | `originality@4` | n/a | >= 0.2 | n/a | n/a | n/a | n/a | **FAIL >= 0.2** |" in text
+    assert "| poetry | `novelty@5` | 0.4100 | >= 0.3 | 0.4200 | -0.0100 | n/a | n/a |  | within tolerance |" in text
+    assert "| story | `originality@4` | n/a | >= 0.2 | n/a | n/a | n/a | n/a |  | **FAIL >= 0.2** |" in text
     assert "- model: `ckpt-b`" in text
     assert "- poetry quality: 0.6120 -> 0.5440" in text  # the regression's own message
     assert "- story: originality@4 could not be computed" in text
@@ -208,7 +210,7 @@ def test_terminal_table_shows_comparison_columns() -> None:
     text = "\n".join(lines)
     assert lines[0] == "suite poetry: model ckpt-b, judge rules"
     header = next(line for line in lines if "metric" in line).split()
-    assert header == ["suite", "metric", "value", "threshold", "baseline", "delta", "CI", "verdict"]
+    assert header == ["suite", "metric", "value", "threshold", "baseline", "delta", "CI", "p", "pairs", "verdict"]
     quality = next(line for line in lines if "quality" in line)
     for cell in ("poetry", "0.5440", ">= 0.3", "0.6120", "-0.0680", "[-0.090, -0.050]", "FAIL regression"):
         assert cell in quality, cell

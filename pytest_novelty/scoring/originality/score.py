@@ -14,8 +14,12 @@ n-grams, starting at positions ``i = 0 .. T - n``, and
   n-gram a generation repeats counts once per occurrence, seen or unseen, so originality is the
   share of the text's positions that start an unseen n-gram, and repeating a memorised phrase
   costs as much each time;
-- the value is ``None`` (``null`` in JSON) when ``T < n``: there is no n-gram to judge, and such
-  generations are left out of means rather than counted as 0 or 1;
+- the value is ``None`` (``null`` in JSON) when ``T < n``: there is no n-gram to judge. This
+  layer reports the fact; the metrics layer decides what it counts as. There such a generation
+  counts as originality 0, hence novelty 0, at that order (it cannot be novel at that length, and
+  leaving it out of the means would let a checkpoint that says little score as novel), and the
+  share of generations long enough for n is reported as ``coverage@n``
+  (:func:`pytest_novelty.metrics.novelty.originality_counting_short`);
 - an n-gram "occurs" when it appears inside one corpus document (never across a document boundary).
 
 Each result also carries the longest copied span: the longest run of units that occurs in the
