@@ -92,10 +92,10 @@ def _frozen_tail(
 ) -> FrozenTail:
     """The tail the q@Tail case is judged on: baseline's, snapshot's, the suite's file, or its own."""
     snapshot_ids = None
-    if baseline is None and request.config.option.novelty_snapshots:
+    if baseline is None and snapshot_settings(request.config).enabled:
         from pytest_novelty.gate.snapshot import stored_record
 
-        stored = stored_record(request.node)
+        stored = stored_record(request.getfixturevalue("snapshot"))
         snapshot_ids = None if stored is None or stored.metric != threshold.metric else stored.tail_ids
     return choose_tail(
         threshold.metric,

@@ -23,7 +23,7 @@ from typing import Any
 from pytest_novelty.errors import HarnessError
 
 DEMO_MODELS = ("demo", "demo-early")
-DEMO_VERSION = "v1"
+DEMO_VERSION = "v2"  # v2: the index records checksums of its files
 
 
 def _builder_digest() -> str:

@@ -471,6 +471,7 @@ def novelty_state(request: pytest.FixtureRequest) -> NoveltyState:
 @pytest.fixture
 def novelty_result(novelty_state: NoveltyState, novelty_suite: Suite, request: pytest.FixtureRequest) -> SuiteResult:
     """The suite's generations, scores and metrics (computed once per suite)."""
+    error: NoveltyError | None
     try:
         result = novelty_state.result(novelty_suite)
     except NoveltyError as exc:

@@ -98,19 +98,12 @@ def check_checkpoint_identity(model: str) -> None:
     failure there (no network, no such repository) becomes one :class:`PreflightError` line. Local
     folders and the demo are left to the checkpoint checks that already ran.
     """
-    from pytest_novelty.generation.hf import _looks_like_hub_id
+    from pytest_novelty.identity import checkpoint_identity, looks_like_hub_id
 
-    if Path(model).exists() or not _looks_like_hub_id(model):
+    if Path(model).exists() or not looks_like_hub_id(model):
         return
     try:
-        from pytest_novelty import identity  # type: ignore[attr-defined]
-    except ImportError:
-        return  # hook: hub ids are resolved when the model loads until the identity module lands
-    resolve = getattr(identity, "checkpoint_identity", None)
-    if resolve is None:
-        return
-    try:
-        resolve(model)
+        checkpoint_identity(model)
     except NoveltyError:
         raise
     except Exception as exc:  # network and hub errors: one line, not the hub client's retries

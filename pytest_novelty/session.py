@@ -233,7 +233,8 @@ class NoveltyState:
             return
         suites: dict[str, Suite] = {}
         for item in session.items:
-            suite = getattr(item, "callspec", None) and item.callspec.params.get("novelty_suite")
+            callspec = getattr(item, "callspec", None)
+            suite = callspec.params.get("novelty_suite") if callspec is not None else None
             if isinstance(suite, Suite):
                 suites.setdefault(suite.name, suite)
         self.preflight(list(suites.values()))

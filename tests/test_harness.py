@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -143,19 +142,14 @@ def test_preflight_opens_each_index_once_and_names_a_broken_one(
         preflight(runner, [suite, suite])
 
 
-def test_preflight_resolves_a_hub_id_through_the_identity_module(monkeypatch: pytest.MonkeyPatch) -> None:
-    import types
-
+def test_preflight_resolves_a_hub_id_before_anything_loads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Offline, a hub id missing from the local hub cache stops the run at preflight in one line."""
+    from pytest_novelty.errors import NoveltyError
     from pytest_novelty.preflight import check_checkpoint_identity
 
-    asked: list[str] = []
-
-    def offline(model: str) -> None:
-        asked.append(model)
-        raise OSError("Temporary failure in name resolution")
-
-    monkeypatch.setitem(sys.modules, "pytest_novelty.identity", types.SimpleNamespace(checkpoint_identity=offline))
-    with pytest.raises(PreflightError, match=r"cannot resolve the hub id 'org/model': OSError: Temporary failure"):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(NoveltyError, match=r"huggingface-cli download org/model") as caught:
         check_checkpoint_identity("org/model")
+    assert "\n" not in str(caught.value)
     check_checkpoint_identity("demo")  # not a hub id: nothing to resolve
-    assert asked == ["org/model"]

@@ -131,6 +131,24 @@ class SnapshotOutcome:
         return self.lines[0] if self.lines else ""
 
 
+def stored_record(snapshot: SnapshotAssertion) -> MetricRecord | None:
+    """The record accepted as this case's snapshot, or None when there is none or it is unreadable.
+
+    Read through syrupy's public ``read_snapshot`` (the same file the comparison will read), so a
+    case can take its frozen q@Tail tail from the snapshot before it computes the gated value.
+    """
+    from syrupy.exceptions import SnapshotDoesNotExist
+
+    assertion = snapshot.use_extension(NoveltySnapshotExtension)
+    try:
+        text = assertion.extension.read_snapshot(
+            test_location=assertion.test_location, index=assertion.index, session_id=str(id(assertion.session))
+        )
+        return MetricRecord.from_json(str(text))
+    except (SnapshotDoesNotExist, ValueError):
+        return None
+
+
 def check_snapshot(snapshot: SnapshotAssertion, record: MetricRecord) -> SnapshotOutcome:
     """Compare ``record`` with its stored snapshot through syrupy, without raising.
 

@@ -74,8 +74,8 @@ def plot_quality_originality(path: str | Path, suite: str, data: SuiteData) -> P
     n = data.get("n")
     for label, arrays, color in _series(data):
         o, q = _pairs(arrays)
-        total = as_vector(arrays.get("quality")).size
-        counted = f"{o.size} of {total} answers: scored, with a {n}-gram" if n else f"{o.size} of {total} answers"
+        answers = as_vector(arrays.get("quality")).size
+        counted = f"{o.size} of {answers} answers: scored, with a {n}-gram" if n else f"{o.size} of {answers} answers"
         ax.scatter(o, q, s=14, alpha=0.45, color=color, edgecolors="none", label=f"{label} ({counted})")
         if o.size:
             ax.scatter(
