@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import pytest
 
+from pytest_novelty.cache import repaired
 from pytest_novelty.errors import HARNESS_EXIT_STATUS, ConfigError, HarnessError, NoveltyError
 from pytest_novelty.progress import ProgressSink
 from pytest_novelty.suites.schema import Suite
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from pytest_novelty.runner import Runner, SuiteResult
 
 _WORKER_KEY = "novelty_suites"
+_REPAIRS_KEY = "novelty_cache_repairs"
 HARNESS_PROPERTY = "novelty_harness"
 """The user property that carries a harness error's message to the controller (and JUnit)."""
 
@@ -41,6 +43,10 @@ class NoveltyState:
         self._node_rows: dict[str, dict[str, Any]] = {}
         self._announced: set[str] = set()
         self.suite_data: dict[str, dict[str, Any]] = {}
+        self.stopped: str | None = None
+        """Why the run stopped before any case ran (a preflight failure), for the report."""
+        self.worker_repairs = 0
+        """Damaged cache entries the xdist workers dropped (each process counts its own)."""
         self.harness_errors: dict[str, str] = {}
         """Each distinct harness error's message, and the first case (node id) it stopped."""
         from pytest_novelty.series import SERIES
@@ -207,9 +213,11 @@ class NoveltyState:
             for model in filter(None, models):
                 preflight(self.runner(model), suites)
         except ConfigError as exc:
+            self.stopped = f"configuration error: {exc}"
             pytest.exit(f"novelty: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
         except HarnessError as exc:
             self.harness_errors.setdefault(str(exc), "preflight")
+            self.stopped = f"harness error before any case ran: {exc}"
             pytest.exit(f"novelty harness error: {exc}", returncode=HARNESS_EXIT_STATUS)
 
     def harness_failure(self, exc: NoveltyError, item: pytest.Item, what: str = "") -> NoReturn:
@@ -251,6 +259,7 @@ class NoveltyState:
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
             workeroutput[_WORKER_KEY] = self.suite_data
+            workeroutput[_REPAIRS_KEY] = repaired()
         if self.harness_errors and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = HARNESS_EXIT_STATUS
 
@@ -315,7 +324,9 @@ class NoveltyState:
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """xdist controller: merge the suites' arrays that a worker computed."""
-        self.suite_data.update(getattr(node, "workeroutput", {}).get(_WORKER_KEY, {}))
+        output = getattr(node, "workeroutput", {})
+        self.suite_data.update(output.get(_WORKER_KEY, {}))
+        self.worker_repairs += int(output.get(_REPAIRS_KEY, 0))
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
         if hasattr(self.config, "workerinput"):
@@ -335,7 +346,9 @@ class NoveltyState:
 
             for line in series_tables(self.suite_data):  # --model-series
                 terminalreporter.line(line)
-            work = _work_summary(self.suite_data)
+            # Every damaged entry this run met, wherever it was read: the suites' runs, the preflight,
+            # the checkpoint and index memos, in this process and in every xdist worker.
+            work = _work_summary(self.suite_data, repaired() + self.worker_repairs)
             if work:
                 terminalreporter.line(work)
         folder = self.config.option.novelty_report
@@ -343,6 +356,12 @@ class NoveltyState:
             # Written on every run, from pytest's outcomes: errors and crashes included.
             from pytest_novelty.report import write_report
 
+            if self.stopped is not None and not rows:  # no case ran: no verdict, and why
+                from pytest_novelty.report.json_report import write_placeholder
+
+                write_placeholder(Path(folder), self.stopped)
+                terminalreporter.line(f"novelty report: {folder} (no verdict)")
+                return
             versions = {**self.versions(), "pytest exit status": int(exitstatus)}
             files = write_report(Path(folder), rows, cast(Any, self.suite_data), versions)
             terminalreporter.line(f"novelty report: {files.json.parent}")
@@ -448,7 +467,7 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def _work_summary(suite_data: dict[str, dict[str, Any]]) -> str:
+def _work_summary(suite_data: dict[str, dict[str, Any]], repairs: int = 0) -> str:
     """One line with the work a run did: what a warm rerun should show as zeros."""
     infos = [d.get("info", {}) for d in suite_data.values()]
     if not infos:
@@ -460,8 +479,7 @@ def _work_summary(suite_data: dict[str, dict[str, Any]]) -> str:
     cached = sum(int(i.get("cached_rows", 0)) for i in infos)
     lookups = sum(int(i.get("originality_lookups", 0)) for i in infos)
     judged = sum(int(i.get("judge_requests", 0)) for i in infos)
-    repaired = sum(int(i.get("cache_repaired", 0)) for i in infos)
-    warning = f"; warning: {repaired} damaged cache entries dropped and recomputed" if repaired else ""
+    warning = f"; warning: {repairs} damaged cache entries dropped and recomputed" if repairs else ""
     line = (
         f"novelty work done: {generated} samples generated in {batches_text(batches)} ({cached} from cache), "
         f"{lookups} originality lookups, {judged} judge requests{warning}"

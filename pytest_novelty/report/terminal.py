@@ -174,7 +174,13 @@ def render_table(
             lines.append(f"  {notes[suite]}")
         lines.extend(_lines(cells, "  "))
         errors = [r for r in by_suite[suite] if is_error(r) and r.get("message")]
-        lines.extend(f"  {r['metric']}: {r['message']}" for r in errors)
+        # A harness error's cause is already in pytest's own error report, once: the table names
+        # the kind only (a crashed worker's message is shown, nothing else prints it).
+        lines.extend(
+            f"  {r['metric']}: "
+            + ("harness error (cause printed above)" if str(r["message"]).startswith("harness error") else r["message"])
+            for r in errors
+        )
         lines.append("")
     return lines
 

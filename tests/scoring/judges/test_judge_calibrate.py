@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import kendalltau, spearmanr
 
 from pytest_novelty.cli import main
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.errors import HARNESS_EXIT_STATUS, ConfigError
 from pytest_novelty.scoring.judges import JudgeItem, RulesJudge
 from tests.scoring.judges.judge_helpers import SECRET
 from tests.servers.openai_api import FakeOpenAI
@@ -128,5 +128,5 @@ def test_a_judge_that_scores_nothing_is_a_harness_error(
     with FakeOpenAI(api_key=SECRET, reply=reply) as server:
         args = ["judge", "calibrate", "--task", "tool", "--judge", "openai:judge-model", "--base-url", server.url,
                 "--cache", str(tmp_path / "c"), "--budget", "0", str(graded)]
-        assert main(args) == 2
+        assert main(args) == HARNESS_EXIT_STATUS  # a harness error, not bad input
     assert "scored none of the 12 items" in capsys.readouterr().err
