@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_novelty.errors import ConfigError, HarnessError
-from pytest_novelty.scoring.originality.backend import MatchBounds, Span
+from pytest_novelty.scoring.originality.backend import BACKENDS, MatchBounds, Span
 from pytest_novelty.scoring.originality.cache import CountCache
 from pytest_novelty.scoring.originality.client import JsonClient
 from pytest_novelty.scoring.originality.search import decide_thresholds
@@ -161,6 +161,28 @@ class _CountApiBackend:
         self.cache.close()
 
 
+_API_OPTIONS: dict[str, type | None] = {
+    "url": str,
+    "concurrency": int,
+    "max_retries": int,
+    "timeout": float,
+    "backoff": float,
+    "max_backoff": float,
+}
+
+
+@BACKENDS.register(
+    "infini-gram-api",
+    argument="INDEX",
+    needs="an index name",
+    options={"tokenizer": str, **_API_OPTIONS},
+    summary="the public infini-gram API (token ids; e.g. v4_piletrain_llama)",
+)
+def open_api(index: str, *, cache_dir: Path | None = None, **options: Any) -> InfiniGramApiBackend:
+    """``infini-gram-api:INDEX``: the infini-gram web API."""
+    return InfiniGramApiBackend(index, spec=f"infini-gram-api:{index}", cache_dir=cache_dir, **options)
+
+
 class InfiniGramApiBackend(_CountApiBackend):
     """The infini-gram API: token-id n-grams in the index's tokenizer."""
 
@@ -195,6 +217,18 @@ def mini_query(enc: Encoding, i: int, n: int) -> str:
     if _WORD_CHAR.match(text[-1:]):
         text += " "
     return text
+
+
+@BACKENDS.register(
+    "infini-gram-mini",
+    argument="INDEX",
+    needs="an index name",
+    options=_API_OPTIONS,
+    summary="the public infini-gram mini API (raw text; e.g. v2_pileval)",
+)
+def open_mini(index: str, *, cache_dir: Path | None = None, **options: Any) -> InfiniGramMiniBackend:
+    """``infini-gram-mini:INDEX``: the infini-gram mini web API."""
+    return InfiniGramMiniBackend(index, spec=f"infini-gram-mini:{index}", cache_dir=cache_dir, **options)
 
 
 class InfiniGramMiniBackend(_CountApiBackend):

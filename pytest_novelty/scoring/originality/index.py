@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -215,3 +216,15 @@ def _verify_checksums(info: IndexInfo, memo: Memo | None) -> None:
                 f"{file} is damaged: its content differs from the SHA-256 recorded at build (same size); "
                 f"rebuild the index with `{BUILD_HINT}`"
             )
+
+
+def read_indexes(target: str, *, cache_dir: Path | None = None) -> list[IndexInfo]:
+    """The index folders of a spec argument (shards of one corpus, separated by commas or
+    ``os.pathsep``), each read and checked; ``cache_dir`` remembers which files were verified."""
+    from pytest_novelty.identity import memo_at
+
+    parts = [p for p in re.split(f"[,{re.escape(os.pathsep)}]", target) if p.strip()]
+    if not parts:
+        raise ConfigError("needs an index folder, as in infini-gram:DIR", field="originality")
+    memo = None if cache_dir is None else memo_at(Path(cache_dir) / "index-checksums")
+    return [read_index(Path(part.strip()).expanduser(), memo=memo) for part in parts]
