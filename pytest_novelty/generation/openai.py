@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from pytest_novelty.errors import ConfigError, HarnessError
+from pytest_novelty.generation import MODEL_SOURCES
 from pytest_novelty.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
@@ -84,6 +85,16 @@ def endpoint(base_url: str) -> str:
     parts = urlsplit(base_url)
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
+
+
+@MODEL_SOURCES.register(
+    "openai", argument="NAME", check=check_served, summary="a model behind an OpenAI-compatible endpoint"
+)
+def open_served(
+    name: str, *, base_url: str | None = None, revision: str | None = None, log: Callable[[str], None] | None = None
+) -> OpenAIGenerator:
+    """``--model openai:NAME``: the served model ``NAME`` at ``base_url``."""
+    return OpenAIGenerator(PREFIX + name, base_url=base_url, revision=revision, log=log)
 
 
 class _Secret:

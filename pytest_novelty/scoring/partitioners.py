@@ -25,9 +25,11 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from pytest_novelty.errors import ConfigError, did_you_mean
+from pytest_novelty.errors import ConfigError
+from pytest_novelty.generation.devices import resolve_device
+from pytest_novelty.registry import Registry
 
 #: Default decision thresholds per check kind. unigram and classifier are NoveltyBench's values
 #: (``src/partition.py``); the embedding threshold is our uncalibrated choice (only near-paraphrases
@@ -43,8 +45,6 @@ CLASSIFIER_MAX_TOKENS = 128
 #: Upper bound on tokens per text for the embedding model (its own limit applies when smaller).
 EMBEDDING_MAX_TOKENS = 512
 
-_NEEDS_PATH = ("classifier", "embedding")
-_KINDS = ("unigram", *_NEEDS_PATH)
 _NOT_ALPHANUMERIC = re.compile(r"[^a-z0-9]+")
 
 
@@ -88,6 +88,27 @@ def rouge1_f1(first: str, second: str) -> float:
     if precision + recall == 0:
         return 0.0
     return 2 * precision * recall / (precision + recall)
+
+
+@runtime_checkable
+class Equivalence(Protocol):
+    """What the partition reads from an equivalence check (:func:`pytest_novelty.metrics.partition`)."""
+
+    kind: str
+    threshold: float
+
+    def matches(self, representative: str, candidates: Sequence[str]) -> list[bool]:
+        """For each candidate, whether it says the same thing as ``representative``."""
+        ...
+
+    def __call__(self, representative: str, candidate: str) -> bool:
+        """Whether the two generations are equivalent."""
+        ...
+
+
+EQUIVALENCE_CHECKS: Registry[Equivalence] = Registry("equivalence check")
+"""Equivalence checks by spec prefix; a factory is called as
+``factory(argument, threshold=..., device=..., batch_size=...)`` (the settings it names)."""
 
 
 class EquivalenceCheck(ABC):
@@ -157,14 +178,6 @@ def _load_error(kind: str, path: Path, error: Exception) -> ConfigError:
     return ConfigError(f"could not load the {kind} model folder: {error}", path=path)
 
 
-def _pick_device(device: str | None) -> str:
-    import torch
-
-    if device is not None:
-        return device
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 class ClassifierEquivalence(EquivalenceCheck):
     """``classifier:PATH``: a two-class sequence-pair classifier; equivalent when P(class 1) > threshold.
 
@@ -195,7 +208,7 @@ class ClassifierEquivalence(EquivalenceCheck):
         self.path = Path(path)
         self.batch_size = batch_size
         self.max_tokens = max_tokens
-        self.device = _pick_device(device)
+        self.device = resolve_device(device)
         try:
             self.tokenizer: Any = AutoTokenizer.from_pretrained(self.path)
             self.model: Any = AutoModelForSequenceClassification.from_pretrained(self.path)
@@ -282,7 +295,7 @@ class EmbeddingEquivalence(EquivalenceCheck):
 
         self.path = Path(path)
         self.batch_size = batch_size
-        self.device = _pick_device(device)
+        self.device = resolve_device(device)
         try:
             self.tokenizer: Any = AutoTokenizer.from_pretrained(self.path)
             self.model: Any = AutoModel.from_pretrained(self.path)
@@ -329,41 +342,58 @@ class EmbeddingEquivalence(EquivalenceCheck):
         return (vectors[1:] @ vectors[0]).tolist()
 
 
+def _model_folder(kind: str, location: str, batch_size: int) -> Path:
+    """The local folder of a model check, and its batch size checked."""
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+    folder = Path(location).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(f"the {kind} check needs a local model folder; none found", path=folder)
+    return folder
+
+
+@EQUIVALENCE_CHECKS.register("unigram", summary="ROUGE-1 F1 above 0.458")
+def _open_unigram(*, threshold: float | None = None) -> UnigramEquivalence:
+    return UnigramEquivalence(DEFAULT_THRESHOLDS["unigram"] if threshold is None else threshold)
+
+
+@EQUIVALENCE_CHECKS.register(
+    "classifier", argument="PATH", needs="a model folder", summary="a sequence-pair classifier folder"
+)
+def _open_classifier(
+    location: str, *, threshold: float | None = None, device: str | None = None, batch_size: int = 32
+) -> ClassifierEquivalence:
+    folder = _model_folder("classifier", location, batch_size)
+    value = DEFAULT_THRESHOLDS["classifier"] if threshold is None else threshold
+    return ClassifierEquivalence(folder, threshold=value, device=device, batch_size=batch_size)
+
+
+@EQUIVALENCE_CHECKS.register(
+    "embedding", argument="PATH", needs="a model folder", summary="a sentence-embedding model folder"
+)
+def _open_embedding(
+    location: str, *, threshold: float | None = None, device: str | None = None, batch_size: int = 32
+) -> EmbeddingEquivalence:
+    folder = _model_folder("embedding", location, batch_size)
+    value = DEFAULT_THRESHOLDS["embedding"] if threshold is None else threshold
+    return EmbeddingEquivalence(folder, threshold=value, device=device, batch_size=batch_size)
+
+
 def open_equivalence(
     spec: str,
     *,
     threshold: float | None = None,
     device: str | None = None,
     batch_size: int = 32,
-) -> EquivalenceCheck:
-    """Open the equivalence check named by ``spec``: ``unigram``, ``classifier:PATH`` or ``embedding:PATH``.
+) -> Equivalence:
+    """Open the equivalence check named by ``spec``: ``unigram``, ``classifier:PATH``, ``embedding:PATH``,
+    or one registered in :data:`EQUIVALENCE_CHECKS`.
 
     ``threshold`` replaces the kind's default (:data:`DEFAULT_THRESHOLDS`); it must lie in [0, 1]
-    (in [−1, 1] for ``embedding``). ``device`` defaults to CUDA when available, else CPU. The
-    result is callable as ``check(a, b) -> bool`` and batches through ``check.matches``. Raises
+    (in [−1, 1] for ``embedding``). ``device`` defaults to CUDA when available, else CPU
+    (:func:`~pytest_novelty.generation.devices.resolve_device`). The result is callable as
+    ``check(a, b) -> bool`` and batches through ``check.matches``. Raises
     :class:`~pytest_novelty.errors.ConfigError` for an unknown kind (with a suggestion), a missing
     or extra path, a bad threshold or a folder that does not load.
     """
-    if not isinstance(spec, str) or not spec.strip():
-        raise ConfigError(f"an equivalence check must be one of {', '.join(_KINDS)}; got {spec!r}")
-    kind, colon, location = spec.strip().partition(":")
-    if kind not in _KINDS:
-        raise ConfigError(
-            f"unknown equivalence check {kind!r} in {spec!r}{did_you_mean(kind, _KINDS)}; "
-            f"choose unigram, classifier:PATH or embedding:PATH"
-        )
-    if kind in _NEEDS_PATH and not location:
-        raise ConfigError(f"the {kind} check needs a model folder: write {kind}:PATH, got {spec!r}")
-    if kind not in _NEEDS_PATH and colon:
-        raise ConfigError(f"the {kind} check takes no path: write {kind!r}, got {spec!r}")
-    value = DEFAULT_THRESHOLDS[kind] if threshold is None else threshold
-    if kind == "unigram":
-        return UnigramEquivalence(threshold=value)
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
-    folder = Path(location).expanduser()
-    if not folder.is_dir():
-        raise ConfigError(f"the {kind} check needs a local model folder; none found", path=folder)
-    if kind == "classifier":
-        return ClassifierEquivalence(folder, threshold=value, device=device, batch_size=batch_size)
-    return EmbeddingEquivalence(folder, threshold=value, device=device, batch_size=batch_size)
+    return EQUIVALENCE_CHECKS.open(spec, threshold=threshold, device=device, batch_size=batch_size)

@@ -121,11 +121,11 @@ def test_batched_and_pairwise_answers_agree() -> None:
         ("unigrm", "did you mean 'unigram'"),
         ("clasifier:/tmp/model", "did you mean 'classifier'"),
         ("embeding:/tmp/model", "did you mean 'embedding'"),
-        ("bleu", "choose unigram, classifier:PATH or embedding:PATH"),
+        ("bleu", "use unigram, classifier:PATH or embedding:PATH"),
         ("", "must be one of"),
         ("classifier", "needs a model folder"),
         ("embedding:", "needs a model folder"),
-        ("unigram:/tmp/model", "takes no path"),
+        ("unigram:/tmp/model", "takes no argument"),
         ("classifier:/no/such/folder", "local model folder"),
     ],
 )

@@ -136,7 +136,7 @@ class RewardJudge:
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        from pytest_novelty.generation.hf import resolve_device
+        from pytest_novelty.generation.devices import resolve_device
 
         self.device = resolve_device(self.device)
         dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
