@@ -135,7 +135,9 @@ class WordListBackend:
         self.seen = {tuple(words[i : i + n]) for n in range(1, max_n + 1) for i in range(len(words) - n + 1)}
         self.closed = False
 
-    def match_bounds(self, encodings: Sequence[Encoding], ns: Sequence[int], *, progress: bool = False) -> list[MatchBounds]:
+    def match_bounds(
+        self, encodings: Sequence[Encoding], ns: Sequence[int], *, progress: bool = False
+    ) -> list[MatchBounds]:
         bounds = []
         for enc in encodings:
             words = enc.surface(0, len(enc)).split()

@@ -78,6 +78,7 @@ class _CountApiBackend:
         timeout: float = 30.0,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
+        max_retry_time: float = 120.0,
     ) -> None:
         if not index.strip():
             kind = spec.partition(":")[0]
@@ -94,6 +95,7 @@ class _CountApiBackend:
             timeout=timeout,
             backoff=backoff,
             max_backoff=max_backoff,
+            max_retry_time=max_retry_time,
         )
         self.cache = CountCache(cache_dir, self.service, index)
         self.questions = 0
@@ -168,6 +170,7 @@ _API_OPTIONS: dict[str, type | None] = {
     "timeout": float,
     "backoff": float,
     "max_backoff": float,
+    "max_retry_time": float,
 }
 
 

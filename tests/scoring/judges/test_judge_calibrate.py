@@ -128,5 +128,5 @@ def test_a_judge_that_scores_nothing_is_a_harness_error(
     with FakeOpenAI(api_key=SECRET, reply=reply) as server:
         args = ["judge", "calibrate", "--task", "tool", "--judge", "openai:judge-model", "--base-url", server.url,
                 "--cache", str(tmp_path / "c"), "--budget", "0", str(graded)]
-        assert main(args) == 2
+        assert main(args) == 8  # a harness error: no verdict (README, "Exit status and harness errors")
     assert "scored none of the 12 items" in capsys.readouterr().err
