@@ -123,10 +123,7 @@ class OpenAIGenerator:
         self.tokens_generated = 0
         self.requests_sent = 0
         self.concurrency = concurrency
-        self.max_attempts = max_attempts
         self.timeout = timeout
-        self.backoff = backoff
-        self.max_backoff = max_backoff
         self.retry = RetryPolicy(max_attempts, backoff, max_backoff, max_retry_time)
         """When a row's request is retried and how long it waits (:class:`pytest_novelty.http.RetryPolicy`)."""
         if api_key is None:

@@ -154,14 +154,10 @@ class OpenAIChat:
         """Whether requests carry ``temperature``: not for ``None``, nor once the model rejected it."""
         self.concurrency = concurrency
         self.timeout = timeout
-        self.max_attempts = max_attempts
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-        self.max_tokens = max_tokens
-        self.max_retry_time = max_retry_time
-        """Seconds one logical request may spend on retries in all (attempts and waits)."""
+        """Seconds one HTTP request may take."""
         self.retry = RetryPolicy(max_attempts, backoff, max_backoff, max_retry_time)
-        """When requests are retried and how long they wait (:class:`pytest_novelty.http.RetryPolicy`)."""
+        """When requests are retried, how long they wait, and for how long in all (``max_retry_time``)."""
+        self.max_tokens = max_tokens
         self.requests_sent = 0
         """HTTP requests sent over the life of this client (all attempts)."""
         self.notify: Callable[[str], None] | None = None
@@ -301,8 +297,8 @@ class OpenAIChat:
                     raise RequestFailed(f"gave up after {attempts.number} attempts: {reason}") from None
                 self._announce(
                     f"[novelty] {self.what} at {self.shown_url}: {self._describe(error)}; retrying "
-                    f"(attempt {attempts.number + 1} of {self.max_attempts}, giving up after "
-                    f"{self.max_retry_time:.0f} s)"
+                    f"(attempt {attempts.number + 1} of {self.retry.max_attempts}, giving up after "
+                    f"{self.retry.max_retry_time:.0f} s)"
                 )
                 await asyncio.sleep(wait)
 

@@ -342,41 +342,32 @@ class EmbeddingEquivalence(EquivalenceCheck):
         return (vectors[1:] @ vectors[0]).tolist()
 
 
-def _model_folder(kind: str, location: str, batch_size: int) -> Path:
-    """The local folder of a model check, and its batch size checked."""
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
-    folder = Path(location).expanduser()
-    if not folder.is_dir():
-        raise ConfigError(f"the {kind} check needs a local model folder; none found", path=folder)
-    return folder
-
-
 @EQUIVALENCE_CHECKS.register("unigram", summary="ROUGE-1 F1 above 0.458")
 def _open_unigram(*, threshold: float | None = None) -> UnigramEquivalence:
     return UnigramEquivalence(DEFAULT_THRESHOLDS["unigram"] if threshold is None else threshold)
 
 
-@EQUIVALENCE_CHECKS.register(
-    "classifier", argument="PATH", needs="a model folder", summary="a sequence-pair classifier folder"
-)
-def _open_classifier(
-    location: str, *, threshold: float | None = None, device: str | None = None, batch_size: int = 32
-) -> ClassifierEquivalence:
-    folder = _model_folder("classifier", location, batch_size)
-    value = DEFAULT_THRESHOLDS["classifier"] if threshold is None else threshold
-    return ClassifierEquivalence(folder, threshold=value, device=device, batch_size=batch_size)
+def _register_model_check(cls: type[ClassifierEquivalence] | type[EmbeddingEquivalence], summary: str) -> None:
+    """Register a check that loads a local model folder: ``KIND:PATH``, the folder checked first."""
+    kind = cls.kind
+
+    def open_model_check(
+        location: str, *, threshold: float | None = None, device: str | None = None, batch_size: int = 32
+    ) -> Equivalence:
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+        folder = Path(location).expanduser()
+        if not folder.is_dir():
+            raise ConfigError(f"the {kind} check needs a local model folder; none found", path=folder)
+        value = DEFAULT_THRESHOLDS[kind] if threshold is None else threshold
+        return cls(folder, threshold=value, device=device, batch_size=batch_size)
+
+    open_model_check.__qualname__ = f"{cls.__qualname__}.open"
+    EQUIVALENCE_CHECKS.register(kind, argument="PATH", needs="a model folder", summary=summary)(open_model_check)
 
 
-@EQUIVALENCE_CHECKS.register(
-    "embedding", argument="PATH", needs="a model folder", summary="a sentence-embedding model folder"
-)
-def _open_embedding(
-    location: str, *, threshold: float | None = None, device: str | None = None, batch_size: int = 32
-) -> EmbeddingEquivalence:
-    folder = _model_folder("embedding", location, batch_size)
-    value = DEFAULT_THRESHOLDS["embedding"] if threshold is None else threshold
-    return EmbeddingEquivalence(folder, threshold=value, device=device, batch_size=batch_size)
+_register_model_check(ClassifierEquivalence, "a sequence-pair classifier folder")
+_register_model_check(EmbeddingEquivalence, "a sentence-embedding model folder")
 
 
 def open_equivalence(

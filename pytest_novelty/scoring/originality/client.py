@@ -63,11 +63,8 @@ class JsonClient:
         self._port = parts.port
         self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self.concurrency = int(concurrency)
-        self.max_retries = int(max_retries)
         self.timeout = float(timeout)
-        self.backoff = float(backoff)
-        self.max_backoff = float(max_backoff)
-        self.retry = RetryPolicy(self.max_retries + 1, self.backoff, self.max_backoff, float(max_retry_time))
+        self.retry = RetryPolicy(int(max_retries) + 1, float(backoff), float(max_backoff), float(max_retry_time))
         """When a query is retried and how long it waits (:class:`pytest_novelty.http.RetryPolicy`)."""
         self.requests = 0
         """HTTP requests sent (every attempt counts)."""

@@ -35,14 +35,13 @@ import threading
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pytest_novelty.errors import ConfigError, HarnessError
-from pytest_novelty.scoring.originality.backend import BACKENDS, MatchBounds, Span, check_ns
-from pytest_novelty.scoring.originality.index import IndexInfo, engine_path, read_indexes
+from pytest_novelty.scoring.originality.backend import MatchBounds, Span, check_ns
+from pytest_novelty.scoring.originality.index import IndexInfo, engine_path, register_local
 from pytest_novelty.scoring.originality.suffixarray import byte_keys, longest_prefixes, open_shards
 from pytest_novelty.scoring.originality.tokenization import Encoding, Tokenizer, load_hf_tokenizer
 
@@ -82,18 +81,11 @@ def unit_lengths(token_lengths: np.ndarray, unit_pos: np.ndarray) -> np.ndarray:
     return np.searchsorted(unit_pos, ends, side="right") - 1 - np.arange(len(starts))
 
 
-@BACKENDS.register(
+@register_local(
     "infini-gram",
-    argument="DIR",
-    needs="an index folder",
     options={"tokenizer": str, "method": str, "workers": int, "load_to_ram": bool},
     summary="a local infini-gram suffix-array index (several shards: DIR,DIR)",
 )
-def open_infini_gram(target: str, *, cache_dir: Path | None = None, **options: Any) -> InfiniGramBackend:
-    """``infini-gram:DIR``: the local suffix-array index in ``DIR`` (comma-separated shards)."""
-    return InfiniGramBackend(read_indexes(target, cache_dir=cache_dir), spec=f"infini-gram:{target}", **options)
-
-
 class InfiniGramBackend:
     """Exact longest matches from one or more local index folders (shards of one corpus)."""
 

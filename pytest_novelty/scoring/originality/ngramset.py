@@ -20,13 +20,11 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from pytest_novelty.scoring.originality.backend import BACKENDS, MatchBounds, Span, check_ns
-from pytest_novelty.scoring.originality.index import IndexInfo, read_indexes
+from pytest_novelty.scoring.originality.backend import MatchBounds, Span, check_ns
+from pytest_novelty.scoring.originality.index import IndexInfo, register_local
 from pytest_novelty.scoring.originality.local import check_same_tokenizer
 from pytest_novelty.scoring.originality.tokenization import Encoding, WordCodec
 
@@ -143,18 +141,11 @@ def _corpus_units(infos: Sequence[IndexInfo]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
 
 
-@BACKENDS.register(
+@register_local(
     "ngram-set",
-    argument="DIR",
-    needs="an index folder",
     options={"tokenizer": str, "max_n": int, "progress": bool},
     summary="an index folder's corpus as an in-memory n-gram set",
 )
-def open_ngram_set(target: str, *, cache_dir: Path | None = None, **options: Any) -> NgramSetBackend:
-    """``ngram-set:DIR``: the corpus of the index in ``DIR`` loaded as a set of n-gram hashes."""
-    return NgramSetBackend(read_indexes(target, cache_dir=cache_dir), spec=f"ngram-set:{target}", **options)
-
-
 class NgramSetBackend:
     """Exact in-memory n-gram membership, ``L_i`` capped at the largest n built."""
 
