@@ -92,8 +92,11 @@ class RetryPolicy:
     """How often and how long one logical request is retried (see the module docstring)."""
 
     max_attempts: int = 6
+    """Attempts of one logical request, the first one included."""
     backoff: float = 0.5
+    """Seconds before the second attempt when the server names no wait; doubled after each failure."""
     max_backoff: float = 30.0
+    """The longest backoff wait, in seconds (a server's ``Retry-After`` is capped separately)."""
     max_retry_time: float = 120.0
     """Seconds one logical request may spend on attempts and waits in all (``math.inf``: no bound)."""
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pytest_novelty.errors import ConfigError
+from pytest_novelty.jsonlines import json_lines
 from pytest_novelty.suites.prompts import TASKS
 
 
@@ -67,15 +68,7 @@ def read_items(path: Path, task: str) -> tuple[list[Any], list[Any]]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise ConfigError(f"cannot read the input: {exc.strerror}", path=path) from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"not valid JSON ({exc.msg})", path=path, field=f"line {number}") from None
-        if not isinstance(row, dict):
-            raise ConfigError("expected a JSON object", path=path, field=f"line {number}")
+    for number, row in json_lines(lines, path):
         for name in ("id", "prompt", "response"):
             if name not in row:
                 raise ConfigError(f"missing {name!r}", path=path, field=f"line {number}")
