@@ -174,11 +174,29 @@ class UnigramEquivalence(EquivalenceCheck):
         return [rouge1_f1(representative, candidate) for candidate in candidates]
 
 
-def _load_error(kind: str, path: Path, error: Exception) -> ConfigError:
-    return ConfigError(f"could not load the {kind} model folder: {error}", path=path)
+class _ModelCheck(EquivalenceCheck):
+    """A check backed by a local model folder: loads its tokenizer and model (``auto_class``) on
+    the device :func:`~pytest_novelty.generation.devices.resolve_device` picks."""
+
+    auto_class = ""
+
+    def __init__(self, path: str | Path, *, threshold: float, device: str | None, batch_size: int) -> None:
+        super().__init__(threshold)
+        import torch
+        import transformers
+
+        self.path = Path(path)
+        self.batch_size = batch_size
+        self.device = resolve_device(device)
+        try:
+            self.tokenizer: Any = transformers.AutoTokenizer.from_pretrained(self.path)
+            self.model: Any = getattr(transformers, self.auto_class).from_pretrained(self.path)
+        except (OSError, ValueError, KeyError) as error:
+            raise ConfigError(f"could not load the {self.kind} model folder: {error}", path=self.path) from error
+        self._torch = torch
 
 
-class ClassifierEquivalence(EquivalenceCheck):
+class ClassifierEquivalence(_ModelCheck):
     """``classifier:PATH``: a two-class sequence-pair classifier; equivalent when P(class 1) > threshold.
 
     Input layout, as NoveltyBench's ``classifier_score``: each text is tokenised without special
@@ -191,6 +209,7 @@ class ClassifierEquivalence(EquivalenceCheck):
     """
 
     kind = "classifier"
+    auto_class = "AutoModelForSequenceClassification"
 
     def __init__(
         self,
@@ -201,19 +220,8 @@ class ClassifierEquivalence(EquivalenceCheck):
         batch_size: int = 32,
         max_tokens: int = CLASSIFIER_MAX_TOKENS,
     ) -> None:
-        super().__init__(threshold)
-        import torch
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        self.path = Path(path)
-        self.batch_size = batch_size
+        super().__init__(path, threshold=threshold, device=device, batch_size=batch_size)
         self.max_tokens = max_tokens
-        self.device = resolve_device(device)
-        try:
-            self.tokenizer: Any = AutoTokenizer.from_pretrained(self.path)
-            self.model: Any = AutoModelForSequenceClassification.from_pretrained(self.path)
-        except (OSError, ValueError, KeyError) as error:
-            raise _load_error(self.kind, self.path, error) from error
         if self.model.config.num_labels != 2:
             raise ConfigError(
                 f"expected a two-class pair classifier, the model has {self.model.config.num_labels} labels",
@@ -224,7 +232,6 @@ class ClassifierEquivalence(EquivalenceCheck):
         self._pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self._token_types = "token_type_ids" in inspect.signature(self.model.forward).parameters
         self.model.to(self.device).eval()
-        self._torch = torch
 
     def _token_ids(self, texts: Sequence[str]) -> dict[str, list[int]]:
         unique = list(dict.fromkeys(texts))
@@ -267,7 +274,7 @@ class ClassifierEquivalence(EquivalenceCheck):
         return self.probabilities([(representative, candidate) for candidate in candidates])
 
 
-class EmbeddingEquivalence(EquivalenceCheck):
+class EmbeddingEquivalence(_ModelCheck):
     """``embedding:PATH``: cosine similarity of mean-pooled embeddings above ``threshold``.
 
     Each text is tokenised with the model's special tokens, truncated to the smaller of 512 tokens
@@ -278,6 +285,7 @@ class EmbeddingEquivalence(EquivalenceCheck):
     """
 
     kind = "embedding"
+    auto_class = "AutoModel"
     lowest_threshold = -1.0
     _CACHE_LIMIT = 4096
 
@@ -289,18 +297,7 @@ class EmbeddingEquivalence(EquivalenceCheck):
         device: str | None = None,
         batch_size: int = 32,
     ) -> None:
-        super().__init__(threshold)
-        import torch
-        from transformers import AutoModel, AutoTokenizer
-
-        self.path = Path(path)
-        self.batch_size = batch_size
-        self.device = resolve_device(device)
-        try:
-            self.tokenizer: Any = AutoTokenizer.from_pretrained(self.path)
-            self.model: Any = AutoModel.from_pretrained(self.path)
-        except (OSError, ValueError, KeyError) as error:
-            raise _load_error(self.kind, self.path, error) from error
+        super().__init__(path, threshold=threshold, device=device, batch_size=batch_size)
         if self.tokenizer.pad_token is None:
             if self.tokenizer.eos_token is None:
                 raise ConfigError("the tokenizer has neither a padding nor an end token", path=self.path)
@@ -311,7 +308,6 @@ class EmbeddingEquivalence(EquivalenceCheck):
             limits.append(int(positions))
         self.max_tokens = min(limits)
         self.model.to(self.device).eval()
-        self._torch = torch
         self._cache: dict[str, Any] = {}
 
     def embed(self, texts: Sequence[str]) -> Any:
