@@ -185,7 +185,7 @@ class Registry(Generic[T]):
             raise self._error(f"{self.what} {name} takes no argument: write {name!r}, got {spec!r}")
         if backend.argument is not None and not argument:
             raise self._error(
-                f"{self.what} {name} needs {backend.needs}: write {backend.usage}, got {spec!r}"
+                f"{self.what} {name} needs {backend.needs}, as in {backend.usage}; got {spec!r}"
             )
         _, options = _split_options(qmark + query, self._error)
         return Spec(backend, argument, options, spec)

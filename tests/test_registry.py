@@ -18,6 +18,7 @@ import pytest
 from pytest_novelty.errors import ConfigError
 from pytest_novelty.generation import GENERATOR_BACKENDS, MODEL_SOURCES, generate, open_generator
 from pytest_novelty.registry import Registry
+from pytest_novelty.scoring.concepts import CONCEPT_EXTRACTORS
 from pytest_novelty.scoring.judges import JUDGES, Judge, JudgeItem, JudgeResult, open_judge
 from pytest_novelty.scoring.originality import BACKENDS, MatchBounds, open_backend, score_texts
 from pytest_novelty.scoring.originality.tokenization import Encoding, SurfaceWords
@@ -55,7 +56,7 @@ def test_a_spec_opens_its_backend_with_the_settings_it_names(shapes: Registry[tu
         ("dott", r"^--shape: unknown shape 'dott' \(did you mean 'dot'\?\); use dot or line:LENGTH$"),
         ("circle", r"^--shape: unknown shape 'circle'; use dot or line:LENGTH$"),
         ("", "a shape spec must be one of dot or line:LENGTH"),
-        ("line", "shape line needs a length: write line:LENGTH, got 'line'"),
+        ("line", "shape line needs a length, as in line:LENGTH; got 'line'"),
         ("line: ", "shape line needs a length"),
         ("dot:3", "shape dot takes no argument: write 'dot', got 'dot:3'"),
         ("line:3?widht=2", r"has no option 'widht' \(did you mean 'width'\?\); its options: dashed, width"),
@@ -261,3 +262,4 @@ def test_builtin_prefixes_are_listed_in_order() -> None:
     assert EQUIVALENCE_CHECKS.names()[:3] == ("unigram", "classifier", "embedding")
     assert GENERATOR_BACKENDS.names()[:2] == ("hf", "vllm")
     assert MODEL_SOURCES.names()[:1] == ("openai",)
+    assert CONCEPT_EXTRACTORS.names()[:2] == ("openai", "hf")
