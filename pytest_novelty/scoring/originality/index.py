@@ -241,8 +241,10 @@ def register_local(name: str, *, options: dict[str, type | None], summary: str) 
     from pytest_novelty.scoring.originality.backend import BACKENDS
 
     def decorate(cls: type[B]) -> type[B]:
+        build: Callable[..., B] = cls
+
         def open_local(target: str, *, cache_dir: Path | None = None, **given: Any) -> B:
-            return cls(read_indexes(target, cache_dir=cache_dir), spec=f"{name}:{target}", **given)
+            return build(read_indexes(target, cache_dir=cache_dir), spec=f"{name}:{target}", **given)
 
         open_local.__module__ = cls.__module__
         open_local.__qualname__ = f"{cls.__qualname__}.open"
