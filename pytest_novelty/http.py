@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import math
 import random
 import threading
 import time
@@ -200,7 +199,3 @@ def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
     if "error" in box:
         raise box["error"]
     return box["value"]
-
-
-UNBOUNDED = math.inf
-"""``max_retry_time`` for a request bounded by its attempts only."""
