@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_novelty.cache import Namespace, as_namespace
+from pytest_novelty.registry import Registry
 from pytest_novelty.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
@@ -32,6 +33,8 @@ NAMESPACE = "generations"
 NAMESPACE_VERSION = 2  # 1 was one list per prompt; 2 is one entry per (prompt, sample)
 
 GENERATORS = ("hf", "vllm")
+"""The built-in generator backends (``--generator``); :data:`GENERATOR_BACKENDS` holds these and
+any registered since."""
 
 
 class Generator(Protocol):
@@ -76,23 +79,39 @@ class Generator(Protocol):
         ...
 
 
+GENERATOR_BACKENDS: Registry[Generator] = Registry(
+    "generator",
+    field="--generator",
+    builtins=("pytest_novelty.generation.hf", "pytest_novelty.generation.vllm"),
+)
+"""Backends that load a checkpoint (``--generator NAME``); a factory is called as
+``factory(model, device=..., trust_remote_code=..., gpus=..., base_model=..., memo=...)`` (the
+settings it names)."""
+
+MODEL_SOURCES: Registry[Generator] = Registry(
+    "model source", field="--model", builtins=("pytest_novelty.generation.openai",)
+)
+"""``--model PREFIX:NAME`` values that are not checkpoints (``openai:NAME``: a served model); a
+factory is called as ``factory(name, base_url=..., revision=..., log=...)``, and the backend's
+``check(model, base_url)`` runs before anything heavy is loaded."""
+
 SERVED_PREFIX = "openai:"
 """``--model openai:NAME``: a model served behind an OpenAI-compatible endpoint (:mod:`.openai`)."""
 
 
 def is_served(model: str) -> bool:
-    """Whether ``model`` names a served model (``openai:NAME``) rather than a checkpoint."""
-    return model.startswith(SERVED_PREFIX)
+    """Whether ``model`` names a registered model source (``openai:NAME``) rather than a checkpoint."""
+    return MODEL_SOURCES.find(model) is not None
 
 
 def check_model(
     model: str, *, trust_remote_code: bool = False, base_model: str | None = None, base_url: str | None = None
 ) -> None:
     """Cheap checks of ``--model`` before anything heavy is imported (one clear line on bad input)."""
-    if is_served(model):
-        from pytest_novelty.generation.openai import check_served
-
-        check_served(model, base_url)
+    source = MODEL_SOURCES.find(model)
+    if source is not None:
+        if source.backend.check is not None:
+            source.backend.check(model, base_url)
         return
     from pytest_novelty.generation.hf import check_checkpoint
 
@@ -112,36 +131,26 @@ def open_generator(
     log: Callable[[str], None] | None = None,
     memo: Any = None,
 ) -> Generator:
-    """Load ``model`` for sampling with ``backend``.
+    """Load ``model`` for sampling with ``backend`` (a name in :data:`GENERATOR_BACKENDS`).
 
     ``model`` is a local Hugging Face folder, a PEFT adapter folder (loaded over ``base_model`` or
     the base its config names), a hub id, or ``openai:NAME`` for a model served at ``base_url``
-    (then ``revision`` pins the weights the cache trusts, and ``backend`` does not apply).
-    ``gpus`` spreads one local model over that many GPUs (accelerate for ``hf``, tensor
-    parallelism for ``vllm``). ``memo`` remembers the checkpoint's file digests between runs (see
-    :mod:`pytest_novelty.identity`).
+    (then ``revision`` pins the weights the cache trusts, and ``backend`` does not apply; other
+    prefixes come from :data:`MODEL_SOURCES`). ``gpus`` spreads one local model over that many
+    GPUs (accelerate for ``hf``, tensor parallelism for ``vllm``). ``memo`` remembers the
+    checkpoint's file digests between runs (see :mod:`pytest_novelty.identity`).
     """
-    if is_served(model):
-        from pytest_novelty.generation.openai import OpenAIGenerator
-
-        return OpenAIGenerator(model, base_url=base_url, revision=revision, log=log)
-    if backend == "vllm":
-        from pytest_novelty.generation.vllm import VLLMGenerator
-
-        return VLLMGenerator(
-            model, device=device, trust_remote_code=trust_remote_code, gpus=gpus, base_model=base_model, memo=memo
-        )
-    if backend != "hf":
-        from pytest_novelty.errors import ConfigError, did_you_mean
-
-        raise ConfigError(
-            f"unknown generator {backend!r}; use one of {', '.join(GENERATORS)}{did_you_mean(backend, GENERATORS)}",
-            field="--generator",
-        )
-    from pytest_novelty.generation.hf import HFGenerator
-
-    return HFGenerator(
-        model, device=device, trust_remote_code=trust_remote_code, gpus=gpus, base_model=base_model, memo=memo
+    source = MODEL_SOURCES.find(model)
+    if source is not None:
+        return MODEL_SOURCES.call(source, base_url=base_url, revision=revision, log=log)
+    return GENERATOR_BACKENDS.open(
+        backend,
+        model,
+        device=device,
+        trust_remote_code=trust_remote_code,
+        gpus=gpus,
+        base_model=base_model,
+        memo=memo,
     )
 
 

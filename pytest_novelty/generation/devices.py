@@ -68,6 +68,20 @@ def cpu_threads(worker_count: int, cpus: int | None = None) -> int:
     return max(1, cpus // max(1, worker_count))
 
 
+def resolve_device(device: str | None = "auto") -> str:
+    """The one device resolver for every model the harness loads (generators, judges, reward and
+    equivalence models): ``auto`` (or None) picks CUDA when it is available, else the CPU; an
+    explicit ``cuda`` device on a machine without CUDA is a :class:`ConfigError` naming
+    ``--device``; anything else (``cpu``, ``mps``, ``cuda:1``) is returned as given."""
+    import torch
+
+    if device is None or device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError("CUDA is not available on this machine; use --device cpu", field="--device")
+    return device
+
+
 # -- one model over several devices ---------------------------------------------------------------
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.errors import ConfigError, HarnessError, NoveltyError
+from pytest_novelty.generation import GENERATOR_BACKENDS
+from pytest_novelty.generation.devices import resolve_device
 from pytest_novelty.identity import Memo, checkpoint_identity, resolve_hub
 from pytest_novelty.suites.schema import GenerationSettings
 
@@ -225,17 +227,6 @@ def checkpoint_fingerprint(model: str, *, memo: Memo | None = None) -> str:
     return checkpoint_identity(model, memo=memo).id
 
 
-def resolve_device(device: str) -> str:
-    """``auto`` picks CUDA when it is available, else the CPU."""
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError("CUDA is not available on this machine; use --device cpu", field="--device")
-    return device
-
-
 def _load(what: str, model: str, load: Callable[[], Any]) -> Any:
     """Run a transformers loader, turning any error it raises into one line that names the checkpoint.
 
@@ -295,6 +286,7 @@ def token_counts(tokenizer: Any, texts: Sequence[str]) -> list[int]:
     return [len(x) for x in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
 
 
+@GENERATOR_BACKENDS.register("hf", summary="transformers, on the CPU or GPUs (accelerate spreads one model)")
 class HFGenerator:
     """Samples continuations from a transformers causal LM, with a decode loop that retires rows.
 

@@ -14,7 +14,8 @@ How a call goes:
   ``stop``; ``top_k`` only when the suite sets one, since OpenAI itself does not know it);
 - requests run concurrently (``concurrency`` in flight, one ``httpx.AsyncClient``); 408, 409,
   425, 429, 5xx, timeouts and dropped connections are retried with exponential backoff and
-  jitter, honouring ``Retry-After`` (capped at two minutes), for at most ``max_attempts`` attempts;
+  jitter, honouring ``Retry-After`` (capped at two minutes), for at most ``max_attempts`` attempts
+  and ``max_retry_time`` seconds (the shared :class:`pytest_novelty.http.RetryPolicy`);
   a rejected key, an unknown model or a request the server refuses stops the run with one line
   (:class:`~pytest_novelty.errors.HarnessError`); so does a row still failing after its last
   attempt (the batches done before it stay cached);
@@ -32,17 +33,15 @@ errors.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import email.utils
 import json
 import os
-import random
-import time
-from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from pytest_novelty.errors import ConfigError, HarnessError
+from pytest_novelty.generation import MODEL_SOURCES
+from pytest_novelty.http import RetryPolicy, Secret, is_retryable, retry_after, run_coroutine, scrub
 from pytest_novelty.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
@@ -51,8 +50,6 @@ if TYPE_CHECKING:
 
     from pytest_novelty.generation import ModelInput, RowCallback, StepCallback
 
-T = TypeVar("T")
-
 PREFIX = "openai:"
 API_KEY_VARIABLES = ("NOVELTY_MODEL_API_KEY", "OPENAI_API_KEY")
 """Where the key is read from, first one set wins."""
@@ -60,8 +57,6 @@ CHAT = "\x00chat\x00"
 """Marks a rendered chat input: the message list as JSON after it (sent to the chat endpoint)."""
 ROWS_PER_BATCH = 256
 """Rows handed over per call: the server batches them itself; this size keeps the cache written often."""
-RETRY_STATUS = frozenset({408, 409, 425, 429})
-MAX_RETRY_AFTER = 120.0
 
 
 def check_served(model: str, base_url: str | None) -> None:
@@ -86,16 +81,14 @@ def endpoint(base_url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
 
 
-class _Secret:
-    """Holds the key so that reprs and ``vars()`` show ``***``."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: str) -> None:
-        self.value = value
-
-    def __repr__(self) -> str:
-        return "***" if self.value else "''"
+@MODEL_SOURCES.register(
+    "openai", argument="NAME", check=check_served, summary="a model behind an OpenAI-compatible endpoint"
+)
+def open_served(
+    name: str, *, base_url: str | None = None, revision: str | None = None, log: Callable[[str], None] | None = None
+) -> OpenAIGenerator:
+    """``--model openai:NAME``: the served model ``NAME`` at ``base_url``."""
+    return OpenAIGenerator(PREFIX + name, base_url=base_url, revision=revision, log=log)
 
 
 class OpenAIGenerator:
@@ -113,6 +106,7 @@ class OpenAIGenerator:
         timeout: float = 600.0,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
+        max_retry_time: float = 900.0,
         log: Callable[[str], None] | None = None,
     ) -> None:
         check_served(model, base_url)
@@ -129,13 +123,12 @@ class OpenAIGenerator:
         self.tokens_generated = 0
         self.requests_sent = 0
         self.concurrency = concurrency
-        self.max_attempts = max_attempts
         self.timeout = timeout
-        self.backoff = backoff
-        self.max_backoff = max_backoff
+        self.retry = RetryPolicy(max_attempts, backoff, max_backoff, max_retry_time)
+        """When a row's request is retried and how long it waits (:class:`pytest_novelty.http.RetryPolicy`)."""
         if api_key is None:
             api_key = next((os.environ[v] for v in API_KEY_VARIABLES if os.environ.get(v)), "")
-        self._key = _Secret(api_key)
+        self._key = Secret(api_key)
         if revision is None and log is not None:
             log(
                 f"[novelty] {model}: no --model-revision pinned; cached answers from {self.base_url} are trusted "
@@ -173,7 +166,7 @@ class OpenAIGenerator:
     ) -> list[str]:
         """One request per row, ``concurrency`` in flight; ``on_step`` hears of each answer as it comes,
         ``on_row(i, text)`` receives it (so the cache keeps it at once)."""
-        return _run(self._sample_all(list(texts), list(seeds), settings, on_step, on_row))
+        return run_coroutine(self._sample_all(list(texts), list(seeds), settings, on_step, on_row))
 
     # -- requests ------------------------------------------------------------------------------------
 
@@ -204,7 +197,7 @@ class OpenAIGenerator:
     ) -> list[str]:
         import httpx
 
-        headers = {"Authorization": f"Bearer {self._key.value}"} if self._key.value else {}
+        headers = {"Authorization": f"Bearer {self._key.reveal()}"} if self._key.reveal() else {}
         limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
         semaphore = asyncio.Semaphore(self.concurrency)
         done = [0, 0]  # rows answered, tokens
@@ -237,8 +230,10 @@ class OpenAIGenerator:
 
         url = self._send_to + path
         reason = ""
-        for attempt in range(1, self.max_attempts + 1):
-            wait = None
+        attempts = self.retry.start()
+        while True:
+            attempts.begin()
+            server_wait = None
             self.requests_sent += 1
             try:
                 response = await client.post(url, json=body)
@@ -258,17 +253,17 @@ class OpenAIGenerator:
                         f"{self.name} at {self.base_url}{path}: not found ({reason}); check --model-base-url "
                         "(usually ending in /v1) and the model name the server lists at /v1/models"
                     )
-                if response.status_code < 500 and response.status_code not in RETRY_STATUS:
+                if not is_retryable(response.status_code):
                     raise HarnessError(
                         f"{self.name} at {self.base_url}{path}: the server refused the request ({reason})"
                     )
-                wait = _retry_after(response)
-            if attempt < self.max_attempts:
-                delay = min(self.max_backoff, self.backoff * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
-                await asyncio.sleep(min(MAX_RETRY_AFTER, wait) if wait is not None else delay)
-        raise HarnessError(
-            f"{self.name}: no answer from {self.base_url}{path} after {self.max_attempts} attempts ({reason})"
-        )
+                server_wait = retry_after(response.headers)
+            wait = attempts.next_wait(server_wait)
+            if wait is None:
+                raise HarnessError(
+                    f"{self.name}: no answer from {self.base_url}{path} after {attempts.number} attempts ({reason})"
+                )
+            await asyncio.sleep(wait)
 
     def _answer(self, response: httpx.Response, path: str) -> tuple[str, int]:
         try:
@@ -294,28 +289,4 @@ class OpenAIGenerator:
         return self._scrub(" ".join(str(message).split()))[:200] or response.reason_phrase
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._key.value, "***") if self._key.value else text
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    """The wait the server asked for, in seconds (``Retry-After`` as seconds or an HTTP date)."""
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError):
-            return None
-
-
-def _run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run ``coroutine`` to the end from synchronous code, even inside a running event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
+        return scrub(text, self._key)

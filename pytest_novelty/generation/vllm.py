@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.errors import ConfigError
+from pytest_novelty.generation import GENERATOR_BACKENDS
 from pytest_novelty.generation.hf import (
     ADAPTER_CONFIG,
     adapter_base,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 ROWS_PER_CALL = 4096  # vLLM batches inside a call; calls this size keep progress and caching fine-grained
 
 
+@GENERATOR_BACKENDS.register("vllm", summary="vLLM on CUDA GPUs (tensor parallelism over --gpus-per-worker)")
 class VLLMGenerator:
     """Samples continuations with ``vllm.LLM``."""
 

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from pytest_novelty.errors import ConfigError, HarnessError, did_you_mean
+from pytest_novelty.errors import HarnessError
+from pytest_novelty.registry import Registry
 from pytest_novelty.scoring.judges.cache import AnswerCache, answer_key
 from pytest_novelty.scoring.llm import (
     DEFAULT_BASE_URL,
@@ -51,6 +52,7 @@ from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.tasks import get_task
 
 __all__ = [
+    "CONCEPT_EXTRACTORS",
     "DEFAULT_BASE_URL",
     "KINDS",
     "MAX_RETRY_AFTER",
@@ -62,13 +64,10 @@ __all__ = [
 ]
 
 KINDS = ("openai", "hf")
-_OPTIONS = {
-    "openai": {
-        "api_key", "temperature", "concurrency", "timeout", "max_attempts", "max_reasks", "backoff", "max_backoff",
-        "max_tokens",
-    },
-    "hf": {"temperature", "batch_size", "max_new_tokens", "seed", "max_reasks", "device", "trust_remote_code"},
-}
+"""The built-in extractors; :data:`CONCEPT_EXTRACTORS` holds these and any registered since."""
+CONCEPT_EXTRACTORS: Registry[ConceptExtractor] = Registry("concept extractor")
+"""Concept extractors by spec prefix; a factory is called as ``factory(argument, cache_dir=...,
+base_url=..., **options)`` (the settings it names)."""
 PLAIN_CUE = "Concepts:\n-"
 """Where a plain-text request (no chat template) ends; the model continues the first bullet."""
 
@@ -159,6 +158,15 @@ class _CachedExtractor:
 # -- openai: ------------------------------------------------------------------------------------
 
 
+@CONCEPT_EXTRACTORS.register(
+    "openai",
+    argument="MODEL",
+    options={
+        "api_key": str, "temperature": float, "concurrency": int, "timeout": float, "max_attempts": int,
+        "max_reasks": int, "backoff": float, "max_backoff": float, "max_tokens": int,
+    },
+    summary="a chat model behind an OpenAI-compatible endpoint lists the concepts",
+)  # fmt: skip
 class OpenAIConceptExtractor(_CachedExtractor, OpenAIChat):
     """Lists concepts with a chat model behind an OpenAI-compatible endpoint (see the module doc).
 
@@ -229,6 +237,15 @@ class OpenAIConceptExtractor(_CachedExtractor, OpenAIChat):
 # -- hf: ----------------------------------------------------------------------------------------
 
 
+@CONCEPT_EXTRACTORS.register(
+    "hf",
+    argument="PATH",
+    options={
+        "temperature": float, "batch_size": int, "max_new_tokens": int, "seed": int, "max_reasks": int,
+        "device": str, "trust_remote_code": bool,
+    },
+    summary="a local chat model lists the concepts",
+)  # fmt: skip
 class HFConceptExtractor(_CachedExtractor, LocalChatModel):
     """Lists concepts with a local causal LM; the model is loaded on first use (see the module doc).
 
@@ -300,21 +317,4 @@ def open_concept_extractor(
     batch_size, max_new_tokens, seed, max_reasks, device, trust_remote_code. A bad spec or option
     raises :class:`~pytest_novelty.errors.ConfigError`.
     """
-    kind, _, target = spec.strip().partition(":")
-    if kind not in KINDS:
-        raise ConfigError(
-            f"unknown concept extractor {spec!r}{did_you_mean(kind, KINDS)}; use openai:MODEL or hf:PATH "
-            "(a chat model lists the concepts)"
-        )
-    unknown = sorted(set(options) - _OPTIONS[kind])
-    if unknown:
-        raise ConfigError(
-            f"the {kind} concept extractor has no option {unknown[0]!r}{did_you_mean(unknown[0], _OPTIONS[kind])}; "
-            f"its options: {', '.join(sorted(_OPTIONS[kind]))}"
-        )
-    if not target.strip():
-        what = "MODEL" if kind == "openai" else "PATH"
-        raise ConfigError(f"the {kind} concept extractor needs a {what}, as in {kind}:{what}")
-    if kind == "openai":
-        return OpenAIConceptExtractor(target.strip(), cache_dir=cache_dir, base_url=base_url, **options)
-    return HFConceptExtractor(target.strip(), cache_dir=cache_dir, **options)
+    return CONCEPT_EXTRACTORS.open(spec, options=options, cache_dir=cache_dir, base_url=base_url)

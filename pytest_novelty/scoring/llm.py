@@ -36,28 +36,36 @@ Only the layers below scoring are imported (errors, suites, generation), and hea
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import math
 import os
-import random
 import re
-import threading
 import time
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pytest_novelty.errors import ConfigError, HarnessError, PreflightError
+from pytest_novelty.http import MAX_RETRY_AFTER, RetryPolicy, Secret, is_retryable, run_coroutine, scrub
+from pytest_novelty.http import retry_after as http_retry_after
 from pytest_novelty.redact import redact, register_secret, secrets_in_url
 from pytest_novelty.suites.prompting import Message
 
-T = TypeVar("T")
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "MAX_RETRY_AFTER",
+    "LocalChatModel",
+    "OpenAIChat",
+    "RequestFailed",
+    "Secret",
+    "checked_fingerprint",
+    "is_about",
+    "retry_after",
+    "run_coroutine",
+    "safe_url",
+    "split_base_url",
+]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-MAX_RETRY_AFTER = 120.0
-"""The longest ``Retry-After`` wait honoured, in seconds; a longer one is cut to this."""
-RETRYABLE_STATUS = frozenset({408, 409, 429})
-"""Statuses below 500 that are worth another attempt (timeout, conflict, rate limit)."""
 PREFLIGHT_TIMEOUT = 10.0
 """Seconds the preflight waits for ``GET /models``: an endpoint that cannot list its models in
 that time will not judge a suite either."""
@@ -66,22 +74,6 @@ NOTIFY_EVERY = 10.0
 
 
 # -- secrets and URLs ---------------------------------------------------------------------------
-
-
-class Secret:
-    """Holds an API key so that reprs, ``vars()`` and debug dumps show ``***``, never the key."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        """The key itself, for the one place that sends it."""
-        return self._value
-
-    def __repr__(self) -> str:
-        return "***" if self._value else "''"
 
 
 def safe_url(url: str) -> str:
@@ -104,27 +96,8 @@ def split_base_url(url: str) -> tuple[str, dict[str, str]]:
 
 
 def retry_after(error: Exception) -> float | None:
-    """The wait the server asked for, from ``retry-after-ms`` or ``retry-after`` (seconds or a date)."""
-    headers = getattr(getattr(error, "response", None), "headers", None)
-    if headers is None:
-        return None
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, when.timestamp() - time.time())
+    """The wait the server asked for with ``error`` (see :func:`pytest_novelty.http.retry_after`)."""
+    return http_retry_after(getattr(getattr(error, "response", None), "headers", None))
 
 
 def is_about(error: Any, param: str) -> bool:
@@ -181,12 +154,10 @@ class OpenAIChat:
         """Whether requests carry ``temperature``: not for ``None``, nor once the model rejected it."""
         self.concurrency = concurrency
         self.timeout = timeout
-        self.max_attempts = max_attempts
-        self.backoff = backoff
-        self.max_backoff = max_backoff
+        """Seconds one HTTP request may take."""
+        self.retry = RetryPolicy(max_attempts, backoff, max_backoff, max_retry_time)
+        """When requests are retried, how long they wait, and for how long in all (``max_retry_time``)."""
         self.max_tokens = max_tokens
-        self.max_retry_time = max_retry_time
-        """Seconds one logical request may spend on retries in all (attempts and waits)."""
         self.requests_sent = 0
         """HTTP requests sent over the life of this client (all attempts)."""
         self.notify: Callable[[str], None] | None = None
@@ -285,10 +256,9 @@ class OpenAIChat:
         """
         import openai
 
-        attempt = 0
-        started = time.monotonic()
+        attempts = self.retry.start()
         while True:
-            attempt += 1
+            attempts.begin()
             body: dict[str, Any] = {}
             try:
                 async with semaphore:
@@ -308,30 +278,29 @@ class OpenAIChat:
             except openai.BadRequestError as error:
                 if "temperature" in body and is_about(error, "temperature"):
                     self.send_temperature = False  # a model that only runs at its default temperature
-                    attempt -= 1
+                    attempts.forget()
                     continue
                 if adapt is not None and adapt(error, body):
-                    attempt -= 1
+                    attempts.forget()
                     continue
                 raise RequestFailed(f"the request was rejected: {self._describe(error)}") from None
             except (openai.APIStatusError, openai.APIConnectionError) as error:
                 status = getattr(error, "status_code", None)
-                if status is not None and status not in RETRYABLE_STATUS and status < 500:
+                if status is not None and not is_retryable(status):
                     raise RequestFailed(f"the request was rejected: {self._describe(error)}") from None
-                delay = self._delay(attempt, error)
-                spent = time.monotonic() - started
-                if attempt >= self.max_attempts or spent + delay > self.max_retry_time:
+                wait = attempts.next_wait(retry_after(error))
+                if wait is None:
                     reason = self._describe(error)
                     if fatal_unreachable is not None and fatal_unreachable():
                         # Nothing has worked yet in this run: the endpoint is down, not one request.
-                        raise HarnessError(self._down(error, attempt, spent)) from None
-                    raise RequestFailed(f"gave up after {attempt} attempts: {reason}") from None
+                        raise HarnessError(self._down(error, attempts.number, attempts.spent)) from None
+                    raise RequestFailed(f"gave up after {attempts.number} attempts: {reason}") from None
                 self._announce(
                     f"[novelty] {self.what} at {self.shown_url}: {self._describe(error)}; retrying "
-                    f"(attempt {attempt + 1} of {self.max_attempts}, giving up after "
-                    f"{self.max_retry_time:.0f} s)"
+                    f"(attempt {attempts.number + 1} of {self.retry.max_attempts}, giving up after "
+                    f"{self.retry.max_retry_time:.0f} s)"
                 )
-                await asyncio.sleep(delay)
+                await asyncio.sleep(wait)
 
     def _down(self, error: Exception, attempts: int, spent: float) -> str:
         """The one line for an endpoint that failed the first request of a run after every retry."""
@@ -353,13 +322,6 @@ class OpenAIChat:
         self._last_notice = now
         self.notify(line)
 
-    def _delay(self, attempt: int, error: Exception) -> float:
-        """Seconds before the next attempt: ``Retry-After`` if given (capped), else backoff; both jittered."""
-        wait = retry_after(error)
-        if wait is not None:
-            return min(wait, MAX_RETRY_AFTER) * random.uniform(1.0, 1.1)
-        return min(self.max_backoff, self.backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
-
     def _describe(self, error: Exception) -> str:
         """A one-line reason for ``error``, with the key and anything resembling one removed."""
         import openai
@@ -378,10 +340,7 @@ class OpenAIChat:
 
     def _scrub(self, text: str) -> str:
         """``text`` with the key, and anything that looks like a key, replaced by ``***``."""
-        key = self._api_key.reveal()
-        if key:
-            text = text.replace(key, "***")
-        return redact(text)
+        return scrub(text, self._api_key)
 
 
 def _cause(error: BaseException) -> str:
@@ -401,28 +360,6 @@ def _cause(error: BaseException) -> str:
         seen += 1
     first = error.__cause__
     return type(first).__name__ if first else "unknown error"
-
-
-def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run ``coroutine`` to completion, in a helper thread when an event loop is already running."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coroutine)
-        except BaseException as error:
-            box["error"] = error
-
-    thread = threading.Thread(target=target, name="novelty-llm")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 # -- hf: ----------------------------------------------------------------------------------------

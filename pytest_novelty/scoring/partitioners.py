@@ -25,9 +25,11 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from pytest_novelty.errors import ConfigError, did_you_mean
+from pytest_novelty.errors import ConfigError
+from pytest_novelty.generation.devices import resolve_device
+from pytest_novelty.registry import Registry
 
 #: Default decision thresholds per check kind. unigram and classifier are NoveltyBench's values
 #: (``src/partition.py``); the embedding threshold is our uncalibrated choice (only near-paraphrases
@@ -43,8 +45,6 @@ CLASSIFIER_MAX_TOKENS = 128
 #: Upper bound on tokens per text for the embedding model (its own limit applies when smaller).
 EMBEDDING_MAX_TOKENS = 512
 
-_NEEDS_PATH = ("classifier", "embedding")
-_KINDS = ("unigram", *_NEEDS_PATH)
 _NOT_ALPHANUMERIC = re.compile(r"[^a-z0-9]+")
 
 
@@ -88,6 +88,27 @@ def rouge1_f1(first: str, second: str) -> float:
     if precision + recall == 0:
         return 0.0
     return 2 * precision * recall / (precision + recall)
+
+
+@runtime_checkable
+class Equivalence(Protocol):
+    """What the partition reads from an equivalence check (:func:`pytest_novelty.metrics.partition`)."""
+
+    kind: str
+    threshold: float
+
+    def matches(self, representative: str, candidates: Sequence[str]) -> list[bool]:
+        """For each candidate, whether it says the same thing as ``representative``."""
+        ...
+
+    def __call__(self, representative: str, candidate: str) -> bool:
+        """Whether the two generations are equivalent."""
+        ...
+
+
+EQUIVALENCE_CHECKS: Registry[Equivalence] = Registry("equivalence check")
+"""Equivalence checks by spec prefix; a factory is called as
+``factory(argument, threshold=..., device=..., batch_size=...)`` (the settings it names)."""
 
 
 class EquivalenceCheck(ABC):
@@ -153,19 +174,29 @@ class UnigramEquivalence(EquivalenceCheck):
         return [rouge1_f1(representative, candidate) for candidate in candidates]
 
 
-def _load_error(kind: str, path: Path, error: Exception) -> ConfigError:
-    return ConfigError(f"could not load the {kind} model folder: {error}", path=path)
+class _ModelCheck(EquivalenceCheck):
+    """A check backed by a local model folder: loads its tokenizer and model (``auto_class``) on
+    the device :func:`~pytest_novelty.generation.devices.resolve_device` picks."""
+
+    auto_class = ""
+
+    def __init__(self, path: str | Path, *, threshold: float, device: str | None, batch_size: int) -> None:
+        super().__init__(threshold)
+        import torch
+        import transformers
+
+        self.path = Path(path)
+        self.batch_size = batch_size
+        self.device = resolve_device(device)
+        try:
+            self.tokenizer: Any = transformers.AutoTokenizer.from_pretrained(self.path)
+            self.model: Any = getattr(transformers, self.auto_class).from_pretrained(self.path)
+        except (OSError, ValueError, KeyError) as error:
+            raise ConfigError(f"could not load the {self.kind} model folder: {error}", path=self.path) from error
+        self._torch = torch
 
 
-def _pick_device(device: str | None) -> str:
-    import torch
-
-    if device is not None:
-        return device
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-class ClassifierEquivalence(EquivalenceCheck):
+class ClassifierEquivalence(_ModelCheck):
     """``classifier:PATH``: a two-class sequence-pair classifier; equivalent when P(class 1) > threshold.
 
     Input layout, as NoveltyBench's ``classifier_score``: each text is tokenised without special
@@ -178,6 +209,7 @@ class ClassifierEquivalence(EquivalenceCheck):
     """
 
     kind = "classifier"
+    auto_class = "AutoModelForSequenceClassification"
 
     def __init__(
         self,
@@ -188,19 +220,8 @@ class ClassifierEquivalence(EquivalenceCheck):
         batch_size: int = 32,
         max_tokens: int = CLASSIFIER_MAX_TOKENS,
     ) -> None:
-        super().__init__(threshold)
-        import torch
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        self.path = Path(path)
-        self.batch_size = batch_size
+        super().__init__(path, threshold=threshold, device=device, batch_size=batch_size)
         self.max_tokens = max_tokens
-        self.device = _pick_device(device)
-        try:
-            self.tokenizer: Any = AutoTokenizer.from_pretrained(self.path)
-            self.model: Any = AutoModelForSequenceClassification.from_pretrained(self.path)
-        except (OSError, ValueError, KeyError) as error:
-            raise _load_error(self.kind, self.path, error) from error
         if self.model.config.num_labels != 2:
             raise ConfigError(
                 f"expected a two-class pair classifier, the model has {self.model.config.num_labels} labels",
@@ -211,7 +232,6 @@ class ClassifierEquivalence(EquivalenceCheck):
         self._pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self._token_types = "token_type_ids" in inspect.signature(self.model.forward).parameters
         self.model.to(self.device).eval()
-        self._torch = torch
 
     def _token_ids(self, texts: Sequence[str]) -> dict[str, list[int]]:
         unique = list(dict.fromkeys(texts))
@@ -254,7 +274,7 @@ class ClassifierEquivalence(EquivalenceCheck):
         return self.probabilities([(representative, candidate) for candidate in candidates])
 
 
-class EmbeddingEquivalence(EquivalenceCheck):
+class EmbeddingEquivalence(_ModelCheck):
     """``embedding:PATH``: cosine similarity of mean-pooled embeddings above ``threshold``.
 
     Each text is tokenised with the model's special tokens, truncated to the smaller of 512 tokens
@@ -265,6 +285,7 @@ class EmbeddingEquivalence(EquivalenceCheck):
     """
 
     kind = "embedding"
+    auto_class = "AutoModel"
     lowest_threshold = -1.0
     _CACHE_LIMIT = 4096
 
@@ -276,18 +297,7 @@ class EmbeddingEquivalence(EquivalenceCheck):
         device: str | None = None,
         batch_size: int = 32,
     ) -> None:
-        super().__init__(threshold)
-        import torch
-        from transformers import AutoModel, AutoTokenizer
-
-        self.path = Path(path)
-        self.batch_size = batch_size
-        self.device = _pick_device(device)
-        try:
-            self.tokenizer: Any = AutoTokenizer.from_pretrained(self.path)
-            self.model: Any = AutoModel.from_pretrained(self.path)
-        except (OSError, ValueError, KeyError) as error:
-            raise _load_error(self.kind, self.path, error) from error
+        super().__init__(path, threshold=threshold, device=device, batch_size=batch_size)
         if self.tokenizer.pad_token is None:
             if self.tokenizer.eos_token is None:
                 raise ConfigError("the tokenizer has neither a padding nor an end token", path=self.path)
@@ -298,7 +308,6 @@ class EmbeddingEquivalence(EquivalenceCheck):
             limits.append(int(positions))
         self.max_tokens = min(limits)
         self.model.to(self.device).eval()
-        self._torch = torch
         self._cache: dict[str, Any] = {}
 
     def embed(self, texts: Sequence[str]) -> Any:
@@ -329,41 +338,49 @@ class EmbeddingEquivalence(EquivalenceCheck):
         return (vectors[1:] @ vectors[0]).tolist()
 
 
+@EQUIVALENCE_CHECKS.register("unigram", summary="ROUGE-1 F1 above 0.458")
+def _open_unigram(*, threshold: float | None = None) -> UnigramEquivalence:
+    return UnigramEquivalence(DEFAULT_THRESHOLDS["unigram"] if threshold is None else threshold)
+
+
+def _register_model_check(cls: type[ClassifierEquivalence] | type[EmbeddingEquivalence], summary: str) -> None:
+    """Register a check that loads a local model folder: ``KIND:PATH``, the folder checked first."""
+    kind = cls.kind
+
+    def open_model_check(
+        location: str, *, threshold: float | None = None, device: str | None = None, batch_size: int = 32
+    ) -> Equivalence:
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+        folder = Path(location).expanduser()
+        if not folder.is_dir():
+            raise ConfigError(f"the {kind} check needs a local model folder; none found", path=folder)
+        value = DEFAULT_THRESHOLDS[kind] if threshold is None else threshold
+        return cls(folder, threshold=value, device=device, batch_size=batch_size)
+
+    open_model_check.__qualname__ = f"{cls.__qualname__}.open"
+    EQUIVALENCE_CHECKS.register(kind, argument="PATH", needs="a model folder", summary=summary)(open_model_check)
+
+
+_register_model_check(ClassifierEquivalence, "a sequence-pair classifier folder")
+_register_model_check(EmbeddingEquivalence, "a sentence-embedding model folder")
+
+
 def open_equivalence(
     spec: str,
     *,
     threshold: float | None = None,
     device: str | None = None,
     batch_size: int = 32,
-) -> EquivalenceCheck:
-    """Open the equivalence check named by ``spec``: ``unigram``, ``classifier:PATH`` or ``embedding:PATH``.
+) -> Equivalence:
+    """Open the equivalence check named by ``spec``: ``unigram``, ``classifier:PATH``, ``embedding:PATH``,
+    or one registered in :data:`EQUIVALENCE_CHECKS`.
 
     ``threshold`` replaces the kind's default (:data:`DEFAULT_THRESHOLDS`); it must lie in [0, 1]
-    (in [−1, 1] for ``embedding``). ``device`` defaults to CUDA when available, else CPU. The
-    result is callable as ``check(a, b) -> bool`` and batches through ``check.matches``. Raises
+    (in [−1, 1] for ``embedding``). ``device`` defaults to CUDA when available, else CPU
+    (:func:`~pytest_novelty.generation.devices.resolve_device`). The result is callable as
+    ``check(a, b) -> bool`` and batches through ``check.matches``. Raises
     :class:`~pytest_novelty.errors.ConfigError` for an unknown kind (with a suggestion), a missing
     or extra path, a bad threshold or a folder that does not load.
     """
-    if not isinstance(spec, str) or not spec.strip():
-        raise ConfigError(f"an equivalence check must be one of {', '.join(_KINDS)}; got {spec!r}")
-    kind, colon, location = spec.strip().partition(":")
-    if kind not in _KINDS:
-        raise ConfigError(
-            f"unknown equivalence check {kind!r} in {spec!r}{did_you_mean(kind, _KINDS)}; "
-            f"choose unigram, classifier:PATH or embedding:PATH"
-        )
-    if kind in _NEEDS_PATH and not location:
-        raise ConfigError(f"the {kind} check needs a model folder: write {kind}:PATH, got {spec!r}")
-    if kind not in _NEEDS_PATH and colon:
-        raise ConfigError(f"the {kind} check takes no path: write {kind!r}, got {spec!r}")
-    value = DEFAULT_THRESHOLDS[kind] if threshold is None else threshold
-    if kind == "unigram":
-        return UnigramEquivalence(threshold=value)
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
-    folder = Path(location).expanduser()
-    if not folder.is_dir():
-        raise ConfigError(f"the {kind} check needs a local model folder; none found", path=folder)
-    if kind == "classifier":
-        return ClassifierEquivalence(folder, threshold=value, device=device, batch_size=batch_size)
-    return EmbeddingEquivalence(folder, threshold=value, device=device, batch_size=batch_size)
+    return EQUIVALENCE_CHECKS.open(spec, threshold=threshold, device=device, batch_size=batch_size)

@@ -121,11 +121,11 @@ def test_batched_and_pairwise_answers_agree() -> None:
         ("unigrm", "did you mean 'unigram'"),
         ("clasifier:/tmp/model", "did you mean 'classifier'"),
         ("embeding:/tmp/model", "did you mean 'embedding'"),
-        ("bleu", "choose unigram, classifier:PATH or embedding:PATH"),
+        ("bleu", "use unigram, classifier:PATH or embedding:PATH"),
         ("", "must be one of"),
         ("classifier", "needs a model folder"),
         ("embedding:", "needs a model folder"),
-        ("unigram:/tmp/model", "takes no path"),
+        ("unigram:/tmp/model", "takes no argument"),
         ("classifier:/no/such/folder", "local model folder"),
     ],
 )
@@ -286,6 +286,19 @@ def test_classifier_needs_two_labels(tmp_path: Path, torch_one_thread: None) -> 
     folder = build_classifier(tmp_path / "three", num_labels=3)
     with pytest.raises(ConfigError, match="two-class"):
         open_equivalence(f"classifier:{folder}")
+
+
+def test_a_cuda_device_without_cuda_is_one_line(tmp_path: Path, torch_one_thread: None) -> None:
+    """Equivalence models resolve ``--device`` like generators do (one resolver): asking for CUDA on a
+    machine without it names the option and the fix instead of failing inside torch."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    folder = build_classifier(tmp_path / "classifier")
+    with pytest.raises(ConfigError, match=r"^--device: CUDA is not available on this machine; use --device cpu$"):
+        open_equivalence(f"classifier:{folder}", device="cuda")
+    assert open_equivalence(f"classifier:{folder}", device="auto").device == "cpu"  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="module")

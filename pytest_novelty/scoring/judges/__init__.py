@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.errors import ConfigError, did_you_mean
-from pytest_novelty.scoring.judges.base import Judge, JudgeItem, JudgeResult
+from pytest_novelty.errors import ConfigError
+from pytest_novelty.scoring.judges.base import JUDGES, Judge, JudgeItem, JudgeResult
 from pytest_novelty.scoring.judges.hf import HFJudge
 from pytest_novelty.scoring.judges.openai import OpenAIJudge
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score
@@ -29,6 +29,7 @@ from pytest_novelty.scoring.judges.rules import RulesJudge
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
+    "JUDGES",
     "KINDS",
     "RUBRICS",
     "HFJudge",
@@ -46,14 +47,7 @@ __all__ = [
 ]
 
 KINDS = ("rules", "openai", "hf", "reward")
-_OPTIONS = {
-    "openai": {
-        "api_key", "timeout", "max_attempts", "max_reasks", "backoff", "max_backoff", "max_tokens", "max_retry_time"
-    },
-    "hf": {"batch_size", "max_new_tokens", "seed", "max_reasks", "device", "trust_remote_code"},
-    "reward": {"thresholds", "batch_size", "max_length", "device", "trust_remote_code"},
-    "rules": set(),
-}
+"""The built-in judges; :data:`JUDGES` holds these and any registered since."""
 
 
 def open_judge(
@@ -67,7 +61,8 @@ def open_judge(
     concurrency: int = 32,
     **options: Any,
 ) -> Judge:
-    """Open the judge named by ``spec``: ``rules``, ``openai:MODEL``, ``hf:PATH`` or ``reward:PATH``.
+    """Open the judge named by ``spec``: ``rules``, ``openai:MODEL``, ``hf:PATH``, ``reward:PATH``, or
+    one registered in :data:`JUDGES`; options may also follow the spec as ``?name=value&...``.
 
     ``cache_dir`` keeps answers on disk (in memory without it). ``samples`` and ``temperature``
     apply to the LLM judges; ``base_url``, ``budget`` and ``concurrency`` to ``openai:`` only; the
@@ -78,45 +73,21 @@ def open_judge(
 
     A bad spec or option raises :class:`~pytest_novelty.errors.ConfigError`.
     """
-    kind, sep, target = spec.strip().partition(":")
-    if kind not in KINDS:
-        raise ConfigError(
-            f"unknown judge {spec!r}{did_you_mean(kind, KINDS)}; use rules, openai:MODEL, hf:PATH or reward:PATH",
-            field="judge",
-        )
-    unknown = sorted(set(options) - _OPTIONS[kind])
-    if unknown:
-        allowed = ", ".join(sorted(_OPTIONS[kind])) or "none"
-        raise ConfigError(
-            f"the {kind} judge has no option {unknown[0]!r}{did_you_mean(unknown[0], _OPTIONS[kind])}; "
-            f"its options: {allowed}",
-            field="judge",
-        )
+    parsed = JUDGES.parse(spec)
     if samples < 1:
         raise ConfigError(f"samples must be at least 1, got {samples}", field="samples")
     if budget is not None and budget < 0:
         raise ConfigError(f"budget must be 0 or more, got {budget}", field="budget")
-    if kind == "rules":
-        if sep:
-            raise ConfigError(f"the rules judge takes no argument, got {spec!r}", field="judge")
-        return RulesJudge()
-    if not target.strip():
-        what = "MODEL" if kind == "openai" else "PATH"
-        raise ConfigError(f"{kind}: judge needs a {what}, as in {kind}:{what}", field="judge")
-    if kind == "openai":
-        return OpenAIJudge(
-            target,
-            cache_dir=cache_dir,
-            samples=samples,
-            temperature=temperature,
-            base_url=base_url,
-            budget=budget,
-            concurrency=concurrency,
-            **options,
-        )
-    if kind == "hf":
-        return HFJudge(target, cache_dir=cache_dir, samples=samples, temperature=temperature, **options)
-    return RewardJudge(target, cache_dir=cache_dir, **options)
+    return JUDGES.call(
+        parsed,
+        options=options,
+        cache_dir=cache_dir,
+        samples=samples,
+        temperature=temperature,
+        base_url=base_url,
+        budget=budget,
+        concurrency=concurrency,
+    )
 
 
 def dry_run(judge: Judge, items: Sequence[JudgeItem]) -> int:

@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pytest_novelty.registry import Registry
+
 RUBRIC_POINTS = 5
 """Rubric judges award between 0 and this many points per sample."""
 NO_SCORE = "no score in reply"
@@ -70,6 +72,19 @@ class Judge(Protocol):
     def score(self, items: Sequence[JudgeItem], *, progress: bool = False) -> list[JudgeResult]:
         """Return one result per item, in the order given."""
         ...
+
+
+JUDGES: Registry[Judge] = Registry(
+    "judge",
+    field="judge",
+    builtins=(
+        "pytest_novelty.scoring.judges.rules",
+        "pytest_novelty.scoring.judges.openai",
+        "pytest_novelty.scoring.judges.hf",
+        "pytest_novelty.scoring.judges.reward",
+    ),
+)
+"""Judges by spec prefix; a judge module registers itself with ``@JUDGES.register("NAME", ...)``."""
 
 
 def rubric_result(scores: Sequence[float], judge: str, errors: Sequence[str] = ()) -> JudgeResult:

@@ -16,7 +16,6 @@ items are counted and left out, never read as 0.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.errors import ConfigError, HarnessError
+from pytest_novelty.jsonlines import json_lines
 from pytest_novelty.metrics.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, Agreement, agreement
 from pytest_novelty.scoring.judges.base import Judge, JudgeItem
 
@@ -129,16 +129,8 @@ def read_calibration_file(path: str | Path) -> list[GradedItem]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read the calibration file ({exc})", path=path) from None
     items: list[GradedItem] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
+    for number, row in json_lines(text.splitlines(), path, hint="; one object per line"):
         where = f"line {number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"not valid JSON ({exc.msg}); one object per line", path=path, field=where) from None
-        if not isinstance(row, dict):
-            raise ConfigError("expected a JSON object", path=path, field=where)
         missing = [name for name in FIELDS if name not in row]
         if missing:
             raise ConfigError(f"missing {', '.join(map(repr, missing))}; each line needs {', '.join(FIELDS)}",

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pytest_novelty.errors import ConfigError
+from pytest_novelty.jsonlines import json_lines
 from pytest_novelty.suites.prompts import TASKS
 
 
@@ -36,16 +37,17 @@ def add_commands(subparsers: Any) -> None:
             "judge, and error when unscored. See also `judge calibrate` and `judge calibration-file`."
         ),
     )
-    judge.add_argument("input", metavar="INPUT.jsonl", help="JSON Lines with id, prompt, response")
-    judge.add_argument("--task", required=True, choices=TASKS, help="the task the responses answer")
-    _judge_options(judge)
+    _judge_options(judge, "input", "INPUT.jsonl", "JSON Lines with id, prompt, response")
     judge.add_argument("-o", "--output", metavar="FILE", help="write results here instead of standard output")
-    judge.add_argument("--progress", action="store_true", help="show a progress bar on standard error")
     judge.set_defaults(func=run_judge_command)
 
 
-def _judge_options(parser: argparse.ArgumentParser) -> None:
-    """The options that choose and run a judge, shared by ``judge`` and ``judge calibrate``."""
+def _judge_options(parser: argparse.ArgumentParser, name: str, metavar: str, what: str) -> None:
+    """The input file (argument ``name``) and the options that choose and run a judge, shared by
+    ``judge`` and ``judge calibrate``."""
+    parser.add_argument(name, metavar=metavar, help=what)
+    parser.add_argument("--task", required=True, choices=TASKS, help="the task the responses answer")
+    parser.add_argument("--progress", action="store_true", help="show a progress bar on standard error")
     parser.add_argument(
         "--judge", default="rules", metavar="SPEC", help="rules (default), openai:MODEL, hf:PATH, reward:PATH"
     )
@@ -67,15 +69,7 @@ def read_items(path: Path, task: str) -> tuple[list[Any], list[Any]]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise ConfigError(f"cannot read the input: {exc.strerror}", path=path) from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"not valid JSON ({exc.msg})", path=path, field=f"line {number}") from None
-        if not isinstance(row, dict):
-            raise ConfigError("expected a JSON object", path=path, field=f"line {number}")
+    for number, row in json_lines(lines, path):
         for name in ("id", "prompt", "response"):
             if name not in row:
                 raise ConfigError(f"missing {name!r}", path=path, field=f"line {number}")
@@ -173,14 +167,11 @@ def nested_parser(argv: Sequence[str]) -> argparse.ArgumentParser | None:
             "with a percentile-bootstrap 95% CI, and the mean judge score per human grade."
         ),
     )
-    cal.add_argument("file", metavar="FILE", help="calibration file (JSON Lines)")
-    cal.add_argument("--task", required=True, choices=TASKS, help="the task the responses answer")
-    _judge_options(cal)
+    _judge_options(cal, "file", "FILE", "calibration file (JSON Lines)")
     cal.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
                      help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
     cal.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     cal.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    cal.add_argument("--progress", action="store_true", help="show a progress bar on standard error")
     cal.set_defaults(func=run_calibrate_command)
     build = sub.add_parser(
         "calibration-file",

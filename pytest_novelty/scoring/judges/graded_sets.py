@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_novelty.errors import ConfigError, did_you_mean
+from pytest_novelty.jsonlines import json_lines
 
 MACGYVER_GRADES = {
     "efficient": 2,
@@ -75,13 +76,7 @@ def _noveltybench(path: Path) -> tuple[str, Rows]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise ConfigError(f"cannot read the file ({exc.strerror})", path=path) from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"not valid JSON ({exc.msg})", path=path, field=f"line {number}") from None
+    for number, record in json_lines(lines, path, objects=False):
         needed = ("id", "prompt", "generations", "partition", "generation_scores")
         missing = [k for k in needed if not isinstance(record, dict) or k not in record]
         if missing:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.scoring.judges.base import NO_SCORE, JudgeItem, JudgeResult, rubric_result
+from pytest_novelty.scoring.judges.base import JUDGES, NO_SCORE, JudgeItem, JudgeResult, rubric_result
 from pytest_novelty.scoring.judges.cache import AnswerCache, judge_key
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score
 from pytest_novelty.scoring.judges.rubrics import rubric_for
@@ -28,6 +28,15 @@ from pytest_novelty.scoring.llm import LocalChatModel
 from pytest_novelty.suites.prompting import Message
 
 
+@JUDGES.register(
+    "hf",
+    argument="PATH",
+    options={
+        "batch_size": int, "max_new_tokens": int, "seed": int, "max_reasks": int, "device": str,
+        "trust_remote_code": bool,
+    },
+    summary="an LLM judge run locally through transformers",
+)  # fmt: skip
 class HFJudge(LocalChatModel):
     """Grades items with a local causal LM; see the module doc.
 

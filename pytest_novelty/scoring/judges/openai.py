@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.scoring.judges.base import NO_SCORE, JudgeItem, JudgeResult, rubric_result
+from pytest_novelty.scoring.judges.base import JUDGES, NO_SCORE, JudgeItem, JudgeResult, rubric_result
 from pytest_novelty.scoring.judges.cache import AnswerCache, endpoint_identity, judge_key
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score
 from pytest_novelty.scoring.judges.rubrics import Rubric, rubric_for
@@ -79,6 +79,15 @@ class _Run:
     succeeded: bool = False
 
 
+@JUDGES.register(
+    "openai",
+    argument="MODEL",
+    options={
+        "api_key": str, "timeout": float, "max_attempts": int, "max_reasks": int, "backoff": float,
+        "max_backoff": float, "max_tokens": int, "max_retry_time": float,
+    },
+    summary="an LLM judge behind an OpenAI-compatible endpoint",
+)  # fmt: skip
 class OpenAIJudge(OpenAIChat):
     """Grades items with a chat model behind an OpenAI-compatible endpoint (see the module doc).
 

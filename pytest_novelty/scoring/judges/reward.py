@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_novelty.errors import ConfigError, HarnessError
-from pytest_novelty.scoring.judges.base import JudgeItem, JudgeResult
+from pytest_novelty.scoring.judges.base import JUDGES, JudgeItem, JudgeResult
 from pytest_novelty.scoring.judges.cache import AnswerCache, judge_key
 from pytest_novelty.scoring.llm import checked_fingerprint
 from pytest_novelty.scoring.reward_scale import NOVELTYBENCH_REWARD_THRESHOLDS, reward_to_utility
@@ -47,6 +47,12 @@ def check_thresholds(thresholds: Sequence[float]) -> tuple[float, ...]:
     return values
 
 
+@JUDGES.register(
+    "reward",
+    argument="PATH",
+    options={"thresholds": None, "batch_size": int, "max_length": int, "device": str, "trust_remote_code": bool},
+    summary="a local reward model mapped to the 1-10 scale",
+)
 class RewardJudge:
     """Scores items with a local reward model; see the module doc."""
 
@@ -130,7 +136,7 @@ class RewardJudge:
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        from pytest_novelty.generation.hf import resolve_device
+        from pytest_novelty.generation.devices import resolve_device
 
         self.device = resolve_device(self.device)
         dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32

@@ -74,7 +74,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pytest_novelty.errors import ConfigError, did_you_mean
-from pytest_novelty.scoring.judges.base import JudgeItem, JudgeResult, rubric_result
+from pytest_novelty.scoring.judges.base import JUDGES, JudgeItem, JudgeResult, rubric_result
 from pytest_novelty.scoring.text import words as tokenize
 
 SPEC = "rules"
@@ -396,6 +396,7 @@ def explain(item: JudgeItem) -> dict[str, bool]:
     return checks(item)
 
 
+@JUDGES.register("rules", summary="the offline heuristic judge (not an LLM)")
 class RulesJudge:
     """The offline heuristic judge; see the module doc for its checks."""
 

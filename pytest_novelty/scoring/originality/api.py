@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_novelty.errors import ConfigError, HarnessError
-from pytest_novelty.scoring.originality.backend import MatchBounds, Span
+from pytest_novelty.scoring.originality.backend import BACKENDS, MatchBounds, Span
 from pytest_novelty.scoring.originality.cache import CountCache
 from pytest_novelty.scoring.originality.client import JsonClient
 from pytest_novelty.scoring.originality.search import decide_thresholds
@@ -62,6 +62,7 @@ class _CountApiBackend:
     """Shared machinery: cache, client, rounds of count questions."""
 
     service = ""
+    prefix = ""
     url_env = ""
     default_url = ""
     tokenizer: Tokenizer
@@ -70,30 +71,25 @@ class _CountApiBackend:
         self,
         index: str,
         *,
-        spec: str,
-        cache_dir: Path | None,
+        spec: str | None = None,
+        cache_dir: Path | None = None,
         url: str | None = None,
-        concurrency: int = 8,
-        max_retries: int = 5,
-        timeout: float = 30.0,
-        backoff: float = 0.5,
-        max_backoff: float = 30.0,
+        **client_options: Any,
     ) -> None:
+        """``client_options`` go to :class:`~.client.JsonClient` (concurrency, max_retries, timeout,
+        backoff, max_backoff, max_retry_time)."""
         if not index.strip():
-            kind = spec.partition(":")[0]
-            raise ConfigError(f"{kind} needs an index name, as in {kind}:INDEX", field="originality")
-        self.spec = spec
+            raise ConfigError(
+                f"{self.prefix} needs an index name, as in {self.prefix}:INDEX", field="originality"
+            )
+        self.spec = spec or f"{self.prefix}:{index}"
         self.index = index
         self.url = url or os.environ.get(self.url_env) or self.default_url
         self.client = JsonClient(
             self.url,
             name=f"the {self.service} API",
             hint=f"check the address (option url= or ${self.url_env}) and the network; ",
-            concurrency=concurrency,
-            max_retries=max_retries,
-            timeout=timeout,
-            backoff=backoff,
-            max_backoff=max_backoff,
+            **client_options,
         )
         self.cache = CountCache(cache_dir, self.service, index)
         self.questions = 0
@@ -161,10 +157,29 @@ class _CountApiBackend:
         self.cache.close()
 
 
+_API_OPTIONS: dict[str, type | None] = {
+    "url": str,
+    "concurrency": int,
+    "max_retries": int,
+    "timeout": float,
+    "backoff": float,
+    "max_backoff": float,
+    "max_retry_time": float,
+}
+
+
+@BACKENDS.register(
+    "infini-gram-api",
+    argument="INDEX",
+    needs="an index name",
+    options={"tokenizer": str, **_API_OPTIONS},
+    summary="the public infini-gram API (token ids; e.g. v4_piletrain_llama)",
+)
 class InfiniGramApiBackend(_CountApiBackend):
     """The infini-gram API: token-id n-grams in the index's tokenizer."""
 
     service = "infini-gram"
+    prefix = "infini-gram-api"
     url_env = API_URL_ENV
     default_url = API_URL
 
@@ -197,10 +212,18 @@ def mini_query(enc: Encoding, i: int, n: int) -> str:
     return text
 
 
+@BACKENDS.register(
+    "infini-gram-mini",
+    argument="INDEX",
+    needs="an index name",
+    options=_API_OPTIONS,
+    summary="the public infini-gram mini API (raw text; e.g. v2_pileval)",
+)
 class InfiniGramMiniBackend(_CountApiBackend):
     """infini-gram mini: word n-grams matched as raw text (see the module docstring)."""
 
     service = "infini-gram-mini"
+    prefix = "infini-gram-mini"
     url_env = MINI_URL_ENV
     default_url = MINI_URL
 

@@ -18,9 +18,10 @@ from typing import Protocol
 
 import numpy as np
 
+from pytest_novelty.registry import Registry
 from pytest_novelty.scoring.originality.tokenization import Encoding, Tokenizer
 
-__all__ = ["MatchBounds", "OriginalityBackend", "Span", "check_ns"]
+__all__ = ["BACKENDS", "MatchBounds", "OriginalityBackend", "Span", "check_ns"]
 
 Span = tuple[Encoding, int, int]
 """A run of units of a text: ``(encoding, start, length)``."""
@@ -73,3 +74,17 @@ def check_ns(ns: Sequence[int]) -> list[int]:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ConfigError(f"n-gram orders are integers of at least 1, got {n!r}", field="ns")
     return sorted({int(n) for n in values})
+
+
+BACKENDS: Registry[OriginalityBackend] = Registry(
+    "originality backend",
+    field="originality",
+    builtins=(
+        "pytest_novelty.scoring.originality.local",
+        "pytest_novelty.scoring.originality.ngramset",
+        "pytest_novelty.scoring.originality.api",
+    ),
+)
+"""Originality backends by spec prefix; a backend module registers itself with
+``@BACKENDS.register("NAME", argument=..., options=...)``; its factory is called as
+``factory(argument, cache_dir=..., **options)``."""

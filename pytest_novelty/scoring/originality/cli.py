@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pytest_novelty.errors import ConfigError
+from pytest_novelty.jsonlines import json_lines
 
 __all__ = ["add_commands", "cmd_index_build", "cmd_originality"]
 
@@ -49,13 +50,7 @@ def cmd_index_build(args: argparse.Namespace) -> int:
 
 
 def _records(handle: TextIO, name: str) -> Iterator[tuple[Any, str]]:
-    for number, line in enumerate(handle, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"line {number} is not JSON ({exc.msg})", path=name) from exc
+    for number, record in json_lines(handle, name, objects=False):
         if not isinstance(record, dict) or not isinstance(record.get("text"), str):
             raise ConfigError(f"line {number} has no string field 'text'", path=name)
         yield record.get("id", number), record["text"]

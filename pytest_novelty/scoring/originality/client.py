@@ -1,19 +1,21 @@
 """A small JSON-over-POST client for the infini-gram web APIs: concurrency, retries, clear failures.
 
 Standard library only (``http.client``), one keep-alive connection per worker thread. A request is
-retried, with exponential backoff and jitter, on timeouts, dropped or refused connections, HTTP
-429 (honouring ``Retry-After``), HTTP 5xx, bodies that are not JSON, and HTTP 200 answers that
-carry an ``error`` field (how the infini-gram APIs report problems); at most ``max_retries`` times.
-Other HTTP errors fail at once. When a request has used up its retries the whole batch stops (the
-other workers give up at their next step) and :class:`~pytest_novelty.errors.HarnessError` names
-the endpoint and the last problem, so a dead server fails a run quickly and clearly.
+retried on timeouts, dropped or refused connections, the statuses
+:func:`pytest_novelty.http.is_retryable` names (429 and 5xx among them), bodies that are not JSON,
+and HTTP 200 answers that carry an ``error`` field (how the infini-gram APIs report problems): at
+most ``max_retries`` times and ``max_retry_time`` seconds, waiting as the shared
+:class:`pytest_novelty.http.RetryPolicy` says (``Retry-After`` honoured, else exponential backoff
+with jitter). Other HTTP errors fail at once; what a server says is redacted before it is shown.
+When a request has used up its retries the whole batch stops (the other workers give up at their
+next step) and :class:`~pytest_novelty.errors.HarnessError` names the endpoint and the last
+problem, so a dead server fails a run quickly and clearly.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
-import random
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pytest_novelty.errors import ConfigError, HarnessError
+from pytest_novelty.http import RetryPolicy, is_retryable, retry_after, scrub
 
 __all__ = ["JsonClient"]
 
@@ -43,6 +46,7 @@ class JsonClient:
         timeout: float = 30.0,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
+        max_retry_time: float = 120.0,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -59,10 +63,9 @@ class JsonClient:
         self._port = parts.port
         self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self.concurrency = int(concurrency)
-        self.max_retries = int(max_retries)
         self.timeout = float(timeout)
-        self.backoff = float(backoff)
-        self.max_backoff = float(max_backoff)
+        self.retry = RetryPolicy(int(max_retries) + 1, float(backoff), float(max_backoff), float(max_retry_time))
+        """When a query is retried and how long it waits (:class:`pytest_novelty.http.RetryPolicy`)."""
         self.requests = 0
         """HTTP requests sent (every attempt counts)."""
         self.retries = 0
@@ -88,7 +91,7 @@ class JsonClient:
             conn.close()
             self._local.conn = None
 
-    def _send(self, body: bytes) -> tuple[int, str | None, bytes]:
+    def _send(self, body: bytes) -> tuple[int, Any, bytes]:
         conn = self._connection()
         with self._lock:
             self.requests += 1
@@ -97,52 +100,52 @@ class JsonClient:
         data = response.read()
         if response.getheader("Connection", "").lower() == "close":
             self._drop_connection()
-        return response.status, response.getheader("Retry-After"), data
+        return response.status, response.headers, data
 
     def post(self, payload: dict[str, Any], stop: threading.Event | None = None) -> dict[str, Any]:
         """POST ``payload`` with retries; the decoded answer, or :class:`HarnessError`."""
         stop = stop or threading.Event()
         body = json.dumps(payload).encode("utf-8")
         problem = "no attempt made"
-        for attempt in range(self.max_retries + 1):
+        attempts = self.retry.start()
+        while True:
             if stop.is_set():
                 raise _Stopped
-            wait: float | None = None
+            attempts.begin()
+            server_wait: float | None = None
             try:
-                status, retry_after, data = self._send(body)
+                status, headers, data = self._send(body)
             except (OSError, http.client.HTTPException) as exc:
                 self._drop_connection()
-                problem = f"{type(exc).__name__}: {exc}".rstrip(": ")
+                problem = scrub(f"{type(exc).__name__}: {exc}".rstrip(": "))
             else:
                 if status == 200:
                     try:
                         answer = json.loads(data)
                     except ValueError:
-                        problem = f"the answer is not JSON: {data[:120]!r}"
+                        problem = scrub(f"the answer is not JSON: {data[:120]!r}")
                     else:
                         if isinstance(answer, dict) and "error" not in answer:
                             return answer
                         error = answer.get("error") if isinstance(answer, dict) else answer
-                        problem = f"the answer reports an error: {error}"
-                elif status == 429 or status >= 500:
+                        problem = scrub(f"the answer reports an error: {error}")
+                elif is_retryable(status):
                     problem = f"HTTP {status}"
-                    wait = _seconds(retry_after)
+                    server_wait = retry_after(headers)
                 else:
                     raise HarnessError(
-                        f"{self.name} at {self.url} refused a query with HTTP {status}: "
-                        f"{data[:300].decode('utf-8', 'replace')}"
+                        f"{self.name} at {scrub(self.url)} refused a query with HTTP {status}: "
+                        f"{scrub(data[:300].decode('utf-8', 'replace'))}"
                     )
-            if attempt == self.max_retries:
+            wait = attempts.next_wait(server_wait)
+            if wait is None:
                 break
             with self._lock:
                 self.retries += 1
-            delay = min(self.max_backoff, self.backoff * 2**attempt) * random.uniform(0.5, 1.0)
-            if wait is not None:
-                delay = min(max(delay, wait), self.max_backoff)
-            if stop.wait(delay):
+            if stop.wait(wait):
                 raise _Stopped
         raise HarnessError(
-            f"{self.name} at {self.url} gave no usable answer after {self.max_retries + 1} attempts "
+            f"{self.name} at {scrub(self.url)} gave no usable answer after {attempts.number} attempts "
             f"(last: {problem}); {self.hint}answers received so far are cached"
         )
 
@@ -197,12 +200,3 @@ class JsonClient:
                 conn.close()
             self._connections.clear()
         self._local = threading.local()
-
-
-def _seconds(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from pytest_novelty.errors import ConfigError
+from pytest_novelty.jsonlines import json_lines
 
 __all__ = ["DOC_SEPARATOR_LINE", "Document", "iter_documents", "list_files"]
 
@@ -73,13 +73,7 @@ def _kind(path: Path) -> str:
 
 
 def _read_jsonl(path: Path, handle: IO[str]) -> Iterator[Document]:
-    for number, line in enumerate(handle, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"line {number} is not JSON ({exc.msg})", path=path) from exc
+    for number, record in json_lines(handle, path, objects=False):
         text = record.get("text") if isinstance(record, dict) else None
         if not isinstance(text, str):
             raise ConfigError(f"line {number} has no string field 'text'", path=path)

@@ -17,15 +17,19 @@ import hashlib
 import json
 import math
 import os
+import re
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.identity import Memo, hash_files
 from pytest_novelty.scoring.originality.tokenization import Tokenizer, WordCodec, WordsTokenizer, load_hf_tokenizer
+
+B = TypeVar("B")
 
 __all__ = [
     "BUILD_HINT",
@@ -215,3 +219,37 @@ def _verify_checksums(info: IndexInfo, memo: Memo | None) -> None:
                 f"{file} is damaged: its content differs from the SHA-256 recorded at build (same size); "
                 f"rebuild the index with `{BUILD_HINT}`"
             )
+
+
+def read_indexes(target: str, *, cache_dir: Path | None = None) -> list[IndexInfo]:
+    """The index folders of a spec argument (shards of one corpus, separated by commas or
+    ``os.pathsep``), each read and checked; ``cache_dir`` remembers which files were verified."""
+    from pytest_novelty.identity import memo_at
+
+    parts = [p for p in re.split(f"[,{re.escape(os.pathsep)}]", target) if p.strip()]
+    if not parts:
+        raise ConfigError("needs an index folder, as in infini-gram:DIR", field="originality")
+    memo = None if cache_dir is None else memo_at(Path(cache_dir) / "index-checksums")
+    return [read_index(Path(part.strip()).expanduser(), memo=memo) for part in parts]
+
+
+def register_local(name: str, *, options: dict[str, type | None], summary: str) -> Callable[[type[B]], type[B]]:
+    """Register a backend class that reads local index folders as ``NAME:DIR[,DIR...]``.
+
+    The class is built as ``cls(infos, spec=..., **options)`` from the folders :func:`read_indexes`
+    reads and checks (``cache_dir`` remembers the verified files)."""
+    from pytest_novelty.scoring.originality.backend import BACKENDS
+
+    def decorate(cls: type[B]) -> type[B]:
+        build: Callable[..., B] = cls
+
+        def open_local(target: str, *, cache_dir: Path | None = None, **given: Any) -> B:
+            return build(read_indexes(target, cache_dir=cache_dir), spec=f"{name}:{target}", **given)
+
+        open_local.__module__ = cls.__module__
+        open_local.__qualname__ = f"{cls.__qualname__}.open"
+        open_local.__doc__ = f"``{name}:DIR``: {summary}."
+        BACKENDS.register(name, argument="DIR", needs="an index folder", options=options, summary=summary)(open_local)
+        return cls
+
+    return decorate

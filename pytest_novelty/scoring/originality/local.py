@@ -41,7 +41,7 @@ import numpy as np
 
 from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.scoring.originality.backend import MatchBounds, Span, check_ns
-from pytest_novelty.scoring.originality.index import IndexInfo, engine_path
+from pytest_novelty.scoring.originality.index import IndexInfo, engine_path, register_local
 from pytest_novelty.scoring.originality.suffixarray import byte_keys, longest_prefixes, open_shards
 from pytest_novelty.scoring.originality.tokenization import Encoding, Tokenizer, load_hf_tokenizer
 
@@ -81,6 +81,11 @@ def unit_lengths(token_lengths: np.ndarray, unit_pos: np.ndarray) -> np.ndarray:
     return np.searchsorted(unit_pos, ends, side="right") - 1 - np.arange(len(starts))
 
 
+@register_local(
+    "infini-gram",
+    options={"tokenizer": str, "method": str, "workers": int, "load_to_ram": bool},
+    summary="a local infini-gram suffix-array index (several shards: DIR,DIR)",
+)
 class InfiniGramBackend:
     """Exact longest matches from one or more local index folders (shards of one corpus)."""
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pytest_novelty.scoring.originality.backend import MatchBounds, Span, check_ns
-from pytest_novelty.scoring.originality.index import IndexInfo
+from pytest_novelty.scoring.originality.index import IndexInfo, register_local
 from pytest_novelty.scoring.originality.local import check_same_tokenizer
 from pytest_novelty.scoring.originality.tokenization import Encoding, WordCodec
 
@@ -141,6 +141,11 @@ def _corpus_units(infos: Sequence[IndexInfo]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
 
 
+@register_local(
+    "ngram-set",
+    options={"tokenizer": str, "max_n": int, "progress": bool},
+    summary="an index folder's corpus as an in-memory n-gram set",
+)
 class NgramSetBackend:
     """Exact in-memory n-gram membership, ``L_i`` capped at the largest n built."""
 

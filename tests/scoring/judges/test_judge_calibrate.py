@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,23 +42,30 @@ def reply(prompt: str, choice: int) -> str:
     return f"Reasoning.\nScore: {found.group(1)}" if found else "I cannot decide."
 
 
-def test_openai_judge_agreement_equals_scipy_on_the_scored_items(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def judged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FakeOpenAI, Path]]:
+    """A fake OpenAI endpoint holding the key, and the graded calibration file to score with it."""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     graded = write(tmp_path / "graded.jsonl", graded_rows())
     with FakeOpenAI(api_key=SECRET, reply=reply) as server:
-        base = ["--task", "tool", "--judge", "openai:judge-model", "--base-url", server.url,
-                "--cache", str(tmp_path / "cache"), "--samples", "2", "--concurrency", "2"]
-        assert main(["judge", "calibrate", *base, "--dry-run", str(graded)]) == 0
-        assert capsys.readouterr().out.strip() == "dry run: openai:judge-model would make 12 calls for 12 items"
-        assert server.request_count == 0
-        assert main(["judge", "calibrate", *base, "--json", "--resamples", "500", str(graded)]) == 0
-        result = json.loads(capsys.readouterr().out)
-        sent = server.request_count
-        # The same judge through the plain `judge` command: every answer comes from the cache.
-        assert main(["judge", *base, str(graded)]) == 0
-        assert server.request_count == sent
+        yield server, graded
+
+
+def test_openai_judge_agreement_equals_scipy_on_the_scored_items(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], judged: tuple[FakeOpenAI, Path]
+) -> None:
+    server, graded = judged
+    base = ["--task", "tool", "--judge", "openai:judge-model", "--base-url", server.url,
+            "--cache", str(tmp_path / "cache"), "--samples", "2", "--concurrency", "2"]
+    assert main(["judge", "calibrate", *base, "--dry-run", str(graded)]) == 0
+    assert capsys.readouterr().out.strip() == "dry run: openai:judge-model would make 12 calls for 12 items"
+    assert server.request_count == 0
+    assert main(["judge", "calibrate", *base, "--json", "--resamples", "500", str(graded)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    sent = server.request_count
+    # The same judge through the plain `judge` command: every answer comes from the cache.
+    assert main(["judge", *base, str(graded)]) == 0
+    assert server.request_count == sent
     scores = {row["id"]: row["quality"] for row in map(json.loads, capsys.readouterr().out.splitlines())}
     scored = [(scores[f"r{i}"], HUMAN[i]) for i in range(len(HUMAN)) if scores[f"r{i}"] is not None]
     assert len(scored) == len(HUMAN) - len(SILENT) == result["n"]
@@ -121,12 +129,10 @@ def test_missing_file_points_to_the_builder(tmp_path: Path) -> None:
 
 
 def test_a_judge_that_scores_nothing_is_a_harness_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], judged: tuple[FakeOpenAI, Path]
 ) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    graded = write(tmp_path / "graded.jsonl", graded_rows())
-    with FakeOpenAI(api_key=SECRET, reply=reply) as server:
-        args = ["judge", "calibrate", "--task", "tool", "--judge", "openai:judge-model", "--base-url", server.url,
-                "--cache", str(tmp_path / "c"), "--budget", "0", str(graded)]
-        assert main(args) == HARNESS_EXIT_STATUS  # a harness error, not bad input
+    server, graded = judged
+    args = ["judge", "calibrate", "--task", "tool", "--judge", "openai:judge-model", "--base-url", server.url,
+            "--cache", str(tmp_path / "c"), "--budget", "0", str(graded)]
+    assert main(args) == HARNESS_EXIT_STATUS  # a harness error: no verdict (README, "Exit status and harness errors")
     assert "scored none of the 12 items" in capsys.readouterr().err
