@@ -160,7 +160,7 @@ def _load_error(kind: str, path: Path, error: Exception) -> ConfigError:
 def _pick_device(device: str | None) -> str:
     import torch
 
-    if device is not None:
+    if device is not None and device != "auto":
         return device
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -187,6 +187,7 @@ class ClassifierEquivalence(EquivalenceCheck):
         device: str | None = None,
         batch_size: int = 32,
         max_tokens: int = CLASSIFIER_MAX_TOKENS,
+        trust_remote_code: bool = False,
     ) -> None:
         super().__init__(threshold)
         import torch
@@ -197,8 +198,9 @@ class ClassifierEquivalence(EquivalenceCheck):
         self.max_tokens = max_tokens
         self.device = _pick_device(device)
         try:
-            self.tokenizer: Any = AutoTokenizer.from_pretrained(self.path)
-            self.model: Any = AutoModelForSequenceClassification.from_pretrained(self.path)
+            remote = {"trust_remote_code": trust_remote_code}
+            self.tokenizer: Any = AutoTokenizer.from_pretrained(self.path, **remote)
+            self.model: Any = AutoModelForSequenceClassification.from_pretrained(self.path, **remote)
         except (OSError, ValueError, KeyError) as error:
             raise _load_error(self.kind, self.path, error) from error
         if self.model.config.num_labels != 2:
@@ -275,6 +277,7 @@ class EmbeddingEquivalence(EquivalenceCheck):
         threshold: float = DEFAULT_THRESHOLDS["embedding"],
         device: str | None = None,
         batch_size: int = 32,
+        trust_remote_code: bool = False,
     ) -> None:
         super().__init__(threshold)
         import torch
@@ -284,8 +287,9 @@ class EmbeddingEquivalence(EquivalenceCheck):
         self.batch_size = batch_size
         self.device = _pick_device(device)
         try:
-            self.tokenizer: Any = AutoTokenizer.from_pretrained(self.path)
-            self.model: Any = AutoModel.from_pretrained(self.path)
+            remote = {"trust_remote_code": trust_remote_code}
+            self.tokenizer: Any = AutoTokenizer.from_pretrained(self.path, **remote)
+            self.model: Any = AutoModel.from_pretrained(self.path, **remote)
         except (OSError, ValueError, KeyError) as error:
             raise _load_error(self.kind, self.path, error) from error
         if self.tokenizer.pad_token is None:
@@ -335,11 +339,13 @@ def open_equivalence(
     threshold: float | None = None,
     device: str | None = None,
     batch_size: int = 32,
+    trust_remote_code: bool = False,
 ) -> EquivalenceCheck:
     """Open the equivalence check named by ``spec``: ``unigram``, ``classifier:PATH`` or ``embedding:PATH``.
 
     ``threshold`` replaces the kind's default (:data:`DEFAULT_THRESHOLDS`); it must lie in [0, 1]
-    (in [−1, 1] for ``embedding``). ``device`` defaults to CUDA when available, else CPU. The
+    (in [−1, 1] for ``embedding``). ``device`` (None or ``auto``: CUDA when available, else the
+    CPU) and ``trust_remote_code`` apply to the model-backed kinds. The
     result is callable as ``check(a, b) -> bool`` and batches through ``check.matches``. Raises
     :class:`~pytest_novelty.errors.ConfigError` for an unknown kind (with a suggestion), a missing
     or extra path, a bad threshold or a folder that does not load.
@@ -365,5 +371,9 @@ def open_equivalence(
     if not folder.is_dir():
         raise ConfigError(f"the {kind} check needs a local model folder; none found", path=folder)
     if kind == "classifier":
-        return ClassifierEquivalence(folder, threshold=value, device=device, batch_size=batch_size)
-    return EmbeddingEquivalence(folder, threshold=value, device=device, batch_size=batch_size)
+        return ClassifierEquivalence(
+            folder, threshold=value, device=device, batch_size=batch_size, trust_remote_code=trust_remote_code
+        )
+    return EmbeddingEquivalence(
+        folder, threshold=value, device=device, batch_size=batch_size, trust_remote_code=trust_remote_code
+    )
