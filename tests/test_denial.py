@@ -12,6 +12,7 @@ import pytest
 
 from pytest_novelty.denial import open_extractor_for, run_denial
 from pytest_novelty.errors import ConfigError
+from pytest_novelty.pipeline.results import SuiteAnswers, SuiteMetrics, SuiteScores
 from pytest_novelty.runner import RunConfig, Runner, SuiteResult
 from pytest_novelty.scoring.concepts import ConceptItem, OpenAIConceptExtractor, open_concept_extractor
 from pytest_novelty.suites.prompting import build_inputs
@@ -72,7 +73,9 @@ class ScriptedRunner:
         answers = self.answers[len(self.inputs) - 1]
         shape = (len(PROMPTS), len(answers[0]))
         metrics = {"novelty@4": 0.5}
-        return SuiteResult(suite, "m", PROMPTS, answers, {4: np.zeros(shape)}, np.ones(shape), metrics, {}, {})
+        scores = SuiteScores(originality={4: np.zeros(shape)}, quality=np.ones(shape))
+        measured = SuiteMetrics(metrics, {}, {}, order=4, novelty={4: np.zeros(shape)})
+        return SuiteResult(SuiteAnswers(suite, "m", PROMPTS, answers), scores, measured)
 
 
 class ListingExtractor:
@@ -109,14 +112,15 @@ def test_each_round_forbids_the_concepts_of_all_earlier_answers(tmp_path: Path) 
     )
     results = run_denial(runner, suite, extractor)
 
-    assert [r.info["round"] for r in results] == [1, 2, 3]
+    assert [r.denial.number for r in results] == [1, 2, 3]  # type: ignore[union-attr]
     assert runner.inputs[0] is None  # round 1: the suite's own inputs, nothing forbidden
     round2 = {"p0": ["a lost ball", "a kite"], "p1": ["a bird"]}
     round3 = {"p0": ["a lost ball", "a kite", "sailing"], "p1": ["a bird", "home"]}
     assert runner.inputs[1] == build_inputs(suite, PROMPTS, forbidden=round2)
     assert runner.inputs[2] == build_inputs(suite, PROMPTS, forbidden=round3)
-    assert [r.info["forbidden"] for r in results] == [{"p0": 0, "p1": 0}, {"p0": 2, "p1": 1}, {"p0": 3, "p1": 2}]
-    assert results[2].info["forbidden_concepts"] == round3
+    counts = [r.denial.counts for r in results]  # type: ignore[union-attr]
+    assert counts == [{"p0": 0, "p1": 0}, {"p0": 2, "p1": 1}, {"p0": 3, "p1": 2}]
+    assert results[2].denial.forbidden == round3  # type: ignore[union-attr]
     # Empty answers are not sent, and the last round's answers are not examined.
     assert [[(i.prompt.id, i.answer) for i in asked] for asked in extractor.asked] == [
         [("p0", "*a ball*"), ("p0", "a kite"), ("p1", "a bird")],
@@ -235,13 +239,13 @@ def test_denial_rounds_end_to_end(
     )
     results = run_denial(runner, suite, extractor)
 
-    assert [r.info["round"] for r in results] == [1, 2]
+    assert [r.denial.number for r in results] == [1, 2]  # type: ignore[union-attr]
     assert [r.answers for r in results] == [[[ANSWER], [ANSWER]]] * 2
     # One concept request per answer of round 1; none after the last round.
     assert concept_server.request_count == 2
     assert all(f"Answer:\n{ANSWER}\n" in body["messages"][-1]["content"] for body in concept_server.requests)
-    assert [r.info["forbidden"] for r in results] == [{"p0": 0, "p1": 0}, {"p0": 2, "p1": 2}]
-    assert results[1].info["forbidden_concepts"] == CONCEPTS
+    assert [r.denial.counts for r in results] == [{"p0": 0, "p1": 0}, {"p0": 2, "p1": 2}]  # type: ignore[union-attr]
+    assert results[1].denial.forbidden == CONCEPTS  # type: ignore[union-attr]
 
     # What the model saw in round 2 forbids exactly its own prompt's concepts.
     assert runner.inputs[0] is None
@@ -255,5 +259,5 @@ def test_denial_rounds_end_to_end(
         assert "novelty@4" in result.metrics
         assert len(result.per_prompt["novelty@4"]) == 2
         assert result.quality.shape == (2, 1) and result.originality[4].shape == (2, 1)
-        assert result.info["generated_batches"] == 1  # each round's inputs differ: nothing cached
+        assert result.generated.work.batches == 1  # each round's inputs differ: nothing cached
     assert sum("story-denial: 2 prompts x 1 samples" in line for line in logs) == 2

@@ -80,15 +80,16 @@ def test_suite_runs_end_to_end_and_resumes_from_cache(suite_file: Path, tiny_con
     assert math.isclose(result.metrics["novelty@5"], float(expected), rel_tol=1e-12)
     assert 0.0 <= result.metrics["q_at_tail@0.5"] <= 1.0
     assert 1.0 <= result.metrics["distinct_k"] <= 3.0
-    assert result.info["generated_batches"] == 3  # 12 rows (4 prompts x 3 samples), 4 per batch
-    assert (result.info["generated_rows"], result.info["cached_rows"]) == (12, 0)
-    assert result.info["tokens"] > 0
-    assert result.info["worker"] == "main"
+    work = result.generated.work
+    assert work.batches == 3  # 12 rows (4 prompts x 3 samples), 4 per batch
+    assert (work.rows, work.cached_rows) == (12, 0)
+    assert work.tokens > 0
+    assert work.worker == "main"
     assert len(result.per_prompt["novelty@5"]) == 4
 
     again = Runner(config).run(suite)
-    assert again.info["generated_batches"] == 0
-    assert (again.info["generated_rows"], again.info["cached_rows"]) == (0, 12)
+    assert again.generated.work.batches == 0
+    assert (again.generated.work.rows, again.generated.work.cached_rows) == (0, 12)
     assert again.answers == result.answers
     assert again.metrics == result.metrics
 
