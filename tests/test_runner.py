@@ -115,3 +115,29 @@ def test_progress_bars_for_generation_originality_and_judging(
     config = replace(config, cache_dir=tmp_path / "other", log=quiet.append, progress=ProgressSink(enabled=False))
     Runner(config).run(load_suite(suite_file))
     assert any("story: generated 12/12 samples" in line and "tokens/s, ETA" in line for line in quiet)
+
+
+NOVEL_EXAMPLES = SUITE.replace('[generation]', '[prompting]\nmethod = "novel-examples"\nexamples = 1\n[generation]')
+COPIED = 'Tom and Sam went to the park. Tom saw a ball near the tree. Sam said, "Let us play with the ball!"'
+FRESH = "Quiet lanterns drifted over marshes where herons argued about borrowed silver spoons all winter"
+
+
+def test_novel_examples_scores_the_examples_with_the_suite_index(tmp_path: Path, tiny_config: RunConfig) -> None:
+    """``novel-examples`` runs end to end: the held-out examples are scored with the suite's index
+    and only the most original one (1 example, the top 10 % of 8 but at least 1) is shown."""
+    test = [{"id": f"p{i}", "text": text} for i, text in enumerate(["Lily went to the park.", "Ben had a cake."])]
+    held = [{"id": f"x{i}", "text": f"Tell story {i}.", "reference": COPIED, "split": "examples"} for i in range(7)]
+    held.append({"id": "x7", "text": "Tell story 7.", "reference": FRESH, "split": "examples"})
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in test + held))
+    path = tmp_path / "novel.toml"
+    path.write_text(NOVEL_EXAMPLES.format(task="story"))
+    suite = load_suite(path)
+    runner = Runner(tiny_config)
+
+    scores = runner.example_scores(suite)
+    assert set(scores) == {f"x{i}" for i in range(8)}
+    assert max(scores, key=scores.__getitem__) == "x7" and scores["x7"] > scores["x0"]
+    _, inputs = runner.prompts(suite)
+    assert all(FRESH in text and COPIED not in text for text in inputs)
+    result = runner.run(suite)
+    assert [p.id for p in result.prompts] == ["p0", "p1"] and "novelty@5" in result.metrics
