@@ -141,3 +141,36 @@ def test_novel_examples_scores_the_examples_with_the_suite_index(tmp_path: Path,
     assert all(FRESH in text and COPIED not in text for text in inputs)
     result = runner.run(suite)
     assert [p.id for p in result.prompts] == ["p0", "p1"] and "novelty@5" in result.metrics
+
+
+def test_scoring_models_load_once_per_session_on_its_device(
+    tmp_path: Path, tiny_config: RunConfig, tiny_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every sweep value, and a second checkpoint's runner, use the session's one equivalence check
+    and one judge, opened with the session's device and --trust-remote-code."""
+    from pytest_novelty.runner import SessionModels
+    from pytest_novelty.scoring import partitioners
+
+    opened: list[tuple[str, dict[str, object]]] = []
+    real = partitioners.open_equivalence
+
+    def recording(spec: str, **options: object) -> object:
+        opened.append((spec, options))
+        return real(spec, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(partitioners, "open_equivalence", recording)
+    prompts = [{"id": f"p{i}", "text": t} for i, t in enumerate(["Lily went to the park.", "Ben had a cake."])]
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in prompts))
+    sweep = '[sweep]\nparameter = "generation.temperature"\nvalues = [0.5, 1.0]\n'
+    (tmp_path / "sweep.toml").write_text(SUITE.format(task="story") + sweep)
+    config = replace(tiny_config, trust_remote_code=True)
+    models = SessionModels(config)
+    candidate, other = Runner(config, models), Runner(replace(config, model=str(tiny_checkpoint)), models)
+    suite = load_suite(tmp_path / "sweep.toml")
+    results = [runner.run(run) for run in suite.runs() for runner in (candidate, other)]
+
+    assert all("distinct_k" in r.metrics for r in results)
+    assert opened == [("unigram", {"device": "cpu", "trust_remote_code": True})]
+    assert models.opened == [f"originality {tiny_config.originality}", "judge rules", "equivalence unigram"]
+    hf = models.judge(replace(suite.runs()[0], scoring=replace(suite.scoring, judge=f"hf:{tiny_checkpoint}")))
+    assert (hf.device, hf.trust_remote_code) == ("cpu", True)  # loads on the session's device, when it first scores
