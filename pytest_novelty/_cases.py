@@ -35,7 +35,7 @@ from pytest_novelty.redact import redact_data
 
 if TYPE_CHECKING:
     from pytest_novelty.gate.regression import MetricRecord
-    from pytest_novelty.runner import SuiteResult
+    from pytest_novelty.pipeline.results import SuiteResult
     from pytest_novelty.suites.schema import Suite, Threshold
 
 
@@ -43,12 +43,8 @@ def _per_generation(threshold: Threshold, result: SuiteResult) -> Any:
     """Per-generation gated novelty (prompts × samples) for ``top10_novelty@n``, else None."""
     if threshold.base != "top10_novelty" or threshold.arg is None:
         return None
-    orig = result.originality.get(int(threshold.arg))
-    if orig is None:
-        return None
-    from pytest_novelty.metrics import gated_novelty
-
-    return gated_novelty(result.quality, orig).tolist()
+    values = result.measured.novelty.get(int(threshold.arg))
+    return None if values is None else values.tolist()
 
 
 def _record(
@@ -64,10 +60,10 @@ def _record(
         metrics=result.metrics if metrics is None else metrics,
         per_prompt=result.per_prompt,
         prompt_ids=[p.id for p in result.prompts],
-        tail_ids=tail_ids if tail_ids is not None else result.info.get("tail_ids", {}).get(threshold.metric),
+        tail_ids=tail_ids if tail_ids is not None else result.measured.tail_ids.get(threshold.metric),
         model=result.model,
-        fingerprint=str(result.info.get("fingerprint", "")),
-        judge=str(result.info.get("judge", "")),
+        fingerprint=result.generated.fingerprint,
+        judge=result.scores.judge,
         per_generation=_per_generation(threshold, result),
     )
 
@@ -99,21 +95,21 @@ def _frozen_tail(
         snapshot_ids = None if stored is None or stored.metric != threshold.metric else stored.tail_ids
     return choose_tail(
         threshold.metric,
-        baseline=None if baseline is None else baseline.info.get("tail_ids", {}).get(threshold.metric),
+        baseline=None if baseline is None else baseline.measured.tail_ids.get(threshold.metric),
         snapshot=snapshot_ids,
         tail_file=suite.gate.tail,
-        candidate=result.info.get("tail_ids", {}).get(threshold.metric) or [],
+        candidate=result.measured.tail_ids.get(threshold.metric) or [],
     )
 
 
 def header(result: SuiteResult) -> str:
     """What the suite's numbers were measured with: model, judge, originality units, NoveltyBench scales."""
-    info = result.info
-    parts = [f"model {result.model}", f"judge {info.get('judge')}"]
-    if info.get("units"):
-        parts.append(f"originality in {info['units']}")
+    scores = result.scores
+    parts = [f"model {result.model}", f"judge {scores.judge}"]
+    if scores.units:
+        parts.append(f"originality in {scores.units}")
     if any(t.base in ("distinct_k", "utility_k") for t in result.suite.thresholds):
-        reward = str(info.get("judge", "")).startswith("reward model")
+        reward = scores.judge.startswith("reward model")
         scale = "reward model 1-10" if reward else "10 × rubric quality"
         parts.append(f"equivalence {result.suite.scoring.equivalence}, utility scale {scale}")
     return ", ".join(parts)
@@ -139,11 +135,11 @@ def test_metric(
     row = verdict.as_dict()
     row["header"] = header(result)
     failures = [] if verdict.passed else [verdict.message]
-    agreement = agreement_text(result.info)
+    agreement = agreement_text(result.judge_agreement)
     if agreement:
         row["header"] = f"{row['header']}, {agreement}"
         row["judge_agreement"] = agreement
-    distrusted = agreement_failure(suite, threshold, result.info)
+    distrusted = agreement_failure(suite, threshold, result.judge_agreement)
     if distrusted:
         row["message"], failures = distrusted, [distrusted]
     if tail is not None:

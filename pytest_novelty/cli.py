@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from pytest_novelty.errors import HARNESS_EXIT_STATUS, HarnessError, NoveltyError
 from pytest_novelty.generation import GENERATORS
@@ -31,12 +33,11 @@ def _cmd_demo_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from pytest_novelty.gate import check_threshold
-    from pytest_novelty.gate.agreement import agreement_failure
+    """Gate a checkpoint on every case pytest would run: each sweep value and each denial round."""
     from pytest_novelty.progress import ProgressSink
     from pytest_novelty.report import render_table
     from pytest_novelty.resources import bundled_path
-    from pytest_novelty.runner import RunConfig, Runner
+    from pytest_novelty.runner import RunConfig, Runner, SessionModels
     from pytest_novelty.storage import default_cache_dir
     from pytest_novelty.suites.schema import load_suites
 
@@ -44,80 +45,42 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.suite:
         wanted = set(args.suite)
         suites = [s for s in suites if s.name in wanted]
-
-    def runner_for(model: str) -> Runner:
-        return Runner(
-            RunConfig(
-                model=model,
-                cache_dir=Path(args.cache) if args.cache else default_cache_dir(),
-                device=args.device,
-                generator=args.generator,
-                originality=args.originality,
-                judge=args.judge,
-                judge_base_url=args.judge_base_url,
-                trust_remote_code=args.trust_remote_code,
-                gpus_per_worker=args.gpus,
-                base_model=args.base_model,
-                model_base_url=args.model_base_url,
-                model_revision=args.model_revision,
-                progress=ProgressSink(),
-            )
-        )
-
+    cache_dir = Path(args.cache) if args.cache else default_cache_dir()
     checkpoints = []
     if args.model_series:  # the newest checkpoint is the candidate; the others make its series
         from pytest_novelty.series import find_checkpoints
 
         checkpoints = find_checkpoints(args.model_series)
+    models: list[SessionModels] = []
+
+    def runner_for(model: str) -> Runner:
+        config = RunConfig.from_options(args, model=model, cache_dir=cache_dir, progress=ProgressSink())
+        models.append(models[0] if models else SessionModels(config))  # the scoring models load once
+        return Runner(config, models[0])
+
     runner = runner_for(checkpoints[-1].path if checkpoints else args.model)
+    earlier_runners = [runner_for(c.path) for c in checkpoints[:-1]]
     from pytest_novelty.preflight import preflight
 
     preflight(runner, suites)  # every service and input checked once, before any generation
-    from pytest_novelty.gate.regression import choose_tail, gated_metrics
-
-    rows = []
+    rows: list[dict[str, Any]] = []
     notes: dict[str, str] = {}
-    failed = 0
-    results = {}
-    for suite in suites:
-        result = runner.run(suite)
-        if suite.scoring.calibration is not None:
-            result.info["judge_agreement"] = runner.judge_agreement(suite)
-        earlier = [runner_for(c.path).run(suite) for c in checkpoints[:-1]]
-        results[suite.name] = {
-            "prompts": [p.id for p in result.prompts],
-            "answers": result.answers,
-            "metrics": result.metrics,
-        }
+    results: dict[str, Any] = {}
+    rounds: dict[tuple[str, str], Any] = {}
+    for run in (run for suite in suites for run in suite.runs()):
+        result = _suite_result(runner, run, rounds)
+        if run.scoring.calibration is not None:
+            result = replace(result, judge_agreement=runner.judge_agreement(run))
+        earlier = [_suite_result(r, run, rounds) for r in earlier_runners]
+        results[run.name] = {"prompts": [p.id for p in result.prompts], "answers": result.answers,
+                             "metrics": result.metrics}
         if checkpoints:
             from pytest_novelty.series import suite_series
 
-            results[suite.name]["series"] = suite_series([*zip(checkpoints, [*earlier, result], strict=True)])
-        for threshold in suite.thresholds:
-            metrics, tail = result.metrics, None
-            if threshold.base == "q_at_tail":  # the suite's frozen tail when it names one, as under pytest
-                own = result.info.get("tail_ids", {}).get(threshold.metric) or []
-                tail = choose_tail(threshold.metric, tail_file=suite.gate.tail, candidate=own)
-                ids = [p.id for p in result.prompts]
-                metrics, used = gated_metrics(threshold.metric, metrics, ids, result.per_prompt["quality"], tail)
-            verdict = check_threshold(suite.name, threshold, metrics)
-            row = {**verdict.as_dict(), **({"tail": tail.describe(len(used))} if tail else {})}
-            passed = verdict.passed
-            distrusted = agreement_failure(suite, threshold, result.info)
-            if distrusted:  # [gate] min_judge_agreement not met: the quality-based case does not count
-                row["message"], passed = distrusted, False
-            if earlier and suite.gate.against == "series-best":
-                from pytest_novelty.series import compare_with_best
-
-                found = compare_with_best(earlier, result, threshold)
-                if found is not None:
-                    row.update(found[1].as_dict(), against=found[0].model)
-                    passed = passed and found[1].passed
-            row["passed"] = passed
-            failed += not passed
-            rows.append(row)
-        notes[suite.name] = ", ".join(f"{k} {v:.4f}" for k, v in result.metrics.items() if k.startswith("coverage@"))
-        notes[suite.name] += f", unscored {result.metrics['unscored']:.4f}; originality in {result.info.get('units')}"
+            results[run.name]["series"] = suite_series([*zip(checkpoints, [*earlier, result], strict=True)])
+        rows.extend(_case_rows(run, result, earlier))
+        notes[run.name] = ", ".join(f"{k} {v:.4f}" for k, v in result.metrics.items() if k.startswith("coverage@"))
+        notes[run.name] += f", unscored {result.metrics['unscored']:.4f}; originality in {result.scores.units}"
     print("\n".join(render_table(rows, None, notes)))
     if checkpoints:
         from pytest_novelty.report.series import series_tables
@@ -127,7 +90,51 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from pytest_novelty.storage import atomic_write_json
 
         atomic_write_json(Path(args.output), results)
-    return 1 if failed else 0
+    return 1 if any(not row["passed"] for row in rows) else 0
+
+
+def _suite_result(runner: Any, run: Any, rounds: dict[tuple[str, str], Any]) -> Any:
+    """One checkpoint's result on one run of a suite; a denial suite's rounds run once, together."""
+    if run.denial_round is None:
+        return runner.run(run)
+    key = (runner.config.model, run.name.rsplit("[round=", 1)[0])
+    if key not in rounds:
+        from pytest_novelty.denial import open_extractor_for, run_denial
+
+        rounds[key] = run_denial(runner, run, open_extractor_for(runner.config, run))
+    return rounds[key][run.denial_round - 1]
+
+
+def _case_rows(run: Any, result: Any, earlier: list[Any]) -> list[dict[str, Any]]:
+    """The table's rows for one run of a suite, one per threshold, decided as under pytest."""
+    from pytest_novelty.gate import check_threshold
+    from pytest_novelty.gate.agreement import agreement_failure
+    from pytest_novelty.gate.regression import choose_tail, gated_metrics
+
+    rows = []
+    for threshold in run.thresholds:
+        metrics, tail = result.metrics, None
+        if threshold.base == "q_at_tail":  # the suite's frozen tail when it names one, as under pytest
+            own = result.measured.tail_ids.get(threshold.metric) or []
+            tail = choose_tail(threshold.metric, tail_file=run.gate.tail, candidate=own)
+            ids = [p.id for p in result.prompts]
+            metrics, used = gated_metrics(threshold.metric, metrics, ids, result.per_prompt["quality"], tail)
+        verdict = check_threshold(run.name, threshold, metrics)
+        row = {**verdict.as_dict(), **({"tail": tail.describe(len(used))} if tail else {})}
+        passed = verdict.passed
+        distrusted = agreement_failure(run, threshold, result.judge_agreement)
+        if distrusted:  # [gate] min_judge_agreement not met: the quality-based case does not count
+            row["message"], passed = distrusted, False
+        if earlier and run.gate.against == "series-best":
+            from pytest_novelty.series import compare_with_best
+
+            found = compare_with_best(earlier, result, threshold)
+            if found is not None:
+                row.update(found[1].as_dict(), against=found[0].model)
+                passed = passed and found[1].passed
+        row["passed"] = passed
+        rows.append(row)
+    return rows
 
 
 def _cmd_cache(args: argparse.Namespace) -> int:
@@ -164,17 +171,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--suites", help="folder of suite files (default ./suites or the bundled ones)")
     run.add_argument("--suite", action="append", help="run only this suite (repeatable)")
-    run.add_argument("--device", default="auto")
-    run.add_argument("--generator", default="hf", choices=GENERATORS, help="generation backend (default hf)")
+    run.add_argument("--device", dest="novelty_device", default="auto")
+    run.add_argument(
+        "--generator", dest="novelty_generator", default="hf", choices=GENERATORS, help="generation backend (hf)"
+    )
     run.add_argument("--cache", help="cache folder (default ~/.cache/pytest-novelty)")
-    run.add_argument("--originality", help="originality backend spec for every suite")
-    run.add_argument("--judge", help="judge spec for every suite")
-    run.add_argument("--judge-base-url")
-    run.add_argument("--trust-remote-code", action="store_true")
-    run.add_argument("--model-base-url", help="endpoint of a served --model openai:NAME")
-    run.add_argument("--model-revision", help="revision of the served model's weights (cache key)")
-    run.add_argument("--base-model", help="base checkpoint of a PEFT adapter --model")
-    run.add_argument("--gpus", type=int, default=1, help="GPUs to spread one model over (default 1)")
+    run.add_argument("--originality", dest="novelty_originality", help="originality backend spec for every suite")
+    run.add_argument("--judge", dest="novelty_judge", help="judge spec for every suite")
+    run.add_argument("--judge-base-url", dest="novelty_judge_base_url")
+    run.add_argument("--trust-remote-code", dest="novelty_trust_remote_code", action="store_true")
+    run.add_argument("--model-base-url", dest="novelty_model_base_url", help="endpoint of a served --model openai:NAME")
+    run.add_argument(
+        "--model-revision", dest="novelty_model_revision", help="revision of the served model's weights (cache key)"
+    )
+    run.add_argument("--base-model", dest="novelty_base_model", help="base checkpoint of a PEFT adapter --model")
+    run.add_argument(
+        "--gpus", dest="novelty_gpus_per_worker", type=int, default=1, help="GPUs to spread one model over (default 1)"
+    )
     run.add_argument("--output", help="write each suite's prompts, answers and metrics to this JSON file")
     run.set_defaults(func=_cmd_run)
 

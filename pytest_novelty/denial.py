@@ -10,8 +10,8 @@ prompt asks for an answer that uses none of them
 Each round is generated, cut, scored and summarised exactly like a plain run of the suite
 (:meth:`pytest_novelty.runner.Runner.run` with the round's inputs), so every metric and gate
 applies per round, and the report can show how novelty and quality move as the obvious ideas
-are taken away. Each round's ``info`` adds ``round`` (1-based), ``forbidden`` (the number of
-forbidden concepts per prompt id) and ``forbidden_concepts`` (the concepts themselves).
+are taken away. Each round's result carries its :class:`~pytest_novelty.pipeline.results.DenialRound`
+(``denial``: the 1-based round number and the concepts forbidden per prompt id).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from pytest_novelty.scoring.concepts import ConceptExtractor, ConceptItem, open_
 from pytest_novelty.suites.prompting import build_inputs, merge_concepts
 
 if TYPE_CHECKING:
-    from pytest_novelty.runner import RunConfig, SuiteResult
+    from pytest_novelty.pipeline.config import RunConfig
+    from pytest_novelty.pipeline.results import SuiteResult
     from pytest_novelty.suites.schema import Suite
 
 __all__ = ["SuiteRunner", "open_extractor_for", "run_denial"]
@@ -83,14 +84,10 @@ def forbid_concepts(forbidden: Forbidden, result: SuiteResult, extractor: Concep
 
 
 def _with_round(result: SuiteResult, number: int, forbidden: Forbidden) -> SuiteResult:
-    ids = [p.id for p in result.prompts]
-    info = {
-        **result.info,
-        "round": number,
-        "forbidden": {i: len(forbidden.get(i, ())) for i in ids},
-        "forbidden_concepts": {i: list(forbidden.get(i, ())) for i in ids},
-    }
-    return replace(result, info=info)
+    from pytest_novelty.pipeline.results import DenialRound
+
+    concepts = {p.id: list(forbidden.get(p.id, ())) for p in result.prompts}
+    return replace(result, denial=DenialRound(number, concepts))
 
 
 def open_extractor_for(config: RunConfig, suite: Suite) -> ConceptExtractor:

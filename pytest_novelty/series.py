@@ -32,7 +32,7 @@ from pytest_novelty.errors import ConfigError, NoveltyError
 
 if TYPE_CHECKING:
     from pytest_novelty.gate.regression import Comparison, MetricRecord
-    from pytest_novelty.runner import SuiteResult
+    from pytest_novelty.pipeline.results import SuiteResult
     from pytest_novelty.suites.schema import Threshold
 
 CHECKPOINT_RE = re.compile(r"checkpoint-(\d+)")
@@ -98,10 +98,10 @@ def _record(result: SuiteResult, threshold: Threshold, tail_ids: Any = None) -> 
         metrics=result.metrics,
         per_prompt=result.per_prompt,
         prompt_ids=[p.id for p in result.prompts],
-        tail_ids=tail_ids if tail_ids is not None else result.info.get("tail_ids", {}).get(threshold.metric),
+        tail_ids=tail_ids if tail_ids is not None else result.measured.tail_ids.get(threshold.metric),
         model=result.model,
-        fingerprint=str(result.info.get("fingerprint", "")),
-        judge=str(result.info.get("judge", "")),
+        fingerprint=result.generated.fingerprint,
+        judge=result.scores.judge,
     )
 
 
@@ -143,15 +143,13 @@ def paired_change(before: SuiteResult, after: SuiteResult, threshold: Threshold)
 def _means(result: SuiteResult) -> dict[str, float | None]:
     import numpy as np
 
-    from pytest_novelty.metrics import novelty
-
     ngrams = result.suite.scoring.ngrams
     n = 5 if 5 in ngrams else ngrams[0]
     out: dict[str, float | None] = {}
     for name, values in (
         ("quality", np.asarray(result.quality, dtype=float)),
         (f"originality@{n}", np.asarray(result.originality[n], dtype=float)),
-        (f"novelty@{n}", np.asarray(novelty(result.quality, result.originality[n]), dtype=float)),
+        (f"novelty@{n}", np.asarray(result.measured.novelty[n], dtype=float)),
     ):
         present = values[~np.isnan(values)]
         out[name] = _finite(present.mean()) if present.size else None
@@ -176,8 +174,8 @@ def suite_series(results: Sequence[tuple[Checkpoint, SuiteResult]]) -> list[dict
                 "change": None
                 if previous is None
                 else {t.metric: paired_change(previous, result, t) for t in thresholds},
-                "generated_rows": int(result.info.get("generated_rows", 0)),
-                "cached_rows": int(result.info.get("cached_rows", 0)),
+                "generated_rows": result.generated.work.rows,
+                "cached_rows": result.generated.work.cached_rows,
             }
         )
         previous = result

@@ -8,7 +8,6 @@ prints one table and writes one report.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
@@ -21,7 +20,7 @@ from pytest_novelty.progress import ProgressSink
 from pytest_novelty.suites.schema import Suite
 
 if TYPE_CHECKING:
-    from pytest_novelty.runner import Runner, SuiteResult
+    from pytest_novelty.runner import Runner, SessionModels, SuiteResult
 
 _WORKER_KEY = "novelty_suites"
 _REPAIRS_KEY = "novelty_cache_repairs"
@@ -37,6 +36,7 @@ class NoveltyState:
         self.suites = {s.path.resolve(): s for s in suites}
         self.cache_dir = cache_dir
         self._runners: dict[str, Runner] = {}
+        self._models: SessionModels | None = None
         self._results: dict[tuple[str, str], SuiteResult | NoveltyError] = {}
         self._rounds: dict[tuple[str, str], list[SuiteResult] | NoveltyError] = {}
         self._outcomes: dict[str, tuple[str, str]] = {}  # node id -> (passed | failed | error, message)
@@ -61,31 +61,18 @@ class NoveltyState:
         return None if model is None else str(model)
 
     def runner(self, model: str) -> Runner:
-        """One runner per checkpoint (candidate, and baseline when given)."""
+        """One runner per checkpoint (candidate, and baseline when given); all share the session's
+        scoring models (judges, equivalence checks, indexes), so each loads once."""
         if model not in self._runners:
-            from pytest_novelty.runner import RunConfig, Runner
+            from pytest_novelty.runner import RunConfig, Runner, SessionModels
 
-            opt = self.config.option
-            self._runners[model] = Runner(
-                RunConfig(
-                    model=model,
-                    cache_dir=self.cache_dir,
-                    device=opt.novelty_device,
-                    generator=opt.novelty_generator,
-                    gpus_per_worker=opt.novelty_gpus_per_worker,
-                    base_model=opt.novelty_base_model,
-                    model_base_url=opt.novelty_model_base_url,
-                    model_revision=opt.novelty_model_revision,
-                    worker=self.worker or "main",
-                    originality=opt.novelty_originality,
-                    judge=opt.novelty_judge,
-                    judge_base_url=opt.novelty_judge_base_url,
-                    trust_remote_code=opt.novelty_trust_remote_code,
-                    seed=opt.novelty_seed,
-                    log=self.log,
-                    progress=self.progress_sink(),
-                )
+            config = RunConfig.from_options(
+                self.config.option, model=model, cache_dir=self.cache_dir, worker=self.worker or "main",
+                log=self.log, progress=self.progress_sink(),
             )
+            if self._models is None:
+                self._models = SessionModels(config)
+            self._runners[model] = Runner(config, self._models)
         return self._runners[model]
 
     @property
@@ -150,8 +137,7 @@ class NoveltyState:
         and settings when one is given, else the dataset's human references when the suite asks
         for them (``[gate] reference = true``), else nothing."""
         if self.baseline_model is not None:
-            baseline = self.baseline_model
-            return self._memo((baseline, suite.name), lambda: self.runner(baseline).run(suite))
+            return self.model_result(self.baseline_model, suite)  # a denial round: the baseline's same round
         if suite.gate.reference:
             runner = self.runner(self.config.option.novelty_model)
             return self._memo(("human references", suite.name), lambda: runner.references(suite))
@@ -163,10 +149,14 @@ class NoveltyState:
         pool = None if baseline is None else baseline.originality.get(4)
         model = self.config.option.novelty_model
         result = self.model_result(model, suite, pool)
-        if suite.scoring.calibration is not None and "judge_agreement" not in result.info:
-            result.info["judge_agreement"] = self.runner(model).judge_agreement(suite)
+        if suite.scoring.calibration is not None and result.judge_agreement is None:
+            from dataclasses import replace
+
+            result = replace(result, judge_agreement=self.runner(model).judge_agreement(suite))
         if suite.name not in self.suite_data:
-            self.suite_data[suite.name] = _suite_data(result, baseline)
+            from pytest_novelty.pipeline.export import suite_data
+
+            self.suite_data[suite.name] = suite_data(result, baseline)
             if self.series:
                 from pytest_novelty.series import suite_series
 
@@ -194,9 +184,9 @@ class NoveltyState:
         if suite.name in self._announced:
             return None
         self._announced.add(suite.name)
-        from pytest_novelty.runner import work_line
+        from pytest_novelty.pipeline.export import work_line
 
-        return work_line(suite.name, result.info)
+        return work_line(suite.name, result)
 
     # -- harness errors -------------------------------------------------------------------------
 
@@ -415,44 +405,6 @@ class _TerminalStream:
         return bool(self.config.get_terminal_writer().hasmarkup)
 
 
-def _lists(values: Any) -> list[list[float | None]]:
-    return [[None if math.isnan(v) else float(v) for v in row] for row in values]
-
-
-def _arrays(result: SuiteResult, n: int) -> dict[str, Any]:
-    """Per-generation arrays at order n: originality as measured (None: too short for an n-gram),
-    novelty as the gate counts it (a too-short generation at 0), and the shares the gate reports."""
-    from pytest_novelty.metrics import gated_novelty
-
-    shares = {k: v for k, v in result.metrics.items() if k.startswith("coverage@") or k == "unscored"}
-    return {
-        "quality": _lists(result.quality),
-        "originality": _lists(result.originality[n]),
-        "novelty": _lists(gated_novelty(result.quality, result.originality[n])),
-        "shares": {k: None if math.isnan(v) else float(v) for k, v in shares.items()},
-    }
-
-
-def gated_order(suite: Suite) -> int:
-    """The n-gram order the suite gates on (its first novelty/originality/coverage threshold's),
-    else 5 when scored, else its lowest: the order the plots show."""
-    for threshold in suite.thresholds:
-        if threshold.base in ("novelty", "top10_novelty", "originality", "coverage") and threshold.arg:
-            return int(threshold.arg)
-    ngrams = suite.scoring.ngrams
-    return 5 if 5 in ngrams else ngrams[0]
-
-
-def _suite_data(result: SuiteResult, baseline: SuiteResult | None) -> dict[str, Any]:
-    """Plain, JSON-ready arrays of one suite (they may cross from an xdist worker)."""
-    n = gated_order(result.suite)
-    info = {k: v for k, v in result.info.items() if k != "tail_ids"}
-    data: dict[str, Any] = {**_arrays(result, n), "n": n, "info": info}
-    if baseline is not None:
-        data["baseline"] = {**_arrays(baseline, n), "model": baseline.model}
-    return data
-
-
 def _case_key(nodeid: str) -> str:
     """The parametrize id of a suite case (``story-novelty@5>=0.3``), '' for any other test."""
     path, _, rest = nodeid.partition("::")
@@ -472,7 +424,7 @@ def _work_summary(suite_data: dict[str, dict[str, Any]], repairs: int = 0) -> st
     infos = [d.get("info", {}) for d in suite_data.values()]
     if not infos:
         return ""
-    from pytest_novelty.runner import batches_text
+    from pytest_novelty.pipeline.export import batches_text
 
     generated = sum(int(i.get("generated_rows", 0)) for i in infos)
     batches = sum(int(i.get("generated_batches", 0)) for i in infos)

@@ -103,7 +103,7 @@ def test_every_cache_file_damaged_the_rerun_recomputes_the_same_numbers(
 ) -> None:
     suite = load_suite(tmp_path / "story.toml")
     first = Runner(config).run(suite)
-    assert first.info["judge_requests"] > 0
+    assert first.scores.judge_requests > 0
     files = [p for p in config.cache_dir.rglob("*") if p.is_file()]
     kinds = {p.relative_to(config.cache_dir).parts[0] for p in files}
     assert {"generations", "originality-scores", "judge"} <= kinds
@@ -116,13 +116,13 @@ def test_every_cache_file_damaged_the_rerun_recomputes_the_same_numbers(
 
     assert again.answers == first.answers
     assert _same(again.metrics, first.metrics)
-    assert again.info["generated_rows"] == len(PROMPTS) * 2  # nothing damaged was trusted
-    assert again.info["originality_lookups"] > 0 and server.request_count > requests
-    assert again.info["cache_repaired"] == len(files)
+    assert again.generated.work.rows == len(PROMPTS) * 2  # nothing damaged was trusted
+    assert again.scores.lookups > 0 and server.request_count > requests
+    assert again.cache_repaired == len(files)
     assert any(f"warning: {len(files)} damaged cache entries dropped and recomputed" in line for line in lines)
 
     third = Runner(config).run(suite)  # the repaired cache serves the next run whole
-    assert (third.info["generated_rows"], third.info["cache_repaired"]) == (0, 0)
+    assert (third.generated.work.rows, third.cache_repaired) == (0, 0)
     assert third.answers == first.answers and _same(third.metrics, first.metrics)
 
 
@@ -139,4 +139,4 @@ def test_an_originality_chunk_with_a_wrong_layout_is_scored_again(config: RunCon
             data = wrong
         path.write_text(json.dumps(data))
     again = Runner(config).run(suite)
-    assert _same(again.metrics, first.metrics) and again.info["originality_lookups"] > 0
+    assert _same(again.metrics, first.metrics) and again.scores.lookups > 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -12,12 +14,13 @@ import pytest
 
 from pytest_novelty.denial import open_extractor_for, run_denial
 from pytest_novelty.errors import ConfigError
+from pytest_novelty.pipeline.results import SuiteAnswers, SuiteMetrics, SuiteScores
 from pytest_novelty.runner import RunConfig, Runner, SuiteResult
 from pytest_novelty.scoring.concepts import ConceptItem, OpenAIConceptExtractor, open_concept_extractor
 from pytest_novelty.suites.prompting import build_inputs
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite, load_suite
-from tests.servers.openai_api import FakeOpenAI
+from tests.servers.openai_api import FakeOpenAI, default_reply
 
 SUITE = """
 task = "story"
@@ -72,7 +75,9 @@ class ScriptedRunner:
         answers = self.answers[len(self.inputs) - 1]
         shape = (len(PROMPTS), len(answers[0]))
         metrics = {"novelty@4": 0.5}
-        return SuiteResult(suite, "m", PROMPTS, answers, {4: np.zeros(shape)}, np.ones(shape), metrics, {}, {})
+        scores = SuiteScores(originality={4: np.zeros(shape)}, quality=np.ones(shape))
+        measured = SuiteMetrics(metrics, {}, {}, order=4, novelty={4: np.zeros(shape)})
+        return SuiteResult(SuiteAnswers(suite, "m", PROMPTS, answers), scores, measured)
 
 
 class ListingExtractor:
@@ -109,14 +114,15 @@ def test_each_round_forbids_the_concepts_of_all_earlier_answers(tmp_path: Path) 
     )
     results = run_denial(runner, suite, extractor)
 
-    assert [r.info["round"] for r in results] == [1, 2, 3]
+    assert [r.denial.number for r in results] == [1, 2, 3]  # type: ignore[union-attr]
     assert runner.inputs[0] is None  # round 1: the suite's own inputs, nothing forbidden
     round2 = {"p0": ["a lost ball", "a kite"], "p1": ["a bird"]}
     round3 = {"p0": ["a lost ball", "a kite", "sailing"], "p1": ["a bird", "home"]}
     assert runner.inputs[1] == build_inputs(suite, PROMPTS, forbidden=round2)
     assert runner.inputs[2] == build_inputs(suite, PROMPTS, forbidden=round3)
-    assert [r.info["forbidden"] for r in results] == [{"p0": 0, "p1": 0}, {"p0": 2, "p1": 1}, {"p0": 3, "p1": 2}]
-    assert results[2].info["forbidden_concepts"] == round3
+    counts = [r.denial.counts for r in results]  # type: ignore[union-attr]
+    assert counts == [{"p0": 0, "p1": 0}, {"p0": 2, "p1": 1}, {"p0": 3, "p1": 2}]
+    assert results[2].denial.forbidden == round3  # type: ignore[union-attr]
     # Empty answers are not sent, and the last round's answers are not examined.
     assert [[(i.prompt.id, i.answer) for i in asked] for asked in extractor.asked] == [
         [("p0", "*a ball*"), ("p0", "a kite"), ("p1", "a bird")],
@@ -235,13 +241,13 @@ def test_denial_rounds_end_to_end(
     )
     results = run_denial(runner, suite, extractor)
 
-    assert [r.info["round"] for r in results] == [1, 2]
+    assert [r.denial.number for r in results] == [1, 2]  # type: ignore[union-attr]
     assert [r.answers for r in results] == [[[ANSWER], [ANSWER]]] * 2
     # One concept request per answer of round 1; none after the last round.
     assert concept_server.request_count == 2
     assert all(f"Answer:\n{ANSWER}\n" in body["messages"][-1]["content"] for body in concept_server.requests)
-    assert [r.info["forbidden"] for r in results] == [{"p0": 0, "p1": 0}, {"p0": 2, "p1": 2}]
-    assert results[1].info["forbidden_concepts"] == CONCEPTS
+    assert [r.denial.counts for r in results] == [{"p0": 0, "p1": 0}, {"p0": 2, "p1": 2}]  # type: ignore[union-attr]
+    assert results[1].denial.forbidden == CONCEPTS  # type: ignore[union-attr]
 
     # What the model saw in round 2 forbids exactly its own prompt's concepts.
     assert runner.inputs[0] is None
@@ -255,5 +261,79 @@ def test_denial_rounds_end_to_end(
         assert "novelty@4" in result.metrics
         assert len(result.per_prompt["novelty@4"]) == 2
         assert result.quality.shape == (2, 1) and result.originality[4].shape == (2, 1)
-        assert result.info["generated_batches"] == 1  # each round's inputs differ: nothing cached
+        assert result.generated.work.batches == 1  # each round's inputs differ: nothing cached
     assert sum("story-denial: 2 prompts x 1 samples" in line for line in logs) == 2
+
+
+# -- every round, in the command line and against a baseline ------------------------------------
+
+
+def concepts_or_score(request: str, choice: int) -> str:
+    """One fake chat model for both roles: concepts for a concept request, else a judge's score."""
+    if "List the high-level concepts this answer uses" in request:
+        return list_concepts(request, choice)
+    return default_reply(request, choice)
+
+
+@pytest.mark.slow
+def test_the_command_line_runs_every_sweep_value_and_every_denial_round(
+    chat_checkpoint: Path, tiny_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_novelty.cli import main
+
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    write_suite(suites, rounds=3)
+    sweep = '[sweep]\nparameter = "generation.temperature"\nvalues = [0.5, 1.0]\n'
+    (suites / "story-sweep.toml").write_text(SUITE.format(method="chat", rounds=1) + sweep)
+    out = tmp_path / "out.json"
+    with FakeOpenAI(reply=concepts_or_score) as server:
+        status = main([
+            "run", "--model", str(chat_checkpoint), "--suites", str(suites), "--device", "cpu",
+            "--cache", str(tmp_path / "cache"), "--originality", f"infini-gram:{tiny_index}",
+            "--judge", "openai:judge-model", "--judge-base-url", server.url, "--output", str(out),
+        ])  # fmt: skip
+        concept_requests = sum("List the high-level concepts" in str(b["messages"]) for b in server.requests)
+    assert status == 0, capsys.readouterr()
+    runs = json.loads(out.read_text())
+    assert sorted(runs) == sorted([
+        "story-denial[round=1]", "story-denial[round=2]", "story-denial[round=3]",
+        "story-sweep[temperature=0.5]", "story-sweep[temperature=1]",
+    ])  # fmt: skip
+    assert concept_requests == 2  # round 1's answers; later rounds' identical answers come from the cache
+    table = capsys.readouterr().out
+    assert "story-denial[round=3]" in table and "story-sweep[temperature=1]" in table
+
+
+class ConfiguredRunner(ScriptedRunner):
+    """A scripted runner with a run configuration, as the session builds one per checkpoint."""
+
+    def __init__(self, config: RunConfig, answers: list[list[list[str]]]) -> None:
+        super().__init__(answers)
+        self.config = config
+
+
+def test_a_denial_baseline_is_compared_round_by_round(tmp_path: Path, concept_server: FakeOpenAI) -> None:
+    """With --baseline-model, the candidate's round k is paired with the baseline's round k: the
+    baseline runs its own rounds, each forbidding the concepts of its own earlier answers."""
+    from pytest_novelty.session import NoveltyState
+
+    suite = write_suite(tmp_path, rounds=2)
+    config = RunConfig(model="cand", cache_dir=tmp_path / "cache", judge="openai:judge-model",
+                       judge_base_url=concept_server.url)  # fmt: skip
+    runners = {
+        "cand": ConfiguredRunner(config, [[["a"], ["b"]], [["c"], ["d"]]]),
+        "base": ConfiguredRunner(replace(config, model="base"), [[["e"], ["f"]], [["g"], ["h"]]]),
+    }
+    option = SimpleNamespace(novelty_model="cand", novelty_baseline_model="base")
+    state = NoveltyState(SimpleNamespace(stash={}, option=option), [suite], tmp_path / "cache")  # type: ignore[arg-type]
+    state.runner = runners.__getitem__  # type: ignore[method-assign]
+    round2 = suite.runs()[1]
+
+    baseline = state.baseline_result(round2)
+    assert baseline is not None and baseline.answers == [["g"], ["h"]]
+    assert baseline.denial is not None and baseline.denial.forbidden == CONCEPTS
+    assert runners["base"].inputs == [None, build_inputs(round2, PROMPTS, forbidden=CONCEPTS)]
+    candidate = state.result(round2)
+    assert candidate.answers == [["c"], ["d"]] and candidate.denial is not None and candidate.denial.number == 2
+    assert state.suite_data[round2.name]["info"]["round"] == 2 and "baseline" in state.suite_data[round2.name]

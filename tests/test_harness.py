@@ -83,7 +83,7 @@ def test_unscored_answers_within_the_limit_are_counted_with_their_reasons(
     judge_server.inject("status", status=422, times=-1, match="Ben had", message="context too long")
     suite = load_suite(write_suite(tmp_path, judge="openai:judge-model", max_unscored=0.5))
     result = Runner(replace(config, judge_base_url=judge_server.url)).run(suite)
-    reasons = dict(map(tuple, result.info["unscored_reasons"]))
+    reasons = dict(map(tuple, result.scores.unscored_reasons))
     assert reasons == {"no score in reply": 2, "the request was rejected: HTTP 422: context too long": 2}
     assert int(sum(result.quality.ravel() != result.quality.ravel())) == 4  # NaN where unscored
 

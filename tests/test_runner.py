@@ -80,15 +80,16 @@ def test_suite_runs_end_to_end_and_resumes_from_cache(suite_file: Path, tiny_con
     assert math.isclose(result.metrics["novelty@5"], float(expected), rel_tol=1e-12)
     assert 0.0 <= result.metrics["q_at_tail@0.5"] <= 1.0
     assert 1.0 <= result.metrics["distinct_k"] <= 3.0
-    assert result.info["generated_batches"] == 3  # 12 rows (4 prompts x 3 samples), 4 per batch
-    assert (result.info["generated_rows"], result.info["cached_rows"]) == (12, 0)
-    assert result.info["tokens"] > 0
-    assert result.info["worker"] == "main"
+    work = result.generated.work
+    assert work.batches == 3  # 12 rows (4 prompts x 3 samples), 4 per batch
+    assert (work.rows, work.cached_rows) == (12, 0)
+    assert work.tokens > 0
+    assert work.worker == "main"
     assert len(result.per_prompt["novelty@5"]) == 4
 
     again = Runner(config).run(suite)
-    assert again.info["generated_batches"] == 0
-    assert (again.info["generated_rows"], again.info["cached_rows"]) == (0, 12)
+    assert again.generated.work.batches == 0
+    assert (again.generated.work.rows, again.generated.work.cached_rows) == (0, 12)
     assert again.answers == result.answers
     assert again.metrics == result.metrics
 
@@ -114,3 +115,62 @@ def test_progress_bars_for_generation_originality_and_judging(
     config = replace(config, cache_dir=tmp_path / "other", log=quiet.append, progress=ProgressSink(enabled=False))
     Runner(config).run(load_suite(suite_file))
     assert any("story: generated 12/12 samples" in line and "tokens/s, ETA" in line for line in quiet)
+
+
+NOVEL_EXAMPLES = SUITE.replace('[generation]', '[prompting]\nmethod = "novel-examples"\nexamples = 1\n[generation]')
+COPIED = 'Tom and Sam went to the park. Tom saw a ball near the tree. Sam said, "Let us play with the ball!"'
+FRESH = "Quiet lanterns drifted over marshes where herons argued about borrowed silver spoons all winter"
+
+
+def test_novel_examples_scores_the_examples_with_the_suite_index(tmp_path: Path, tiny_config: RunConfig) -> None:
+    """``novel-examples`` runs end to end: the held-out examples are scored with the suite's index
+    and only the most original one (1 example, the top 10 % of 8 but at least 1) is shown."""
+    test = [{"id": f"p{i}", "text": text} for i, text in enumerate(["Lily went to the park.", "Ben had a cake."])]
+    held = [{"id": f"x{i}", "text": f"Tell story {i}.", "reference": COPIED, "split": "examples"} for i in range(7)]
+    held.append({"id": "x7", "text": "Tell story 7.", "reference": FRESH, "split": "examples"})
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in test + held))
+    path = tmp_path / "novel.toml"
+    path.write_text(NOVEL_EXAMPLES.format(task="story"))
+    suite = load_suite(path)
+    runner = Runner(tiny_config)
+
+    scores = runner.example_scores(suite)
+    assert set(scores) == {f"x{i}" for i in range(8)}
+    assert max(scores, key=scores.__getitem__) == "x7" and scores["x7"] > scores["x0"]
+    _, inputs = runner.prompts(suite)
+    assert all(FRESH in text and COPIED not in text for text in inputs)
+    result = runner.run(suite)
+    assert [p.id for p in result.prompts] == ["p0", "p1"] and "novelty@5" in result.metrics
+
+
+def test_scoring_models_load_once_per_session_on_its_device(
+    tmp_path: Path, tiny_config: RunConfig, tiny_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every sweep value, and a second checkpoint's runner, use the session's one equivalence check
+    and one judge, opened with the session's device and --trust-remote-code."""
+    from pytest_novelty.runner import SessionModels
+    from pytest_novelty.scoring import partitioners
+
+    opened: list[tuple[str, dict[str, object]]] = []
+    real = partitioners.open_equivalence
+
+    def recording(spec: str, **options: object) -> object:
+        opened.append((spec, options))
+        return real(spec, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(partitioners, "open_equivalence", recording)
+    prompts = [{"id": f"p{i}", "text": t} for i, t in enumerate(["Lily went to the park.", "Ben had a cake."])]
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in prompts))
+    sweep = '[sweep]\nparameter = "generation.temperature"\nvalues = [0.5, 1.0]\n'
+    (tmp_path / "sweep.toml").write_text(SUITE.format(task="story") + sweep)
+    config = replace(tiny_config, trust_remote_code=True)
+    models = SessionModels(config)
+    candidate, other = Runner(config, models), Runner(replace(config, model=str(tiny_checkpoint)), models)
+    suite = load_suite(tmp_path / "sweep.toml")
+    results = [runner.run(run) for run in suite.runs() for runner in (candidate, other)]
+
+    assert all("distinct_k" in r.metrics for r in results)
+    assert opened == [("unigram", {"device": "cpu", "trust_remote_code": True})]
+    assert models.opened == [f"originality {tiny_config.originality}", "judge rules", "equivalence unigram"]
+    hf = models.judge(replace(suite.runs()[0], scoring=replace(suite.scoring, judge=f"hf:{tiny_checkpoint}")))
+    assert (hf.device, hf.trust_remote_code) == ("cpu", True)  # loads on the session's device, when it first scores

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pytest_novelty._cases import header
+from pytest_novelty.pipeline.results import SuiteAnswers, SuiteMetrics, SuiteScores
 from pytest_novelty.runner import RunConfig, Runner, SuiteResult
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import parse_suite
@@ -46,24 +48,16 @@ def test_the_header_names_the_units_originality_was_counted_in(
     prompts = [Prompt(id=p["id"], task="story", text=p["text"]) for p in PROMPTS]
     result = runner.score(suite, prompts, ANSWERS)  # type: ignore[arg-type]
     expected = "words" if built_with == "words" else "tokens of the checkpoint's tokenizer"
-    assert result.info["units"] == expected
+    assert result.scores.units == expected
     assert f"originality in {expected}" in header(result)
     assert "equivalence" not in header(result)
 
 
 def test_a_noveltybench_header_names_its_equivalence_and_utility_scale(tmp_path: Path) -> None:
     suite = _suite(tmp_path, '[[thresholds]]\nmetric = "distinct_k"\nmin = 1\n', task="open")
-    result = SuiteResult(
-        suite,  # type: ignore[arg-type]
-        "ckpt",
-        [],
-        [],
-        {},
-        np.zeros((0, 2)),
-        {},
-        {},
-        {"judge": "rules (offline heuristic, not an LLM judge)", "units": "words"},
-    )
+    scores = SuiteScores({}, np.zeros((0, 2)), judge="rules (offline heuristic, not an LLM judge)", units="words")
+    measured = SuiteMetrics({}, {}, {}, order=4, novelty={})
+    result = SuiteResult(SuiteAnswers(suite, "ckpt", [], []), scores, measured)  # type: ignore[arg-type]
     assert "equivalence unigram, utility scale 10 × rubric quality" in header(result)
-    result.info["judge"] = "reward model /m (1-10 by thresholds)"
+    result = replace(result, scores=replace(scores, judge="reward model /m (1-10 by thresholds)"))
     assert "utility scale reward model 1-10" in header(result)

@@ -1,7 +1,7 @@
 """The judge-agreement gate: quality-based thresholds count only when the judge agrees with people.
 
 A suite that names a calibration file (``[scoring] calibration``) gets its judge's agreement with
-the human grades measured on every run (``info["judge_agreement"]``, see
+the human grades measured on every run (``SuiteResult.judge_agreement``, see
 :mod:`pytest_novelty.scoring.judges.calibrate`). With ``[gate] min_judge_agreement = R`` every case
 whose metric depends on the judge's quality scores fails, naming the agreement, when Spearman's ρ
 is below R (or undefined): a number computed from a judge that does not rank answers as people
@@ -21,9 +21,8 @@ QUALITY_BASED = ("novelty", "top10_novelty", "quality", "q_at_tail", "utility_k"
 """Metric families computed from the judge's quality scores (originality and distinct_k are not)."""
 
 
-def agreement_text(info: Mapping[str, Any]) -> str | None:
+def agreement_text(agreement: Mapping[str, Any] | None) -> str | None:
     """``judge agreement: Spearman rho 0.412 [0.301, 0.519], n = 120 (graded.jsonl)``, or None."""
-    agreement = info.get("judge_agreement")
     if not agreement:
         return None
     rho, (low, high) = agreement.get("spearman"), agreement.get("spearman_ci") or (None, None)
@@ -35,12 +34,13 @@ def agreement_text(info: Mapping[str, Any]) -> str | None:
     return f"judge agreement: Spearman rho {fmt(rho)} [{fmt(low)}, {fmt(high)}], n = {agreement.get('n')} ({name})"
 
 
-def agreement_failure(suite: Suite, threshold: Threshold, info: Mapping[str, Any]) -> str | None:
-    """Why ``threshold`` does not count for lack of judge agreement, or None when it counts."""
+def agreement_failure(suite: Suite, threshold: Threshold, agreement: Mapping[str, Any] | None) -> str | None:
+    """Why ``threshold`` does not count for lack of judge agreement (``agreement``: the suite judge's,
+    None when unmeasured), or None when it counts."""
     minimum = suite.gate.min_judge_agreement
     if minimum is None or threshold.base not in QUALITY_BASED:
         return None
-    agreement = info.get("judge_agreement") or {}
+    agreement = agreement or {}
     rho = agreement.get("spearman")
     if rho is not None and math.isfinite(float(rho)) and float(rho) >= minimum:
         return None

@@ -40,8 +40,6 @@ from pytest_novelty.metrics.stats import (
 )
 from pytest_novelty.metrics.tail import (
     PerPrompt,
-    novelty_at_peak,
-    novelty_overall,
     peak_prompts,
     prompt_scores,
     q_at_tail,
@@ -65,8 +63,6 @@ __all__ = [
     "gated_novelty",
     "mean_excluding_nan",
     "novelty",
-    "novelty_at_peak",
-    "novelty_overall",
     "originality_counting_short",
     "paired_test",
     "partition",

@@ -20,8 +20,8 @@ no n-gram of that order). Names match the suite files' threshold metrics:
 * ``q_at_tail@α``: :func:`q_at_tail` on the tail chosen by :func:`tail_prompts` from
   s_j = (input novelty_j + mean output novelty_j) / 2, novelty here being originality at n = 4,
   too-short outputs counting as 0 like everywhere else. The reference pool is the given
-  ``pool_novelty`` (e.g. a frozen baseline), else the candidate's own outputs; ``tail_ids`` fixes
-  the tail outright (as stored with a snapshot) so every candidate is judged on the same prompts.
+  ``pool_novelty`` (e.g. a frozen baseline), else the candidate's own outputs; the gate fixes the
+  tail it judges on afterwards (:func:`pytest_novelty.gate.regression.choose_tail`).
   Prompts whose own text is too short for a 4-gram (s_j undefined) are left out of the ranking.
   ``novelty_overall@α`` and ``novelty_at_peak@α`` are reported beside it (output originality at
   n = 4, too-short outputs as 0).
@@ -82,7 +82,6 @@ def suite_metrics(
     answers: Sequence[Sequence[str]] | None = None,
     equivalent: Callable[[str, str], bool] | None = None,
     pool_novelty: Array | None = None,
-    tail_ids: Mapping[float, Sequence[str]] | None = None,
 ) -> tuple[dict[str, float], dict[str, list[float]], dict[str, list[str]]]:
     """Every metric of a suite, the per-prompt values behind them (for paired tests), and the tails.
 
@@ -118,7 +117,7 @@ def suite_metrics(
         if name.startswith("q_at_tail@"):
             alpha = float(name.split("@", 1)[1])
             tail_values, tails[name] = _tail_metrics(
-                alpha, quality, originality, prompt_ids, prompt_novelty, pool_novelty, tail_ids
+                alpha, quality, originality, prompt_ids, prompt_novelty, pool_novelty
             )
             values.update(tail_values)
     if any(name in ("distinct_k", "utility_k") for name in metrics):
@@ -143,7 +142,6 @@ def _tail_metrics(
     prompt_ids: Sequence[str],
     prompt_novelty: Array | None,
     pool_novelty: Array | None,
-    tail_ids: Mapping[float, Sequence[str]] | None,
 ) -> tuple[dict[str, float], list[str]]:
     if 4 not in originality or prompt_novelty is None:
         raise ValueError("q_at_tail needs originality at n = 4 and the prompts' own novelty")
@@ -153,7 +151,7 @@ def _tail_metrics(
     ids, scores = tail_ranking(prompt_ids, np.asarray(prompt_novelty, dtype=float), pool)
     if not ids:
         return {f"q_at_tail@{alpha:g}": float("nan")}, []
-    tail = list(tail_ids[alpha]) if tail_ids and alpha in tail_ids else list(tail_prompts(ids, scores, alpha))
+    tail = list(tail_prompts(ids, scores, alpha))
     peak = peak_prompts(ids, scores, alpha)
     per_quality = dict(zip(prompt_ids, _row_means(quality), strict=True))
     per_novelty = dict(zip(prompt_ids, _row_means(outputs), strict=True))

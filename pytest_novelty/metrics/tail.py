@@ -149,26 +149,3 @@ def q_at_tail(
     values (unscored) are left out of the mean, and the result is NaN when all are NaN.
     """
     return _subset_mean(_values_by_id(quality, prompt_ids, "quality"), tail_ids, "quality")
-
-
-def novelty_overall(output_novelty: PerPrompt, *, prompt_ids: Sequence[str] | None = None) -> float:
-    """Novelty Overall: the candidate's mean per-prompt output novelty over all prompts (NaN left out).
-
-    Output novelty values lie in [0, 1].
-    """
-    by_id = _values_by_id(output_novelty, prompt_ids, "output_novelty")
-    check_range(np.array(list(by_id.values())), "output_novelty", 0.0, 1.0)
-    return _subset_mean(by_id, by_id.keys(), "output_novelty")
-
-
-def novelty_at_peak(
-    output_novelty: PerPrompt, peak_ids: Iterable[str], *, prompt_ids: Sequence[str] | None = None
-) -> float:
-    """Novelty at Peak: the candidate's mean per-prompt output novelty over the peak prompts.
-
-    The peak is :func:`peak_prompts`, the most common prompts, where a model copies most readily.
-    NaN values are left out, as in :func:`q_at_tail`.
-    """
-    by_id = _values_by_id(output_novelty, prompt_ids, "output_novelty")
-    check_range(np.array(list(by_id.values())), "output_novelty", 0.0, 1.0)
-    return _subset_mean(by_id, peak_ids, "output_novelty")

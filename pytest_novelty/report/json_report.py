@@ -35,8 +35,9 @@ JSON_NAME = "report.json"
 class GenerationArrays(TypedDict, total=False):
     """Per-generation values of one checkpoint on one suite (shape prompts × samples, or flat).
 
-    ``novelty`` is optional: when absent it is computed as the harmonic mean of ``quality`` and
-    ``originality``. NaN (or None) marks an unscored generation.
+    ``novelty`` is the gate's per-generation novelty, as the metrics step computed it (the report
+    never recomputes a metric); without it the report shows none. NaN (or None) marks an unscored
+    generation.
     """
 
     quality: ArrayLike
@@ -75,14 +76,10 @@ def as_vector(values: Any) -> np.ndarray:
 
 
 def novelty_of(arrays: Mapping[str, Any]) -> np.ndarray:
-    """Per-generation novelty: given, or the harmonic mean 2qo/(q + o) (0 where q = o = 0)."""
+    """Per-generation novelty as given by the metrics step; all NaN (none shown) when not given."""
     if arrays.get("novelty") is not None:
         return as_vector(arrays["novelty"])
-    q, o = as_vector(arrays.get("quality")), as_vector(arrays.get("originality"))
-    if q.size != o.size:
-        raise ValueError(f"quality has {q.size} values but originality {o.size}")
-    total = q + o
-    return np.divide(2 * q * o, total, out=np.zeros_like(total), where=(total != 0) | np.isnan(total))
+    return np.full(as_vector(arrays.get("quality")).size, np.nan)
 
 
 def clean(value: Any) -> Any:

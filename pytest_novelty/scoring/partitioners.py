@@ -125,14 +125,8 @@ class EquivalenceCheck(ABC):
 
     def __init__(self, threshold: float) -> None:
         low = self.lowest_threshold
-        if (
-            isinstance(threshold, bool)
-            or not isinstance(threshold, (int, float))
-            or not low <= threshold <= 1
-        ):
-            raise ConfigError(
-                f"the {self.kind} threshold must be a number in [{low:g}, 1], got {threshold!r}"
-            )
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not low <= threshold <= 1:
+            raise ConfigError(f"the {self.kind} threshold must be a number in [{low:g}, 1], got {threshold!r}")
         self.threshold = float(threshold)
 
     @abstractmethod
@@ -180,7 +174,15 @@ class _ModelCheck(EquivalenceCheck):
 
     auto_class = ""
 
-    def __init__(self, path: str | Path, *, threshold: float, device: str | None, batch_size: int) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        threshold: float,
+        device: str | None,
+        batch_size: int,
+        trust_remote_code: bool = False,
+    ) -> None:
         super().__init__(threshold)
         import torch
         import transformers
@@ -189,8 +191,9 @@ class _ModelCheck(EquivalenceCheck):
         self.batch_size = batch_size
         self.device = resolve_device(device)
         try:
-            self.tokenizer: Any = transformers.AutoTokenizer.from_pretrained(self.path)
-            self.model: Any = getattr(transformers, self.auto_class).from_pretrained(self.path)
+            remote = {"trust_remote_code": trust_remote_code}  # a folder's own code runs only when allowed
+            self.tokenizer: Any = transformers.AutoTokenizer.from_pretrained(self.path, **remote)
+            self.model: Any = getattr(transformers, self.auto_class).from_pretrained(self.path, **remote)
         except (OSError, ValueError, KeyError) as error:
             raise ConfigError(f"could not load the {self.kind} model folder: {error}", path=self.path) from error
         self._torch = torch
@@ -219,8 +222,11 @@ class ClassifierEquivalence(_ModelCheck):
         device: str | None = None,
         batch_size: int = 32,
         max_tokens: int = CLASSIFIER_MAX_TOKENS,
+        trust_remote_code: bool = False,
     ) -> None:
-        super().__init__(path, threshold=threshold, device=device, batch_size=batch_size)
+        super().__init__(
+            path, threshold=threshold, device=device, batch_size=batch_size, trust_remote_code=trust_remote_code
+        )
         self.max_tokens = max_tokens
         if self.model.config.num_labels != 2:
             raise ConfigError(
@@ -235,9 +241,9 @@ class ClassifierEquivalence(_ModelCheck):
 
     def _token_ids(self, texts: Sequence[str]) -> dict[str, list[int]]:
         unique = list(dict.fromkeys(texts))
-        encoded = self.tokenizer(
-            unique, add_special_tokens=False, truncation=True, max_length=self.max_tokens
-        )["input_ids"]
+        encoded = self.tokenizer(unique, add_special_tokens=False, truncation=True, max_length=self.max_tokens)[
+            "input_ids"
+        ]
         return dict(zip(unique, encoded, strict=True))
 
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
@@ -296,8 +302,11 @@ class EmbeddingEquivalence(_ModelCheck):
         threshold: float = DEFAULT_THRESHOLDS["embedding"],
         device: str | None = None,
         batch_size: int = 32,
+        trust_remote_code: bool = False,
     ) -> None:
-        super().__init__(path, threshold=threshold, device=device, batch_size=batch_size)
+        super().__init__(
+            path, threshold=threshold, device=device, batch_size=batch_size, trust_remote_code=trust_remote_code
+        )
         if self.tokenizer.pad_token is None:
             if self.tokenizer.eos_token is None:
                 raise ConfigError("the tokenizer has neither a padding nor an end token", path=self.path)
@@ -348,7 +357,12 @@ def _register_model_check(cls: type[ClassifierEquivalence] | type[EmbeddingEquiv
     kind = cls.kind
 
     def open_model_check(
-        location: str, *, threshold: float | None = None, device: str | None = None, batch_size: int = 32
+        location: str,
+        *,
+        threshold: float | None = None,
+        device: str | None = None,
+        batch_size: int = 32,
+        trust_remote_code: bool = False,
     ) -> Equivalence:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -356,7 +370,7 @@ def _register_model_check(cls: type[ClassifierEquivalence] | type[EmbeddingEquiv
         if not folder.is_dir():
             raise ConfigError(f"the {kind} check needs a local model folder; none found", path=folder)
         value = DEFAULT_THRESHOLDS[kind] if threshold is None else threshold
-        return cls(folder, threshold=value, device=device, batch_size=batch_size)
+        return cls(folder, threshold=value, device=device, batch_size=batch_size, trust_remote_code=trust_remote_code)
 
     open_model_check.__qualname__ = f"{cls.__qualname__}.open"
     EQUIVALENCE_CHECKS.register(kind, argument="PATH", needs="a model folder", summary=summary)(open_model_check)
@@ -372,15 +386,18 @@ def open_equivalence(
     threshold: float | None = None,
     device: str | None = None,
     batch_size: int = 32,
+    trust_remote_code: bool = False,
 ) -> Equivalence:
     """Open the equivalence check named by ``spec``: ``unigram``, ``classifier:PATH``, ``embedding:PATH``,
     or one registered in :data:`EQUIVALENCE_CHECKS`.
 
     ``threshold`` replaces the kind's default (:data:`DEFAULT_THRESHOLDS`); it must lie in [0, 1]
-    (in [−1, 1] for ``embedding``). ``device`` defaults to CUDA when available, else CPU
-    (:func:`~pytest_novelty.generation.devices.resolve_device`). The result is callable as
-    ``check(a, b) -> bool`` and batches through ``check.matches``. Raises
-    :class:`~pytest_novelty.errors.ConfigError` for an unknown kind (with a suggestion), a missing
-    or extra path, a bad threshold or a folder that does not load.
+    (in [−1, 1] for ``embedding``). ``device`` (None or ``auto``: CUDA when available, else the CPU;
+    :func:`~pytest_novelty.generation.devices.resolve_device`) and ``trust_remote_code`` apply to the
+    model-backed kinds. The result is callable as ``check(a, b) -> bool`` and batches through
+    ``check.matches``. Raises :class:`~pytest_novelty.errors.ConfigError` for an unknown kind (with a
+    suggestion), a missing or extra path, a bad threshold or a folder that does not load.
     """
-    return EQUIVALENCE_CHECKS.open(spec, threshold=threshold, device=device, batch_size=batch_size)
+    return EQUIVALENCE_CHECKS.open(
+        spec, threshold=threshold, device=device, batch_size=batch_size, trust_remote_code=trust_remote_code
+    )

@@ -13,8 +13,9 @@ that the generation layer renders with the checkpoint's chat template.
                    with the final answer between asterisks
 ``denial``         the task, minus every concept that earlier rounds' answers used (a judge
                    lists them with :func:`concept_prompt`, :func:`parse_concepts` reads them)
-``novel-examples`` like few-shot, with examples drawn from the top 10 % of a held-out set
-                   scored for novelty
+``novel-examples`` like few-shot, with examples drawn from the top 10 % of the held-out set,
+                   ranked by originality (the runner scores each reference answer with the
+                   suite's index, :meth:`pytest_novelty.runner.Runner.example_scores`)
 =================  ===========================================================================
 """
 
@@ -280,7 +281,7 @@ def build_inputs(
     """The model input for each prompt under the suite's ``prompting`` settings.
 
     ``examples`` defaults to the source's held-out split (loaded only when the method needs it);
-    ``example_scores`` (novelty by example id) is required by ``novel-examples``; ``forbidden``
+    ``example_scores`` (originality by example id) is required by ``novel-examples``; ``forbidden``
     (concepts by prompt id) gives a denial round after the first.
     """
     method, k, seed = suite.prompting.method, suite.prompting.examples, suite.prompts.seed

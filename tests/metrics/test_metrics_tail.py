@@ -10,8 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_novelty.metrics import (
-    novelty_at_peak,
-    novelty_overall,
     peak_prompts,
     prompt_scores,
     q_at_tail,
@@ -121,7 +119,7 @@ def test_tail_holds_the_highest_scores(table: dict[str, float], alpha: float) ->
         assert not set(tail) & set(peak)
 
 
-# q_at_tail, novelty_overall, novelty_at_peak
+# q_at_tail
 
 
 def test_q_at_tail_from_a_mapping_and_from_an_array() -> None:
@@ -150,15 +148,6 @@ def test_q_at_tail_leaves_unscored_prompts_out() -> None:
 def test_q_at_tail_rejects(quality: object, tail: list, prompt_ids: list | None, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         q_at_tail(quality, tail, prompt_ids=prompt_ids)  # type: ignore[arg-type]
-
-
-def test_novelty_overall_and_at_peak() -> None:
-    novelty = {"a": 0.1, "b": 0.3, "c": 0.8, "d": math.nan}
-    assert novelty_overall(novelty) == pytest.approx(0.4)
-    assert novelty_at_peak(novelty, ["a", "b"]) == pytest.approx(0.2)
-    assert novelty_overall([0.1, 0.3], prompt_ids=["x", "y"]) == pytest.approx(0.2)
-    with pytest.raises(ValueError, match="output_novelty must lie"):
-        novelty_overall({"a": 1.5})
 
 
 def test_end_to_end_selection_and_scores() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pytest_novelty.metrics import gated_novelty
 from pytest_novelty.report import (
     ReportFiles,
     SuiteData,
@@ -75,7 +76,8 @@ def generations(seed: int, shift: float = 0.0) -> dict[str, Any]:
     quality = np.clip(rng.normal(0.6 + shift, 0.15, size=(12, 4)), 0, 1)
     originality = np.clip(rng.normal(0.5, 0.2, size=(12, 4)), 0, 1)
     quality[0, 0] = math.nan
-    return {"quality": quality.tolist(), "originality": originality.tolist()}
+    novelty = gated_novelty(quality, originality)  # the metrics step's values, which the report shows as given
+    return {"quality": quality.tolist(), "originality": originality.tolist(), "novelty": novelty.tolist()}
 
 
 def suites_data() -> dict[str, SuiteData]:
@@ -128,7 +130,8 @@ def test_report_json_holds_everything(report: ReportFiles) -> None:
 def test_build_report_is_json_safe_for_numpy_input() -> None:
     data = build_report(
         [{"suite": "s", "metric": "quality", "value": np.float64(np.nan), "passed": np.bool_(True)}],
-        {"s": {"quality": np.array([[0.5, np.nan]]), "originality": np.array([[0.1, 0.2]])}},
+        {"s": {"quality": np.array([[0.5, np.nan]]), "originality": np.array([[0.1, 0.2]]),
+               "novelty": np.array([[1 / 6, np.nan]])}},
     )
     text = json.dumps(data, allow_nan=False)
     assert '"value": null' in text

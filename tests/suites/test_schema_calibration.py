@@ -66,11 +66,11 @@ def test_bad_keys_name_the_file_and_key(tmp_path: Path, scoring: str, gate: str,
 def test_only_quality_based_cases_need_agreement(tmp_path: Path) -> None:
     suite = load(tmp_path, 'calibration = "g.jsonl"', "min_judge_agreement = 0.3")
     novelty, originality = suite.thresholds  # type: ignore[attr-defined]
-    low = {"judge_agreement": {"spearman": 0.1, "n": 40, "file": "g.jsonl"}}
-    high = {"judge_agreement": {"spearman": 0.5, "n": 40, "file": "g.jsonl"}}
+    low = {"spearman": 0.1, "n": 40, "file": "g.jsonl"}
+    high = {"spearman": 0.5, "n": 40, "file": "g.jsonl"}
     message = agreement_failure(suite, novelty, low)  # type: ignore[arg-type]
     assert message is not None and "Spearman rho 0.100 (n = 40, g.jsonl)" in message
     assert agreement_failure(suite, originality, low) is None  # type: ignore[arg-type]
     assert agreement_failure(suite, novelty, high) is None  # type: ignore[arg-type]
-    undefined = {"judge_agreement": {"spearman": None, "n": 3, "file": "g.jsonl"}}
+    undefined = {"spearman": None, "n": 3, "file": "g.jsonl"}
     assert "rho undefined" in str(agreement_failure(suite, novelty, undefined))  # type: ignore[arg-type]

@@ -130,13 +130,6 @@ class IndexInfo:
         tokenizer.spec = self.tokenizer_spec
         return tokenizer
 
-    def source_of(self, doc: int) -> str | None:
-        """The corpus file (or ``<documents>``) that document ``doc`` came from."""
-        for source in self.meta.get("sources", []):
-            if source["first_doc"] <= doc < source["first_doc"] + source["docs"]:
-                return str(source["name"])
-        return None
-
 
 def pointer_bytes(ds_size: int) -> int:
     """Bytes per suffix-array pointer, as the indexer computes it."""

@@ -64,19 +64,6 @@ class OriginalityResult:
     longest_span_text: str = ""
     longest_span_exact: bool = True
 
-    def as_json(self) -> dict[str, object]:
-        """JSON-ready form (keys of per-n fields as strings)."""
-        return {
-            "originality": {str(n): v for n, v in self.originality.items()},
-            "ngrams": {str(n): v for n, v in self.ngrams.items()},
-            "unseen": {str(n): v for n, v in self.unseen.items()},
-            "tokens": self.tokens,
-            "longest_span": self.longest_span,
-            "longest_span_doc": self.longest_span_doc,
-            "longest_span_text": self.longest_span_text,
-            "longest_span_exact": self.longest_span_exact,
-        }
-
 
 def originality_from_bounds(bounds: MatchBounds, n: int) -> tuple[int, int]:
     """``(ngrams, unseen)`` at order ``n`` from match bounds; the bounds must settle every n-gram."""

@@ -1,0 +1,135 @@
+"""Prompts and generation: a suite's prompts, the model inputs built from them, and the answers
+one checkpoint gives (prompts × samples), as :class:`~pytest_novelty.pipeline.results.SuiteAnswers`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from pytest_novelty.errors import ConfigError
+from pytest_novelty.pipeline.config import RunConfig
+from pytest_novelty.pipeline.results import GenerationWork, SuiteAnswers, Sweep
+from pytest_novelty.suites.prompts import Prompt
+from pytest_novelty.suites.schema import Suite
+
+
+def load_prompts(suite: Suite) -> list[Prompt]:
+    """The suite's prompts (only those with a human reference when ``[gate] reference`` is on)."""
+    from pytest_novelty.suites.loaders import load_prompts as load
+
+    src = suite.prompts
+    options = {"task": suite.task, **dict(src.options)}
+    prompts = load(src.source, base_dir=suite.base_dir, limit=src.limit, seed=src.seed, **options)
+    if suite.gate.reference:
+        # Compared with the human references, so only prompts that have one take part.
+        prompts = [p for p in prompts if p.reference]
+    if not prompts:
+        raise ConfigError("the prompt source yielded no prompts", path=suite.path, field="prompts.source")
+    return prompts
+
+
+def build_model_inputs(
+    suite: Suite, prompts: list[Prompt], example_scores: Mapping[str, float] | None = None
+) -> list[Any]:
+    """The model input of each prompt under the suite's prompting settings."""
+    from pytest_novelty.suites.prompting import build_inputs
+
+    return build_inputs(suite, prompts, example_scores=example_scores)
+
+
+def sweep_of(suite: Suite) -> Sweep | None:
+    """The swept parameter and value of a suite run (its name reads ``story[temperature=0.7]``)."""
+    if suite.sweep_value is None:
+        return None
+    name = suite.name
+    parameter = name[name.rindex("[") + 1 : name.rindex("=")] if "[" in name else ""
+    return Sweep(suite.path.stem, parameter, suite.sweep_value)
+
+
+def generate_answers(
+    config: RunConfig, gen: Any, suite: Suite, prompts: list[Prompt], inputs: list[Any], model_path: str
+) -> SuiteAnswers:
+    """Generate ``suite.generation.samples`` answers per input and cut each out of the raw output."""
+    from pytest_novelty.generation.hf import PromptTooLong
+    from pytest_novelty.suites.prompting import extract_answer
+    from pytest_novelty.suites.tasks import get_task
+
+    if len(inputs) != len(prompts):
+        raise ValueError(f"{len(inputs)} inputs for {len(prompts)} prompts")
+    start = time.perf_counter()
+    task = get_task(suite.task)
+    texts = [gen.render(x) for x in inputs]
+    settings = suite.generation
+    if config.seed is not None:
+        settings = replace(settings, seed=config.seed)
+    if not settings.stop and task.stop:
+        settings = replace(settings, stop=tuple(task.stop))
+    try:
+        raw, stats = _generate(config, suite.name, gen, texts, settings)
+    except PromptTooLong as exc:
+        raise _too_long(suite, gen, prompts, texts, exc) from None
+    method = suite.prompting.method
+    answers = [[extract_answer(method, task, p, r) for r in rows] for p, rows in zip(prompts, raw, strict=True)]
+    work = GenerationWork(
+        worker=config.worker,
+        device=str(getattr(gen, "device", "")) if stats.rows else "cache",
+        samples=settings.samples,
+        batches=stats.batches,
+        rows=stats.rows,
+        cached_rows=stats.cached_rows,
+        tokens=stats.tokens,
+        tokens_per_second=float(stats.tokens_per_second),
+        seconds=time.perf_counter() - start,
+    )
+    identity = getattr(getattr(gen, "identity", None), "description", gen.fingerprint)
+    return SuiteAnswers(suite, config.model, prompts, answers, model_path=model_path, fingerprint=gen.fingerprint,
+                        identity=str(identity), work=work, sweep=sweep_of(suite))
+
+
+def _too_long(suite: Suite, gen: Any, prompts: list[Prompt], texts: list[str], exc: Any) -> ConfigError:
+    """Name the prompt that does not fit the context: its file and line, and what made it long."""
+    from pytest_novelty.suites.loaders import locate_prompt
+
+    counts = gen.token_counts(texts)
+    worst = max(range(len(texts)), key=lambda i: counts[i])
+    where = locate_prompt(suite.prompts.source, prompts[worst].id, base_dir=suite.base_dir)
+    examples = suite.prompting.examples if suite.prompting.method in ("few-shot", "novel-examples") else 0
+    fix = f"use fewer in-context examples (prompting.examples = {examples})" if examples else (
+        "shorten the prompt or leave it out")
+    return ConfigError(
+        f"{where}: the model input is {counts[worst]} tokens, beyond the model's context of "
+        f"{exc.context} tokens; {fix}",
+        path=suite.path,
+        field="prompting.examples" if examples else "prompts.source",
+    )
+
+
+def _generate(config: RunConfig, name: str, gen: Any, texts: list[str], settings: Any) -> tuple[Any, Any]:
+    """The generation step with a progress bar (samples, tokens/s, ETA), or quarter-way log lines."""
+    from pytest_novelty import generation
+
+    total = len(texts) * settings.samples
+    reported = [0]
+    with config.progress.bar(total, f"{name}: generating", unit="sample") as bar:
+
+        def on_batch(p: generation.Progress) -> None:
+            # update() redraws at most every tenth of a second: this runs at every decoding step.
+            bar.set_postfix_str(f"{p.tokens_per_second:,.0f} tok/s", refresh=False)
+            bar.update(total - p.rows_total + p.rows_done - bar.n)
+            quarter = 4 * p.rows_done // p.rows_total
+            if bar.disable and quarter > reported[0]:
+                reported[0] = quarter
+                eta = p.seconds / p.rows_done * (p.rows_total - p.rows_done)
+                config.log(
+                    f"[novelty] {name}: generated {p.rows_done}/{p.rows_total} samples "
+                    f"({p.batches_done}/{p.batches_total} batches done, {p.tokens_per_second:,.0f} tokens/s, "
+                    f"ETA {eta:.0f}s)"
+                )
+
+        done = generation.generate(
+            gen, texts, settings, cache_dir=config.cache_dir / generation.NAMESPACE, on_batch=on_batch
+        )
+        bar.refresh()  # the final count, which the rate limit may have held back
+        return done

@@ -1,0 +1,70 @@
+"""The run configuration: session-wide settings from the command line (they override the suite files).
+
+:meth:`RunConfig.from_options` is the one place it is built, from pytest's options or the
+``pytest-novelty run`` arguments (both use the same ``novelty_*`` names).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_novelty.progress import QUIET, ProgressSink
+
+Log = Callable[[str], None]
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+# RunConfig field -> the option's destination name (pytest's ``config.option`` and the CLI's namespace).
+_OPTIONS = {
+    "device": "novelty_device",
+    "generator": "novelty_generator",
+    "gpus_per_worker": "novelty_gpus_per_worker",
+    "base_model": "novelty_base_model",
+    "model_base_url": "novelty_model_base_url",
+    "model_revision": "novelty_model_revision",
+    "originality": "novelty_originality",
+    "judge": "novelty_judge",
+    "judge_base_url": "novelty_judge_base_url",
+    "trust_remote_code": "novelty_trust_remote_code",
+    "seed": "novelty_seed",
+}
+
+
+@dataclass
+class RunConfig:
+    """Session-wide settings from the command line (they override the suite files)."""
+
+    model: str
+    cache_dir: Path
+    device: str = "auto"
+    originality: str | None = None
+    judge: str | None = None
+    judge_base_url: str | None = None
+    trust_remote_code: bool = False
+    seed: int | None = None
+    generator: str = "hf"
+    gpus_per_worker: int = 1  # GPUs one model is spread over
+    base_model: str | None = None  # the base checkpoint of a PEFT adapter folder (else its config's)
+    model_base_url: str | None = None  # the endpoint of a served model (--model openai:NAME)
+    model_revision: str | None = None  # the served weights' revision, for the cache key
+    worker: str = "main"  # the pytest-xdist worker running the suites (for the log and the report)
+    log: Log = _stderr
+    progress: ProgressSink = QUIET
+
+    @classmethod
+    def from_options(cls, options: Any, *, model: str, cache_dir: Path, **settings: Any) -> RunConfig:
+        """The configuration for ``model`` from parsed options (``novelty_device``, ``novelty_judge``, …).
+
+        An option the namespace lacks keeps the field's default; ``settings`` (``worker``, ``log``,
+        ``progress``) are passed through as given.
+        """
+        given = {name: getattr(options, dest, None) for name, dest in _OPTIONS.items()}
+        found = {name: value for name, value in given.items() if value is not None}
+        return cls(model=model, cache_dir=cache_dir, **found, **settings)

@@ -1,0 +1,92 @@
+"""The one place a suite result becomes JSON: ``report.json``'s per-suite arrays and ``info``
+(what also crosses from an xdist worker to the controller), and the run log's work line."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pytest_novelty.pipeline.results import SuiteResult
+
+
+def batches_text(count: int) -> str:
+    """``1 batch``, ``3 batches``."""
+    return f"{count} batch" if count == 1 else f"{count} batches"
+
+
+def info_json(result: SuiteResult) -> dict[str, Any]:
+    """The descriptive part of a result as JSON: ``report.json``'s ``info`` and the work summary."""
+    answers, scores, work = result.generated, result.scores, result.generated.work
+    info: dict[str, Any] = {
+        "model": answers.model,
+        "model_path": answers.model_path,
+        "fingerprint": answers.fingerprint,
+        "identity": answers.identity,
+        "samples": work.samples,
+        "generated_batches": work.batches,
+        "generated_rows": work.rows,
+        "cached_rows": work.cached_rows,
+        "tokens": work.tokens,
+        "tokens_per_second": round(work.tokens_per_second, 1),
+        "worker": work.worker,
+        "device": work.device,
+        "sweep": None if answers.sweep is None else vars(answers.sweep).copy(),
+        "judge": scores.judge,
+        "originality": scores.index,
+        "units": scores.units,
+        "prompts": len(answers.prompts),
+        "seconds": {"generation": work.seconds, "originality": scores.seconds_originality,
+                    "judge": scores.seconds_judge},
+        "longest_copied": scores.longest_copied,
+        "originality_lookups": scores.lookups,
+        "judge_requests": scores.judge_requests,
+        "unscored_reasons": scores.unscored_reasons,
+        "cache_repaired": result.cache_repaired,
+    }
+    if result.judge_agreement is not None:
+        info["judge_agreement"] = result.judge_agreement
+    if result.denial is not None:
+        info["round"] = result.denial.number
+        info["forbidden"] = result.denial.counts
+        info["forbidden_concepts"] = result.denial.forbidden
+    return info
+
+
+def _lists(values: Any) -> list[list[float | None]]:
+    return [[None if math.isnan(v) else float(v) for v in row] for row in values]
+
+
+def _arrays(result: SuiteResult, n: int) -> dict[str, Any]:
+    """Per-generation arrays at order n: originality as measured (None: too short for an n-gram),
+    novelty as the gate counts it (a too-short generation at 0), and the shares the gate reports."""
+    return {
+        "quality": _lists(result.quality),
+        "originality": _lists(result.originality[n]),
+        "novelty": _lists(result.measured.novelty[n]),
+        "shares": {k: None if math.isnan(v) else float(v) for k, v in result.measured.shares.items()},
+    }
+
+
+def suite_data(result: SuiteResult, baseline: SuiteResult | None) -> dict[str, Any]:
+    """Plain, JSON-ready arrays of one suite for the report (they may cross from an xdist worker)."""
+    n = result.measured.order
+    data: dict[str, Any] = {**_arrays(result, n), "n": n, "info": info_json(result)}
+    if baseline is not None:
+        data["baseline"] = {**_arrays(baseline, n), "model": baseline.model}
+    return data
+
+
+def work_line(name: str, result: SuiteResult) -> str:
+    """The run log's line for one suite: where it ran and what it did (an xdist worker sends it on)."""
+    work, scores = result.generated.work, result.scores
+    warning = (
+        f"; warning: {result.cache_repaired} damaged cache entries dropped and recomputed"
+        if result.cache_repaired
+        else ""
+    )
+    return (
+        f"[novelty {work.worker}] {name}: {len(result.prompts)} prompts x {work.samples} samples; "
+        f"{work.rows} generated in {batches_text(work.batches)} on {work.device} "
+        f"({work.tokens_per_second:,.0f} tokens/s, {work.seconds:.1f}s), {work.cached_rows} from cache; "
+        f"originality {scores.seconds_originality:.1f}s, judge {scores.seconds_judge:.1f}s{warning}"
+    )

@@ -1,0 +1,64 @@
+"""The metrics step: a suite's scores become every gated value, with the arrays the gate and the
+report read (:class:`~pytest_novelty.pipeline.results.SuiteMetrics`). Nothing downstream
+recomputes a metric."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pytest_novelty.pipeline.results import SuiteMetrics, SuiteScores
+from pytest_novelty.suites.prompts import Prompt
+from pytest_novelty.suites.schema import Suite
+
+NOVELTYBENCH = ("distinct_k", "utility_k")
+
+
+def gated_order(suite: Suite) -> int:
+    """The n-gram order the suite gates on (its first novelty/originality/coverage threshold's),
+    else 5 when scored, else its lowest: the order the report's arrays and plots show."""
+    for threshold in suite.thresholds:
+        if threshold.base in ("novelty", "top10_novelty", "originality", "coverage") and threshold.arg:
+            return int(threshold.arg)
+    ngrams = suite.scoring.ngrams
+    return 5 if 5 in ngrams else ngrams[0]
+
+
+def needs_equivalence(suite: Suite, answers: list[list[str]]) -> bool:
+    """Whether the suite gates on NoveltyBench's metrics with more than one sample per prompt."""
+    return any(t.base in NOVELTYBENCH for t in suite.thresholds) and bool(answers) and len(answers[0]) > 1
+
+
+def measure(
+    suite: Suite,
+    prompts: list[Prompt],
+    answers: list[list[str]],
+    scores: SuiteScores,
+    *,
+    equivalent: Any = None,
+    pool_novelty: np.ndarray | None = None,
+) -> SuiteMetrics:
+    """Every metric of the suite from its scores (:func:`pytest_novelty.metrics.suite.suite_metrics`).
+
+    ``equivalent`` (the suite's equivalence check) enables distinct_k and utility_k; without it
+    they are left out. ``pool_novelty`` (prompts × samples originality at n = 4 of a frozen
+    reference pool, e.g. the baseline checkpoint) ranks the prompts for q@Tail; without it the
+    candidate's own outputs do.
+    """
+    from pytest_novelty.metrics import gated_novelty
+    from pytest_novelty.metrics.suite import suite_metrics
+
+    gated = [t.metric for t in suite.thresholds if equivalent is not None or t.base not in NOVELTYBENCH]
+    values, per_prompt, tails = suite_metrics(
+        quality=scores.quality,
+        originality=scores.originality,
+        prompt_ids=[p.id for p in prompts],
+        metrics=gated,
+        prompt_novelty=scores.prompt_novelty,
+        answers=answers,
+        equivalent=equivalent,
+        pool_novelty=pool_novelty,
+    )
+    novelty = {n: gated_novelty(scores.quality, orig) for n, orig in scores.originality.items()}
+    return SuiteMetrics(values, per_prompt, tails, order=gated_order(suite), novelty=novelty)

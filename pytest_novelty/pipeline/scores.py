@@ -1,0 +1,173 @@
+"""Scoring: the originality of every answer against the suite's index and its quality from the
+judge, as :class:`~pytest_novelty.pipeline.results.SuiteScores`."""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from pytest_novelty.errors import HarnessError
+from pytest_novelty.pipeline.config import RunConfig
+from pytest_novelty.pipeline.models import SessionModels
+from pytest_novelty.pipeline.results import SuiteScores
+from pytest_novelty.storage import stable_hash
+from pytest_novelty.suites.prompts import Prompt
+from pytest_novelty.suites.schema import Suite
+
+LOOKUP_CHUNK = 512  # texts per originality request to a backend, and per cached file
+JUDGE_CHUNK = 256  # answers per call to a judge (a remote judge runs each chunk's requests concurrently)
+TOP_REASONS = 3  # reasons named when too many answers are unscored
+
+
+def score_answers(
+    models: SessionModels, suite: Suite, prompts: list[Prompt], answers: list[list[str]], *, spec: str, units: str
+) -> SuiteScores:
+    """Originality (by n, and the prompts' own at n = 4) and judge quality of ``answers``."""
+    start = time.perf_counter()
+    flat = [a for samples in answers for a in samples]
+    ns = sorted({*suite.scoring.ngrams, 4})
+    rows, looked_up = lookup(models, spec, flat, ns, f"{suite.name}: originality")
+    shape = (len(answers), len(answers[0]) if answers else 0)
+    originality = {n: originality_column(rows, n).reshape(shape) for n in ns}
+    texts = [p.text for p in prompts]
+    prompt_rows, prompts_looked_up = lookup(models, spec, texts, [4], f"{suite.name}: prompt novelty")
+    ranked = sorted(range(len(rows)), key=lambda i: -rows[i]["longest_span"])[:3]
+    t_orig = time.perf_counter() - start
+    quality, judge, requests, reasons = judge_answers(models, suite, prompts, answers)
+    return SuiteScores(
+        originality=originality,
+        quality=quality,
+        prompt_novelty=originality_column(prompt_rows, 4),
+        judge=judge,
+        index=spec,
+        units=units,
+        longest_copied=[{"generation": flat[i], **rows[i]} for i in ranked],
+        unscored_reasons=reasons,
+        lookups=looked_up + prompts_looked_up,
+        judge_requests=requests,
+        seconds_originality=t_orig,
+        seconds_judge=time.perf_counter() - start - t_orig,
+    )
+
+
+def originality_column(rows: list[dict[str, Any]], n: int) -> np.ndarray:
+    """Originality at order ``n`` of cached rows (NaN: too short for an n-gram)."""
+    return np.array([math.nan if r["originality"][str(n)] is None else r["originality"][str(n)] for r in rows])
+
+
+def lookup(models: SessionModels, spec: str, texts: list[str], ns: list[int], what: str) -> tuple[list[Any], int]:
+    """Originality of ``texts``, from the score cache or the backend, and how many were looked up.
+
+    Texts are scored in chunks of ``LOOKUP_CHUNK``, each cached (namespace
+    ``originality-scores``) as soon as it is done, so an interrupted run keeps the chunks it
+    finished. A cached chunk whose layout does not fit (:func:`_scores_fit`) is dropped and
+    scored again, like any damaged entry.
+    """
+    from pytest_novelty.cache import Cache
+    from pytest_novelty.scoring.originality import score_texts
+
+    config: RunConfig = models.config
+    identity = models.index_identity(spec)
+    out: list[dict[str, Any]] = []
+    looked_up = 0
+    with config.progress.bar(len(texts), what, unit="text") as bar:
+        for start in range(0, len(texts), LOOKUP_CHUNK):
+            chunk = texts[start : start + LOOKUP_CHUNK]
+            fits = functools.partial(_scores_fit, count=len(chunk), ns=ns)
+            scores = Cache(config.cache_dir).namespace("originality-scores", validate=fits)
+            key = stable_hash(identity, ns, chunk)
+            cached = scores.get(key)
+            if cached is None:
+                fresh = [_score_row(r, ns) for r in score_texts(models.backend(spec), chunk, ns)]
+                looked_up += len(chunk)
+                cached = scores.put(key, fresh)
+            out.extend(cached)
+            bar.update(len(chunk))
+    return out, looked_up
+
+
+def judge_answers(
+    models: SessionModels, suite: Suite, prompts: list[Prompt], answers: list[list[str]]
+) -> tuple[np.ndarray, str, int, list[list[Any]]]:
+    """Quality per answer (NaN where the judge gave no score), the judge's description, the
+    requests it sent, and the reasons for unscored answers, most frequent first.
+
+    More unscored answers than ``scoring.max_unscored`` allows is a harness error naming the
+    most frequent reasons: the judge, not the model, failed.
+    """
+    from pytest_novelty.scoring.judges import JudgeItem
+
+    judge = models.judge(suite)
+    items = [
+        JudgeItem(task=suite.task, prompt=p.text, response=a, meta=dict(p.meta))
+        for p, samples in zip(prompts, answers, strict=True)
+        for a in samples
+    ]
+    sent_before = int(getattr(judge, "requests_sent", 0))
+    results = []
+    with models.config.progress.bar(len(items), f"{suite.name}: judging", unit="answer") as bar:
+        for start in range(0, len(items), JUDGE_CHUNK):
+            chunk = items[start : start + JUDGE_CHUNK]
+            results.extend(judge.score(chunk))
+            bar.update(len(chunk))
+    sent = int(getattr(judge, "requests_sent", 0)) - sent_before
+    flat = np.array([math.nan if r.quality is None else r.quality for r in results], dtype=float)
+    reasons = unscored_reasons(results)
+    unscored = int(np.isnan(flat).sum())
+    named = ", ".join(f"{reason} ({count})" for reason, count in reasons[:TOP_REASONS])
+    if items and unscored / len(items) > suite.scoring.max_unscored:
+        raise HarnessError(
+            f"{suite.name}: the judge {judge.spec} left {unscored} of {len(items)} answers unscored "
+            f"({unscored / len(items):.0%}, above scoring.max_unscored = {suite.scoring.max_unscored:g}): {named}"
+        )
+    if unscored:
+        models.config.log(f"[novelty] {suite.name}: {unscored} of {len(items)} answers unscored: {named}")
+    return flat.reshape(len(answers), -1), str(getattr(judge, "description", judge.spec)), sent, reasons
+
+
+def unscored_reasons(results: list[Any]) -> list[list[Any]]:
+    """``[reason, answers]`` pairs for the judge results without a score, most frequent first.
+
+    An answer counts once under each distinct reason its samples failed with; a "no score in
+    reply (...)" reason is counted without its detail, so one cause is one line.
+    """
+    from collections import Counter
+
+    from pytest_novelty.scoring.judges.base import NO_SCORE, REASON_SEPARATOR
+
+    counts: Counter[str] = Counter()
+    for result in results:
+        if result.quality is not None:
+            continue
+        parts = (result.error or "no reason given").split(REASON_SEPARATOR)
+        counts.update(list(dict.fromkeys(NO_SCORE if p.startswith(NO_SCORE) else p.strip()[:160] for p in parts)))
+    return [[reason, count] for reason, count in counts.most_common()]
+
+
+def _score_row(result: Any, ns: list[int]) -> dict[str, Any]:
+    """One text's originality answer, as cached."""
+    return {
+        "originality": {str(n): result.originality[n] for n in ns},
+        "longest_span": result.longest_span,
+        "longest_span_doc": result.longest_span_doc,
+        "longest_span_text": getattr(result, "longest_span_text", ""),
+    }
+
+
+def _scores_fit(rows: Any, count: int, ns: list[int]) -> bool:
+    """Whether a cached chunk of originality answers has the layout :func:`_score_row` writes."""
+    if not isinstance(rows, list) or len(rows) != count:
+        return False
+    for row in rows:
+        if not isinstance(row, dict) or not isinstance(row.get("originality"), dict):
+            return False
+        values = [row["originality"].get(str(n), "missing") for n in ns]
+        if any(v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))) for v in values):
+            return False
+        if not isinstance(row.get("longest_span"), int) or not isinstance(row.get("longest_span_text", ""), str):
+            return False
+    return True
