@@ -140,4 +140,7 @@ def test_real_out_of_memory_is_survived_by_halving(cuda: None, tmp_path: Path, t
         torch.cuda.set_per_process_memory_fraction(1.0)
     assert calls[0] == 256 and len(calls) > 1  # it did run out of memory, and split
     same = sum(a == b for a, b in zip(answers, whole, strict=True))
-    assert same >= 250  # bf16 batch shapes may flip a rare near-tie; the rows are seeded one by one
+    # Rows keep their own seeds across the split (a row given another row's seed would almost never
+    # match). They are not bit-identical: in bf16 another batch shape rounds differently, and one
+    # flipped token changes the rest of a 256-token sample. Measured on an H200: 179 of 256 equal.
+    assert same >= 128
