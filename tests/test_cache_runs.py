@@ -19,25 +19,14 @@ import pytest
 from pytest_novelty.runner import RunConfig, Runner
 from pytest_novelty.suites.schema import load_suite
 from tests.servers.openai_api import FakeOpenAI
+from tests.suite_text import suite_toml
 
 pytestmark = pytest.mark.slow
 
-SUITE = """
-task = "story"
-[prompts]
-source = "jsonl:prompts.jsonl"
-[generation]
-samples = 2
-max_new_tokens = 10
-batch_size = 8
-[scoring]
-ngrams = [4, 5]
-judge = "openai:judge-model"
-judge_samples = 2
-[[thresholds]]
-metric = "novelty@5"
-min = 0.0
-"""
+SUITE = suite_toml(
+    max_new_tokens=10, batch_size=8, ngrams=[4, 5], judge="openai:judge-model", judge_samples=2,
+    thresholds=[("novelty@5", 0.0)],
+)
 PROMPTS = ["Lily went to the park with her red ball.", "Tom and Mia saw a bird.", "Ben had a cake.", "Sue sang."]
 
 

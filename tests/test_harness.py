@@ -19,26 +19,10 @@ from pytest_novelty.preflight import preflight
 from pytest_novelty.runner import RunConfig, Runner
 from pytest_novelty.suites.schema import load_suite
 from tests.servers.openai_api import FakeOpenAI
+from tests.suite_text import suite_toml
 
 pytestmark = pytest.mark.slow
 
-SUITE = """
-task = "story"
-[prompts]
-source = "jsonl:prompts.jsonl"
-[generation]
-samples = 2
-max_new_tokens = {max_new}
-batch_size = 4
-[scoring]
-ngrams = [4]
-judge = "{judge}"
-judge_samples = 1
-max_unscored = {max_unscored}
-[[thresholds]]
-metric = "quality"
-min = 0.0
-"""
 TEXTS = ["Lily went to the park.", "Tom and Mia saw a bird.", "Ben had a cake.", "Sue sang a song."]
 
 
@@ -47,7 +31,9 @@ def write_suite(folder: Path, *, judge: str = "rules", max_new: int = 8, max_uns
     prompts = [{"id": f"p{i}", "text": text, "meta": {"characters": text.split()[:1]}} for i, text in enumerate(texts)]
     (folder / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in prompts))
     path = folder / "story.toml"
-    path.write_text(SUITE.format(judge=judge, max_new=max_new, max_unscored=max_unscored))
+    path.write_text(
+        suite_toml(max_new_tokens=max_new, ngrams=[4], judge=judge, scoring=f"max_unscored = {max_unscored}")
+    )
     return path
 
 

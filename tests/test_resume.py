@@ -12,23 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.suite_text import suite_toml
+
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.name != "posix", reason="needs SIGKILL (POSIX)")]
 
-SUITE = """
-task = "story"
-[prompts]
-source = "jsonl:prompts.jsonl"
-[generation]
-samples = 2
-max_new_tokens = 48
-batch_size = 1
-[scoring]
-judge = "rules"
-judge_samples = 1
-[[thresholds]]
-metric = "novelty@5"
-min = 0.0
-"""
+SUITE = suite_toml(max_new_tokens=48, batch_size=1, thresholds=[("novelty@5", 0.0)])
 
 
 def _command(folder: Path, checkpoint: Path, index: Path, cache: Path, output: Path) -> list[str]:

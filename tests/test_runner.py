@@ -13,31 +13,14 @@ import pytest
 from pytest_novelty.metrics import novelty
 from pytest_novelty.runner import RunConfig, Runner
 from pytest_novelty.suites.schema import load_suite
+from tests.suite_text import suite_toml
 
 pytestmark = pytest.mark.slow
 
-SUITE = """
-task = "{task}"
-[prompts]
-source = "jsonl:prompts.jsonl"
-[generation]
-samples = 3
-max_new_tokens = 12
-batch_size = 4
-[scoring]
-ngrams = [4, 5]
-judge = "rules"
-judge_samples = 1
-[[thresholds]]
-metric = "novelty@5"
-min = 0.0
-[[thresholds]]
-metric = "q_at_tail@0.5"
-min = 0.0
-[[thresholds]]
-metric = "distinct_k"
-min = 1
-"""
+SUITE = suite_toml(
+    task="{task}", samples=3, max_new_tokens=12, ngrams=[4, 5],
+    thresholds=[("novelty@5", 0.0), ("q_at_tail@0.5", 0.0), ("distinct_k", 1)],
+)
 
 
 @pytest.fixture

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.suite_text import suite_toml
+
 PROMPTS = [
     {"id": f"p{i}", "text": f"{name} and {other} went to the {place}.", "meta": {"characters": [name, other]}}
     for i, (name, other, place) in enumerate(
@@ -21,24 +23,7 @@ PROMPTS = [
     )
 ]
 
-SUITE = """
-task = "story"
-[prompts]
-source = "jsonl:prompts.jsonl"
-[generation]
-samples = 2
-max_new_tokens = 16
-batch_size = 4
-[scoring]
-judge = "rules"
-judge_samples = 1
-[[thresholds]]
-metric = "originality@4"
-min = {orig_min}
-[[thresholds]]
-metric = "quality"
-min = 0.0
-"""
+SUITE = suite_toml(thresholds=[("originality@4", 0.0), ("quality", 0.0)])
 
 
 @pytest.fixture
@@ -47,7 +32,7 @@ def suite_dir(pytester: pytest.Pytester) -> Path:
     folder = pytester.path / "gate-suites"
     folder.mkdir()
     (folder / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
-    (folder / "story.toml").write_text(SUITE.format(orig_min=0.0))
+    (folder / "story.toml").write_text(SUITE)
     return folder
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.suite_text import suite_toml
+
 pytestmark = pytest.mark.slow
 
 
@@ -108,24 +110,7 @@ def test_quoted_glob_selects_the_folders(
     assert [e["step"] for e in json.loads((report / "report.json").read_text())["series"]] == [60, 200, 400]
 
 
-SERIES_BEST = """
-task = "story"
-[prompts]
-source = "jsonl:prompts.jsonl"
-[generation]
-samples = 2
-max_new_tokens = 16
-batch_size = 4
-[scoring]
-judge = "rules"
-judge_samples = 1
-[gate]
-against = "series-best"
-tolerance_abs = 0.05
-[[thresholds]]
-metric = "quality"
-min = 0.0
-"""
+SERIES_BEST = suite_toml(gate='against = "series-best"\ntolerance_abs = 0.05')
 
 
 @pytest.mark.parametrize("candidate", ["mute", "same as the best"])

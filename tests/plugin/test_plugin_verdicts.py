@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.suite_text import suite_toml
+
 pytestmark = pytest.mark.slow
 
 
@@ -34,21 +36,7 @@ def test_a_harness_error_replaces_the_previous_report(pytester: pytest.Pytester,
         assert "no verdict" in text and "no-such-index" in text  # and why: the harness error's cause
 
 
-Q_AT_TAIL_SUITE = """
-task = "story"
-[prompts]
-source = "jsonl:prompts.jsonl"
-[generation]
-samples = 2
-max_new_tokens = 16
-batch_size = 4
-[scoring]
-judge = "rules"
-judge_samples = 1
-[[thresholds]]
-metric = "q_at_tail@0.5"
-min = 0.0
-"""
+Q_AT_TAIL_SUITE = suite_toml(thresholds=[("q_at_tail@0.5", 0.0)])
 
 
 def test_q_at_tail_threshold_and_regression_use_the_snapshots_tail(
