@@ -28,7 +28,7 @@ from pytest_novelty.gate.regression import (
     choose_tail,
     compare,
     gated_metrics,
-    make_record,
+    result_record,
 )
 from pytest_novelty.gate.snapshot import check_snapshot, snapshot_settings
 from pytest_novelty.redact import redact_data
@@ -54,16 +54,8 @@ def _record(
     tail_ids: Any = None,
     metrics: Mapping[str, float] | None = None,
 ) -> MetricRecord:
-    return make_record(
-        suite,
-        threshold,
-        metrics=result.metrics if metrics is None else metrics,
-        per_prompt=result.per_prompt,
-        prompt_ids=[p.id for p in result.prompts],
-        tail_ids=tail_ids if tail_ids is not None else result.measured.tail_ids.get(threshold.metric),
-        model=result.model,
-        fingerprint=result.generated.fingerprint,
-        judge=result.scores.judge,
+    return result_record(
+        result, threshold, suite=suite, tail_ids=tail_ids, metrics=metrics,
         per_generation=_per_generation(threshold, result),
     )
 

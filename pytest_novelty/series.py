@@ -31,7 +31,7 @@ import pytest
 from pytest_novelty.errors import ConfigError, NoveltyError
 
 if TYPE_CHECKING:
-    from pytest_novelty.gate.regression import Comparison, MetricRecord
+    from pytest_novelty.gate.regression import Comparison
     from pytest_novelty.pipeline.results import SuiteResult
     from pytest_novelty.suites.schema import Threshold
 
@@ -89,22 +89,6 @@ def _finite(value: Any) -> float | None:
     return None if value is None or not math.isfinite(float(value)) else round(float(value), 6)
 
 
-def _record(result: SuiteResult, threshold: Threshold, tail_ids: Any = None) -> MetricRecord:
-    from pytest_novelty.gate.regression import make_record
-
-    return make_record(
-        result.suite,
-        threshold,
-        metrics=result.metrics,
-        per_prompt=result.per_prompt,
-        prompt_ids=[p.id for p in result.prompts],
-        tail_ids=tail_ids if tail_ids is not None else result.measured.tail_ids.get(threshold.metric),
-        model=result.model,
-        fingerprint=result.generated.fingerprint,
-        judge=result.scores.judge,
-    )
-
-
 def paired_change(before: SuiteResult, after: SuiteResult, threshold: Threshold) -> dict[str, Any]:
     """``after`` against ``before`` on one gated metric, paired by prompt: ``delta`` (after − before;
     q@Tail on ``before``'s tail prompts), the mean per-prompt difference's ``ci`` at the suite's
@@ -115,11 +99,11 @@ def paired_change(before: SuiteResult, after: SuiteResult, threshold: Threshold)
     form, and per-prompt ``quality`` on the tail for q@Tail), as for a baseline comparison."""
     import numpy as np
 
-    from pytest_novelty.gate.regression import compare
+    from pytest_novelty.gate.regression import compare, result_record
     from pytest_novelty.metrics.stats import paired_test
 
-    base = _record(before, threshold)
-    new = _record(after, threshold, base.tail_ids)
+    base = result_record(before, threshold)
+    new = result_record(after, threshold, tail_ids=base.tail_ids)
     comparison = compare(base, new)
     ids = [i for i in (base.tail_ids or base.per_prompt) if i in base.per_prompt and i in new.per_prompt]
     a = np.array([base.per_prompt[i] for i in ids], dtype=float)
@@ -201,13 +185,13 @@ def compare_with_best(
 ) -> tuple[SuiteResult, Comparison] | None:
     """The best earlier checkpoint for this metric and the candidate's paired comparison with it,
     or None when no earlier checkpoint has a value."""
-    from pytest_novelty.gate.regression import compare
+    from pytest_novelty.gate.regression import compare, result_record
 
     best = best_earlier(earlier, threshold)
     if best is None:
         return None
-    base = _record(best, threshold)
-    return best, compare(base, _record(candidate, threshold, base.tail_ids))
+    base = result_record(best, threshold)
+    return best, compare(base, result_record(candidate, threshold, tail_ids=base.tail_ids))
 
 
 def configure_series(config: pytest.Config) -> None:

@@ -38,7 +38,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,6 +46,9 @@ from pytest_novelty.errors import ConfigError
 from pytest_novelty.metrics.stats import BOOTSTRAP_TEST, paired_bootstrap
 from pytest_novelty.redact import redact
 from pytest_novelty.suites.schema import Suite, Threshold
+
+if TYPE_CHECKING:
+    from pytest_novelty.pipeline.results import SuiteResult
 
 #: Version of the stored record layout; bumped when a field changes meaning.
 FORMAT_VERSION = 1
@@ -516,6 +519,32 @@ def per_prompt_key(metric: str) -> str:
     if base == "q_at_tail":
         return "quality"
     return metric
+
+
+def result_record(
+    result: SuiteResult,
+    threshold: Threshold,
+    *,
+    suite: Suite | None = None,
+    tail_ids: Sequence[str] | None = None,
+    metrics: Mapping[str, float] | None = None,
+    per_generation: Sequence[Sequence[float]] | None = None,
+) -> MetricRecord:
+    """:func:`make_record` for one pipeline result: its metrics (or ``metrics``), prompts, model,
+    fingerprint and judge; the tail is ``tail_ids`` when given, else the one the result measured.
+    ``suite`` defaults to the result's own."""
+    return make_record(
+        result.suite if suite is None else suite,
+        threshold,
+        metrics=result.metrics if metrics is None else metrics,
+        per_prompt=result.per_prompt,
+        prompt_ids=[p.id for p in result.prompts],
+        tail_ids=tail_ids if tail_ids is not None else result.measured.tail_ids.get(threshold.metric),
+        model=result.model,
+        fingerprint=result.generated.fingerprint,
+        judge=result.scores.judge,
+        per_generation=per_generation,
+    )
 
 
 def make_record(
