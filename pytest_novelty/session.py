@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import pytest
 
@@ -21,6 +21,8 @@ from pytest_novelty.suites.schema import Suite
 
 if TYPE_CHECKING:
     from pytest_novelty.runner import Runner, SessionModels, SuiteResult
+
+T = TypeVar("T")
 
 _WORKER_KEY = "novelty_suites"
 _REPAIRS_KEY = "novelty_cache_repairs"
@@ -104,33 +106,28 @@ class NoveltyState:
         else:
             reporter.write_line(line)
 
-    def _memo(self, key: tuple[str, str], compute: Callable[[], SuiteResult]) -> SuiteResult:
+    @staticmethod
+    def _memo(store: dict[tuple[str, str], T | NoveltyError], key: tuple[str, str], compute: Callable[[], T]) -> T:
         """Compute once per key; an error is remembered and raised again for the other cases."""
-        if key not in self._results:
+        if key not in store:
             try:
-                self._results[key] = compute()
+                store[key] = compute()
             except NoveltyError as exc:
-                self._results[key] = exc
-        result = self._results[key]
-        if isinstance(result, NoveltyError):
-            raise result
-        return result
+                store[key] = exc
+        value = store[key]
+        if isinstance(value, NoveltyError):
+            raise value
+        return value
 
     def _denial_rounds(self, model: str, suite: Suite) -> list[SuiteResult]:
         """All rounds of a denial-prompting suite, run once (each round depends on the one before)."""
-        key = (model, suite.name.rsplit("[round=", 1)[0])
-        if key not in self._rounds:
-            from pytest_novelty.denial import open_extractor_for, run_denial
+        from pytest_novelty.denial import open_extractor_for, run_denial
 
+        def rounds() -> list[SuiteResult]:
             runner = self.runner(model)
-            try:
-                self._rounds[key] = run_denial(runner, suite, open_extractor_for(runner.config, suite))
-            except NoveltyError as exc:
-                self._rounds[key] = exc
-        rounds = self._rounds[key]
-        if isinstance(rounds, NoveltyError):
-            raise rounds
-        return rounds
+            return run_denial(runner, suite, open_extractor_for(runner.config, suite))
+
+        return self._memo(self._rounds, (model, suite.name.rsplit("[round=", 1)[0]), rounds)
 
     def baseline_result(self, suite: Suite) -> SuiteResult | None:
         """What the candidate is compared with, paired: the baseline checkpoint on the same prompts
@@ -140,7 +137,7 @@ class NoveltyState:
             return self.model_result(self.baseline_model, suite)  # a denial round: the baseline's same round
         if suite.gate.reference:
             runner = self.runner(self.config.option.novelty_model)
-            return self._memo(("human references", suite.name), lambda: runner.references(suite))
+            return self._memo(self._results, ("human references", suite.name), lambda: runner.references(suite))
         return None
 
     def result(self, suite: Suite) -> SuiteResult:
@@ -168,7 +165,7 @@ class NoveltyState:
         """One checkpoint's result on a suite (computed once; denial rounds run together)."""
         if suite.denial_round is not None:
             return self._denial_rounds(model, suite)[suite.denial_round - 1]
-        return self._memo((model, suite.name), lambda: self.runner(model).run(suite, pool_novelty=pool))
+        return self._memo(self._results, (model, suite.name), lambda: self.runner(model).run(suite, pool_novelty=pool))
 
     def earlier_results(self, suite: Suite) -> list[SuiteResult]:
         """With --model-series, the results of every checkpoint before the candidate, in step order.
