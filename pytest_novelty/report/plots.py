@@ -37,6 +37,18 @@ def _save(figure: Figure, path: Path) -> None:
     atomic_write(path, lambda fh: figure.savefig(fh, format="png", dpi=DPI))
 
 
+def _finish(figure: Figure, path: str | Path, *, title: str, xlabel: str, ylabel: str, legend: str = "best") -> Path:
+    """Label the axes, title the plot, add the legend and save it to ``path``; returns the path."""
+    (ax,) = figure.axes
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(loc=legend, fontsize=8)
+    out = Path(path)
+    _save(figure, out)
+    return out
+
+
 def _figure() -> Figure:
     from matplotlib.figure import Figure
 
@@ -91,14 +103,11 @@ def plot_quality_originality(path: str | Path, suite: str, data: SuiteData) -> P
             )
     ax.set_xlim(0.0, 1.0)
     ax.set_ylim(0.0, 1.0)
-    ax.set_xlabel(f"originality@{n}" if n else "originality")
-    ax.set_ylabel("quality")
-    ax.set_title(f"{suite}: quality against originality")
     ax.grid(alpha=0.2)
-    ax.legend(loc="lower left", fontsize=8)
-    out = Path(path)
-    _save(figure, out)
-    return out
+    return _finish(
+        figure, path, title=f"{suite}: quality against originality",
+        xlabel=f"originality@{n}" if n else "originality", ylabel="quality", legend="lower left",
+    )
 
 
 def plot_novelty_histogram(path: str | Path, suite: str, data: SuiteData) -> Path:
@@ -129,13 +138,10 @@ def plot_novelty_histogram(path: str | Path, suite: str, data: SuiteData) -> Pat
             )
     n = data.get("n")
     ax.set_xlim(0.0, 1.0)
-    ax.set_xlabel(f"novelty@{n} per generation" if n else "novelty per generation")
-    ax.set_ylabel("generations")
-    ax.set_title(f"{suite}: novelty of each generation")
-    ax.legend(loc="best", fontsize=8)
-    out = Path(path)
-    _save(figure, out)
-    return out
+    return _finish(
+        figure, path, title=f"{suite}: novelty of each generation",
+        xlabel=f"novelty@{n} per generation" if n else "novelty per generation", ylabel="generations",
+    )
 
 
 def plot_sweep(path: str | Path, base: str, parameter: str, points: list[tuple[float, float, float]]) -> Path:
@@ -150,13 +156,8 @@ def plot_sweep(path: str | Path, base: str, parameter: str, points: list[tuple[f
     ax.plot(xs, [p[1] for p in points], marker="o", color=CANDIDATE_COLOR, label="novelty (mean)")
     ax.plot(xs, [p[2] for p in points], marker="s", linestyle="--", color=BASELINE_COLOR, label="quality (mean)")
     ax.set_ylim(0.0, 1.0)
-    ax.set_xlabel(parameter)
-    ax.set_ylabel("mean over generations")
-    ax.set_title(f"{base}: sweep over {parameter}")
-    ax.legend(loc="best", fontsize=8)
-    out = Path(path)
-    _save(figure, out)
-    return out
+    title = f"{base}: sweep over {parameter}"
+    return _finish(figure, path, title=title, xlabel=parameter, ylabel="mean over generations")
 
 
 def _sweep_points(suites_data: Mapping[str, SuiteData]) -> dict[tuple[str, str], list[tuple[float, float, float]]]:
