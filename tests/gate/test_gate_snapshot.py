@@ -89,14 +89,20 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-rP", *args)
 
 
+def fail_then_update(project: pytest.Pytester, cases: int) -> pytest.RunResult:
+    """A first run fails every case for want of a snapshot; ``--snapshot-update`` then passes them
+    (that run is returned)."""
+    first = run(project)
+    first.assert_outcomes(failed=cases)
+    first.stdout.fnmatch_lines([f"*{NO_SNAPSHOT}*"])
+    update = run(project, "--snapshot-update")
+    update.assert_outcomes(passed=cases)
+    return update
+
+
 def test_first_run_fails_then_update_writes_then_rerun_passes(project: pytest.Pytester) -> None:
     use(project, make_record())
-    first = run(project)
-    first.assert_outcomes(failed=2)
-    first.stdout.fnmatch_lines([f"*{NO_SNAPSHOT}*"])
-
-    update = run(project, "--snapshot-update")
-    update.assert_outcomes(passed=2)
+    update = fail_then_update(project, 2)
     assert "Can not relate snapshot" not in update.stdout.str()
     stored = snapshot_file(project)
     assert stored.name == "test_metric[quality_ge_0.3].novelty.jsonc"
@@ -224,11 +230,7 @@ def test_metric(snapshot, request):
 def test_check_snapshot_reports_without_raising(project: pytest.Pytester) -> None:
     project.makepyfile(test_cases=CHECKING_FILE)
     use(project, make_record())
-    first = run(project)
-    first.assert_outcomes(failed=1)
-    first.stdout.fnmatch_lines([f"*{NO_SNAPSHOT}*"])
-    update = run(project, "--snapshot-update")
-    update.assert_outcomes(passed=1)
+    update = fail_then_update(project, 1)
     update.stdout.fnmatch_lines(["*WRITTEN True*"])
     rerun = run(project)
     rerun.assert_outcomes(passed=1)
