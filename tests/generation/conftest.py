@@ -15,29 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.suite_text import suite_toml
+
 STORY_PROMPTS = [
     {"id": f"p{i}", "text": f"{a} and {b} went to the {place}.", "meta": {"characters": [a, b]}}
     for i, (a, b, place) in enumerate(
         [("Lily", "Tom", "park"), ("Mia", "Ben", "garden"), ("Sam", "Anna", "beach"), ("Max", "Lucy", "forest")]
     )
 ]
-STORY_SUITE = """
-task = "story"
-[prompts]
-source = "jsonl:prompts.jsonl"
-[generation]
-samples = 2
-max_new_tokens = 12
-[scoring]
-judge = "rules"
-judge_samples = 1
-[[thresholds]]
-metric = "originality@4"
-min = 0.0
-[[thresholds]]
-metric = "quality"
-min = 0.0
-"""
+STORY_SUITE = suite_toml(max_new_tokens=12, batch_size=None, thresholds=[("originality@4", 0.0), ("quality", 0.0)])
 
 
 def write_story_suite(folder: Path) -> Path:
