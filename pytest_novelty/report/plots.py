@@ -37,7 +37,7 @@ def _save(figure: Figure, path: Path) -> None:
     atomic_write(path, lambda fh: figure.savefig(fh, format="png", dpi=DPI))
 
 
-def _finish(figure: Figure, path: str | Path, *, title: str, xlabel: str, ylabel: str, legend: str = "best") -> Path:
+def _finish(figure: Figure, path: str | Path, *, title: str, xlabel: str, ylabel: str, legend: Any = "best") -> Path:
     """Label the axes, title the plot, add the legend and save it to ``path``; returns the path."""
     (ax,) = figure.axes
     ax.set_xlabel(xlabel)
