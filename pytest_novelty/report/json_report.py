@@ -20,41 +20,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike
 
+from pytest_novelty.report.data import SuiteData, as_vector, novelty_of
 from pytest_novelty.report.terminal import is_error, threshold_met
 from pytest_novelty.storage import atomic_write_json
 
 REPORT_FORMAT = 1
 JSON_NAME = "report.json"
-
-
-class GenerationArrays(TypedDict, total=False):
-    """Per-generation values of one checkpoint on one suite (shape prompts × samples, or flat).
-
-    ``novelty`` is the gate's per-generation novelty, as the metrics step computed it (the report
-    never recomputes a metric); without it the report shows none. NaN (or None) marks an unscored
-    generation.
-    """
-
-    quality: ArrayLike
-    originality: ArrayLike
-    novelty: ArrayLike
-
-
-class SuiteData(GenerationArrays, total=False):
-    """One suite's arrays for the report: the candidate's, optionally a baseline's, and context.
-
-    ``n`` is the n-gram order of ``originality`` and ``novelty``; ``info`` holds anything
-    descriptive (model, judge, index, prompt count) and is copied into ``report.json`` as is.
-    """
-
-    n: int
-    baseline: GenerationArrays
-    info: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -64,22 +39,6 @@ class ReportFiles:
     json: Path
     markdown: Path
     plots: dict[str, dict[str, Path]] = field(default_factory=dict)
-
-
-def as_vector(values: Any) -> np.ndarray:
-    """A flat float array from nested lists or arrays; None becomes NaN."""
-    if values is None:
-        return np.empty(0)
-    array = np.asarray(values, dtype=object)
-    flat = [math.nan if v is None else float(v) for v in array.ravel()]
-    return np.asarray(flat, dtype=float)
-
-
-def novelty_of(arrays: Mapping[str, Any]) -> np.ndarray:
-    """Per-generation novelty as given by the metrics step; all NaN (none shown) when not given."""
-    if arrays.get("novelty") is not None:
-        return as_vector(arrays["novelty"])
-    return np.full(as_vector(arrays.get("quality")).size, np.nan)
 
 
 def clean(value: Any) -> Any:

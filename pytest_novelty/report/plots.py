@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytest_novelty.report.json_report import SuiteData, as_vector, novelty_of
+from pytest_novelty.report.data import SuiteData, as_vector, novelty_of
 from pytest_novelty.storage import atomic_write
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ CANDIDATE_COLOR = "#1f77b4"
 BASELINE_COLOR = "#ff7f0e"
 
 
-def _save(figure: Figure, path: Path) -> None:
+def save_png(figure: Figure, path: Path) -> None:
     """Render ``figure`` to ``path`` as PNG, atomically."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -45,11 +45,11 @@ def _finish(figure: Figure, path: str | Path, *, title: str, xlabel: str, ylabel
     ax.set_title(title)
     ax.legend(loc=legend, fontsize=8)
     out = Path(path)
-    _save(figure, out)
+    save_png(figure, out)
     return out
 
 
-def _figure() -> Figure:
+def new_figure() -> Figure:
     from matplotlib.figure import Figure
 
     return Figure(figsize=(SIZE[0] / DPI, SIZE[1] / DPI), dpi=DPI, layout="constrained")
@@ -75,7 +75,7 @@ def _series(data: SuiteData) -> list[tuple[str, Mapping[str, Any], str]]:
 
 def plot_quality_originality(path: str | Path, suite: str, data: SuiteData) -> Path:
     """Scatter of per-generation quality (y) against originality (x) with equal-novelty curves."""
-    figure = _figure()
+    figure = new_figure()
     ax = figure.add_subplot()
     grid = np.linspace(0.0, 1.0, 201)
     o_grid, q_grid = np.meshgrid(grid, grid)
@@ -112,7 +112,7 @@ def plot_quality_originality(path: str | Path, suite: str, data: SuiteData) -> P
 
 def plot_novelty_histogram(path: str | Path, suite: str, data: SuiteData) -> Path:
     """Histogram of per-generation novelty, candidate filled and baseline outlined, means marked."""
-    figure = _figure()
+    figure = new_figure()
     ax = figure.add_subplot()
     bins = [i / 20 for i in range(21)]
     n = data.get("n")
@@ -149,7 +149,7 @@ def plot_sweep(path: str | Path, base: str, parameter: str, points: list[tuple[f
 
     ``points`` holds (parameter value, mean novelty, mean quality), one per sweep value.
     """
-    figure = _figure()
+    figure = new_figure()
     ax = figure.add_subplot()
     points = sorted(points)
     xs = [p[0] for p in points]

@@ -73,9 +73,9 @@ def series_tables(suites_data: Mapping[str, Mapping[str, Any]] | None) -> list[s
 def plot_series(path: str | Path, suite: str, entries: Sequence[Mapping[str, Any]]) -> Path:
     """Left: mean quality, originality and novelty against step. Right: the quality-originality
     frontier, one point per checkpoint coloured by step, joined in step order."""
-    from pytest_novelty.report.plots import SIZE, _figure, _save
+    from pytest_novelty.report.plots import SIZE, new_figure, save_png
 
-    figure = _figure()
+    figure = new_figure()
     figure.set_size_inches(SIZE[0] * 1.5 / 100, SIZE[1] / 100)
     left, right = figure.subplots(1, 2)
     steps = [int(e["step"]) for e in entries]
@@ -109,7 +109,7 @@ def plot_series(path: str | Path, suite: str, entries: Sequence[Mapping[str, Any
     right.set_title("quality-originality frontier")
     right.grid(alpha=0.2)
     out = Path(path)
-    _save(figure, out)
+    save_png(figure, out)
     return out
 
 
