@@ -322,3 +322,34 @@ def as_namespace(place: Namespace | Path | str | None, name: str | None = None, 
     if name is None:
         return Cache(folder.parent).namespace(folder.name, **options)
     return Cache(folder).namespace(name, **options)
+
+
+def cache_usage(cache_dir: Path) -> dict[str, int]:
+    """Bytes used by each top-level entry of the cache folder (files removed meanwhile count 0)."""
+    usage: dict[str, int] = {}
+    try:
+        entries = list(cache_dir.iterdir())
+    except OSError:
+        return usage
+    for entry in entries:
+        total = 0
+        for base, _, files in os.walk(entry) if entry.is_dir() else [(str(cache_dir), [], [entry.name])]:
+            for name in files:
+                with contextlib.suppress(OSError):
+                    total += os.lstat(os.path.join(base, name)).st_size
+        usage[entry.name] = total
+    return usage
+
+
+def is_demo(name: str) -> bool:
+    """Whether a top-level cache entry belongs to the built demo (kept by a plain clear)."""
+    return name.startswith((".demo-", "demo-"))
+
+
+def clear_cache(cache_dir: Path, *, keep_demo: bool = True) -> int:
+    """Remove cached generations, scores and judge answers; the built demo stays unless asked.
+
+    Safe while other runs use the cache and when two clears run at once: each entry is renamed
+    aside, then deleted (:meth:`Cache.clear`). Returns the bytes removed.
+    """
+    return Cache(cache_dir).clear(keep=is_demo if keep_demo else lambda name: False)

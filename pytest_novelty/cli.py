@@ -138,7 +138,8 @@ def _case_rows(run: Any, result: Any, earlier: list[Any]) -> list[dict[str, Any]
 
 
 def _cmd_cache(args: argparse.Namespace) -> int:
-    from pytest_novelty.storage import cache_usage, clear_cache, default_cache_dir
+    from pytest_novelty.cache import cache_usage, clear_cache
+    from pytest_novelty.storage import default_cache_dir
 
     cache = Path(args.cache) if args.cache else default_cache_dir()
     if args.action == "clear":

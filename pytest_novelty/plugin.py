@@ -306,7 +306,7 @@ def pytest_configure(config: pytest.Config) -> None:
         suites = load_suites(folder)
         cache_dir = _cache_dir(config)
         if config.option.novelty_cache_clear and not hasattr(config, "workerinput"):
-            from pytest_novelty.storage import clear_cache
+            from pytest_novelty.cache import clear_cache
 
             clear_cache(cache_dir)
         for model in (config.option.novelty_model, config.option.novelty_baseline_model):
@@ -416,7 +416,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if state is None:
         return None
     folders = sorted({str(p.parent) for p in state.suites})
-    from pytest_novelty.storage import cache_usage
+    from pytest_novelty.cache import cache_usage
 
     size = sum(cache_usage(state.cache_dir).values()) / 1e6
     return [

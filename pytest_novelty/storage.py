@@ -7,7 +7,6 @@ leaves either the old file or the new one, never a torn one.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -78,36 +77,3 @@ def default_cache_dir() -> Path:
         return Path(os.environ["PYTEST_NOVELTY_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "pytest-novelty"
-
-
-def cache_usage(cache_dir: Path) -> dict[str, int]:
-    """Bytes used by each top-level entry of the cache folder (files removed meanwhile count 0)."""
-    usage: dict[str, int] = {}
-    try:
-        entries = list(cache_dir.iterdir())
-    except OSError:
-        return usage
-    for entry in entries:
-        total = 0
-        for base, _, files in os.walk(entry) if entry.is_dir() else [(str(cache_dir), [], [entry.name])]:
-            for name in files:
-                with contextlib.suppress(OSError):
-                    total += os.lstat(os.path.join(base, name)).st_size
-        usage[entry.name] = total
-    return usage
-
-
-def is_demo(name: str) -> bool:
-    """Whether a top-level cache entry belongs to the built demo (kept by a plain clear)."""
-    return name.startswith((".demo-", "demo-"))
-
-
-def clear_cache(cache_dir: Path, *, keep_demo: bool = True) -> int:
-    """Remove cached generations, scores and judge answers; the built demo stays unless asked.
-
-    Safe while other runs use the cache and when two clears run at once: each entry is renamed
-    aside, then deleted (:meth:`pytest_novelty.cache.Cache.clear`). Returns the bytes removed.
-    """
-    from pytest_novelty.cache import Cache
-
-    return Cache(cache_dir).clear(keep=is_demo if keep_demo else lambda name: False)

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.cache import Cache, repaired
-from pytest_novelty.storage import clear_cache
+from pytest_novelty.cache import Cache, clear_cache, repaired
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
