@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from pytest_novelty.errors import HARNESS_EXIT_STATUS
+from tests.conftest import copy_demo
 from tests.servers.openai_api import FakeOpenAI
 
 pytestmark = pytest.mark.slow
 
 URL_KEY = "qk-7d1e0b5a9c2f"
-DEMO_CACHE = Path("/work/democache")
 
 
 def closed_port() -> int:
@@ -43,23 +43,11 @@ def judge_server(no_env_key: None) -> Iterator[FakeOpenAI]:
         yield server
 
 
-def demo_cache(tmp_path: Path) -> Path:
-    """A cache folder holding a copy of the built demo (skips when none was built here)."""
-    built = sorted(DEMO_CACHE.glob("demo-*")) if DEMO_CACHE.is_dir() else []
-    if not built:
-        pytest.skip("no built demo to copy (pytest-novelty demo build)")
-    cache = tmp_path / "demo-cache"
-    cache.mkdir()
-    for folder in built:
-        shutil.copytree(folder, cache / folder.name)
-    return cache
-
-
 def test_an_unreachable_judge_ends_the_demo_run_within_seconds_with_one_line(
-    pytester: pytest.Pytester, tmp_path: Path, no_env_key: None
+    pytester: pytest.Pytester, tmp_path: Path, no_env_key: None, demo_assets: Path
 ) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
-    cache = demo_cache(tmp_path)
+    cache = copy_demo(demo_assets, tmp_path / "demo-cache")
     start = time.monotonic()
     result = pytester.runpytest_subprocess(
         "--model", "demo", "--judge", "openai:M", "--judge-base-url", url, f"--novelty-cache={cache}",
