@@ -71,8 +71,8 @@ def _same_training_environment(manifest: dict) -> bool:
     import torch
 
     trained = manifest["trained_with"]
-    return (trained["torch"], trained["cpu_capability"], trained["machine"]) == (
-        torch.__version__, torch.backends.cpu.get_cpu_capability(), platform.machine())
+    return (trained["torch"].split("+")[0], trained["cpu_capability"], trained["machine"]) == (
+        torch.__version__.split("+")[0], torch.backends.cpu.get_cpu_capability(), platform.machine())
 
 
 def _comparable(path: Path) -> bytes:
