@@ -5,11 +5,20 @@ use from the builders in ``fixtures/demo/`` and reused afterwards. Concurrent ru
 workers, parallel CI jobs) wait on a file lock instead of building twice; the build goes to a
 temporary folder that is renamed into place only when complete, so an interrupted build is
 simply redone.
+
+Training is the only slow step (about two minutes on two idle cores), so the project ships the two
+trained weight files in ``fixtures/demo/trained/`` with a manifest naming the builder that trained
+them (the same hash that keys the cache folder). A first run rebuilds corpus, tokenizer, configs
+and index from the builder and places those weights: seconds, and byte-for-byte the folders a
+training build writes (``tests/demo/test_demo_shipped.py`` rebuilds from scratch and compares).
+Weights from another builder version are never used: the demo is then trained here, as before.
+``python -m pytest_novelty.demo ship`` trains from scratch and refreshes the shipped files.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import json
 import shutil
@@ -26,10 +35,17 @@ DEMO_MODELS = ("demo", "demo-early")
 DEMO_VERSION = "v2"  # v2: the index records checksums of its files
 
 
-def _builder_digest() -> str:
-    """A short hash of the builder's files: a changed builder means a new demo build."""
-    import hashlib
+MANIFEST = "MANIFEST.json"
+# What training cannot skip: each checkpoint's weights and the losses measured while training.
+_WEIGHT_FACTS = ("loss", "train_loss")
 
+
+def _builder_digest() -> str:
+    """A short hash of the builder's files: a changed builder means a new demo build.
+
+    The files directly in ``fixtures/demo/`` (code, word lists, task data); the shipped weights
+    in ``trained/`` are an output of the builder, not part of it.
+    """
     from pytest_novelty.resources import bundled_path
 
     digest = hashlib.sha256()
@@ -100,8 +116,71 @@ def quiet_transformers() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def ensure_demo(cache_dir: Path, *, log: Callable[[str], None] | None = None, progress: bool = True) -> Path:
-    """Build the demo assets into ``cache_dir`` unless they are there; return their folder."""
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def trained_dir() -> Path:
+    """The folder of the shipped trained weights and their manifest."""
+    from pytest_novelty.resources import bundled_path
+
+    return bundled_path("fixtures") / "demo" / "trained"
+
+
+def read_manifest(folder: Path | None = None) -> dict[str, Any] | None:
+    """The shipped weights' manifest, or None when there is none (or it cannot be read)."""
+    try:
+        return dict(json.loads(((folder or trained_dir()) / MANIFEST).read_text(encoding="utf-8")))
+    except (OSError, ValueError, HarnessError):
+        return None
+
+
+def shipped_weights(builder: ModuleType, folder: Path | None = None) -> tuple[Any, str]:
+    """The shipped weights as the builder's ``TrainedWeights``, or None and the reason not to use them.
+
+    They are used only when the manifest names this exact builder and each file has the recorded
+    sha256, so a changed builder (or a damaged file) means training, never stale weights.
+    ``folder`` defaults to :func:`trained_dir`.
+    """
+    folder = folder or trained_dir()
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return None, f"no shipped weights in {folder}"
+    if manifest.get("builder") != _builder_digest() or manifest.get("demo_version") != DEMO_VERSION:
+        return None, (f"the shipped weights were trained by builder {manifest.get('builder')}, "
+                      f"this is {_builder_digest()}")
+    files, losses = {}, {}
+    for name in DEMO_MODELS:
+        entry = manifest["weights"][name]
+        path = folder / entry["file"]
+        if not path.is_file() or _sha256(path) != entry["sha256"]:
+            return None, f"{path} is missing or does not match its sha256 in {MANIFEST}"
+        files[name], losses[name] = path, {key: float(entry[key]) for key in _WEIGHT_FACTS}
+    return builder.TrainedWeights(files=files, losses=losses), ""
+
+
+def _check_placed(staging: Path, manifest: dict[str, Any]) -> None:
+    """The checkpoints written from shipped weights hold exactly those weights."""
+    for name in DEMO_MODELS:
+        written = staging / name / "model.safetensors"
+        if _sha256(written) != manifest["weights"][name]["sha256"]:
+            raise HarnessError(
+                f"{written}: the rebuilt demo weights differ from {trained_dir() / MANIFEST}; "
+                "reinstall pytest-novelty, or remove the manifest to train the demo here"
+            )
+
+
+def ensure_demo(cache_dir: Path, *, log: Callable[[str], None] | None = None, progress: bool = True,
+                train: bool = False) -> Path:
+    """Build the demo assets into ``cache_dir`` unless they are there; return their folder.
+
+    With the shipped trained weights (the usual case) this takes seconds; ``train=True``, or
+    weights from another builder version, trains from scratch (minutes).
+    """
     target = demo_dir(cache_dir)
     if is_built(cache_dir):
         return target
@@ -109,17 +188,28 @@ def ensure_demo(cache_dir: Path, *, log: Callable[[str], None] | None = None, pr
     with _lock(Path(cache_dir) / f".{target.name}.lock"):
         if is_built(cache_dir):
             return target
-        say(f"[novelty] building the demo checkpoint, corpus and index in {target} (once; a few minutes)")
         start = time.perf_counter()
+        builder = _load_builder()
+        weights, why = (None, "training requested") if train else shipped_weights(builder)
+        if weights is not None:
+            say(f"[novelty] preparing the demo in {target}: shipped weights of both checkpoints, "
+                "corpus and index rebuilt here (once; about 10 s on 2 idle cores)")
+        else:
+            say(f"[novelty] building the demo in {target}: training the checkpoints ({why}), "
+                "corpus and index (once; about 2 minutes on 2 idle cores)")
         staging = Path(cache_dir) / f".{target.name}-staging"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         with quiet_transformers():
-            facts: dict[str, Any] = dict(_load_builder().build_demo(staging, progress=progress))
+            facts: dict[str, Any] = dict(builder.build_demo(staging, progress=progress, weights=weights))
+        if weights is not None:
+            _check_placed(staging, read_manifest() or {})
         from pytest_novelty.scoring.originality import build_index
 
         say("[novelty] indexing the demo training corpus")
-        index_facts = build_index([staging / "corpus.jsonl"], staging / "index", tokenizer="words", progress=progress)
+        # The indexer's bar redraws with carriage returns: only on a terminal, never in a CI log.
+        index_facts = build_index([staging / "corpus.jsonl"], staging / "index", tokenizer="words",
+                                  progress=progress and sys.stderr.isatty())
         facts["index"] = index_facts
         facts["seconds_total"] = round(time.perf_counter() - start, 1)
         (staging / "BUILD.json").write_text(json.dumps(facts, indent=1, default=str) + "\n")
@@ -127,3 +217,68 @@ def ensure_demo(cache_dir: Path, *, log: Callable[[str], None] | None = None, pr
         staging.rename(target)
         say(f"[novelty] demo built in {facts['seconds_total']:.0f}s")
     return target
+
+
+def ship(build: Path | None = None, dest: Path | None = None) -> dict[str, Any]:
+    """Copy the trained weights of a from-scratch build into ``dest`` with their manifest.
+
+    ``build`` is a demo folder trained by this builder (``demo-<version>-<hash>`` whose hash is
+    this builder's, with ``BUILD.json``); without it the demo is trained now in a temporary cache.
+    ``dest`` defaults to ``fixtures/demo/trained``. Returns the manifest.
+    """
+    import platform
+    import tempfile
+
+    import torch
+    import transformers
+
+    digest = _builder_digest()
+    with tempfile.TemporaryDirectory(prefix="novelty-demo-ship-") as scratch:
+        if build is None:
+            build = ensure_demo(Path(scratch), train=True)
+        build = Path(build)
+        facts = json.loads((build / "BUILD.json").read_text(encoding="utf-8"))
+        if build.name != f"demo-{DEMO_VERSION}-{digest}" or not facts.get("trained_here", True):
+            raise HarnessError(f"{build}: not a from-scratch build of builder {digest} ({DEMO_VERSION}); "
+                               "run without --from to train one")
+        dest = Path(dest) if dest else trained_dir()
+        dest.mkdir(parents=True, exist_ok=True)
+        weights: dict[str, Any] = {}
+        for name in DEMO_MODELS:
+            shutil.copyfile(build / name / "model.safetensors", dest / f"{name}.safetensors")
+            checkpoint = json.loads((build / name / "demo_facts.json").read_text(encoding="utf-8"))
+            weights[name] = {"file": f"{name}.safetensors", "sha256": _sha256(dest / f"{name}.safetensors"),
+                             **{key: checkpoint[key] for key in _WEIGHT_FACTS}}
+    manifest = {
+        "builder": digest,
+        "demo_version": DEMO_VERSION,
+        "trained_with": {"torch": torch.__version__, "transformers": transformers.__version__,
+                         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                         "machine": platform.machine(), "threads": facts["recipe"]["threads"]},
+        "weights": weights,
+    }
+    (dest / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pytest_novelty.demo ship [--from BUILD]``: refresh the shipped trained weights."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m pytest_novelty.demo",
+                                     description="Refresh the demo's shipped trained weights.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    cmd = sub.add_parser("ship", help="train the demo from scratch and copy its weights to fixtures/demo/trained")
+    cmd.add_argument("--from", dest="build", type=Path, help="a from-scratch demo build of this builder to copy")
+    args = parser.parse_args(argv)
+    try:
+        manifest = ship(args.build)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(manifest, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,6 +11,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATASETS = REPO.parent / "shared" / "datasets"
 
+
+def _run_cache() -> Path:
+    from pytest_novelty.storage import default_cache_dir
+
+    return default_cache_dir()
+
+
+# Read at import, before pytester points HOME at a temporary folder: the demo prepared once is shared.
+DEMO_CACHE = _run_cache()
+
 NAMES = ["Lily", "Tom", "Mia", "Ben", "Sam", "Anna", "Max", "Lucy"]
 THINGS = ["ball", "kite", "cat", "dog", "tree", "boat", "cake", "hat", "box", "bird"]
 PLACES = ["park", "garden", "house", "beach", "forest", "school"]
@@ -82,3 +92,27 @@ def tiny_index(tmp_path_factory: pytest.TempPathFactory, tiny_corpus: list[str])
     out = root / "idx"
     build_index([corpus], out, tokenizer="words", progress=False)
     return out
+
+
+@pytest.fixture(scope="session")
+def demo_assets() -> Path:
+    """The demo assets, prepared once for the whole test run and shared by every test that needs them.
+
+    They live in the run's cache (``$PYTEST_NOVELTY_CACHE``, else the user cache), so pytest-xdist
+    workers and later runs share them; a file lock makes a second worker wait instead of building
+    twice. From the shipped trained weights this takes seconds; nothing here trains the demo (only
+    ``tests/demo/test_demo_shipped.py`` does, once, to check the shipped weights). Tests copy the
+    folder into a private cache before they write anything.
+    """
+    from pytest_novelty import demo
+
+    return demo.ensure_demo(DEMO_CACHE, log=lambda line: None, progress=False)
+
+
+def copy_demo(assets: Path, cache: Path) -> Path:
+    """A private cache folder holding a copy of the shared demo ``assets``; returns ``cache``."""
+    import shutil
+
+    cache.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(assets, cache / assets.name)
+    return cache

@@ -1,8 +1,8 @@
 """Honest verdicts on the real demo: saying little fails story novelty, and the report adds up.
 
-These use the demo built once in the cache (``$PYTEST_NOVELTY_CACHE``, else
-``~/.cache/pytest-novelty``) and skip when it is not there: they never build it. Each works on a copy
-of the built assets in a temporary cache, so generations and reports stay out of the shared one.
+These use the demo prepared once for the test run (the ``demo_assets`` fixture, from the shipped
+weights). Each works on a copy of the assets in a temporary cache, so generations and reports stay
+out of the shared one.
 """
 
 from __future__ import annotations
@@ -19,24 +19,18 @@ import pytest
 from pytest_novelty import demo
 from pytest_novelty.gate import check_threshold
 from pytest_novelty.runner import RunConfig, Runner, SuiteResult
-from pytest_novelty.storage import default_cache_dir
 from pytest_novelty.suites.schema import Suite, load_suite
+from tests.conftest import copy_demo
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
-# Read at import, before pytester points HOME at a temporary folder.
-CACHE = default_cache_dir()
 
 
 @pytest.fixture(scope="module")
-def demo_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A private cache holding a copy of the built demo."""
-    if not demo.is_built(CACHE):
-        pytest.skip(f"the demo is not built in {CACHE} (pytest-novelty demo build); this test does not build it")
-    cache = tmp_path_factory.mktemp("demo-cache")
-    shutil.copytree(demo.demo_dir(CACHE), demo.demo_dir(cache))
-    return cache
+def demo_cache(tmp_path_factory: pytest.TempPathFactory, demo_assets: Path) -> Path:
+    """A private cache holding a copy of the prepared demo."""
+    return copy_demo(demo_assets, tmp_path_factory.mktemp("demo-cache"))
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ def build() -> ModuleType:
     spec = importlib.util.spec_from_file_location("_demo_build_smoke", BUILD_PY)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

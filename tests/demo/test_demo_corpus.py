@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 from types import ModuleType
@@ -29,6 +30,7 @@ def _load_build() -> ModuleType:
     spec = importlib.util.spec_from_file_location("_demo_build_under_test", BUILD_PY)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

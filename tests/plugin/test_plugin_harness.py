@@ -14,14 +14,12 @@ from pathlib import Path
 import pytest
 
 from pytest_novelty.errors import HARNESS_EXIT_STATUS
-from pytest_novelty.storage import default_cache_dir
+from tests.conftest import copy_demo
 from tests.servers.openai_api import FakeOpenAI
 
 pytestmark = pytest.mark.slow
 
 URL_KEY = "qk-7d1e0b5a9c2f"
-# Read at import, before pytester points HOME elsewhere: the demo built once is shared.
-DEMO_CACHE = default_cache_dir()
 
 
 def closed_port() -> int:
@@ -45,21 +43,11 @@ def judge_server(no_env_key: None) -> Iterator[FakeOpenAI]:
         yield server
 
 
-def demo_cache() -> Path:
-    """The session's cache with the demo built in it (built once, under a lock shared with the other
-    demo tests; the timing below starts after it)."""
-    from pytest_novelty import demo
-
-    demo.ensure_demo(DEMO_CACHE)
-    return DEMO_CACHE
-
-
-@pytest.mark.slow
 def test_an_unreachable_judge_ends_the_demo_run_within_seconds_with_one_line(
-    pytester: pytest.Pytester, tmp_path: Path, no_env_key: None
+    pytester: pytest.Pytester, tmp_path: Path, no_env_key: None, demo_assets: Path
 ) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
-    cache = demo_cache()
+    cache = copy_demo(demo_assets, tmp_path / "demo-cache")
     start = time.monotonic()
     result = pytester.runpytest_subprocess(
         "--model", "demo", "--judge", "openai:M", "--judge-base-url", url, f"--novelty-cache={cache}",
