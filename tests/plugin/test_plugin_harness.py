@@ -91,7 +91,10 @@ def test_each_harness_cause_is_printed_once_without_chained_tracebacks(
     assert result.ret == HARNESS_EXIT_STATUS  # not 1: the gate did not fail, the judge did
     output = all_output(result)
     cause = "left 12 of 12 answers unscored (100%, above scoring.max_unscored = 0.05): no score in reply (12)"
-    assert output.count(cause) == 1, output
+    # Once in the report of the case that met it; the other case points to it. pytest's short summary
+    # (-rE) repeats each error's first line, untruncated under CI: at most once more, there.
+    body, _, summary = output.partition("short test summary info")
+    assert body.count(cause) == 1 and summary.count(cause) <= 1, output
     assert "During handling of the above exception" not in output and "Traceback" not in output
     result.assert_outcomes(errors=2)
 
