@@ -26,7 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_novelty.identity import FileMemo, checkpoint_identity, loaded_files
+from pytest_novelty.cache import Namespace
+from pytest_novelty.identity import checkpoint_identity, loaded_files, memo_at
 
 READ = 16 << 20
 
@@ -103,7 +104,7 @@ def sha256_speed() -> float:
     return 16 * len(block) / 1e6 / (time.perf_counter() - start)
 
 
-def timed_identity(folder: Path, memo: FileMemo | None = None) -> tuple[float, str]:
+def timed_identity(folder: Path, memo: Namespace | None = None) -> tuple[float, str]:
     start = time.perf_counter()
     ident = checkpoint_identity(folder, memo=memo, log=lambda line: None)
     return time.perf_counter() - start, ident.id
@@ -133,7 +134,7 @@ def main() -> None:
         read_warm = plain_read(files)  # the identity just read them: the page cache is warm
         ident_warm, again = timed_identity(folder)
         assert again == ident
-        memo = FileMemo(Path(tmp) / "memo")
+        memo = memo_at(Path(tmp) / "memo")
         fill, _ = timed_identity(folder, memo)
         memoised, same = timed_identity(folder, memo)
         assert same == ident
