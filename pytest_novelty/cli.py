@@ -174,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--suite", action="append", help="run only this suite (repeatable)")
     run.add_argument("--device", dest="novelty_device", default="auto")
     run.add_argument(
-        "--generator", dest="novelty_generator", default="hf", choices=GENERATORS, help="generation backend (hf)"
+        "--generator", dest="novelty_generator", default="hf", choices=GENERATORS, help="hf (default), vllm or auto"
     )
     run.add_argument("--cache", help="cache folder (default ~/.cache/pytest-novelty)")
     run.add_argument("--originality", dest="novelty_originality", help="originality backend spec for every suite")

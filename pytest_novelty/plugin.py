@@ -103,7 +103,8 @@ OPTIONS: tuple[Option, ...] = (
         short="--generator",
         default="hf",
         choices=GENERATORS,
-        help="generation backend: hf (transformers; default) or vllm (faster on GPUs, when installed)",
+        help="generation backend: hf (transformers; default), vllm (faster on GPUs, when installed) "
+        "or auto (vllm where it can run, else hf)",
     ),
     Option("suites", metavar="DIR", help="folder of suite files (*.toml)"),
     Option(

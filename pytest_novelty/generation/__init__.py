@@ -32,9 +32,31 @@ RowCallback = Callable[[int, str], None]
 NAMESPACE = "generations"
 NAMESPACE_VERSION = 2  # 1 was one list per prompt; 2 is one entry per (prompt, sample)
 
-GENERATORS = ("hf", "vllm")
-"""The built-in generator backends (``--generator``); :data:`GENERATOR_BACKENDS` holds these and
-any registered since."""
+GENERATORS = ("hf", "vllm", "auto")
+"""The ``--generator`` choices: the built-in backends (:data:`GENERATOR_BACKENDS` holds these and
+any registered since) and ``auto`` (:func:`choose_backend`)."""
+
+
+def choose_backend(backend: str, device: str = "auto") -> str:
+    """The backend to open: ``auto`` means vLLM where it can run (a CUDA device, and ``import vllm``
+    works), else transformers (``hf``); any other name is returned as it is.
+
+    vLLM samples differently from the ``hf`` loop, so its answers carry their own cache key: a
+    run that switches backend generates again rather than mixing the two.
+    """
+    if backend != "auto":
+        return backend
+    if device != "auto" and not device.startswith("cuda"):
+        return "hf"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "hf"
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        return "hf"
+    return "vllm"
 
 
 class Generator(Protocol):
@@ -131,7 +153,8 @@ def open_generator(
     log: Callable[[str], None] | None = None,
     memo: Any = None,
 ) -> Generator:
-    """Load ``model`` for sampling with ``backend`` (a name in :data:`GENERATOR_BACKENDS`).
+    """Load ``model`` for sampling with ``backend`` (a name in :data:`GENERATOR_BACKENDS`, or
+    ``auto``: see :func:`choose_backend`).
 
     ``model`` is a local Hugging Face folder, a PEFT adapter folder (loaded over ``base_model`` or
     the base its config names), a hub id, or ``openai:NAME`` for a model served at ``base_url``
@@ -144,7 +167,7 @@ def open_generator(
     if source is not None:
         return MODEL_SOURCES.call(source, base_url=base_url, revision=revision, log=log)
     return GENERATOR_BACKENDS.open(
-        backend,
+        choose_backend(backend, device),
         model,
         device=device,
         trust_remote_code=trust_remote_code,

@@ -157,3 +157,24 @@ def test_vllm_on_the_cpu_is_refused(fake_vllm: types.ModuleType, tiny_checkpoint
 def test_unknown_backend_suggests_a_name(tiny_checkpoint: Path) -> None:
     with pytest.raises(ConfigError, match="did you mean 'vllm'"):
         open_generator(str(tiny_checkpoint), backend="vlm")
+
+
+def test_auto_picks_vllm_only_where_it_can_run(
+    fake_vllm: types.ModuleType, tiny_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from pytest_novelty.generation import choose_backend
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert choose_backend("auto") == "hf"  # no CUDA device: transformers
+    assert not open_generator(str(tiny_checkpoint), device="cpu", backend="auto").fingerprint.startswith("vllm:")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert choose_backend("auto") == choose_backend("auto", "cuda:1") == "vllm"
+    assert choose_backend("auto", "cpu") == "hf"  # the user asked for the CPU
+    assert (choose_backend("hf"), choose_backend("vllm", "cpu")) == ("hf", "vllm")  # explicit names stay
+    assert open_generator(str(tiny_checkpoint), device="auto", backend="auto").fingerprint.startswith("vllm:")
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # not installed: importing it fails
+    assert choose_backend("auto") == "hf"
