@@ -270,7 +270,7 @@ class HFConceptExtractor(_CachedExtractor, LocalChatModel):
             raise ValueError("max_new_tokens must be >= 1, batch_size (0: auto) and max_reasks >= 0")
         LocalChatModel.__init__(
             self, path, field=None, temperature=temperature, batch_size=batch_size, max_new_tokens=max_new_tokens,
-            seed=seed, device=device, trust_remote_code=trust_remote_code,
+            seed=seed, device=device, trust_remote_code=trust_remote_code, cache_dir=cache_dir,
         )  # fmt: skip
         _CachedExtractor.__init__(self, cache_dir)
         self.max_reasks = max_reasks

@@ -41,12 +41,14 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pytest_novelty.errors import ConfigError, HarnessError, PreflightError
 from pytest_novelty.http import MAX_RETRY_AFTER, RetryPolicy, Secret, is_retryable, run_coroutine, scrub
 from pytest_novelty.http import retry_after as http_retry_after
+from pytest_novelty.identity import Memo, identity_memo
 from pytest_novelty.redact import redact, register_secret, secrets_in_url
 from pytest_novelty.suites.prompting import Message
 
@@ -365,11 +367,14 @@ def _cause(error: BaseException) -> str:
 # -- hf: ----------------------------------------------------------------------------------------
 
 
-def checked_fingerprint(spec: str, path: str, *, trust_remote_code: bool, field: str | None = None) -> str:
+def checked_fingerprint(
+    spec: str, path: str, *, trust_remote_code: bool, field: str | None = None, memo: Memo | None = None
+) -> str:
     """Check the checkpoint folder ``path`` cheaply and return its fingerprint (for cache keys).
 
     A bad folder raises :class:`~pytest_novelty.errors.ConfigError` prefixed with ``spec``
-    (``hf:PATH``, ``reward:PATH``) and, when given, ``field``.
+    (``hf:PATH``, ``reward:PATH``) and, when given, ``field``. ``memo`` (see
+    :func:`~pytest_novelty.identity.identity_memo`) spares rehashing unchanged weight files.
     """
     from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprint
 
@@ -377,7 +382,7 @@ def checked_fingerprint(spec: str, path: str, *, trust_remote_code: bool, field:
         check_checkpoint(path, trust_remote_code=trust_remote_code)
     except ConfigError as exc:
         raise ConfigError(f"{spec}: {exc}", field=field) from None
-    return checkpoint_fingerprint(path)
+    return checkpoint_fingerprint(path, memo=memo)
 
 
 class LocalChatModel:
@@ -399,8 +404,14 @@ class LocalChatModel:
         seed: int,
         device: str,
         trust_remote_code: bool,
+        cache_dir: Path | str | None = None,
     ) -> None:
-        self.fingerprint = checked_fingerprint(f"hf:{path}", path, trust_remote_code=trust_remote_code, field=field)
+        # One memo for the check here and the generator's load: an unchanged checkpoint is hashed
+        # once, not on every run.
+        self._memo = None if cache_dir is None else identity_memo(Path(cache_dir))
+        self.fingerprint = checked_fingerprint(
+            f"hf:{path}", path, trust_remote_code=trust_remote_code, field=field, memo=self._memo
+        )
         self.path = path
         self.spec = f"hf:{path}"
         self.temperature = temperature
@@ -421,7 +432,7 @@ class LocalChatModel:
 
             try:
                 self._generator = open_generator(
-                    self.path, device=self.device, trust_remote_code=self.trust_remote_code
+                    self.path, device=self.device, trust_remote_code=self.trust_remote_code, memo=self._memo
                 )
             except ConfigError as exc:
                 raise ConfigError(f"{self.spec}: {exc}", field=self._field) from None

@@ -62,7 +62,7 @@ class HFJudge(LocalChatModel):
             raise ValueError("samples and max_new_tokens must be >= 1, batch_size (0: auto) and max_reasks >= 0")
         super().__init__(
             path, field="--judge", temperature=temperature, batch_size=batch_size, max_new_tokens=max_new_tokens,
-            seed=seed, device=device, trust_remote_code=trust_remote_code,
+            seed=seed, device=device, trust_remote_code=trust_remote_code, cache_dir=cache_dir,
         )  # fmt: skip
         self.description = f"local LLM judge {path}"
         self.samples = samples

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_novelty.errors import ConfigError, HarnessError
+from pytest_novelty.identity import identity_memo
 from pytest_novelty.scoring.judges.base import JUDGES, JudgeItem, JudgeResult
 from pytest_novelty.scoring.judges.cache import AnswerCache, judge_key
 from pytest_novelty.scoring.llm import checked_fingerprint
@@ -67,7 +68,10 @@ class RewardJudge:
         device: str = "auto",
         trust_remote_code: bool = False,
     ) -> None:
-        fingerprint = checked_fingerprint(f"reward:{path}", path, trust_remote_code=trust_remote_code, field="--judge")
+        memo = None if cache_dir is None else identity_memo(Path(cache_dir))  # unchanged weights hashed once
+        fingerprint = checked_fingerprint(
+            f"reward:{path}", path, trust_remote_code=trust_remote_code, field="--judge", memo=memo
+        )
         self.path = path
         self.spec = f"reward:{path}"
         self.description = f"reward model {path} (1-{SCALE_MAX} by thresholds)"

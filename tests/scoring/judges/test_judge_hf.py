@@ -97,3 +97,25 @@ def test_unloadable_tokenizer_is_an_error_not_a_plain_prompt(scoring_lm: Path, t
     judge = HFJudge(str(broken), samples=1, max_new_tokens=2, device="cpu")
     with pytest.raises(ConfigError, match="cannot load the tokenizer"):
         judge._render(ITEMS[0])
+
+
+def test_a_local_judge_hashes_unchanged_weights_once_across_runs(scoring_lm: Path, tmp_path: Path) -> None:
+    """The judge's checkpoint is fingerprinted through the cache's memo: a later run (a new judge on
+    the same cache) hashes no weight file again, neither when it opens nor when it loads its generator.
+    Both runs still read the weights' header (the cheap checkpoint check)."""
+    from tests.file_opens import opened_under
+
+    weights = str((scoring_lm / "model.safetensors").resolve())
+
+    def opens(cache_dir: Path | None) -> tuple[int, str]:
+        with opened_under(scoring_lm) as opened:
+            judge = HFJudge(str(scoring_lm), cache_dir=cache_dir)
+            identity = judge._load().identity  # the generator the judge samples with
+        assert judge.fingerprint == identity.id
+        return opened.count(weights), judge.fingerprint
+
+    no_memo, fingerprint = opens(None)  # hashed on every open, twice: judge and generator
+    opens(tmp_path / "judge")  # fills the memo
+    with_memo, same = opens(tmp_path / "judge")
+    assert same == fingerprint
+    assert with_memo == no_memo - 2  # the two hashes are spared, the two header checks remain
