@@ -16,7 +16,7 @@ from pytest_novelty.scoring.concepts import (
     OpenAIConceptExtractor,
     open_concept_extractor,
 )
-from pytest_novelty.scoring.judges.cache import FILENAME
+from pytest_novelty.scoring.judges.cache import NAMESPACE
 from pytest_novelty.suites.prompting import concept_prompt
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.tasks import get_task
@@ -77,7 +77,7 @@ def test_replies_are_cached_and_identical_answers_asked_once(server: FakeOpenAI,
     again = extractor(server, tmp_path)  # a new extractor, the same folder
     assert again.concepts([item]) == first[:1]
     assert server.request_count == 1
-    assert (tmp_path / FILENAME).exists()
+    assert (tmp_path / NAMESPACE).exists()
     stored = b"".join(file.read_bytes() for file in tmp_path.rglob("*") if file.is_file())  # every entry
     assert b"friendship" in stored and SECRET.encode() not in stored
     assert SECRET not in repr(again) and SECRET not in repr(vars(again))

@@ -25,7 +25,6 @@ from urllib.parse import urlsplit
 from pytest_novelty.cache import Cache, Namespace
 
 NAMESPACE = "answers"
-FILENAME = NAMESPACE  # what a judge's folder holds (the answers' namespace; once an SQLite file)
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 

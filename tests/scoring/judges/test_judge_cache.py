@@ -6,7 +6,7 @@ import multiprocessing
 import threading
 from pathlib import Path
 
-from pytest_novelty.scoring.judges.cache import FILENAME, AnswerCache, answer_key
+from pytest_novelty.scoring.judges.cache import NAMESPACE, AnswerCache, answer_key
 
 
 def test_keys_depend_on_every_part() -> None:
@@ -30,7 +30,7 @@ def test_values_survive_a_new_instance(tmp_path: Path) -> None:
         "k1": {"score": 4.0, "reply": "Score: 4"},
         "k2": {"score": None, "error": "no score"},
     }
-    assert len(again) == 2 and (tmp_path / FILENAME).exists()
+    assert len(again) == 2 and (tmp_path / NAMESPACE).exists()
 
 
 def test_memory_cache_without_a_folder() -> None:

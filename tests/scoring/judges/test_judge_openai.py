@@ -12,7 +12,7 @@ import pytest
 
 from pytest_novelty.errors import HarnessError
 from pytest_novelty.scoring.judges import JudgeItem, OpenAIJudge, open_judge, parse_score
-from pytest_novelty.scoring.judges.cache import FILENAME
+from pytest_novelty.scoring.judges.cache import NAMESPACE
 from pytest_novelty.scoring.judges.rubrics import rubric_for
 from tests.scoring.judges.judge_helpers import SECRET
 from tests.servers.openai_api import FakeOpenAI, default_reply
@@ -194,7 +194,7 @@ def test_the_key_never_leaks(server: FakeOpenAI, make_judge: Build, tmp_path: Pa
     assert all(SECRET not in repr(r) for r in results)
     for file in (tmp_path / "cache").rglob("*"):
         assert file.is_dir() or SECRET.encode() not in file.read_bytes(), file
-    assert (tmp_path / "cache" / FILENAME).exists()
+    assert (tmp_path / "cache" / NAMESPACE).exists()
 
 
 def test_settings_from_the_environment(server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
