@@ -1,11 +1,12 @@
-"""What every HTTP client of the harness shares: when to retry, how long to wait, and what may be shown.
+"""The one HTTP client of the harness: when to retry, how long to wait, and what may be shown.
 
 Three clients reach remote services: the chat client of the ``openai:`` judges and concept
 extractors (:mod:`pytest_novelty.scoring.llm`, through the ``openai`` package), the infini-gram
 API client (:mod:`pytest_novelty.scoring.originality.client`) and the served-model generator
-(:mod:`pytest_novelty.generation.openai`). Their transports differ (the ``openai`` package's
-typed errors, a thread pool for one JSON query per POST, an async pool for long completions);
-the rules do not, so they live here, once:
+(:mod:`pytest_novelty.generation.openai`). All three send their requests through an
+``httpx.AsyncClient`` that :meth:`Connection.client` opens, whose transport
+(:class:`RetryTransport`) retries as one policy says; the ``openai`` package is handed that client
+with its own retries switched off. What differs between them is only what an answer means.
 
 - :data:`RETRYABLE_STATUS` and :func:`is_retryable`: 408, 409, 425, 429 and every 5xx are worth
   another attempt; any other status is an answer.
@@ -16,10 +17,16 @@ the rules do not, so they live here, once:
   (capped at :data:`MAX_RETRY_AFTER`, stretched by up to 10 % so that clients told the same wait
   do not return together), else exponential backoff ``backoff × 2^(attempt-1)`` capped at
   ``max_backoff``, with "equal jitter" (a uniform factor in [0.5, 1]).
+- :class:`Connection`: the policy, the timeout of one request and the requests in flight, built
+  from the options every remote backend accepts (:data:`CONNECTION_OPTIONS`).
+- :class:`RetryTransport`: sends a request again on a timeout, a refused or dropped connection, a
+  retryable status, or an answer the client's ``accept`` check rejects; when the request has used
+  its attempts, the caller gets the last answer or the last error, and :func:`attempts_of` says
+  how many attempts it took.
 - :class:`Secret` and :func:`scrub`: keys that never appear in a repr, an error or a cache.
 - :func:`run_coroutine`: synchronous APIs drive asyncio code even inside a running event loop.
 
-Standard library only; this module imports no layer.
+This module imports no layer (only the shared errors); ``httpx`` is imported when a client opens.
 """
 
 from __future__ import annotations
@@ -29,17 +36,30 @@ import email.utils
 import random
 import threading
 import time
-from collections.abc import Coroutine, Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar
+import urllib.request
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, get_type_hints
+from urllib.parse import urlsplit
 
+from pytest_novelty.errors import ConfigError
 from pytest_novelty.redact import redact
 
+if TYPE_CHECKING:
+    import httpx
+
 __all__ = [
+    "CONNECTION_OPTIONS",
     "MAX_RETRY_AFTER",
     "RETRYABLE_STATUS",
+    "Connection",
+    "ConnectionOptions",
     "RetryPolicy",
+    "RetryTransport",
     "Secret",
+    "Traffic",
+    "attempts_of",
+    "failure_reason",
     "is_retryable",
     "retry_after",
     "run_coroutine",
@@ -148,6 +168,217 @@ class Attempts:
         if self.spent + wait > self.policy.max_retry_time:
             return None
         return wait
+
+
+class ConnectionOptions(TypedDict, total=False):
+    """The options every remote backend accepts (in its spec after ``?``, or as keywords)."""
+
+    timeout: float
+    concurrency: int
+    max_attempts: int
+    backoff: float
+    max_backoff: float
+    max_retry_time: float
+
+
+CONNECTION_OPTIONS: dict[str, type | None] = dict(get_type_hints(ConnectionOptions))
+"""The names and types of :class:`ConnectionOptions`, for a backend's registration."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How one remote service is reached: the timeout of one request, the requests in flight, retries."""
+
+    timeout: float = 60.0
+    """Seconds one HTTP request may take."""
+    concurrency: int = 8
+    """Requests in flight at once."""
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    @classmethod
+    def of(cls, options: ConnectionOptions, **defaults: Any) -> Connection:
+        """The connection ``options`` ask for, ``defaults`` (same names) filling what they leave out."""
+        given = {**defaults, **options}
+        unknown = sorted(set(given) - set(CONNECTION_OPTIONS))
+        if unknown:
+            raise TypeError(f"unknown connection options: {', '.join(unknown)}")
+        for name, least in (("concurrency", 1), ("max_attempts", 1), ("timeout", 1e-9)):
+            if name in given and not given[name] >= least:
+                raise ConfigError(f"{name} must be at least {least:g}, got {given[name]}", field=name)
+        for name in ("backoff", "max_backoff", "max_retry_time"):
+            if name in given and not given[name] >= 0:
+                raise ConfigError(f"{name} must be 0 or more, got {given[name]}", field=name)
+        base, policy = cls(), RetryPolicy()
+        connection = cls(
+            float(given.get("timeout", base.timeout)),
+            int(given.get("concurrency", base.concurrency)),
+            RetryPolicy(
+                int(given.get("max_attempts", policy.max_attempts)),
+                float(given.get("backoff", policy.backoff)),
+                float(given.get("max_backoff", policy.max_backoff)),
+                float(given.get("max_retry_time", policy.max_retry_time)),
+            ),
+        )
+        return connection
+
+    def client(
+        self,
+        url: str,
+        traffic: Traffic,
+        *,
+        headers: Mapping[str, str] | None = None,
+        accept: Callable[[httpx.Response], str | None] | None = None,
+        on_wait: Callable[[str, int, float], None] | None = None,
+    ) -> httpx.AsyncClient:
+        """A fresh client for requests to ``url`` (within one event loop), retrying as :attr:`retry` says.
+
+        ``accept(response)`` may reject a 200 answer worth another attempt by returning the problem
+        in words; ``on_wait(problem, attempt, seconds)`` hears of each wait; ``traffic`` counts.
+        """
+        import httpx
+
+        transport = RetryTransport(
+            self.retry, traffic, accept=accept, on_wait=on_wait, inner=_transport(url, self.concurrency)
+        )
+        return httpx.AsyncClient(
+            transport=transport, headers=dict(headers or {}), timeout=self.timeout, trust_env=False
+        )
+
+
+def _transport(url: str, concurrency: int) -> httpx.AsyncHTTPTransport:
+    """The plain transport under the retries: ``concurrency`` connections, through the proxy the
+    environment names for ``url`` unless its host is exempt (``NO_PROXY``)."""
+    import httpx
+
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(parts.scheme)
+    if proxy and parts.hostname and urllib.request.proxy_bypass(parts.hostname):
+        proxy = None
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    return httpx.AsyncHTTPTransport(limits=limits, proxy=proxy)
+
+
+@dataclass
+class Traffic:
+    """What a client sent: requests (every attempt) and retries."""
+
+    requests: int = 0
+    retries: int = 0
+
+
+ATTEMPTS = "novelty.attempts"
+"""The request extension in which :class:`RetryTransport` records (attempts made, seconds spent)."""
+
+
+def attempts_of(where: Any) -> tuple[int, float]:
+    """(attempts made, seconds spent) of the request behind ``where``: an ``httpx.Request``, a
+    response or an error that carries one (``openai`` errors do); ``(1, 0.0)`` when unknown."""
+    for holder in (where, getattr(where, "response", None)):
+        try:
+            request = holder if hasattr(holder, "method") else getattr(holder, "request", None)
+        except RuntimeError:  # an httpx object built without its request
+            continue
+        extensions = getattr(request, "extensions", None)
+        if isinstance(extensions, dict) and isinstance(extensions.get(ATTEMPTS), tuple):
+            return extensions[ATTEMPTS]
+    return (1, 0.0)
+
+
+class RetryTransport:
+    """An ``httpx`` async transport that sends a request until it gets an answer, as a policy says.
+
+    An attempt fails on a transport error (timeout, refused or dropped connection), a retryable
+    status (:func:`is_retryable`) or a 200 answer that ``accept`` rejects; the wait before the
+    next is the server's ``Retry-After`` or the policy's backoff. When the request has used its
+    attempts (or its time), the last answer is returned (its status tells the caller what went
+    wrong) or the last error raised. Either way the request's extensions hold
+    ``(attempts, seconds)`` under :data:`ATTEMPTS`.
+    """
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        traffic: Traffic,
+        *,
+        inner: Any,
+        accept: Callable[[httpx.Response], str | None] | None = None,
+        on_wait: Callable[[str, int, float], None] | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.policy = policy
+        self.traffic = traffic
+        self._inner = inner
+        self._accept = accept
+        self._on_wait = on_wait
+        self._sleep = sleep
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request`` with retries (see the class doc)."""
+        import httpx
+
+        attempts = self.policy.start()
+        while True:
+            attempts.begin()
+            self.traffic.requests += 1
+            server_wait: float | None = None
+            response: httpx.Response | None = None
+            try:
+                response = await self._inner.handle_async_request(request)
+            except httpx.TransportError as error:
+                request.extensions[ATTEMPTS] = (attempts.number, attempts.spent)
+                problem, failure = failure_reason(error), error
+            else:
+                await response.aread()
+                request.extensions[ATTEMPTS] = (attempts.number, attempts.spent)
+                if is_retryable(response.status_code):
+                    problem, failure, server_wait = f"HTTP {response.status_code}", None, retry_after(response.headers)
+                elif response.status_code == 200 and self._accept is not None:
+                    problem, failure = self._accept(response) or "", None
+                    if not problem:
+                        return response
+                else:
+                    return response
+            wait = attempts.next_wait(server_wait)
+            if wait is None:
+                if response is not None:
+                    return response
+                assert failure is not None
+                raise failure
+            self.traffic.retries += 1
+            if self._on_wait is not None:
+                self._on_wait(problem, attempts.number, wait)
+            await self._sleep(wait)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> RetryTransport:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._inner.__aexit__(*exc)
+
+
+def failure_reason(error: BaseException) -> str:
+    """Why a request got no answer, in words: ``connection refused``, ``host name not resolved``,
+    ``timed out``, ``connection dropped``, else the error's name and message (redacted)."""
+    seen: BaseException | None = error
+    for _ in range(6):
+        if seen is None:
+            break
+        text = str(seen).lower()
+        if isinstance(seen, ConnectionRefusedError) or "connection refused" in text or "errno 111" in text:
+            return "connection refused"
+        if any(s in text for s in ("name or service not known", "nodename nor servname", "getaddrinfo")):
+            return "host name not resolved"
+        if isinstance(seen, TimeoutError) or "timed out" in text or type(seen).__name__.endswith("Timeout"):
+            return "timed out"
+        if "disconnected without" in text or "connection reset" in text or "connection closed" in text:
+            return "connection dropped"
+        seen = seen.__cause__ or seen.__context__
+    return scrub(f"{type(error).__name__}: {error}".rstrip(": "))
 
 
 class Secret:

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_novelty.errors import HarnessError
 from pytest_novelty.generation.openai import OpenAIGenerator
-from pytest_novelty.http import MAX_RETRY_AFTER, RetryPolicy, Secret, is_retryable, retry_after, scrub
+from pytest_novelty.http import MAX_RETRY_AFTER, Connection, RetryPolicy, Secret, is_retryable, retry_after, scrub
 from pytest_novelty.scoring.originality.client import JsonClient
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.servers.infinigram_api import FakeInfiniGram
@@ -79,7 +79,8 @@ def test_secrets_stay_hidden() -> None:
 def test_infinigram_client_gives_up_when_retry_after_passes_the_time_bound() -> None:
     with FakeInfiniGram(text_indexes={"v2_fake": ["the cat sat"]}) as server:
         server.inject("status", status=503, retry_after=30, times=-1)
-        client = JsonClient(server.url, name="the fake API", max_retries=5, max_backoff=60, max_retry_time=2)
+        bounded = Connection.of({"max_backoff": 60, "max_retry_time": 2})
+        client = JsonClient(server.url, name="the fake API", connection=bounded)
         start = time.monotonic()
         with pytest.raises(HarnessError, match=r"gave no usable answer after 1 attempts \(last: HTTP 503\)"):
             client.post(QUERY)
@@ -92,7 +93,8 @@ def test_infinigram_client_gives_up_when_retry_after_passes_the_time_bound() -> 
 def test_infinigram_client_redacts_what_the_server_says() -> None:
     with FakeInfiniGram(text_indexes={"v2_fake": ["the cat sat"]}) as server:
         server.inject("error", times=-1, message=f"invalid key {KEY} for {server.url}?api_key=hunter2")
-        client = JsonClient(f"{server.url}?api_key=hunter2", name="the fake API", max_retries=1, backoff=0.01)
+        twice = Connection.of({"max_attempts": 2, "backoff": 0.01})
+        client = JsonClient(f"{server.url}?api_key=hunter2", name="the fake API", connection=twice)
         with pytest.raises(HarnessError) as caught:
             client.post(QUERY)
     message = str(caught.value)

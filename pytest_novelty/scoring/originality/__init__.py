@@ -52,7 +52,7 @@ def open_backend(spec: str, *, cache_dir: Path | None = None, **options: Any) ->
     ``ngram-set``: tokenizer, max_n (levels to build now; default: on first use), progress (build
     messages on stderr; default: for corpora over 5 million units).
     ``infini-gram-api``: tokenizer (default from the index name), and like
-    ``infini-gram-mini``: url, concurrency (8), max_retries (5), timeout (30 s), backoff (0.5 s),
+    ``infini-gram-mini``: url, concurrency (8), max_attempts (6), timeout (30 s), backoff (0.5 s),
     max_backoff (30 s), max_retry_time (120 s: attempts and waits of one query in all).
     ``cache_dir`` keeps the web APIs' answers on disk (in memory without it), and
     remembers which local index files were verified against their build checksums.

@@ -27,9 +27,10 @@ import re
 import threading
 from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from pytest_novelty.errors import ConfigError, HarnessError
+from pytest_novelty.http import CONNECTION_OPTIONS, Connection, ConnectionOptions
 from pytest_novelty.scoring.originality.backend import BACKENDS, MatchBounds, Span
 from pytest_novelty.scoring.originality.cache import CountCache
 from pytest_novelty.scoring.originality.client import JsonClient
@@ -74,14 +75,12 @@ class _CountApiBackend:
         spec: str | None = None,
         cache_dir: Path | None = None,
         url: str | None = None,
-        **client_options: Any,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
-        """``client_options`` go to :class:`~.client.JsonClient` (concurrency, max_retries, timeout,
-        backoff, max_backoff, max_retry_time)."""
+        """``connection``: how the API is reached (:class:`~pytest_novelty.http.ConnectionOptions`;
+        by default 8 queries in flight, 30 s each, 6 attempts within 120 s)."""
         if not index.strip():
-            raise ConfigError(
-                f"{self.prefix} needs an index name, as in {self.prefix}:INDEX", field="originality"
-            )
+            raise ConfigError(f"{self.prefix} needs an index name, as in {self.prefix}:INDEX", field="originality")
         self.spec = spec or f"{self.prefix}:{index}"
         self.index = index
         self.url = url or os.environ.get(self.url_env) or self.default_url
@@ -89,7 +88,7 @@ class _CountApiBackend:
             self.url,
             name=f"the {self.service} API",
             hint=f"check the address (option url= or ${self.url_env}) and the network; ",
-            **client_options,
+            connection=Connection.of(connection, timeout=30.0, concurrency=8),
         )
         self.cache = CountCache(cache_dir, self.service, index)
         self.questions = 0
@@ -153,19 +152,10 @@ class _CountApiBackend:
 
     def close(self) -> None:
         """Close connections and the cache."""
-        self.client.close()
         self.cache.close()
 
 
-_API_OPTIONS: dict[str, type | None] = {
-    "url": str,
-    "concurrency": int,
-    "max_retries": int,
-    "timeout": float,
-    "backoff": float,
-    "max_backoff": float,
-    "max_retry_time": float,
-}
+_API_OPTIONS: dict[str, type | None] = {"url": str, **CONNECTION_OPTIONS}
 
 
 @BACKENDS.register(

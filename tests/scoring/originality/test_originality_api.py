@@ -28,7 +28,7 @@ from tests.servers.infinigram_api import FakeInfiniGram
 INDEX = "v4_fake_llama"
 MINI = "v2_fake"
 NS = [1, 2, 3, 4, 5, 6]
-FAST = {"backoff": 0.001, "max_backoff": 0.01, "timeout": 2.0, "max_retries": 5}
+FAST = {"backoff": 0.001, "max_backoff": 0.01, "timeout": 2.0, "max_attempts": 6}
 
 
 class World:
@@ -93,7 +93,7 @@ def test_exact_under_random_faults(world: World, api: Callable[..., InfiniGramAp
     assert server.faulted > 0
     assert server.request_count == backend.requests
     assert backend.client.retries == server.faulted  # one retry per fault, none wasted
-    assert backend.client.retries <= backend.questions * FAST["max_retries"]
+    assert backend.client.retries <= backend.questions * (FAST["max_attempts"] - 1)
 
 
 @pytest.mark.parametrize(
@@ -122,7 +122,7 @@ def test_each_fault_is_retried(world: World, api: Callable[..., InfiniGramApiBac
 def test_retries_are_bounded_and_the_error_is_clear(world: World, api: Callable[..., InfiniGramApiBackend]) -> None:
     with world.server() as server:
         server.inject("status", status=500, times=-1)
-        backend = api(server, max_retries=2, concurrency=3)
+        backend = api(server, max_attempts=3, concurrency=3)
         with pytest.raises(HarnessError, match=r"gave no usable answer after 3 attempts \(last: HTTP 500\)"):
             score_texts(backend, world.texts, NS)
     assert 3 <= server.request_count <= 3 * 3
@@ -131,7 +131,7 @@ def test_retries_are_bounded_and_the_error_is_clear(world: World, api: Callable[
 def test_an_error_body_is_reported(world: World, api: Callable[..., InfiniGramApiBackend]) -> None:
     with world.server() as server:
         server.inject("error", times=-1, message="Invalid index: v4_fake_llama")
-        backend = api(server, max_retries=1, concurrency=1)
+        backend = api(server, max_attempts=2, concurrency=1)
         with pytest.raises(HarnessError, match="reports an error: Invalid index"):
             score_texts(backend, world.texts[:1], NS)
     assert server.request_count == 2
@@ -148,10 +148,11 @@ def test_dead_server_fails_fast(world: World, api: Callable[..., InfiniGramApiBa
     backend = open_backend(
         f"infini-gram-api:{INDEX}", url=f"http://127.0.0.1:{port}/", tokenizer=str(world.tokenizer), **FAST
     )
-    with pytest.raises(HarnessError, match=rf"127\.0\.0\.1:{port}/ gave no usable answer after 6 attempts.*Connection"):
+    refused = rf"127\.0\.0\.1:{port}/ gave no usable answer after 6 attempts \(last: connection refused\)"
+    with pytest.raises(HarnessError, match=refused):
         score_texts(backend, world.texts, NS)
     assert time.monotonic() - start < 10
-    assert backend.requests <= 6 * backend.client.concurrency  # type: ignore[attr-defined]
+    assert backend.requests <= 6 * backend.client.connection.concurrency  # type: ignore[attr-defined]
 
 
 def test_rerun_asks_nothing(world: World, api: Callable[..., InfiniGramApiBackend], tmp_path: Path) -> None:
@@ -172,7 +173,7 @@ def test_interrupted_run_resumes(world: World, api: Callable[..., InfiniGramApiB
     with world.server() as failing:  # every unigram of a text is asked: this one always fails
         failing.inject("status", status=500, times=-1, match=f"[{probe}]")
         with pytest.raises(HarnessError):
-            score_texts(api(failing, max_retries=1), world.texts, NS)
+            score_texts(api(failing, max_attempts=2), world.texts, NS)
     with world.server() as resumed:
         results = score_texts(api(resumed), world.texts, NS)
     check_tokens(world, world.texts, results)
