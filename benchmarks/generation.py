@@ -32,7 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.generation import GenerationStats, generate, open_generator
+from pytest_novelty.generation import Batch, GenerationStats, LoadSettings, generate, open_generator
 from pytest_novelty.runner import RunConfig, Runner
 from pytest_novelty.storage import default_cache_dir
 from pytest_novelty.suites.schema import load_suite
@@ -75,7 +75,7 @@ def main() -> None:
     from pytest_novelty.generation.hf import HFGenerator
 
     runner = Runner(RunConfig(model=args.model, cache_dir=default_cache_dir(), device=args.device))
-    gen = HFGenerator(runner.model_path(), device=args.device, dtype=args.dtype)
+    gen = HFGenerator(runner.model_path(), LoadSettings(device=args.device, dtype=args.dtype))
     runner._generator = gen  # render the suites' inputs with this generator
     names = args.suites.split(",")
     work = [_suite_inputs(runner, name, args.prompts) for name in names]
@@ -84,7 +84,7 @@ def main() -> None:
         f"model {args.model} on {gen.device} ({gen.model.dtype}, {torch.get_num_threads()} threads); suites "
         f"{args.suites}: {sum(len(t) for t, _ in work)} prompts, {rows} rows"
     )
-    gen.sample(work[0][0][:2], [0, 1], work[0][1])  # type: ignore[arg-type]  # warm-up
+    gen.sample(Batch(work[0][0][:2], [0, 1], work[0][1]))  # type: ignore[arg-type]  # warm-up
 
     modes = {
         "row": lambda s: replace(s, batch_size=1),

@@ -91,10 +91,10 @@ def build_llama(folder: Path, *, layers: int, hidden: int, device: str) -> Path:
 
 
 def run_ours(model: str, texts: list[str], settings: object, device: str) -> tuple[int, float, int]:
-    from pytest_novelty.generation import generate, open_generator
+    from pytest_novelty.generation import Batch, generate, open_generator
 
     gen = open_generator(model, device=device)
-    gen.sample(texts[:2], [0, 1], replace(settings, max_new_tokens=4))  # type: ignore[type-var]  # warm-up
+    gen.sample(Batch(texts[:2], [0, 1], replace(settings, max_new_tokens=4)))  # type: ignore[type-var]  # warm-up
     _sync(device)
     start = time.perf_counter()
     _, stats = generate(gen, texts, settings)  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from pytest_novelty.errors import HarnessError
+from pytest_novelty.generation import Batch
 from pytest_novelty.generation.openai import OpenAIGenerator
 from pytest_novelty.http import MAX_RETRY_AFTER, Connection, RetryPolicy, Secret, is_retryable, retry_after, scrub
 from pytest_novelty.scoring.originality.client import JsonClient
@@ -109,5 +110,5 @@ def test_served_generator_gives_up_when_retry_after_passes_the_time_bound() -> N
         settings = GenerationSettings(samples=1, max_new_tokens=8)
         start = time.monotonic()
         with pytest.raises(HarnessError, match=r"no answer from .* after 1 attempts \(HTTP 503"):
-            generator.sample([generator.render([{"role": "user", "content": "Tell a story"}])], [7], settings)
+            generator.sample(Batch([generator.render([{"role": "user", "content": "Tell a story"}])], [7], settings))
         assert time.monotonic() - start < 2

@@ -16,7 +16,14 @@ import numpy as np
 import pytest
 
 from pytest_novelty.errors import ConfigError
-from pytest_novelty.generation import GENERATOR_BACKENDS, MODEL_SOURCES, generate, open_generator
+from pytest_novelty.generation import (
+    GENERATOR_BACKENDS,
+    MODEL_SOURCES,
+    Batch,
+    LoadSettings,
+    generate,
+    open_generator,
+)
 from pytest_novelty.registry import Registry
 from pytest_novelty.scoring.concepts import CONCEPT_EXTRACTORS
 from pytest_novelty.scoring.judges import JUDGES, Judge, JudgeItem, JudgeResult, open_judge
@@ -211,15 +218,15 @@ def test_open_equivalence_finds_a_registered_check() -> None:
 class EchoGenerator:
     """A generator backend that answers every row with its prompt reversed and its seed's parity."""
 
-    def __init__(self, model: str, *, device: str = "auto") -> None:
+    def __init__(self, model: str, load: LoadSettings | None = None) -> None:
         self.name = model
         self.fingerprint = f"echo:{model}"
         self.tokens_generated = 0
-        self._device = device
+        self.load = load or LoadSettings()
 
     @property
     def device(self) -> str:
-        return self._device
+        return self.load.device
 
     def render(self, model_input: str | Sequence[dict[str, str]]) -> str:
         return model_input if isinstance(model_input, str) else " ".join(m["content"] for m in model_input)
@@ -230,8 +237,8 @@ class EchoGenerator:
     def max_rows(self, prompt_tokens: int, settings: GenerationSettings) -> int:
         return 2
 
-    def sample(self, texts, seeds, settings, on_step=None, on_row=None):  # type: ignore[no-untyped-def]
-        answers = [f"{text[::-1]} {seed % 2}" for text, seed in zip(texts, seeds, strict=True)]
+    def sample(self, batch: Batch) -> list[str]:
+        answers = [f"{text[::-1]} {seed % 2}" for text, seed in zip(batch.texts, batch.seeds, strict=True)]
         self.tokens_generated += len(answers)
         return answers
 
@@ -241,7 +248,7 @@ def test_open_generator_finds_a_registered_backend_and_model_source(tmp_path: Pa
     MODEL_SOURCES.register("echo-served", argument="NAME")(lambda name, *, log=None: EchoGenerator(f"served-{name}"))
     try:
         generator = open_generator(str(tmp_path), backend="echo", device="cpu", gpus=3, memo=None)
-        assert isinstance(generator, EchoGenerator) and generator.device == "cpu"
+        assert isinstance(generator, EchoGenerator) and generator.load == LoadSettings(device="cpu", gpus=3)
         settings = GenerationSettings(samples=2, batch_size=0)
         answers, stats = generate(generator, ["abc", "hello"], settings, cache_dir=tmp_path / "cache")
         assert [a[0].split()[0] for a in answers] == ["cba", "olleh"] and stats.rows == 4

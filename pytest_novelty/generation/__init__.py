@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_novelty.cache import Namespace, as_namespace
+from pytest_novelty.errors import ConfigError
 from pytest_novelty.registry import Registry
 from pytest_novelty.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
+
+if TYPE_CHECKING:
+    from pytest_novelty.identity import Memo
 
 ModelInput = str | Sequence[dict[str, str]]
 StepCallback = Callable[[int, int], None]
@@ -59,8 +63,101 @@ def choose_backend(backend: str, device: str = "auto") -> str:
     return "vllm"
 
 
+@dataclass(frozen=True)
+class Batch:
+    """One :meth:`Generator.sample` call: the rows to answer, how to sample them, and whom to tell.
+
+    Row ``i`` is ``texts[i]`` sampled with ``seeds[i]``; the callbacks let the caller follow the
+    call while it runs (and keep each answer the moment it exists, so a kill loses only the rows
+    in flight). Backends call them through :meth:`step` and :meth:`finished`, and hand a part of
+    the batch on with :meth:`part`.
+    """
+
+    texts: Sequence[str]
+    """The rendered inputs (:meth:`Generator.render`), one per row; the k samples of a prompt repeat its text."""
+    seeds: Sequence[int]
+    """One seed per row (:func:`row_seed`): row ``i`` draws its randomness from ``seeds[i]`` alone, so
+    its answer does not depend on which other rows share the batch."""
+    settings: GenerationSettings
+    """How to sample: temperature, top-p, top-k, new tokens, stop strings (``samples`` and ``batch_size``
+    are the caller's business: every row is one answer already)."""
+    on_step: StepCallback | None = None
+    """``on_step(rows_finished, tokens)``, for progress: may be called any number of times while the
+    batch runs, with the rows finished and the new tokens so far, never going backwards."""
+    on_row: RowCallback | None = None
+    """``on_row(i, text)``: called once per row, as soon as row ``i`` is finished (rows may end in any
+    order), with the text the returned list will hold at ``i``, so the caller can keep it before
+    the batch ends. A backend that learns of rows only at the end calls it then, for each row."""
+
+    def __post_init__(self) -> None:
+        if len(self.texts) != len(self.seeds):
+            raise ValueError(f"a batch needs one seed per row: {len(self.texts)} texts, {len(self.seeds)} seeds")
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def step(self, rows_finished: int, tokens: int) -> None:
+        """Report progress to ``on_step``, if any."""
+        if self.on_step is not None:
+            self.on_step(rows_finished, tokens)
+
+    def finished(self, row: int, text: str) -> None:
+        """Hand row ``row``'s answer to ``on_row``, if any."""
+        if self.on_row is not None:
+            self.on_row(row, text)
+
+    def part(self, start: int, stop: int, *, tokens_before: int = 0) -> Batch:
+        """Rows ``start:stop`` as a batch of their own whose callbacks speak in this batch's terms:
+        its row ``i`` is reported as row ``start + i``, and its progress counts the ``start`` rows
+        and ``tokens_before`` tokens already done before it (for a backend that splits a batch, e.g.
+        to retry it in halves after running out of memory)."""
+        on_step, on_row = self.on_step, self.on_row
+        return Batch(
+            self.texts[start:stop],
+            self.seeds[start:stop],
+            self.settings,
+            None if on_step is None else lambda rows, new: on_step(start + rows, tokens_before + new),
+            None if on_row is None else lambda i, text: on_row(start + i, text),
+        )
+
+
+DTYPES = {"auto": "", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+"""The ``dtype`` choices of :class:`LoadSettings` and the torch / vLLM names they stand for
+(``auto``: the backend's choice)."""
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """How a local checkpoint is loaded (``--generator hf`` or ``vllm``); :func:`open_generator`
+    builds one from its arguments and hands it to the backend's factory."""
+
+    device: str = "auto"
+    """``auto`` (CUDA when there is one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``."""
+    trust_remote_code: bool = False
+    """Whether a checkpoint may run the Python code it ships (``auto_map``)."""
+    gpus: int = 1
+    """GPUs one model is spread over: accelerate's device map for ``hf``, tensor parallelism for ``vllm``."""
+    base_model: str | None = None
+    """The base checkpoint under a PEFT adapter folder (None: the one its adapter config names)."""
+    dtype: str = "auto"
+    """Weights' type: ``auto`` (bfloat16 on CUDA, float32 on the CPU), ``bf16``, ``fp16`` or ``fp32``."""
+    placement: Mapping[str, Any] | None = None
+    """``hf`` only: ``from_pretrained`` placement arguments of the caller's (a ``device_map``, see
+    :func:`~pytest_novelty.generation.devices.shard_placement`), used instead of spreading over ``gpus``."""
+    memo: Memo | None = None
+    """Remembers the checkpoint's file digests between runs (:mod:`pytest_novelty.identity`)."""
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"unknown dtype {self.dtype!r}; use one of {', '.join(DTYPES)}", field="--dtype")
+
+
 class Generator(Protocol):
-    """A loaded model that samples continuations."""
+    """A loaded model that samples continuations.
+
+    A backend is one class registered in :data:`GENERATOR_BACKENDS` (a local checkpoint, opened as
+    ``factory(model, load)`` with :class:`LoadSettings`) or in :data:`MODEL_SOURCES` (a served model).
+    """
 
     name: str
     fingerprint: str
@@ -83,21 +180,9 @@ class Generator(Protocol):
         """How many rows of up to ``prompt_tokens`` prompt tokens one batch may hold."""
         ...
 
-    def sample(
-        self,
-        texts: Sequence[str],
-        seeds: Sequence[int],
-        settings: GenerationSettings,
-        on_step: StepCallback | None = None,
-        on_row: RowCallback | None = None,
-    ) -> list[str]:
-        """One continuation (new text only) per row; row ``i`` draws its randomness from ``seeds[i]`` only.
-
-        ``on_step(rows_finished, tokens)`` may be called while the batch runs, for progress.
-        ``on_row(i, text)`` is called once per row, as soon as row ``i`` is finished (rows may end
-        in any order), with the text the returned list will hold, so that the caller can keep it
-        before the batch ends.
-        """
+    def sample(self, batch: Batch) -> list[str]:
+        """One continuation (new text only) per row of ``batch``, in its order; each row's randomness
+        comes from its own seed only, and its callbacks are called as :class:`Batch` describes."""
         ...
 
 
@@ -107,8 +192,7 @@ GENERATOR_BACKENDS: Registry[Generator] = Registry(
     builtins=("pytest_novelty.generation.hf", "pytest_novelty.generation.vllm"),
 )
 """Backends that load a checkpoint (``--generator NAME``); a factory is called as
-``factory(model, device=..., trust_remote_code=..., gpus=..., base_model=..., memo=...)`` (the
-settings it names)."""
+``factory(model, load)``, ``load`` being a :class:`LoadSettings`."""
 
 MODEL_SOURCES: Registry[Generator] = Registry(
     "model source", field="--model", builtins=("pytest_novelty.generation.openai",)
@@ -151,7 +235,7 @@ def open_generator(
     base_url: str | None = None,
     revision: str | None = None,
     log: Callable[[str], None] | None = None,
-    memo: Any = None,
+    memo: Memo | None = None,
 ) -> Generator:
     """Load ``model`` for sampling with ``backend`` (a name in :data:`GENERATOR_BACKENDS`, or
     ``auto``: see :func:`choose_backend`).
@@ -159,53 +243,48 @@ def open_generator(
     ``model`` is a local Hugging Face folder, a PEFT adapter folder (loaded over ``base_model`` or
     the base its config names), a hub id, or ``openai:NAME`` for a model served at ``base_url``
     (then ``revision`` pins the weights the cache trusts, and ``backend`` does not apply; other
-    prefixes come from :data:`MODEL_SOURCES`). ``gpus`` spreads one local model over that many
-    GPUs (accelerate for ``hf``, tensor parallelism for ``vllm``). ``memo`` remembers the
-    checkpoint's file digests between runs (see :mod:`pytest_novelty.identity`).
+    prefixes come from :data:`MODEL_SOURCES`). ``device``, ``trust_remote_code``, ``gpus``,
+    ``base_model`` and ``memo`` say how a local checkpoint is loaded (see :class:`LoadSettings`).
     """
     source = MODEL_SOURCES.find(model)
     if source is not None:
         return MODEL_SOURCES.call(source, base_url=base_url, revision=revision, log=log)
-    return GENERATOR_BACKENDS.open(
-        choose_backend(backend, device),
-        model,
-        device=device,
-        trust_remote_code=trust_remote_code,
-        gpus=gpus,
-        base_model=base_model,
-        memo=memo,
-    )
+    load = LoadSettings(device=device, trust_remote_code=trust_remote_code, gpus=gpus, base_model=base_model, memo=memo)
+    return GENERATOR_BACKENDS.open(choose_backend(backend, device), model, load)
 
 
 @dataclass
-class Progress:
-    """Where a :func:`generate` call stands, passed to its ``on_batch`` callback during and after each batch."""
+class Throughput:
+    """Tokens generated and the seconds they took."""
 
-    rows_done: int
-    rows_total: int
-    batches_done: int
-    batches_total: int
-    tokens: int
-    seconds: float
-
-    @property
-    def tokens_per_second(self) -> float:
-        return self.tokens / self.seconds if self.seconds > 0 else 0.0
-
-
-@dataclass
-class GenerationStats:
-    """What a :func:`generate` call did: the work a warm rerun should show as zeros."""
-
-    batches: int = 0
-    rows: int = 0
-    cached_rows: int = 0
     tokens: int = 0
     seconds: float = 0.0
 
     @property
     def tokens_per_second(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(kw_only=True)
+class Progress(Throughput):
+    """Where a :func:`generate` call stands, passed to its ``on_batch`` callback during and after each batch."""
+
+    rows_done: int
+    rows_total: int
+    batches_done: int
+    batches_total: int
+
+
+@dataclass
+class GenerationStats(Throughput):
+    """What a :func:`generate` call did: the work a warm rerun should show as zeros."""
+
+    batches: int = 0
+    """Batches handed to the backend."""
+    rows: int = 0
+    """Rows (prompt, sample) generated."""
+    cached_rows: int = 0
+    """Rows read from the cache instead."""
 
 
 def _identity(settings: GenerationSettings) -> dict[str, object]:
@@ -294,7 +373,17 @@ def generate(
 
     def report(rows_done: int, batches_done: int, tokens: int) -> None:
         if on_batch is not None:
-            on_batch(Progress(rows_done, len(todo), batches_done, len(plan), tokens, time.perf_counter() - start))
+            elapsed = time.perf_counter() - start
+            on_batch(
+                Progress(
+                    rows_done=rows_done,
+                    rows_total=len(todo),
+                    batches_done=batches_done,
+                    batches_total=len(plan),
+                    tokens=tokens,
+                    seconds=elapsed,
+                )
+            )
 
     for done, batch in enumerate(plan, start=1):
         rows = [todo[r] for r in batch]
@@ -306,7 +395,7 @@ def generate(
 
         on_step = functools.partial(_step, report, stats.rows, done - 1, generator.tokens_generated - tokens_before)
         seeds = [row_seed(keys[i], j) for i, j in rows]
-        answers = generator.sample([texts[i] for i, _ in rows], seeds, settings, on_step=on_step, on_row=keep)
+        answers = generator.sample(Batch([texts[i] for i, _ in rows], seeds, settings, on_step, keep))
         for slot, answer in enumerate(answers):
             keep(slot, answer)  # rows a backend did not report one by one
         stats.batches += 1

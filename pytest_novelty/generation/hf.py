@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.errors import ConfigError, HarnessError, NoveltyError
-from pytest_novelty.generation import GENERATOR_BACKENDS
+from pytest_novelty.generation import DTYPES, GENERATOR_BACKENDS, Batch, LoadSettings
 from pytest_novelty.generation.devices import resolve_device
 from pytest_novelty.identity import Memo, checkpoint_identity, resolve_hub
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
-    from pytest_novelty.generation import ModelInput, RowCallback, StepCallback
+    from pytest_novelty.generation import ModelInput
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
@@ -161,7 +161,6 @@ def context_length(model: str) -> int | None:
 
 
 ADAPTER_CONFIG = "adapter_config.json"
-_DTYPES = {"auto": "", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
 def is_adapter(model: str) -> bool:
@@ -275,7 +274,7 @@ def render(tokenizer: Any, name: str, model_input: ModelInput) -> str:
         return model_input
     if not getattr(tokenizer, "chat_template", None):
         raise NoChatTemplate(
-            f"{name} has no chat template; use prompting.method = \"few-shot\" for base models",
+            f'{name} has no chat template; use prompting.method = "few-shot" for base models',
             field="prompting.method",
         )
     return str(tokenizer.apply_chat_template(list(model_input), tokenize=False, add_generation_prompt=True))
@@ -297,37 +296,22 @@ class HFGenerator:
     cost follows the tokens actually produced. Sampling is seeded per row (see ``sampling.py``).
     """
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        device: str = "auto",
-        trust_remote_code: bool = False,
-        gpus: int = 1,
-        base_model: str | None = None,
-        placement: dict[str, Any] | None = None,
-        dtype: str = "auto",
-        memo: Memo | None = None,
-    ) -> None:
-        """``gpus`` > 1 spreads the model over that many of the visible GPUs (accelerate's device
-        map); ``placement`` gives ``from_pretrained`` a device map of the caller's instead (see
-        :func:`~pytest_novelty.generation.devices.shard_placement`). An adapter folder loads over
-        ``base_model`` or the base its adapter config names. ``dtype``: ``auto`` (bfloat16 on CUDA,
-        float32 on the CPU), ``bf16``, ``fp16`` or ``fp32``."""
-        if dtype not in _DTYPES:
-            raise ConfigError(f"unknown dtype {dtype!r}; use one of {', '.join(_DTYPES)}", field="--dtype")
-        check_checkpoint(model, trust_remote_code=trust_remote_code, base_model=base_model)
+    def __init__(self, model: str, load: LoadSettings | None = None) -> None:
+        """Checks ``model`` and its identity now; the tokenizer and the weights load when first needed.
+
+        ``load`` (default: :class:`~pytest_novelty.generation.LoadSettings`'s defaults) says where
+        and how: ``gpus`` > 1 spreads the model over that many of the visible GPUs (accelerate's
+        device map), ``placement`` gives ``from_pretrained`` a device map of the caller's instead;
+        an adapter folder loads over ``base_model`` or the base its adapter config names.
+        """
+        self.load = load = load or LoadSettings()
+        check_checkpoint(model, trust_remote_code=load.trust_remote_code, base_model=load.base_model)
         self.name = model
         self.adapter = model if is_adapter(model) else None
-        self.base = adapter_base(model, base_model) if self.adapter else model
-        self.identity = checkpoint_identity(model, memo=memo, base=base_model)  # what is loaded, and its key
+        self.base = adapter_base(model, load.base_model) if self.adapter else model
+        self.identity = checkpoint_identity(model, memo=load.memo, base=load.base_model)  # what is loaded, its key
         self.fingerprint = self.identity.id
         self.tokens_generated = 0
-        self._wanted_device = device
-        self._gpus = gpus
-        self._placement = placement
-        self._dtype = dtype
-        self._trust_remote_code = trust_remote_code
         self._device: str | None = None
         self._tokenizer: Any = None
         self._model: Any = None
@@ -335,7 +319,7 @@ class HFGenerator:
 
     def _load_options(self) -> dict[str, Any]:
         """``from_pretrained`` options: remote code as allowed, a hub model at its pinned commit."""
-        return {"trust_remote_code": self._trust_remote_code, **self.identity.load_options}
+        return {"trust_remote_code": self.load.trust_remote_code, **self.identity.load_options}
 
     # The tokenizer, the device and the weights are loaded when first needed: a rerun whose answers
     # are all cached renders its inputs and reads the cache without importing torch.
@@ -344,7 +328,7 @@ class HFGenerator:
     def device(self) -> str:
         """Where inputs go: the device (the first one of a model spread over several)."""
         if self._device is None:
-            self._device = resolve_device(self._wanted_device)
+            self._device = resolve_device(self.load.device)
         return self._device
 
     @property
@@ -355,7 +339,7 @@ class HFGenerator:
             # An adapter folder may carry its own tokenizer (added tokens); else the base's is used.
             own = self.adapter and any((Path(self.adapter) / f).is_file() for f in _TOKENIZER_FILES)
             if self.adapter:
-                name, remote = (self.name if own else self.base), {"trust_remote_code": self._trust_remote_code}
+                name, remote = (self.name if own else self.base), {"trust_remote_code": self.load.trust_remote_code}
             else:
                 name, remote = self.identity.source, self._load_options()
             tokenizer = _load("tokenizer", name, lambda: AutoTokenizer.from_pretrained(name, **remote))
@@ -367,13 +351,13 @@ class HFGenerator:
 
     def _placement_kwargs(self) -> dict[str, Any]:
         """``from_pretrained`` arguments that spread the weights, or {} for one device."""
-        if self._placement is not None:
-            return dict(self._placement)
-        if self._gpus <= 1:
+        if self.load.placement is not None:
+            return dict(self.load.placement)
+        if self.load.gpus <= 1:
             return {}
         from pytest_novelty.generation import devices
 
-        spread = devices.model_devices(self.device, self._gpus, devices.cuda_count())
+        spread = devices.model_devices(self.device, self.load.gpus, devices.cuda_count())
         return devices.shard_placement(spread, devices.cuda_free_memory(spread))
 
     @property
@@ -385,10 +369,10 @@ class HFGenerator:
             from transformers import AutoModelForCausalLM
 
             if self.adapter:
-                name, remote = self.base, {"trust_remote_code": self._trust_remote_code}
+                name, remote = self.base, {"trust_remote_code": self.load.trust_remote_code}
             else:
                 name, remote = self.identity.source, self._load_options()
-            dtype = getattr(torch, _DTYPES[self._dtype]) if self._dtype != "auto" else None
+            dtype = getattr(torch, DTYPES[self.load.dtype]) if self.load.dtype != "auto" else None
             dtype = dtype or (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
             placement = self._placement_kwargs()
             model = _load(
@@ -442,14 +426,7 @@ class HFGenerator:
         free = sum(torch.cuda.mem_get_info(torch.device(_torch_device(d)))[0] for d in gpus or [self.device])
         return max(1, min(1024, int(0.5 * free) // per_row))
 
-    def sample(
-        self,
-        texts: Sequence[str],
-        seeds: Sequence[int],
-        settings: GenerationSettings,
-        on_step: StepCallback | None = None,
-        on_row: RowCallback | None = None,
-    ) -> list[str]:
+    def sample(self, batch: Batch) -> list[str]:
         """One sampled continuation (new text only) per row; ``on_step`` hears of finished rows and
         tokens, ``on_row(i, text)`` of each row the moment it ends.
 
@@ -459,20 +436,18 @@ class HFGenerator:
         import torch
 
         try:
-            return self._decode(texts, seeds, settings, on_step, on_row)
+            return self._decode(batch)
         except torch.OutOfMemoryError:
-            if len(texts) == 1:
+            if len(batch) == 1:
                 raise HarnessError(f"{self.name}: out of memory on a single prompt") from None
         # Retried outside the except clause: there, the traceback still holds the failed attempt's
         # tensors (its KV cache), and the halves would run short of the very memory it took.
         torch.cuda.empty_cache()
-        half = len(texts) // 2
+        half = len(batch) // 2
         before = self.tokens_generated
-        first = self.sample(texts[:half], seeds[:half], settings, on_step, on_row)
-        tokens = self.tokens_generated - before
-        later = None if on_step is None else (lambda rows, new: on_step(half + rows, tokens + new))
-        later_row = None if on_row is None else (lambda i, text: on_row(half + i, text))
-        return first + self.sample(texts[half:], seeds[half:], settings, later, later_row)
+        first = self.sample(batch.part(0, half))
+        later = batch.part(half, len(batch), tokens_before=self.tokens_generated - before)
+        return first + self.sample(later)
 
     def _max_new(self, width: int, settings: GenerationSettings) -> int:
         """New tokens for a batch whose longest prompt has ``width`` tokens.
@@ -493,19 +468,14 @@ class HFGenerator:
             raise PromptTooLong(width, self.context)
         return min(settings.max_new_tokens, self.context - width)
 
-    def _decode(
-        self,
-        texts: Sequence[str],
-        seeds: Sequence[int],
-        settings: GenerationSettings,
-        on_step: StepCallback | None,
-        on_row: RowCallback | None = None,
-    ) -> list[str]:
+    def _decode(self, batch: Batch) -> list[str]:
         import random
 
         import torch
 
         from pytest_novelty.generation.sampling import next_tokens
+
+        texts, settings = batch.texts, batch.settings
 
         # The k samples of a prompt share its prompt: run each distinct prompt once, then give every
         # row its own copy of that prompt's KV cache.
@@ -517,7 +487,7 @@ class HFGenerator:
         max_new = self._max_new(ids.shape[1], settings)
         where = {text: i for i, text in enumerate(distinct)}
         expand = torch.tensor([where[text] for text in texts], device=self.device)
-        rngs = [random.Random(seed) for seed in seeds]
+        rngs = [random.Random(seed) for seed in batch.seeds]
         produced: list[list[int]] = [[] for _ in texts]
         stops = _StopWatch(settings.stop, self._token_pieces() if settings.stop else [], len(texts))
         live = list(range(len(texts)))  # the original row of each row still in the batch
@@ -526,15 +496,12 @@ class HFGenerator:
         def finish(row: int) -> None:
             # A row that ends is decoded and handed on at once (to be cached before the batch ends).
             decoded[row] = str(self.tokenizer.decode(produced[row], skip_special_tokens=True))
-            if on_row is not None:
-                on_row(row, decoded[row])
+            batch.finished(row, decoded[row])
 
         tokens = 0
         positions = (mask.cumsum(-1) - 1).clamp_(min=0)
         with torch.inference_mode():
-            out = model(
-                input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **self._last_logits
-            )
+            out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **self._last_logits)
             cache, logits = _cache_of(out), out.logits[:, -1, :].to(self.device)
             if len(distinct) < len(texts):
                 cache.reorder_cache(expand)
@@ -561,8 +528,7 @@ class HFGenerator:
                         keep.append(slot)
                     else:
                         finish(row)
-                if on_step is not None:
-                    on_step(len(texts) - len(keep), tokens)
+                batch.step(len(texts) - len(keep), tokens)
                 if not keep or step == max_new - 1:
                     break
                 if self.processors:

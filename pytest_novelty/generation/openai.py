@@ -48,7 +48,7 @@ from pytest_novelty.suites.schema import GenerationSettings
 if TYPE_CHECKING:
     import httpx
 
-    from pytest_novelty.generation import ModelInput, RowCallback, StepCallback
+    from pytest_novelty.generation import Batch, ModelInput, RowCallback, StepCallback
 
 PREFIX = "openai:"
 API_KEY_VARIABLES = ("NOVELTY_MODEL_API_KEY", "OPENAI_API_KEY")
@@ -156,17 +156,11 @@ class OpenAIGenerator:
         """The server fits rows to its memory; a call hands it :data:`ROWS_PER_BATCH`."""
         return ROWS_PER_BATCH
 
-    def sample(
-        self,
-        texts: Sequence[str],
-        seeds: Sequence[int],
-        settings: GenerationSettings,
-        on_step: StepCallback | None = None,
-        on_row: RowCallback | None = None,
-    ) -> list[str]:
+    def sample(self, batch: Batch) -> list[str]:
         """One request per row, ``concurrency`` in flight; ``on_step`` hears of each answer as it comes,
         ``on_row(i, text)`` receives it (so the cache keeps it at once)."""
-        return run_coroutine(self._sample_all(list(texts), list(seeds), settings, on_step, on_row))
+        texts, seeds = list(batch.texts), list(batch.seeds)
+        return run_coroutine(self._sample_all(texts, seeds, batch.settings, batch.on_step, batch.on_row))
 
     # -- requests ------------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.errors import ConfigError
-from pytest_novelty.generation import GENERATOR_BACKENDS
+from pytest_novelty.generation import DTYPES, GENERATOR_BACKENDS, Batch, LoadSettings
 from pytest_novelty.generation.hf import (
     ADAPTER_CONFIG,
     adapter_base,
@@ -29,11 +29,11 @@ from pytest_novelty.generation.hf import (
     render,
     token_counts,
 )
-from pytest_novelty.identity import Memo, checkpoint_identity
+from pytest_novelty.identity import checkpoint_identity
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
-    from pytest_novelty.generation import ModelInput, RowCallback, StepCallback
+    from pytest_novelty.generation import ModelInput
 
 ROWS_PER_CALL = 4096  # vLLM batches inside a call; calls this size keep progress and caching fine-grained
 
@@ -42,17 +42,12 @@ ROWS_PER_CALL = 4096  # vLLM batches inside a call; calls this size keep progres
 class VLLMGenerator:
     """Samples continuations with ``vllm.LLM``."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        device: str = "auto",
-        trust_remote_code: bool = False,
-        gpus: int = 1,
-        base_model: str | None = None,
-        memo: Memo | None = None,
-    ) -> None:
-        check_checkpoint(model, trust_remote_code=trust_remote_code, base_model=base_model)
+    def __init__(self, model: str, load: LoadSettings | None = None) -> None:
+        """Loads ``model`` now (vLLM allocates its KV cache up front). From ``load``: ``gpus`` > 1 is
+        tensor parallelism, ``dtype`` other than ``auto`` is passed on; vLLM places the model
+        itself, so ``placement`` does not apply."""
+        load = load or LoadSettings()
+        check_checkpoint(model, trust_remote_code=load.trust_remote_code, base_model=load.base_model)
         try:
             import vllm
         except ImportError:
@@ -61,22 +56,24 @@ class VLLMGenerator:
                 "or use --generator hf",
                 field="--generator",
             ) from None
-        if device == "cpu":
+        if load.device == "cpu":
             raise ConfigError("vLLM runs on a GPU here; use --generator hf with --device cpu", field="--device")
         self._vllm = vllm
         self.name = model
-        self.device = "cuda" if device == "auto" else device
-        self.identity = checkpoint_identity(model, memo=memo, base=base_model)
+        self.device = "cuda" if load.device == "auto" else load.device
+        self.identity = checkpoint_identity(model, memo=load.memo, base=load.base_model)
         self.fingerprint = "vllm:" + self.identity.id
-        options: dict[str, Any] = {"trust_remote_code": trust_remote_code, "seed": 0}
-        if gpus > 1:
-            options["tensor_parallel_size"] = gpus
+        options: dict[str, Any] = {"trust_remote_code": load.trust_remote_code, "seed": 0}
+        if load.gpus > 1:
+            options["tensor_parallel_size"] = load.gpus
+        if load.dtype != "auto":
+            options["dtype"] = DTYPES[load.dtype]
         self._lora: Any = None
         weights = self.identity.source
         if self.identity.revision:
             options["revision"] = self.identity.revision
         if is_adapter(model):
-            weights = adapter_base(model, base_model)
+            weights = adapter_base(model, load.base_model)
             options.update(enable_lora=True, max_lora_rank=_lora_rank(model))
             from vllm.lora.request import LoRARequest
 
@@ -95,29 +92,21 @@ class VLLMGenerator:
         """vLLM fits the rows to the memory itself."""
         return ROWS_PER_CALL
 
-    def sample(
-        self,
-        texts: Sequence[str],
-        seeds: Sequence[int],
-        settings: GenerationSettings,
-        on_step: StepCallback | None = None,
-        on_row: RowCallback | None = None,
-    ) -> list[str]:
+    def sample(self, batch: Batch) -> list[str]:
         """One request per row, seeded by its row seed.
 
         vLLM reports nothing within a call, so ``on_row`` hears of every row when the call returns
         (calls hold at most ``ROWS_PER_CALL`` rows, which bounds what a kill can lose).
         """
-        params = [self._params(settings, seed) for seed in seeds]
+        params = [self._params(batch.settings, seed) for seed in batch.seeds]
         extra = {} if self._lora is None else {"lora_request": self._lora}
-        outputs: list[Any] = self.llm.generate(list(texts), params, use_tqdm=False, **extra)
+        outputs: list[Any] = self.llm.generate(list(batch.texts), params, use_tqdm=False, **extra)
         answers = []
         for row, output in enumerate(outputs):
             completion = output.outputs[0]
             self.tokens_generated += len(completion.token_ids)
             answers.append(str(completion.text))
-            if on_row is not None:
-                on_row(row, answers[-1])
+            batch.finished(row, answers[-1])
         return answers
 
     def _params(self, settings: GenerationSettings, seed: int) -> Any:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_novelty.errors import ConfigError
-from pytest_novelty.generation import open_generator
+from pytest_novelty.generation import Batch, open_generator
 from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprint, model_fingerprint
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.generation.conftest import write_story_suite
@@ -59,8 +59,8 @@ def test_adapter_answers_are_the_adapted_model_not_the_base(adapter: Path, base:
     from transformers import AutoModelForCausalLM
 
     ours = open_generator(str(adapter), device="cpu")
-    answers = ours.sample(TEXTS, [0] * len(TEXTS), GREEDY)
-    plain = open_generator(str(base), device="cpu").sample(TEXTS, [0] * len(TEXTS), GREEDY)
+    answers = ours.sample(Batch(TEXTS, [0] * len(TEXTS), GREEDY))
+    plain = open_generator(str(base), device="cpu").sample(Batch(TEXTS, [0] * len(TEXTS), GREEDY))
     assert answers != plain
     # The reference: peft's own (unmerged) model, decoded greedily by model.generate.
     reference = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), adapter).eval()
@@ -94,7 +94,7 @@ def test_base_model_override_and_a_missing_base(adapter: Path, base: Path, tmp_p
         check_checkpoint(str(moved))
     gen = open_generator(str(moved), device="cpu", base_model=str(base))
     direct = open_generator(str(adapter), device="cpu")
-    assert gen.sample(TEXTS[:1], [0], GREEDY) == direct.sample(TEXTS[:1], [0], GREEDY)
+    assert gen.sample(Batch(TEXTS[:1], [0], GREEDY)) == direct.sample(Batch(TEXTS[:1], [0], GREEDY))
     del config["base_model_name_or_path"]
     (moved / "adapter_config.json").write_text(json.dumps(config))
     with pytest.raises(ConfigError, match="base_model_name_or_path is not set: pass the base checkpoint with --base"):
@@ -117,9 +117,7 @@ def test_the_gate_runs_an_adapter_as_its_own_checkpoint(
     second.stdout.fnmatch_lines(["*novelty gate*", f"suite story  (model {adapter}*"])
 
 
-def test_vllm_gets_the_adapter_as_a_lora_request(
-    monkeypatch: pytest.MonkeyPatch, adapter: Path, base: Path
-) -> None:
+def test_vllm_gets_the_adapter_as_a_lora_request(monkeypatch: pytest.MonkeyPatch, adapter: Path, base: Path) -> None:
     """vLLM is not installed here: a double records what the backend asks of it."""
     import sys
     import types
@@ -153,7 +151,7 @@ def test_vllm_gets_the_adapter_as_a_lora_request(
     for name, module in (("vllm", vllm), ("vllm.lora", types.ModuleType("vllm.lora")), ("vllm.lora.request", request)):
         monkeypatch.setitem(sys.modules, name, module)
     gen = open_generator(str(adapter), device="cuda", backend="vllm", gpus=2)
-    assert gen.sample(["Lily went"], [3], GREEDY) == ["ok"]
+    assert gen.sample(Batch(["Lily went"], [3], GREEDY)) == ["ok"]
     assert made == [
         {"model": str(base), "trust_remote_code": False, "seed": 0, "tensor_parallel_size": 2,
          "enable_lora": True, "max_lora_rank": 8}

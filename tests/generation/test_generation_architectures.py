@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.generation import generate, open_generator
+from pytest_novelty.generation import Batch, generate, open_generator
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.generation.tiny_models import EOT, FAMILIES, IM_END, IM_START, build_family_checkpoint, set_end_of_turn_ids
 
@@ -58,7 +58,7 @@ def _reference(generator, texts: list[str], **kwargs) -> list[str]:  # type: ign
 
 
 def test_greedy_equals_generate_token_for_token(generator) -> None:  # type: ignore[no-untyped-def]
-    ours = generator.sample(TEXTS, [0] * len(TEXTS), GREEDY)
+    ours = generator.sample(Batch(TEXTS, [0] * len(TEXTS), GREEDY))
     theirs = _reference(generator, TEXTS, do_sample=False, max_new_tokens=GREEDY.max_new_tokens)
     assert ours == theirs
     assert sum(map(bool, ours)) >= len(TEXTS) - 1  # something was generated, so the comparison means something
@@ -72,7 +72,7 @@ def test_chat_inputs_render_through_the_template_and_match_generate(generator) -
     # The special tokens of the rendered text are single tokens, as the template means them.
     ids = generator.tokenizer(text, add_special_tokens=False)["input_ids"]
     assert ids.count(generator.tokenizer.convert_tokens_to_ids(IM_START)) == 3
-    ours = generator.sample([text], [0], GREEDY)
+    ours = generator.sample(Batch([text], [0], GREEDY))
     assert ours == _reference(generator, [text], do_sample=False, max_new_tokens=GREEDY.max_new_tokens)
 
 
@@ -96,7 +96,7 @@ def test_each_end_of_turn_id_ends_a_row(family_checkpoint: Path, tmp_path: Path)
     set_end_of_turn_ids(folder, ends)
     ended = open_generator(str(folder), device="cpu")
     before = ended.tokens_generated
-    answer = ended.sample(TEXTS[:1], [0], GREEDY)[0]
+    answer = ended.sample(Batch(TEXTS[:1], [0], GREEDY))[0]
     assert ended.tokens_generated - before == stop_at  # the end-of-turn token itself is not kept
     assert answer == tok.decode(new[:stop_at], skip_special_tokens=True)
     assert answer == _reference(ended, TEXTS[:1], do_sample=False, max_new_tokens=GREEDY.max_new_tokens)[0]
@@ -104,11 +104,11 @@ def test_each_end_of_turn_id_ends_a_row(family_checkpoint: Path, tmp_path: Path)
 
 def test_stop_strings_end_rows(generator) -> None:  # type: ignore[no-untyped-def]
     settings = replace(GREEDY, max_new_tokens=16)
-    free = generator.sample(TEXTS, [0] * len(TEXTS), settings)
+    free = generator.sample(Batch(TEXTS, [0] * len(TEXTS), settings))
     # An ASCII character some answer writes after its first few (token pieces are exact for ASCII).
     row, stop = next((r, c) for r, a in enumerate(free) for c in a[3:] if c.isascii() and c.isprintable() and c != " ")
     before = generator.tokens_generated
-    stopped = generator.sample(TEXTS, [0] * len(TEXTS), replace(settings, stop=(stop,)))
+    stopped = generator.sample(Batch(TEXTS, [0] * len(TEXTS), replace(settings, stop=(stop,))))
     assert generator.tokens_generated - before < sum(len(generator.tokenizer(a)["input_ids"]) for a in free)
     for a, b in zip(free, stopped, strict=True):
         assert a.startswith(b)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.generation import open_generator
+from pytest_novelty.generation import Batch, open_generator
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.generation.tiny_models import FAMILIES, build_family_checkpoint
 
@@ -29,22 +29,22 @@ def test_out_of_memory_halves_the_batch_with_the_same_answers_and_progress(
     gen = open_generator(str(tiny_checkpoint), device="cpu")
     settings = GenerationSettings(samples=1, temperature=1.0, max_new_tokens=10)
     texts, seeds = TEXTS * 2, list(range(8))
-    whole = gen.sample(texts, seeds, settings)
+    whole = gen.sample(Batch(texts, seeds, settings))
     decode = gen._decode
     sizes: list[int] = []
 
-    def tight(texts, seeds, settings, on_step, on_row=None):  # type: ignore[no-untyped-def]
-        sizes.append(len(texts))
-        if len(texts) > 2:
+    def tight(batch: Batch) -> list[str]:
+        sizes.append(len(batch))
+        if len(batch) > 2:
             raise torch.OutOfMemoryError("CUDA out of memory (raised by the test)")
-        return decode(texts, seeds, settings, on_step, on_row)
+        return decode(batch)
 
     monkeypatch.setattr(gen, "_decode", tight)
     steps: list[tuple[int, int]] = []
     rows: dict[int, str] = {}
     before = gen.tokens_generated
     progress = lambda done, tokens: steps.append((done, tokens))  # noqa: E731
-    assert gen.sample(texts, seeds, settings, on_step=progress, on_row=rows.__setitem__) == whole
+    assert gen.sample(Batch(texts, seeds, settings, on_step=progress, on_row=rows.__setitem__)) == whole
     # Every row reaches the cache callback under its index in the whole batch, across the halves.
     assert [rows[i] for i in range(len(texts))] == whole
     assert sizes == [8, 4, 2, 2, 4, 2, 2]
@@ -62,15 +62,13 @@ def cuda() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("family", FAMILIES)
-def test_bf16_greedy_on_cuda_equals_generate(
-    cuda: None, family: str, tmp_path: Path, tiny_corpus: list[str]
-) -> None:
+def test_bf16_greedy_on_cuda_equals_generate(cuda: None, family: str, tmp_path: Path, tiny_corpus: list[str]) -> None:
     import torch
 
     folder = build_family_checkpoint(tmp_path / family, family, tiny_corpus)
     gen = open_generator(str(folder), device="cuda")
     settings = GenerationSettings(samples=1, temperature=0.0, max_new_tokens=16)
-    ours = gen.sample(TEXTS, [0] * len(TEXTS), settings)
+    ours = gen.sample(Batch(TEXTS, [0] * len(TEXTS), settings))
     assert gen.model.dtype == torch.bfloat16 and gen.device == "cuda"
     tok = gen.tokenizer
     ends = gen.eos_ids
@@ -80,7 +78,7 @@ def test_bf16_greedy_on_cuda_equals_generate(
             out = gen.model.generate(**enc, do_sample=False, max_new_tokens=16, pad_token_id=tok.pad_token_id)
         ids = out[0, enc["input_ids"].shape[1] :].tolist()
         ids = ids[: next((i for i, t in enumerate(ids) if t in ends), len(ids))]
-        assert gen.sample([text], [0], settings)[0] == tok.decode(ids, skip_special_tokens=True)
+        assert gen.sample(Batch([text], [0], settings))[0] == tok.decode(ids, skip_special_tokens=True)
     # The batched rows ran too (a random model may end a row at once: not every row need say something).
     assert len(ours) == len(TEXTS) and any(ours)
 
@@ -99,7 +97,7 @@ def test_max_rows_fits_and_the_batch_runs(cuda: None, tmp_path: Path, tiny_corpu
     rows = gen.max_rows(16, settings)
     assert 1 <= rows <= 1024
     torch.cuda.reset_peak_memory_stats()
-    answers = gen.sample(["Lily went to the park."] * rows, list(range(rows)), settings)
+    answers = gen.sample(Batch(["Lily went to the park."] * rows, list(range(rows)), settings))
     assert len(answers) == rows and len(set(answers)) > rows // 2
 
 
@@ -116,11 +114,11 @@ def test_real_out_of_memory_is_survived_by_halving(cuda: None, tmp_path: Path, t
     gen = open_generator(str(folder), device="cuda")
     settings = GenerationSettings(samples=1, temperature=1.0, max_new_tokens=256)
     texts, seeds = ["Lily went to the park."] * 256, list(range(256))
-    gen.sample(texts[:2], seeds[:2], settings)  # weights and kernels loaded before measuring
+    gen.sample(Batch(texts[:2], seeds[:2], settings))  # weights and kernels loaded before measuring
     torch.cuda.empty_cache()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    whole = gen.sample(texts, seeds, settings)  # uncapped: the batch's peak
+    whole = gen.sample(Batch(texts, seeds, settings))  # uncapped: the batch's peak
     peak = torch.cuda.max_memory_allocated() - base
     torch.cuda.empty_cache()
     total = torch.cuda.get_device_properties(0).total_memory
@@ -135,7 +133,7 @@ def test_real_out_of_memory_is_survived_by_halving(cuda: None, tmp_path: Path, t
 
     gen._decode = counted  # a spy: every call runs the real loop
     try:
-        answers = gen.sample(texts, seeds, settings)
+        answers = gen.sample(Batch(texts, seeds, settings))
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
     assert calls[0] == 256 and len(calls) > 1  # it did run out of memory, and split

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_novelty.errors import ConfigError
-from pytest_novelty.generation import generate, open_generator, plan_batches
+from pytest_novelty.generation import Batch, generate, open_generator, plan_batches
 from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprint
 from pytest_novelty.suites.schema import GenerationSettings
 
@@ -113,12 +113,12 @@ def test_stop_strings_end_rows_early(generator) -> None:  # type: ignore[no-unty
 
     seeds = list(range(100, 100 + len(TEXTS)))
     settings = replace(SETTINGS, max_new_tokens=24)
-    free = generator.sample(TEXTS, seeds, settings)
+    free = generator.sample(Batch(TEXTS, seeds, settings))
     # An ASCII letter that some answer writes after its first few characters (token pieces decoded one
     # by one are exact for ASCII; the tiny model also writes partial multi-byte characters).
     stop = next(c for a in free for c in a[4:] if c.isascii() and c.isalpha())
     before = generator.tokens_generated
-    stopped = generator.sample(TEXTS, seeds, replace(settings, stop=(stop,)))
+    stopped = generator.sample(Batch(TEXTS, seeds, replace(settings, stop=(stop,))))
     assert generator.tokens_generated - before < sum(len(generator.tokenizer(a)["input_ids"]) for a in free)
     cut = 0
     for a, b in zip(free, stopped, strict=True):

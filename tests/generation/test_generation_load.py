@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_novelty.errors import ConfigError
+from pytest_novelty.generation import LoadSettings
 from pytest_novelty.generation.hf import HFGenerator, check_checkpoint, context_length
 
 
@@ -24,7 +25,7 @@ def damaged(tiny_checkpoint: Path, tmp_path: Path, **config: object) -> Path:
 
 def test_a_config_transformers_cannot_build_is_one_line(tiny_checkpoint: Path, tmp_path: Path) -> None:
     folder = damaged(tiny_checkpoint, tmp_path, activation_function="no-such-activation")
-    generator = HFGenerator(str(folder), device="cpu")  # the cheap checks pass: the value is a string
+    generator = HFGenerator(str(folder), LoadSettings(device="cpu"))  # the cheap checks pass: the value is a string
     with pytest.raises(ConfigError, match=r"damaged: --model: cannot load the model: KeyError: ") as caught:
         _ = generator.model
     assert "\n" not in str(caught.value)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_novelty.errors import ConfigError, HarnessError
-from pytest_novelty.generation import generate, open_generator
+from pytest_novelty.generation import Batch, generate, open_generator
 from pytest_novelty.generation.openai import OpenAIGenerator
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.generation.conftest import Served, start_server, stop_server, write_story_suite
@@ -134,7 +134,7 @@ def test_rate_limits_and_server_errors_are_retried() -> None:
         server.inject("status", status=503, times=1, match="boats")
         server.inject("drop", times=1, match="kites")
         gen = OpenAIGenerator("openai:judge-model", base_url=server.url, backoff=0.01)
-        answers = gen.sample([gen.render(m) for m in CHAT], [1, 2, 3], SETTINGS)
+        answers = gen.sample(Batch([gen.render(m) for m in CHAT], [1, 2, 3], SETTINGS))
     assert all(answers) and len(server.requests) == 3 + 4 and gen.requests_sent == 7
 
 
@@ -143,7 +143,7 @@ def test_a_row_that_keeps_failing_stops_the_run_in_one_line() -> None:
         server.inject("status", status=500, times=-1, match="boats", message="engine overloaded")
         gen = OpenAIGenerator("openai:judge-model", base_url=server.url, backoff=0.01, max_attempts=3)
         with pytest.raises(HarnessError) as info:
-            gen.sample([gen.render(m) for m in CHAT], [1, 2, 3], SETTINGS)
+            gen.sample(Batch([gen.render(m) for m in CHAT], [1, 2, 3], SETTINGS))
     assert str(info.value) == (
         f"openai:judge-model: no answer from {server.url}/chat/completions after 3 attempts "
         "(HTTP 500: engine overloaded)"
@@ -155,12 +155,12 @@ def test_the_key_is_sent_and_never_shown(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("NOVELTY_MODEL_API_KEY", SECRET)
     with FakeOpenAI(api_key=SECRET) as server:
         gen = OpenAIGenerator("openai:judge-model", base_url=server.url)
-        assert gen.sample([gen.render(CHAT[0])], [1], SETTINGS)[0]
+        assert gen.sample(Batch([gen.render(CHAT[0])], [1], SETTINGS))[0]
         assert server.authorized == [True]
         monkeypatch.setenv("NOVELTY_MODEL_API_KEY", "sk-wrong-0123456789")
         wrong = OpenAIGenerator("openai:judge-model", base_url=server.url)
         with pytest.raises(HarnessError, match="refused the key") as info:
-            wrong.sample([wrong.render(CHAT[0])], [1], SETTINGS)
+            wrong.sample(Batch([wrong.render(CHAT[0])], [1], SETTINGS))
     assert "sk-wrong" not in str(info.value) and SECRET not in repr(gen) + repr(vars(gen))
 
 
@@ -168,7 +168,7 @@ def test_an_unknown_model_is_one_line() -> None:
     with FakeOpenAI(models=("other",)) as server:
         gen = OpenAIGenerator("openai:judge-model", base_url=server.url)
         with pytest.raises(HarnessError, match=r"not found \(HTTP 404: The model 'judge-model' does not exist"):
-            gen.sample([gen.render(CHAT[0])], [1], SETTINGS)
+            gen.sample(Batch([gen.render(CHAT[0])], [1], SETTINGS))
 
 
 def test_cache_key_covers_url_name_and_revision_but_not_credentials(tmp_path: Path) -> None:

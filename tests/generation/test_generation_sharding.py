@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_novelty.errors import ConfigError
-from pytest_novelty.generation import generate
+from pytest_novelty.generation import LoadSettings, generate
 from pytest_novelty.generation.devices import WEIGHT_SHARE, assign_gpus, model_devices, shard_placement
 from pytest_novelty.generation.hf import HFGenerator
 from pytest_novelty.suites.schema import GenerationSettings
@@ -60,8 +60,8 @@ def test_a_model_split_by_accelerate_answers_as_the_whole_one(tiny_checkpoint: P
     placement = shard_placement(
         ["cpu", "disk"], {"cpu": int(weights * 0.75), "disk": 100 * weights}, offload_folder=str(tmp_path / "offload")
     )
-    split = HFGenerator(str(tiny_checkpoint), device="cpu", placement=placement)
-    whole = HFGenerator(str(tiny_checkpoint), device="cpu")
+    split = HFGenerator(str(tiny_checkpoint), LoadSettings(device="cpu", placement=placement))
+    whole = HFGenerator(str(tiny_checkpoint), LoadSettings(device="cpu"))
     for settings in (
         GenerationSettings(samples=1, temperature=0.0, max_new_tokens=12),
         GenerationSettings(samples=2, temperature=1.0, max_new_tokens=12, seed=4),
@@ -77,10 +77,10 @@ def test_two_gpus_hold_one_model(tiny_checkpoint: Path) -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two CUDA devices")
-    split = HFGenerator(str(tiny_checkpoint), device="cuda", gpus=2)
+    split = HFGenerator(str(tiny_checkpoint), LoadSettings(device="cuda", gpus=2))
     settings = GenerationSettings(samples=2, temperature=0.0, max_new_tokens=12)
     answers, _ = generate(split, TEXTS, settings)
     assert {str(d) for d in split.device_map.values()} <= {"0", "1"} and len(set(split.device_map.values())) == 2
-    whole = HFGenerator(str(tiny_checkpoint), device="cuda")
+    whole = HFGenerator(str(tiny_checkpoint), LoadSettings(device="cuda"))
     assert answers == generate(whole, TEXTS, settings)[0]
     assert split.max_rows(16, settings) >= 1
