@@ -12,10 +12,10 @@ How a call goes:
 - every row is one request carrying its own seed (the row seed, cut to 31 bits, which every
   server accepts) and the suite's sampling settings (``temperature``, ``top_p``, ``max_tokens``,
   ``stop``; ``top_k`` only when the suite sets one, since OpenAI itself does not know it);
-- requests run concurrently (``concurrency`` in flight, one ``httpx.AsyncClient``); 408, 409,
-  425, 429, 5xx, timeouts and dropped connections are retried with exponential backoff and
-  jitter, honouring ``Retry-After`` (capped at two minutes), for at most ``max_attempts`` attempts
-  and ``max_retry_time`` seconds (the shared :class:`pytest_novelty.http.RetryPolicy`);
+- requests run concurrently (``concurrency`` in flight) through the harness's one HTTP client
+  (:meth:`pytest_novelty.http.Connection.client`): 408, 409, 425, 429, 5xx, timeouts and dropped
+  connections are retried with exponential backoff and jitter, honouring ``Retry-After`` (capped
+  at two minutes), for at most ``max_attempts`` attempts and ``max_retry_time`` seconds;
   a rejected key, an unknown model or a request the server refuses stops the run with one line
   (:class:`~pytest_novelty.errors.HarnessError`); so does a row still failing after its last
   attempt (the batches done before it stay cached);
@@ -36,19 +36,29 @@ import asyncio
 import json
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 from urllib.parse import urlsplit, urlunsplit
 
 from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.generation import MODEL_SOURCES
-from pytest_novelty.http import RetryPolicy, Secret, is_retryable, retry_after, run_coroutine, scrub
+from pytest_novelty.http import (
+    Connection,
+    ConnectionOptions,
+    Secret,
+    Traffic,
+    attempts_of,
+    failure_reason,
+    is_retryable,
+    run_coroutine,
+    scrub,
+)
 from pytest_novelty.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
     import httpx
 
-    from pytest_novelty.generation import Batch, ModelInput, RowCallback, StepCallback
+    from pytest_novelty.generation import Batch, ModelInput
 
 PREFIX = "openai:"
 API_KEY_VARIABLES = ("NOVELTY_MODEL_API_KEY", "OPENAI_API_KEY")
@@ -101,18 +111,12 @@ class OpenAIGenerator:
         base_url: str | None,
         revision: str | None = None,
         api_key: str | None = None,
-        concurrency: int = 64,
-        max_attempts: int = 6,
-        timeout: float = 600.0,
-        backoff: float = 0.5,
-        max_backoff: float = 30.0,
-        max_retry_time: float = 900.0,
         log: Callable[[str], None] | None = None,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
+        """``connection``: by default 64 requests in flight, 600 s each, 6 attempts within 900 s."""
         check_served(model, base_url)
         assert base_url is not None
-        if concurrency < 1 or max_attempts < 1:
-            raise ValueError("concurrency and max_attempts must be >= 1")
         self.name = model
         self.model = model[len(PREFIX) :]
         self.base_url = endpoint(base_url)
@@ -121,11 +125,9 @@ class OpenAIGenerator:
         self.fingerprint = "served:" + stable_hash(self.base_url, self.model, revision or "")[:16]
         self.device = self.base_url
         self.tokens_generated = 0
-        self.requests_sent = 0
-        self.concurrency = concurrency
-        self.timeout = timeout
-        self.retry = RetryPolicy(max_attempts, backoff, max_backoff, max_retry_time)
-        """When a row's request is retried and how long it waits (:class:`pytest_novelty.http.RetryPolicy`)."""
+        self.connection = Connection.of(connection, concurrency=64, timeout=600.0, max_retry_time=900.0)
+        """How the server is reached: requests in flight, timeout, retries (:class:`pytest_novelty.http.Connection`)."""
+        self.traffic = Traffic()
         if api_key is None:
             api_key = next((os.environ[v] for v in API_KEY_VARIABLES if os.environ.get(v)), "")
         self._key = Secret(api_key)
@@ -159,8 +161,12 @@ class OpenAIGenerator:
     def sample(self, batch: Batch) -> list[str]:
         """One request per row, ``concurrency`` in flight; ``on_step`` hears of each answer as it comes,
         ``on_row(i, text)`` receives it (so the cache keeps it at once)."""
-        texts, seeds = list(batch.texts), list(batch.seeds)
-        return run_coroutine(self._sample_all(texts, seeds, batch.settings, batch.on_step, batch.on_row))
+        return run_coroutine(self._sample_all(batch))
+
+    @property
+    def requests_sent(self) -> int:
+        """HTTP requests sent over the generator's life (every attempt counts)."""
+        return self.traffic.requests
 
     # -- requests ------------------------------------------------------------------------------------
 
@@ -181,36 +187,26 @@ class OpenAIGenerator:
             return "/chat/completions", {**body, "messages": json.loads(text[len(CHAT) :])}
         return "/completions", {**body, "prompt": text}
 
-    async def _sample_all(
-        self,
-        texts: list[str],
-        seeds: list[int],
-        settings: GenerationSettings,
-        on_step: StepCallback | None,
-        on_row: RowCallback | None = None,
-    ) -> list[str]:
-        import httpx
-
+    async def _sample_all(self, batch: Batch) -> list[str]:
         headers = {"Authorization": f"Bearer {self._key.reveal()}"} if self._key.reveal() else {}
-        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-        semaphore = asyncio.Semaphore(self.concurrency)
+        semaphore = asyncio.Semaphore(self.connection.concurrency)
         done = [0, 0]  # rows answered, tokens
 
-        async with httpx.AsyncClient(headers=headers, limits=limits, timeout=self.timeout) as client:
+        async with self.connection.client(self._send_to, self.traffic, headers=headers) as client:
 
             async def row(i: int) -> str:
                 async with semaphore:
-                    text, tokens = await self._request(client, *self.body(texts[i], seeds[i], settings))
+                    text, tokens = await self._request(
+                        client, *self.body(batch.texts[i], batch.seeds[i], batch.settings)
+                    )
                 done[0] += 1
                 done[1] += tokens
                 self.tokens_generated += tokens
-                if on_row is not None:
-                    on_row(i, text)
-                if on_step is not None:
-                    on_step(done[0], done[1])
+                batch.finished(i, text)
+                batch.step(done[0], done[1])
                 return text
 
-            tasks = [asyncio.ensure_future(row(i)) for i in range(len(texts))]
+            tasks = [asyncio.ensure_future(row(i)) for i in range(len(batch))]
             try:
                 return list(await asyncio.gather(*tasks))
             finally:
@@ -219,45 +215,28 @@ class OpenAIGenerator:
                 await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _request(self, client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> tuple[str, int]:
-        """One row's answer and its token count, with retries (see the module doc)."""
+        """One row's answer and its token count (the client retries; see the module doc)."""
         import httpx
 
-        url = self._send_to + path
-        reason = ""
-        attempts = self.retry.start()
-        while True:
-            attempts.begin()
-            server_wait = None
-            self.requests_sent += 1
-            try:
-                response = await client.post(url, json=body)
-            except httpx.TransportError as exc:
-                reason = f"{type(exc).__name__}: {self._scrub(str(exc)) or 'no answer'}"
-            else:
-                if response.status_code == 200:
-                    return self._answer(response, path)
-                reason = f"HTTP {response.status_code}: {self._message(response)}"
-                if response.status_code in (401, 403):
-                    raise HarnessError(
-                        f"{self.name} at {self.base_url}{path}: the endpoint refused the key ({reason}); set "
-                        f"{API_KEY_VARIABLES[0]}"
-                    )
-                if response.status_code == 404:
-                    raise HarnessError(
-                        f"{self.name} at {self.base_url}{path}: not found ({reason}); check --model-base-url "
-                        "(usually ending in /v1) and the model name the server lists at /v1/models"
-                    )
-                if not is_retryable(response.status_code):
-                    raise HarnessError(
-                        f"{self.name} at {self.base_url}{path}: the server refused the request ({reason})"
-                    )
-                server_wait = retry_after(response.headers)
-            wait = attempts.next_wait(server_wait)
-            if wait is None:
+        where = f"{self.name} at {self.base_url}{path}"
+        try:
+            response = await client.post(self._send_to + path, json=body)
+        except httpx.TransportError as error:
+            attempts, reason = attempts_of(error)[0], failure_reason(error)
+        else:
+            if response.status_code == 200:
+                return self._answer(response, path)
+            attempts, reason = attempts_of(response)[0], f"HTTP {response.status_code}: {self._message(response)}"
+            if response.status_code in (401, 403):
+                raise HarnessError(f"{where}: the endpoint refused the key ({reason}); set {API_KEY_VARIABLES[0]}")
+            if response.status_code == 404:
                 raise HarnessError(
-                    f"{self.name}: no answer from {self.base_url}{path} after {attempts.number} attempts ({reason})"
+                    f"{where}: not found ({reason}); check --model-base-url "
+                    "(usually ending in /v1) and the model name the server lists at /v1/models"
                 )
-            await asyncio.sleep(wait)
+            if not is_retryable(response.status_code):
+                raise HarnessError(f"{where}: the server refused the request ({reason})")
+        raise HarnessError(f"{self.name}: no answer from {self.base_url}{path} after {attempts} attempts ({reason})")
 
     def _answer(self, response: httpx.Response, path: str) -> tuple[str, int]:
         try:
