@@ -33,18 +33,17 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Unpack, runtime_checkable
 
 from pytest_novelty.errors import HarnessError
+from pytest_novelty.http import CONNECTION_OPTIONS, Connection, ConnectionOptions, run_coroutine
 from pytest_novelty.registry import Registry
 from pytest_novelty.scoring.judges.cache import AnswerCache, answer_key
 from pytest_novelty.scoring.llm import (
     DEFAULT_BASE_URL,
-    MAX_RETRY_AFTER,
     LocalChatModel,
     OpenAIChat,
     RequestFailed,
-    run_coroutine,
     safe_url,
 )
 from pytest_novelty.suites.prompting import Message, concept_prompt, parse_concepts
@@ -55,7 +54,6 @@ __all__ = [
     "CONCEPT_EXTRACTORS",
     "DEFAULT_BASE_URL",
     "KINDS",
-    "MAX_RETRY_AFTER",
     "ConceptExtractor",
     "ConceptItem",
     "HFConceptExtractor",
@@ -161,12 +159,9 @@ class _CachedExtractor:
 @CONCEPT_EXTRACTORS.register(
     "openai",
     argument="MODEL",
-    options={
-        "api_key": str, "temperature": float, "concurrency": int, "timeout": float, "max_attempts": int,
-        "max_reasks": int, "backoff": float, "max_backoff": float, "max_tokens": int,
-    },
+    options={"api_key": str, "temperature": float, "max_reasks": int, "max_tokens": int, **CONNECTION_OPTIONS},
     summary="a chat model behind an OpenAI-compatible endpoint lists the concepts",
-)  # fmt: skip
+)
 class OpenAIConceptExtractor(_CachedExtractor, OpenAIChat):
     """Lists concepts with a chat model behind an OpenAI-compatible endpoint (see the module doc).
 
@@ -182,21 +177,17 @@ class OpenAIConceptExtractor(_CachedExtractor, OpenAIChat):
         base_url: str | None = None,
         api_key: str | None = None,
         temperature: float | None = 0.0,
-        concurrency: int = 8,
-        timeout: float = 120.0,
-        max_attempts: int = 6,
         max_reasks: int = 1,
-        backoff: float = 0.5,
-        max_backoff: float = 30.0,
         max_tokens: int | None = None,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
-        if concurrency < 1 or max_attempts < 1 or max_reasks < 0:
-            raise ValueError("concurrency and max_attempts must be >= 1, max_reasks >= 0")
+        """``connection``: by default 8 requests in flight, 120 s each, 6 attempts within 120 s."""
+        if max_reasks < 0:
+            raise ValueError(f"max_reasks must be 0 or more, got {max_reasks}")
         _CachedExtractor.__init__(self, cache_dir)
         OpenAIChat.__init__(
             self, "concept extractor", model, base_url=base_url, api_key=api_key, temperature=temperature,
-            concurrency=concurrency, timeout=timeout, max_attempts=max_attempts, backoff=backoff,
-            max_backoff=max_backoff, max_tokens=max_tokens,
+            max_tokens=max_tokens, connection=Connection.of(connection, concurrency=8, timeout=120.0),
         )  # fmt: skip
         self.max_reasks = max_reasks
 

@@ -6,17 +6,17 @@ lives here, once:
 
 - :class:`OpenAIChat`, a base class for a client of an OpenAI-compatible chat endpoint: the base
   URL (``OPENAI_BASE_URL`` by default) and the key (``OPENAI_API_KEY``), held so that it never
-  appears in a repr, an error or a cache; a fresh ``AsyncOpenAI`` client per run with the
-  client's own retries switched off; and :meth:`OpenAIChat._create`, one request with bounded
-  retries: 408, 409, 429, 5xx, timeouts and connection errors are retried with exponential
-  backoff and jitter, honouring ``Retry-After`` (capped at :data:`MAX_RETRY_AFTER`), for at most
-  ``max_attempts`` attempts and ``max_retry_time`` seconds in all, each wait announced through
-  ``notify``; a model that rejects ``temperature`` is asked again without it, for the rest of the
-  client's life; a rejected key or an unknown model stops the run
-  (:class:`~pytest_novelty.errors.HarnessError`), and so does an endpoint that fails the first
-  requests of a run with no success at all (unreachable, hanging, or answering 5xx); any other
-  failure is a :class:`RequestFailed` whose reason is short, redacted and countable
-  (``HTTP 503: message``, ``timed out after 60 s``, ``connection refused``).
+  appears in a repr, an error or a cache; a fresh ``AsyncOpenAI`` client per run, on the harness's
+  one HTTP client (:meth:`pytest_novelty.http.Connection.client`), which retries 408, 409, 425,
+  429, 5xx, timeouts and connection errors with exponential backoff and jitter, honouring
+  ``Retry-After``, for at most ``max_attempts`` attempts and ``max_retry_time`` seconds in all,
+  each wait announced through ``notify`` (the package's own retries are off); and
+  :meth:`OpenAIChat._create`, one request and what its failure means: a model that rejects
+  ``temperature`` is asked again without it, for the rest of the client's life; a rejected key or
+  an unknown model stops the run (:class:`~pytest_novelty.errors.HarnessError`), and so does an
+  endpoint that fails the first requests of a run with no success at all (unreachable, hanging,
+  or answering 5xx); any other failure is a :class:`RequestFailed` whose reason is short,
+  redacted and countable (``HTTP 503: message``, ``timed out after 60 s``, ``connection refused``).
   :meth:`OpenAIChat.check` is the preflight: one cheap ``GET /models`` that names a missing or
   refused key and an unreachable or silent endpoint within seconds.
 - A secret in the base URL (``?api_key=KEY``, ``https://user:KEY@host``) is registered with
@@ -26,8 +26,6 @@ lives here, once:
   the checkpoint is checked and fingerprinted when the component is opened (:func:`checked_fingerprint`,
   also used by the reward judge), loaded on first use, and sampled in batches with a seed per
   attempt, so that a re-ask draws new replies.
-- :func:`run_coroutine`, which lets the synchronous APIs drive asyncio code whether or not the
-  caller already runs an event loop.
 
 Only the layers below scoring are imported (errors, suites, generation), and heavy libraries
 (``openai``, transformers through the generation layer) only when they are used.
@@ -46,23 +44,28 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pytest_novelty.errors import ConfigError, HarnessError, PreflightError
-from pytest_novelty.http import MAX_RETRY_AFTER, RetryPolicy, Secret, is_retryable, run_coroutine, scrub
-from pytest_novelty.http import retry_after as http_retry_after
+from pytest_novelty.http import (
+    Connection,
+    RetryPolicy,
+    Secret,
+    Traffic,
+    attempts_of,
+    failure_reason,
+    is_retryable,
+    run_coroutine,
+    scrub,
+)
 from pytest_novelty.identity import Memo, identity_memo
 from pytest_novelty.redact import redact, register_secret, secrets_in_url
 from pytest_novelty.suites.prompting import Message
 
 __all__ = [
     "DEFAULT_BASE_URL",
-    "MAX_RETRY_AFTER",
     "LocalChatModel",
     "OpenAIChat",
     "RequestFailed",
-    "Secret",
     "checked_fingerprint",
     "is_about",
-    "retry_after",
-    "run_coroutine",
     "safe_url",
     "split_base_url",
 ]
@@ -95,11 +98,6 @@ def split_base_url(url: str) -> tuple[str, dict[str, str]]:
     parts = urlsplit(url)
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "", parts.fragment)), query
-
-
-def retry_after(error: Exception) -> float | None:
-    """The wait the server asked for with ``error`` (see :func:`pytest_novelty.http.retry_after`)."""
-    return http_retry_after(getattr(getattr(error, "response", None), "headers", None))
 
 
 def is_about(error: Any, param: str) -> bool:
@@ -136,13 +134,8 @@ class OpenAIChat:
         base_url: str | None,
         api_key: str | None,
         temperature: float | None,
-        concurrency: int,
-        timeout: float,
-        max_attempts: int,
-        backoff: float,
-        max_backoff: float,
         max_tokens: int | None,
-        max_retry_time: float = 120.0,
+        connection: Connection,
     ) -> None:
         self.what = what
         self.model = model
@@ -154,30 +147,39 @@ class OpenAIChat:
         self.temperature = temperature
         self.send_temperature = temperature is not None
         """Whether requests carry ``temperature``: not for ``None``, nor once the model rejected it."""
-        self.concurrency = concurrency
-        self.timeout = timeout
-        """Seconds one HTTP request may take."""
-        self.retry = RetryPolicy(max_attempts, backoff, max_backoff, max_retry_time)
-        """When requests are retried, how long they wait, and for how long in all (``max_retry_time``)."""
         self.max_tokens = max_tokens
-        self.requests_sent = 0
-        """HTTP requests sent over the life of this client (all attempts)."""
+        self.connection = connection
+        """Requests in flight, the timeout of one request, and when requests are retried."""
+        self.traffic = Traffic()
+        """HTTP requests sent (all attempts) and retries over the life of this client."""
         self.notify: Callable[[str], None] | None = None
         """Where waits for the endpoint are announced (the run log), if anywhere."""
         self._last_notice = -math.inf
         self._api_key = Secret(api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", ""))
         register_secret(self._api_key.reveal())
 
-    def _client(self) -> Any:
-        """A fresh async client for one run (bound to its event loop); its own retries are off."""
+    @property
+    def concurrency(self) -> int:
+        return self.connection.concurrency
+
+    @property
+    def requests_sent(self) -> int:
+        """HTTP requests sent over the life of this client (all attempts)."""
+        return self.traffic.requests
+
+    def _client(self, connection: Connection | None = None) -> Any:
+        """A fresh ``openai`` client for one run (bound to its event loop) on the harness's HTTP
+        client, which does the retrying (the package's own retries are off)."""
         import openai
 
+        connection = connection or self.connection
         return openai.AsyncOpenAI(
             api_key=self._api_key.reveal() or "no-key",  # a local server may need none
             base_url=self._endpoint,
             default_query=self._query or None,
             max_retries=0,
-            timeout=self.timeout,
+            timeout=connection.timeout,
+            http_client=connection.client(self._endpoint, self.traffic, on_wait=self._waiting),
         )
 
     def check(self, *, timeout: float = PREFLIGHT_TIMEOUT) -> None:
@@ -190,23 +192,14 @@ class OpenAIChat:
         """
         import openai
 
-        key = self._api_key.reveal()
         where = f"the {self.what} {self.spec} at {self.shown_url}"
-        if not key and urlsplit(self._endpoint).hostname == urlsplit(DEFAULT_BASE_URL).hostname:
+        if not self._api_key and urlsplit(self._endpoint).hostname == urlsplit(DEFAULT_BASE_URL).hostname:
             raise PreflightError(f"OPENAI_API_KEY is not set; {where} needs it")
+        once = Connection(timeout=timeout, concurrency=1, retry=RetryPolicy(max_attempts=1))
 
         async def ping() -> None:
-            client = openai.AsyncOpenAI(
-                api_key=key or "no-key",
-                base_url=self._endpoint,
-                default_query=self._query or None,
-                max_retries=0,
-                timeout=timeout,
-            )
-            try:
+            async with self._client(once) as client:
                 await client.models.list()
-            finally:
-                await client.close()
 
         try:
             run_coroutine(ping())
@@ -216,7 +209,7 @@ class OpenAIChat:
             raise PreflightError(f"{where} did not answer GET /models within {timeout:g} s") from None
         except openai.APIConnectionError as error:
             raise PreflightError(
-                f"cannot reach {where} ({_cause(error)}); is the server running and the URL right?"
+                f"cannot reach {where} ({failure_reason(error)}); is the server running and the URL right?"
             ) from None
         except openai.APIError:
             return  # it answered: reachable
@@ -224,9 +217,7 @@ class OpenAIChat:
     def _refused(self, error: Any) -> str:
         """The one line for a 401/403: the status, the server's message, and what to check."""
         hint = "OPENAI_API_KEY is not set" if not self._api_key.reveal() else "check OPENAI_API_KEY"
-        return self._scrub(
-            f"the {self.what} at {self.shown_url} refused the API key ({self._describe(error)}); {hint}"
-        )
+        return self._scrub(f"the {self.what} at {self.shown_url} refused the API key ({self._describe(error)}); {hint}")
 
     def _body(self, messages: list[Message], **extra: Any) -> dict[str, Any]:
         """The request body: model, messages, ``extra``, and the sampling settings in force now."""
@@ -246,21 +237,19 @@ class OpenAIChat:
         adapt: Callable[[Any, dict[str, Any]], bool] | None = None,
         fatal_unreachable: Callable[[], bool] | None = None,
     ) -> Any:
-        """One logical request with bounded retries; the response, or ``None`` if ``prepare`` declined.
+        """One logical request (the HTTP client retries it); the response, or ``None`` if ``prepare`` declined.
 
-        ``prepare`` runs under ``semaphore`` before each attempt and returns the body to send (or
+        ``prepare`` runs under ``semaphore`` before each sending and returns the body to send (or
         ``None`` to send nothing), so a request that waited for its turn uses what the requests
         before it learned. A 400 about ``temperature`` is sent again without it; ``adapt`` may
-        claim other 400s (it is given the error and the body; ``True``: prepare and send again,
-        not counted as an attempt). When the endpoint cannot be reached after the last attempt
-        and ``fatal_unreachable()`` is true, the run stops with a
-        :class:`~pytest_novelty.errors.HarnessError`. Raises :class:`RequestFailed` otherwise.
+        claim other 400s (it is given the error and the body; ``True``: prepare and send again).
+        When the endpoint could not be reached after the last attempt and ``fatal_unreachable()``
+        is true, the run stops with a :class:`~pytest_novelty.errors.HarnessError`. Raises
+        :class:`RequestFailed` otherwise.
         """
         import openai
 
-        attempts = self.retry.start()
         while True:
-            attempts.begin()
             body: dict[str, Any] = {}
             try:
                 async with semaphore:
@@ -268,7 +257,6 @@ class OpenAIChat:
                     if prepared is None:
                         return None
                     body = prepared
-                    self.requests_sent += 1
                     return await client.chat.completions.create(**body)
             except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
                 raise HarnessError(self._refused(error)) from None
@@ -280,29 +268,19 @@ class OpenAIChat:
             except openai.BadRequestError as error:
                 if "temperature" in body and is_about(error, "temperature"):
                     self.send_temperature = False  # a model that only runs at its default temperature
-                    attempts.forget()
                     continue
                 if adapt is not None and adapt(error, body):
-                    attempts.forget()
                     continue
                 raise RequestFailed(f"the request was rejected: {self._describe(error)}") from None
             except (openai.APIStatusError, openai.APIConnectionError) as error:
                 status = getattr(error, "status_code", None)
                 if status is not None and not is_retryable(status):
                     raise RequestFailed(f"the request was rejected: {self._describe(error)}") from None
-                wait = attempts.next_wait(retry_after(error))
-                if wait is None:
-                    reason = self._describe(error)
-                    if fatal_unreachable is not None and fatal_unreachable():
-                        # Nothing has worked yet in this run: the endpoint is down, not one request.
-                        raise HarnessError(self._down(error, attempts.number, attempts.spent)) from None
-                    raise RequestFailed(f"gave up after {attempts.number} attempts: {reason}") from None
-                self._announce(
-                    f"[novelty] {self.what} at {self.shown_url}: {self._describe(error)}; retrying "
-                    f"(attempt {attempts.number + 1} of {self.retry.max_attempts}, giving up after "
-                    f"{self.retry.max_retry_time:.0f} s)"
-                )
-                await asyncio.sleep(wait)
+                attempts, spent = attempts_of(error)
+                if fatal_unreachable is not None and fatal_unreachable():
+                    # Nothing has worked yet in this run: the endpoint is down, not one request.
+                    raise HarnessError(self._down(error, attempts, spent)) from None
+                raise RequestFailed(f"gave up after {attempts} attempts: {self._describe(error)}") from None
 
     def _down(self, error: Exception, attempts: int, spent: float) -> str:
         """The one line for an endpoint that failed the first request of a run after every retry."""
@@ -311,10 +289,18 @@ class OpenAIChat:
         tried = f"{attempts} attempts over {spent:.0f} s"
         if isinstance(error, openai.APIConnectionError) and not isinstance(error, openai.APITimeoutError):
             return (
-                f"cannot reach the {self.what} at {self.shown_url} ({_cause(error)}, {tried}); "
+                f"cannot reach the {self.what} at {self.shown_url} ({failure_reason(error)}, {tried}); "
                 "is the server running and the URL right?"
             )
         return f"the {self.what} at {self.shown_url} failed every request: {self._describe(error)} ({tried})"
+
+    def _waiting(self, problem: str, attempt: int, wait: float) -> None:
+        """The HTTP client waits before attempt ``attempt + 1``: say so in the run log."""
+        self._announce(
+            f"[novelty] {self.what} at {self.shown_url}: {self._scrub(problem)}; retrying "
+            f"(attempt {attempt + 1} of {self.connection.retry.max_attempts}, giving up after "
+            f"{self.connection.retry.max_retry_time:.0f} s)"
+        )
 
     def _announce(self, line: str) -> None:
         """Tell the run log that requests are waiting on the endpoint, at most every :data:`NOTIFY_EVERY` s."""
@@ -329,9 +315,9 @@ class OpenAIChat:
         import openai
 
         if isinstance(error, openai.APITimeoutError):
-            text = f"timed out after {self.timeout:g} s"
+            text = f"timed out after {self.connection.timeout:g} s"
         elif isinstance(error, openai.APIConnectionError):
-            text = f"cannot reach {self.shown_url} ({_cause(error)})"
+            text = f"cannot reach {self.shown_url} ({failure_reason(error)})"
         elif isinstance(error, openai.APIStatusError):
             body = error.body
             message = body.get("message") if isinstance(body, dict) else None
@@ -343,25 +329,6 @@ class OpenAIChat:
     def _scrub(self, text: str) -> str:
         """``text`` with the key, and anything that looks like a key, replaced by ``***``."""
         return scrub(text, self._api_key)
-
-
-def _cause(error: BaseException) -> str:
-    """What made a connection fail, in words: ``connection refused``, ``name not resolved``, or the
-    exception's name."""
-    cause: BaseException | None = error.__cause__
-    seen = 0
-    while cause is not None and seen < 5:
-        text = str(cause).lower()
-        if isinstance(cause, ConnectionRefusedError) or "connection refused" in text or "errno 111" in text:
-            return "connection refused"
-        if "name or service not known" in text or "nodename nor servname" in text or "getaddrinfo" in text:
-            return "host name not resolved"
-        if isinstance(cause, (TimeoutError,)) or "timed out" in text:
-            return "connection timed out"
-        cause = cause.__cause__ or cause.__context__
-        seen += 1
-    first = error.__cause__
-    return type(first).__name__ if first else "unknown error"
 
 
 # -- hf: ----------------------------------------------------------------------------------------

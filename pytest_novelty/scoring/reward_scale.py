@@ -44,8 +44,6 @@ def reward_to_utility(reward: float, thresholds: Sequence[float] = NOVELTYBENCH_
     cuts = [float(value) for value in thresholds]
     if not cuts:
         raise ValueError("thresholds is empty")
-    if any(not math.isfinite(value) for value in cuts) or any(
-        low > high for low, high in itertools.pairwise(cuts)
-    ):
+    if any(not math.isfinite(value) for value in cuts) or any(low > high for low, high in itertools.pairwise(cuts)):
         raise ValueError(f"thresholds must be finite and sorted ascending, got {tuple(cuts)}")
     return bisect.bisect_left(cuts, float(reward)) + 1

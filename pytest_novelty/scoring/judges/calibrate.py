@@ -96,8 +96,11 @@ class Calibration:
         if skipped:
             head += f" ({skipped} of {self.total} unscored and left out)"
         out = [head]
-        for label, est in (("Spearman rho", a.spearman), ("Kendall tau-b", a.kendall),
-                           ("pairwise accuracy", a.pairwise_accuracy)):
+        for label, est in (
+            ("Spearman rho", a.spearman),
+            ("Kendall tau-b", a.kendall),
+            ("pairwise accuracy", a.pairwise_accuracy),
+        ):
             out.append(f"  {label:18s} {_fmt(est.value)}  95% CI [{_fmt(est.ci_low)}, {_fmt(est.ci_high)}]")
         out.append(
             f"  ({a.pairs} same-group pairs with different human grades over {a.groups} group(s); judge ties "
@@ -124,8 +127,9 @@ def read_calibration_file(path: str | Path) -> list[GradedItem]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError("calibration file not found; build one with `pytest-novelty judge calibration-file`",
-                          path=path) from None
+        raise ConfigError(
+            "calibration file not found; build one with `pytest-novelty judge calibration-file`", path=path
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read the calibration file ({exc})", path=path) from None
     items: list[GradedItem] = []
@@ -133,22 +137,27 @@ def read_calibration_file(path: str | Path) -> list[GradedItem]:
         where = f"line {number}"
         missing = [name for name in FIELDS if name not in row]
         if missing:
-            raise ConfigError(f"missing {', '.join(map(repr, missing))}; each line needs {', '.join(FIELDS)}",
-                              path=path, field=where)
+            raise ConfigError(
+                f"missing {', '.join(map(repr, missing))}; each line needs {', '.join(FIELDS)}", path=path, field=where
+            )
         if not isinstance(row["prompt"], str) or not isinstance(row["response"], str):
             raise ConfigError("'prompt' and 'response' must be strings", path=path, field=where)
         human = row["human"]
         if isinstance(human, bool) or not isinstance(human, (int, float)) or not math.isfinite(human):
-            raise ConfigError(f"'human' must be a finite number (the human grade), got {human!r}",
-                              path=path, field=where)
+            raise ConfigError(
+                f"'human' must be a finite number (the human grade), got {human!r}", path=path, field=where
+            )
         group = row.get("group")
         if group is not None and not isinstance(group, (str, int)):
             raise ConfigError(f"'group' must be a string or an integer, got {group!r}", path=path, field=where)
         meta = row.get("meta") or {}
         if not isinstance(meta, dict):
             raise ConfigError("'meta' must be an object", path=path, field=where)
-        items.append(GradedItem(row["id"], row["prompt"], row["response"], float(human),
-                                None if group is None else str(group), meta))
+        items.append(
+            GradedItem(
+                row["id"], row["prompt"], row["response"], float(human), None if group is None else str(group), meta
+            )
+        )
     if not items:
         raise ConfigError("the calibration file has no items; one JSON object per line", path=path)
     return items

@@ -168,8 +168,9 @@ def nested_parser(argv: Sequence[str]) -> argparse.ArgumentParser | None:
         ),
     )
     _judge_options(cal, "file", "FILE", "calibration file (JSON Lines)")
-    cal.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
-                     help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
+    cal.add_argument(
+        "--resamples", type=int, default=DEFAULT_RESAMPLES, help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})"
+    )
     cal.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     cal.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     cal.set_defaults(func=run_calibrate_command)
@@ -201,8 +202,9 @@ def run_calibrate_command(args: argparse.Namespace) -> int:
         calls = dry_run(judge, [item.judge_item(args.task) for item in graded])
         print(f"dry run: {judge.spec} would make {calls} calls for {len(graded)} items")
         return 0
-    result = calibrate(judge, graded, args.task, path=args.file, resamples=args.resamples, seed=args.seed,
-                       progress=args.progress)
+    result = calibrate(
+        judge, graded, args.task, path=args.file, resamples=args.resamples, seed=args.seed, progress=args.progress
+    )
     if args.json:
         print(json.dumps(result.as_dict(), ensure_ascii=False))
     else:

@@ -57,16 +57,19 @@ def _macgyver(path: Path) -> tuple[str, Rows]:
 
     prompts = load_prompts(f"macgyver:{path}", base_dir=Path.cwd(), solvable_only=False, split="all")
     if not any("label" in p.meta for p in prompts):
-        raise ConfigError("no 'Label' column: use problem_solution_pair (the labelled file), "
-                          "not additional_human_solutions", path=path)
+        raise ConfigError(
+            "no 'Label' column: use problem_solution_pair (the labelled file), not additional_human_solutions",
+            path=path,
+        )
     rows = []
     for prompt in prompts:
         grade = MACGYVER_GRADES.get(str(prompt.meta.get("label", "")).strip().lower())
         if grade is None or not prompt.reference:
             continue
         meta = {k: v for k, v in prompt.meta.items() if k != "label"}  # the grade must not reach the judge
-        rows.append({"id": prompt.id, "prompt": prompt.text, "response": prompt.reference, "human": grade,
-                     "meta": meta})
+        rows.append(
+            {"id": prompt.id, "prompt": prompt.text, "response": prompt.reference, "human": grade, "meta": meta}
+        )
     return "tool", rows
 
 
@@ -82,7 +85,10 @@ def _noveltybench(path: Path) -> tuple[str, Rows]:
         if missing:
             raise ConfigError(
                 f"missing {', '.join(map(repr, missing))}; give a NoveltyBench scored-output file "
-                "(sample_data/*.jsonl), not the prompt list", path=path, field=f"line {number}")
+                "(sample_data/*.jsonl), not the prompt list",
+                path=path,
+                field=f"line {number}",
+            )
         seen: set[Any] = set()
         for k, (text, cls, score) in enumerate(
             zip(record["generations"], record["partition"], record["generation_scores"], strict=False)
@@ -90,8 +96,15 @@ def _noveltybench(path: Path) -> tuple[str, Rows]:
             if cls in seen:
                 continue
             seen.add(cls)
-            rows.append({"id": f"{record['id']}-{k}", "prompt": str(record["prompt"]), "response": str(text),
-                         "human": score, "group": str(record["id"])})
+            rows.append(
+                {
+                    "id": f"{record['id']}-{k}",
+                    "prompt": str(record["prompt"]),
+                    "response": str(text),
+                    "human": score,
+                    "group": str(record["id"]),
+                }
+            )
     return "open", rows
 
 

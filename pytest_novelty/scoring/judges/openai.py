@@ -28,8 +28,8 @@ How a run goes, per item:
   requests; an interrupted run resumes where it stopped. Transport failures and budget refusals are
   not cached, so the next run tries those samples again.
 
-``budget`` caps the HTTP requests one :meth:`OpenAIJudge.score` call may send (every attempt
-counts, retries included). Samples that would need a request beyond it are left unscored with the
+``budget`` caps the requests one :meth:`OpenAIJudge.score` call may send (each one's retries are
+bounded by ``max_attempts``, not by the budget). Samples that would need a request beyond it are left unscored with the
 error ``call budget of N exhausted``; nothing is raised, so a partial run keeps what it got.
 :meth:`OpenAIJudge.planned_calls` is the dry run: the requests a run would make from the current
 cache if nothing failed.
@@ -50,23 +50,22 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
+from pytest_novelty.http import CONNECTION_OPTIONS, Connection, ConnectionOptions, run_coroutine
 from pytest_novelty.scoring.judges.base import JUDGES, NO_SCORE, JudgeItem, JudgeResult, rubric_result
 from pytest_novelty.scoring.judges.cache import AnswerCache, endpoint_identity, judge_key
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score
 from pytest_novelty.scoring.judges.rubrics import Rubric, rubric_for
 from pytest_novelty.scoring.llm import (
     DEFAULT_BASE_URL,
-    MAX_RETRY_AFTER,
     OpenAIChat,
     RequestFailed,
     is_about,
-    run_coroutine,
     safe_url,
 )
 
-__all__ = ["DEFAULT_BASE_URL", "MAX_RETRY_AFTER", "OpenAIJudge"]
+__all__ = ["DEFAULT_BASE_URL", "OpenAIJudge"]
 
 
 @dataclass
@@ -82,12 +81,9 @@ class _Run:
 @JUDGES.register(
     "openai",
     argument="MODEL",
-    options={
-        "api_key": str, "timeout": float, "max_attempts": int, "max_reasks": int, "backoff": float,
-        "max_backoff": float, "max_tokens": int, "max_retry_time": float,
-    },
+    options={"api_key": str, "max_reasks": int, "max_tokens": int, **CONNECTION_OPTIONS},
     summary="an LLM judge behind an OpenAI-compatible endpoint",
-)  # fmt: skip
+)
 class OpenAIJudge(OpenAIChat):
     """Grades items with a chat model behind an OpenAI-compatible endpoint (see the module doc).
 
@@ -104,23 +100,23 @@ class OpenAIJudge(OpenAIChat):
         temperature: float = 0.7,
         base_url: str | None = None,
         budget: int | None = None,
-        concurrency: int = 32,
         api_key: str | None = None,
-        timeout: float = 60.0,
-        max_attempts: int = 6,
         max_reasks: int = 2,
-        backoff: float = 0.5,
-        max_backoff: float = 30.0,
         max_tokens: int | None = None,
-        max_retry_time: float = 120.0,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
-        if samples < 1 or concurrency < 1 or max_attempts < 1 or max_reasks < 0:
-            raise ValueError("samples, concurrency and max_attempts must be >= 1, max_reasks >= 0")
+        """``connection``: by default 32 requests in flight, 60 s each, 6 attempts within 120 s."""
+        if samples < 1 or max_reasks < 0:
+            raise ValueError("samples must be >= 1, max_reasks >= 0")
         super().__init__(
-            "judge", model, base_url=base_url, api_key=api_key, temperature=temperature, concurrency=concurrency,
-            timeout=timeout, max_attempts=max_attempts, backoff=backoff, max_backoff=max_backoff, max_tokens=max_tokens,
-            max_retry_time=max_retry_time,
-        )  # fmt: skip
+            "judge",
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            connection=Connection.of(connection, concurrency=32, timeout=60.0),
+        )
         self.description = f"LLM judge {model!r} behind an OpenAI-compatible endpoint"
         self.samples = samples
         self.budget = budget
@@ -263,7 +259,7 @@ class OpenAIJudge(OpenAIChat):
     async def _request(self, client: Any, run: _Run, messages: list[dict[str, str]], n: int) -> list[str]:
         """One logical request with bounded retries (:meth:`OpenAIChat._create`); the choices' texts.
 
-        Each attempt counts against the run's budget. A request for ``n`` choices sends nothing once
+        Each request counts against the run's budget. A request for ``n`` choices sends nothing once
         the server is known to ignore or reject ``n`` (the caller asks one sample at a time).
         """
 

@@ -15,7 +15,7 @@ def test_rules_and_openai_specs(tmp_path: Path) -> None:
     assert isinstance(rules, RulesJudge) and isinstance(rules, Judge)
     judge = open_judge("openai:gpt-4o-mini", base_url="http://127.0.0.1:9/v1", samples=2, budget=7, timeout=3.0)
     assert isinstance(judge, OpenAIJudge) and isinstance(judge, Judge)
-    assert (judge.spec, judge.samples, judge.budget, judge.timeout) == ("openai:gpt-4o-mini", 2, 7, 3.0)
+    assert (judge.spec, judge.samples, judge.budget, judge.connection.timeout) == ("openai:gpt-4o-mini", 2, 7, 3.0)
     assert judge.model == "gpt-4o-mini"
 
 
