@@ -18,6 +18,7 @@ from pytest_novelty.scoring.partitioners import (
     prefilter_equivalence,
     rouge1_f1,
 )
+from tests.generation.tiny_models import layer_sizes
 
 # pre-filter
 
@@ -177,15 +178,7 @@ def build_tokenizer(folder: Path) -> Any:
 def bert_config(vocab_size: int, **extra: Any) -> Any:
     from transformers import BertConfig
 
-    return BertConfig(
-        vocab_size=vocab_size,
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=300,
-        **extra,
-    )
+    return BertConfig(vocab_size=vocab_size, **layer_sizes(hidden=16, layers=1, heads=2, positions=300), **extra)
 
 
 def build_classifier(folder: Path, *, p_equivalent: float | None = None, num_labels: int = 2) -> Path:
