@@ -13,7 +13,7 @@ from typing import Any
 
 # Who goes where in the prompts of the small story suites; a suite takes the first rows it needs.
 CAST = [("Lily", "Tom", "park"), ("Mia", "Ben", "garden"), ("Sam", "Anna", "beach"),
-        ("Max", "Lucy", "forest"), ("Tom", "Mia", "school"), ("Ben", "Lily", "house")]  # fmt: skip
+        ("Max", "Lucy", "forest"), ("Tom", "Mia", "school"), ("Ben", "Lily", "house")]
 
 
 def suite_toml(
