@@ -6,7 +6,14 @@ only what makes its suite different (a judge, a token budget, a gate, its thresh
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+# Who goes where in the prompts of the small story suites; a suite takes the first rows it needs.
+CAST = [("Lily", "Tom", "park"), ("Mia", "Ben", "garden"), ("Sam", "Anna", "beach"),
+        ("Max", "Lucy", "forest"), ("Tom", "Mia", "school"), ("Ben", "Lily", "house")]
 
 
 def suite_toml(
@@ -38,3 +45,21 @@ def suite_toml(
     for metric, minimum in thresholds:
         lines += ["[[thresholds]]", f'metric = "{metric}"', f"min = {minimum}"]
     return "\n" + "\n".join(lines) + "\n"
+
+
+def story_prompts(count: int) -> list[dict[str, Any]]:
+    """The first ``count`` rows of a small story suite's ``prompts.jsonl``: two of the cast go to a place."""
+    if not 0 < count <= len(CAST):
+        raise ValueError(f"story_prompts: count must be 1 to {len(CAST)}, got {count}")
+    return [
+        {"id": f"p{i}", "text": f"{a} and {b} went to the {place}.", "meta": {"characters": [a, b]}}
+        for i, (a, b, place) in enumerate(CAST[:count])
+    ]
+
+
+def write_story_suite_folder(folder: Path, prompts: list[dict[str, Any]], suite: str) -> Path:
+    """Write ``prompts.jsonl`` (``prompts``) and ``story.toml`` (the text ``suite``) into ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in prompts))
+    (folder / "story.toml").write_text(suite)
+    return folder

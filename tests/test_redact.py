@@ -12,13 +12,18 @@ from pytest_novelty.redact import redact, redact_data, register_secret, secrets_
 @pytest.mark.parametrize(
     ("text", "secret", "kept"),
     [
-        ("http://host:8000/v1?api_key=abc123XYZ&model=m", "abc123XYZ", "http://host:8000/v1?api_key=***&model=m"),
-        ("see https://user:hunter22@models.example/ckpt now", "hunter22", "see https://models.example/ckpt now"),
-        ("no route /v1/?token=tok9876chat/completions", "tok9876chat", "no route /v1/?token=***"),
-        ("Authorization: Bearer abcdef123456", "abcdef123456", "Authorization: Bearer ***"),
-        ("{'api-key': 'zz-secret-99'}", "zz-secret-99", "'api-key': '***'"),
-        ("Incorrect API key provided: sk-proj-abcdefgh1234", "abcdefgh1234", "Incorrect API key provided: ***"),
-        ("hf token hf_abcdefghijklmnopqrst", "abcdefghijklmnopqrst", "hf token ***"),
+        pytest.param("http://host:8000/v1?api_key=abc123XYZ&model=m", "abc123XYZ",
+                     "http://host:8000/v1?api_key=***&model=m", id="query-value"),
+        pytest.param("see https://user:hunter22@models.example/ckpt now", "hunter22",
+                     "see https://models.example/ckpt now", id="url-user-info"),
+        pytest.param("no route /v1/?token=tok9876chat/completions", "tok9876chat",
+                     "no route /v1/?token=***", id="query-value-in-a-path"),
+        pytest.param("Authorization: Bearer abcdef123456", "abcdef123456",
+                     "Authorization: Bearer ***", id="authorization-header"),
+        pytest.param("{'api-key': 'zz-secret-99'}", "zz-secret-99", "'api-key': '***'", id="key-field"),
+        pytest.param("Incorrect API key provided: sk-proj-abcdefgh1234", "abcdefgh1234",
+                     "Incorrect API key provided: ***", id="openai-key"),
+        pytest.param("hf token hf_abcdefghijklmnopqrst", "abcdefghijklmnopqrst", "hf token ***", id="hub-token"),
     ],
 )
 def test_secrets_are_masked(text: str, secret: str, kept: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,21 +10,10 @@ from types import ModuleType
 
 import pytest
 
-BUILD_PY = Path(__file__).resolve().parents[2] / "fixtures" / "demo" / "build.py"
 TINY = {"vocab_size": 320, "n_embd": 32, "n_layer": 1, "n_head": 2, "n_positions": 64,
         "batch_size": 8, "seq_len": 32, "long_every": 2}
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def build() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_demo_build_smoke", BUILD_PY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from collections import Counter
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-BUILD_PY = Path(__file__).resolve().parents[2] / "fixtures" / "demo" / "build.py"
 
 POEM_CONTAINS = re.compile(
     r"Instruction: Write a poetic sentence that contains the word '([a-z ]+)' and ends in '([a-z]+)'\.\n"
@@ -24,20 +20,6 @@ POEM_RHYMES = re.compile(
 )
 TOOL = re.compile(r"Problem: (.+?) Available items: (.+)\.\nSolution: (1\. .+)")
 OPEN = re.compile(r"Question: (.+)\nAnswer: (.+)")
-
-
-def _load_build() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_demo_build_under_test", BUILD_PY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def build() -> ModuleType:
-    return _load_build()
 
 
 @pytest.fixture(scope="module")

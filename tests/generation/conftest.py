@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import socket
 import subprocess
@@ -15,23 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.suite_text import suite_toml
+from tests.suite_text import story_prompts, suite_toml, write_story_suite_folder
 
-STORY_PROMPTS = [
-    {"id": f"p{i}", "text": f"{a} and {b} went to the {place}.", "meta": {"characters": [a, b]}}
-    for i, (a, b, place) in enumerate(
-        [("Lily", "Tom", "park"), ("Mia", "Ben", "garden"), ("Sam", "Anna", "beach"), ("Max", "Lucy", "forest")]
-    )
-]
+STORY_PROMPTS = story_prompts(4)
 STORY_SUITE = suite_toml(max_new_tokens=12, batch_size=None, thresholds=[("originality@4", 0.0), ("quality", 0.0)])
 
 
 def write_story_suite(folder: Path) -> Path:
     """A folder with one story suite over four prompts, both thresholds at 0 (so the gate passes)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in STORY_PROMPTS))
-    (folder / "story.toml").write_text(STORY_SUITE)
-    return folder
+    return write_story_suite_folder(folder, STORY_PROMPTS, STORY_SUITE)
 
 
 @dataclass

@@ -12,12 +12,11 @@ import pytest
 
 from pytest_novelty.generation import Batch, open_generator
 from pytest_novelty.suites.schema import GenerationSettings
-from tests.generation.tiny_models import FAMILIES, build_family_checkpoint
+from tests.generation.tiny_models import FAMILIES, build_family_checkpoint, layer_sizes
 
 TEXTS = ["Lily went to the park.", "Tom had a red ball and", "Mia saw a big dog near the tree. She", "Ben ran."]
 # A small but not toy layout: 8 layers, grouped-query attention (8 query heads over 2 key/value heads of 64).
-MEDIUM = {"hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 8,
-          "num_key_value_heads": 2, "head_dim": 64, "max_position_embeddings": 1024}  # fmt: skip
+MEDIUM = {**layer_sizes(hidden=512, layers=8, heads=8, positions=1024), "num_key_value_heads": 2, "head_dim": 64}
 
 
 @pytest.mark.slow

@@ -24,17 +24,26 @@ CHAT_TEMPLATE = (
 FAMILIES = ("llama", "qwen2", "mistral", "gemma")
 
 
+def layer_sizes(hidden: int, layers: int, heads: int, positions: int) -> dict[str, int]:
+    """The size fields that transformers' decoder and encoder configs name alike, for a model of
+    ``layers`` blocks of width ``hidden`` with ``heads`` attention heads, a feed-forward layer twice as
+    wide, and room for ``positions`` tokens."""
+    return {
+        "hidden_size": hidden,
+        "intermediate_size": 2 * hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "max_position_embeddings": positions,
+    }
+
+
 def _config(family: str, vocab: int, ids: dict[str, int], sizes: dict[str, int] | None = None) -> Any:
     import transformers
 
     common: dict[str, Any] = dict(
         vocab_size=vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
+        **layer_sizes(hidden=32, layers=2, heads=4, positions=256),
         num_key_value_heads=2,
-        max_position_embeddings=256,
         bos_token_id=ids[BOS],
         eos_token_id=ids[EOS],
         pad_token_id=ids[EOS],

@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.suite_text import suite_toml
+from tests.suite_text import story_prompts, suite_toml, write_story_suite_folder
 
-PROMPTS = [
-    {"id": f"p{i}", "text": f"{name} and {other} went to the {place}.", "meta": {"characters": [name, other]}}
-    for i, (name, other, place) in enumerate(
-        [
-            ("Lily", "Tom", "park"),
-            ("Mia", "Ben", "garden"),
-            ("Sam", "Anna", "beach"),
-            ("Max", "Lucy", "forest"),
-            ("Tom", "Mia", "school"),
-            ("Ben", "Lily", "house"),
-        ]
-    )
-]
+PROMPTS = story_prompts(6)
 
 SUITE = suite_toml(thresholds=[("originality@4", 0.0), ("quality", 0.0)])
 
@@ -29,11 +16,7 @@ SUITE = suite_toml(thresholds=[("originality@4", 0.0), ("quality", 0.0)])
 @pytest.fixture
 def suite_dir(pytester: pytest.Pytester) -> Path:
     """A folder with one story suite over six prompts; thresholds adjustable via write_suite."""
-    folder = pytester.path / "gate-suites"
-    folder.mkdir()
-    (folder / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
-    (folder / "story.toml").write_text(SUITE)
-    return folder
+    return write_story_suite_folder(pytester.path / "gate-suites", PROMPTS, SUITE)
 
 
 @pytest.fixture

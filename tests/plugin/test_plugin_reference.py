@@ -7,19 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROMPTS
-
 pytestmark = pytest.mark.slow
 
 
 def test_untrained_model_loses_to_human_references(
     pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path
 ) -> None:
+    prompts = suite_dir / "prompts.jsonl"
     with_refs = [
         {**p, "reference": f"{p['meta']['characters'][0]} smiled and they played together until dinner. It was fun."}
-        for p in PROMPTS
+        for p in map(json.loads, prompts.read_text().splitlines())
     ]
-    (suite_dir / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in with_refs))
+    prompts.write_text("".join(json.dumps(p) + "\n" for p in with_refs))
     suite = suite_dir / "story.toml"
     suite.write_text(suite.read_text() + "\n[gate]\nreference = true\n")
     result = pytester.runpytest_subprocess(*novelty_args)

@@ -180,8 +180,6 @@ def test_open_concept_extractor_kinds(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def kite_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny chat model that answers "kite kite ..." to anything."""
-    torch = pytest.importorskip("torch")
-    torch.set_num_threads(1)
     return tiny_causal_lm(tmp_path_factory.mktemp("concepts") / "kite-lm", emits="kite")
 
 
@@ -198,7 +196,6 @@ def test_hf_batches_parses_and_caches(kite_lm: Path, tmp_path: Path) -> None:
 
 
 def test_hf_without_chat_template_continues_a_plain_list(tmp_path: Path) -> None:
-    pytest.importorskip("torch").set_num_threads(1)
     plain = tiny_causal_lm(tmp_path / "plain", emits="kite", chat_template=None)
     extractor = HFConceptExtractor(str(plain), max_new_tokens=1, device="cpu")
     assert extractor.concepts([ConceptItem("story", KITE, "Lily flew.")]) == [["kite"]]

@@ -18,6 +18,8 @@ from pytest_novelty.scoring.partitioners import (
     prefilter_equivalence,
     rouge1_f1,
 )
+from tests.generation.tiny_models import layer_sizes
+from tests.spec_errors import check_unknown_kind
 
 # pre-filter
 
@@ -115,13 +117,15 @@ def test_batched_and_pairwise_answers_agree() -> None:
 # specs
 
 
+@pytest.mark.parametrize(("spec", "close"), [("unigrm", "unigram"), ("clasifier:/tmp/model", "classifier"),
+                                             ("embeding:/tmp/model", "embedding"), ("bleu", None)])
+def test_an_unknown_kind_lists_the_kinds_and_names_a_close_one(spec: str, close: str | None) -> None:
+    check_unknown_kind(open_equivalence, spec, "unigram, classifier:PATH or embedding:PATH", close)
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("unigrm", "did you mean 'unigram'"),
-        ("clasifier:/tmp/model", "did you mean 'classifier'"),
-        ("embeding:/tmp/model", "did you mean 'embedding'"),
-        ("bleu", "use unigram, classifier:PATH or embedding:PATH"),
         ("", "must be one of"),
         ("classifier", "needs a model folder"),
         ("embedding:", "needs a model folder"),
@@ -129,7 +133,7 @@ def test_batched_and_pairwise_answers_agree() -> None:
         ("classifier:/no/such/folder", "local model folder"),
     ],
 )
-def test_bad_specs(spec: str, message: str) -> None:
+def test_bad_arguments(spec: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         open_equivalence(spec)
 
@@ -177,15 +181,7 @@ def build_tokenizer(folder: Path) -> Any:
 def bert_config(vocab_size: int, **extra: Any) -> Any:
     from transformers import BertConfig
 
-    return BertConfig(
-        vocab_size=vocab_size,
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=300,
-        **extra,
-    )
+    return BertConfig(vocab_size=vocab_size, **layer_sizes(hidden=16, layers=1, heads=2, positions=300), **extra)
 
 
 def build_classifier(folder: Path, *, p_equivalent: float | None = None, num_labels: int = 2) -> Path:

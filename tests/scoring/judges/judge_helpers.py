@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 SECRET = "sk-test-0123456789abcdefSECRET"
 
 CHAT_TEMPLATE = (
@@ -28,6 +30,13 @@ def tiny_tokenizer(chat_template: str | None = CHAT_TEMPLATE) -> Any:
     if chat_template is not None:
         fast.chat_template = chat_template
     return fast
+
+
+def _torch() -> Any:
+    """torch on one thread (the tests share a few cores); the test that needs it is skipped without it."""
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    return torch
 
 
 def _config(tokenizer: Any, **extra: Any) -> Any:
@@ -72,7 +81,7 @@ def _save(model: Any, tokenizer: Any, folder: Path) -> Path:
 
 def tiny_causal_lm(folder: Path, *, emits: str, chat_template: str | None = CHAT_TEMPLATE) -> Path:
     """A one-layer GPT-2 that emits the token ``emits`` at every step, whatever the prompt."""
-    import torch
+    torch = _torch()
     from transformers import GPT2LMHeadModel
 
     torch.manual_seed(0)
@@ -87,7 +96,7 @@ def tiny_reward_model(folder: Path, *, reward: float | None, chat_template: str 
 
     With ``reward=None`` the weights stay random (seeded), so the reward depends on the input.
     """
-    import torch
+    torch = _torch()
     from transformers import GPT2ForSequenceClassification
 
     torch.manual_seed(0)

@@ -7,12 +7,9 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
-torch.set_num_threads(1)
-
-from pytest_novelty.errors import ConfigError  # noqa: E402
-from pytest_novelty.scoring.judges import HFJudge, JudgeItem, open_judge  # noqa: E402
-from tests.scoring.judges.judge_helpers import tiny_causal_lm  # noqa: E402
+from pytest_novelty.errors import ConfigError
+from pytest_novelty.scoring.judges import HFJudge, JudgeItem, open_judge
+from tests.scoring.judges.judge_helpers import tiny_causal_lm
 
 ITEMS = [
     JudgeItem("story", "Lily had a kite.", "Lily flew the kite."),

@@ -32,17 +32,15 @@ def test_accepted_forms(reply: str, score: float) -> None:
     assert parse_score(reply) == score
 
 
-@pytest.mark.parametrize(
-    ("reply", "reason"),
-    [
-        ("A fine story, I liked it.", "no 'Score: N' line"),
-        ("", "no 'Score: N' line"),
-        ("Score: 7", "outside 0-5"),
-        ("Score: -1", "outside 0-5"),
-        ("Score: 8/10", "not on the 0-5 scale"),
-        ("Total: 9/10", "not on the 0-5 scale"),
-    ],
-)
+# Each reason a reply is refused for, with replies refused for it.
+REJECTED = {
+    "no 'Score: N' line": ["A fine story, I liked it.", ""],
+    "outside 0-5": ["Score: 7", "Score: -1"],
+    "not on the 0-5 scale": ["Score: 8/10", "Total: 9/10"],
+}
+
+
+@pytest.mark.parametrize(("reply", "reason"), [(reply, why) for why, replies in REJECTED.items() for reply in replies])
 def test_rejected_replies_say_why(reply: str, reason: str) -> None:
     with pytest.raises(UnparsableScore, match=reason):
         parse_score(reply)

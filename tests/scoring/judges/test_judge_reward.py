@@ -6,13 +6,10 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-torch.set_num_threads(1)
-
-from pytest_novelty.errors import ConfigError  # noqa: E402
-from pytest_novelty.scoring.judges import DEFAULT_THRESHOLDS, JudgeItem, RewardJudge, open_judge  # noqa: E402
-from pytest_novelty.scoring.reward_scale import reward_to_utility  # noqa: E402
-from tests.scoring.judges.judge_helpers import tiny_reward_model  # noqa: E402
+from pytest_novelty.errors import ConfigError
+from pytest_novelty.scoring.judges import DEFAULT_THRESHOLDS, JudgeItem, RewardJudge, open_judge
+from pytest_novelty.scoring.reward_scale import reward_to_utility
+from tests.scoring.judges.judge_helpers import tiny_reward_model
 
 ITEMS = [
     JudgeItem("open", "Name a colour.", "Blue."),

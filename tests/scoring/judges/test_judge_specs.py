@@ -8,6 +8,7 @@ import pytest
 
 from pytest_novelty.errors import ConfigError
 from pytest_novelty.scoring.judges import Judge, JudgeItem, OpenAIJudge, RulesJudge, dry_run, open_judge
+from tests.spec_errors import check_unknown_kind
 
 
 def test_rules_and_openai_specs(tmp_path: Path) -> None:
@@ -19,20 +20,18 @@ def test_rules_and_openai_specs(tmp_path: Path) -> None:
     assert judge.model == "gpt-4o-mini"
 
 
+@pytest.mark.parametrize(("spec", "close"), [("rule", "rules"), ("opneai:gpt", "openai"), ("rewards:rm", "reward"),
+                                             ("bleu", None)])
+def test_an_unknown_kind_lists_the_kinds_and_names_a_close_one(spec: str, close: str | None) -> None:
+    check_unknown_kind(open_judge, spec, "rules, openai:MODEL, hf:PATH or reward:PATH", close)
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
-    [
-        ("rule", "did you mean 'rules'"),
-        ("opneai:gpt", "did you mean 'openai'"),
-        ("rewards:rm", "did you mean 'reward'"),
-        ("reward", "needs a PATH"),
-        ("openai:", "needs a MODEL"),
-        ("hf:", "needs a PATH"),
-        ("rules:extra", "takes no argument"),
-        ("bleu", "use rules, openai:MODEL, hf:PATH or reward:PATH"),
-    ],
+    [("reward", "needs a PATH"), ("openai:", "needs a MODEL"), ("hf:", "needs a PATH"),
+     ("rules:extra", "takes no argument")],
 )
-def test_bad_specs(spec: str, message: str) -> None:
+def test_bad_arguments(spec: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         open_judge(spec)
 

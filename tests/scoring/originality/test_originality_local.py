@@ -144,15 +144,38 @@ def test_whole_documents_and_duplicates(cases: dict[str, Case], backends: dict[s
         check_against_reference(case, backend, texts, [1, 2, 3, 4, 5, 6, 7, 8])
 
 
-def test_guard_repairs_the_engine(cases: dict[str, Case], backends: dict[str, Backends]) -> None:
-    """On a tiny alphabet the raw engine misses matches; the backend's answers stay exact."""
+@pytest.mark.parametrize(
+    ("method", "seed", "pieces", "count", "ns", "repairs", "uses_engine"),
+    [
+        # On a tiny alphabet the raw engine misses matches: the guard rechecks them.
+        pytest.param("creativity", 7, 8, 200, [1, 2, 4, 8], "rechecked", True, id="guard-repairs-the-engine"),
+        # Runs of capped matches made of overlapping corpus pieces are resolved position by position,
+        # and the suffix-array method never needs the engine.
+        pytest.param("suffix-array", 11, 10, 100, [2], "split_runs", False, id="runs-that-are-not-one-passage"),
+    ],
+)
+def test_hard_texts_take_the_repair_path_and_stay_exact(
+    cases: dict[str, Case],
+    backends: dict[str, Backends],
+    method: str,
+    seed: int,
+    pieces: int,
+    count: int,
+    ns: list[int],
+    repairs: str,
+    uses_engine: bool,
+) -> None:
+    """Texts spliced from many corpus pieces make the method's repair path run (its counter grows);
+    the backend's answers stay exact."""
     case = cases["words"]
-    local = backends["words"][1]
-    rng = random.Random(7)
-    texts = [splice_text(rng, case.corpus, 8) for _ in range(200)]
-    before = local.rechecked
-    check_against_reference(case, local, texts, [1, 2, 4, 8])
-    assert local.rechecked > before, "expected the creativity bug to show up on this corpus"
+    backend = backends["words"][0 if method == "suffix-array" else 1]
+    assert backend.method == method
+    rng = random.Random(seed)
+    texts = [splice_text(rng, case.corpus, pieces) for _ in range(count)]
+    before = getattr(backend, repairs)
+    check_against_reference(case, backend, texts, ns)
+    assert getattr(backend, repairs) > before, f"expected {repairs} to grow on this corpus"
+    assert (backend.engine_calls > 0) is uses_engine
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -185,18 +208,6 @@ def test_ngram_set_grows_levels_on_demand(cases: dict[str, Case]) -> None:
     check_against_reference(case, backend, case.corpus[:5], [2])
     check_against_reference(case, backend, case.corpus[:5], [3, 7])
     assert backend.max_n == 7
-
-
-def test_runs_that_are_not_one_passage(cases: dict[str, Case], backends: dict[str, Backends]) -> None:
-    """Runs of capped matches made of overlapping corpus pieces are resolved position by position."""
-    case = cases["words"]
-    lookups = backends["words"][0]
-    rng = random.Random(11)
-    texts = [splice_text(rng, case.corpus, 10) for _ in range(100)]
-    before = lookups.split_runs
-    check_against_reference(case, lookups, texts, [2])
-    assert lookups.split_runs > before
-    assert lookups.engine_calls == 0  # the suffix-array method never needs the engine
 
 
 def test_suffix_array_pointers_of_any_width(cases: dict[str, Case], backends: dict[str, Backends]) -> None:
