@@ -54,6 +54,7 @@ __all__ = [
     "RETRYABLE_STATUS",
     "Connection",
     "ConnectionOptions",
+    "Reply",
     "RetryPolicy",
     "RetryTransport",
     "Secret",
@@ -61,6 +62,7 @@ __all__ = [
     "attempts_of",
     "failure_reason",
     "is_retryable",
+    "post_json",
     "retry_after",
     "run_coroutine",
     "scrub",
@@ -285,6 +287,33 @@ def attempts_of(where: Any) -> tuple[int, float]:
     return (1, 0.0)
 
 
+@dataclass(frozen=True)
+class Reply:
+    """How one request sent through :meth:`Connection.client` ended, its retries done."""
+
+    response: httpx.Response | None
+    """The last answer, or None when no attempt got one."""
+    attempts: int
+    problem: str
+    """What went wrong in words (``HTTP 503``, ``connection refused``); empty for an HTTP 200."""
+
+    @property
+    def status(self) -> int | None:
+        return None if self.response is None else self.response.status_code
+
+
+async def post_json(client: httpx.AsyncClient, url: str, body: Any) -> Reply:
+    """POST ``body`` as JSON through ``client`` (which retries) and say how it ended."""
+    import httpx
+
+    try:
+        response = await client.post(url, json=body)
+    except httpx.TransportError as error:
+        return Reply(None, attempts_of(error)[0], failure_reason(error))
+    problem = "" if response.status_code == 200 else f"HTTP {response.status_code}"
+    return Reply(response, attempts_of(response)[0], problem)
+
+
 class RetryTransport:
     """An ``httpx`` async transport that sends a request until it gets an answer, as a policy says.
 
@@ -398,6 +427,10 @@ class Secret:
 
     def __repr__(self) -> str:
         return "***" if self._value else "''"
+
+    def hide(self, text: str) -> str:
+        """``text`` with this secret, and anything else that looks like one, replaced by ``***``."""
+        return scrub(text, self)
 
 
 def scrub(text: str, *secrets: Secret | str) -> str:

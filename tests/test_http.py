@@ -88,7 +88,7 @@ def test_infinigram_client_gives_up_when_retry_after_passes_the_time_bound() -> 
         assert time.monotonic() - start < 2 and server.request_count == 1
         server.clear_faults()
         server.inject("status", status=429, retry_after=0, times=2)
-        assert client.post(QUERY)["count"] == 1 and client.retries == 2
+        assert client.post(QUERY)["count"] == 1 and client.traffic.retries == 2
 
 
 def test_infinigram_client_redacts_what_the_server_says() -> None:

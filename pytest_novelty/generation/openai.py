@@ -41,17 +41,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.generation import MODEL_SOURCES
-from pytest_novelty.http import (
-    Connection,
-    ConnectionOptions,
-    Secret,
-    Traffic,
-    attempts_of,
-    failure_reason,
-    is_retryable,
-    run_coroutine,
-    scrub,
-)
+from pytest_novelty.http import Connection, ConnectionOptions, Secret, Traffic, is_retryable, post_json, run_coroutine
 from pytest_novelty.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
@@ -216,27 +206,25 @@ class OpenAIGenerator:
 
     async def _request(self, client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> tuple[str, int]:
         """One row's answer and its token count (the client retries; see the module doc)."""
-        import httpx
-
         where = f"{self.name} at {self.base_url}{path}"
-        try:
-            response = await client.post(self._send_to + path, json=body)
-        except httpx.TransportError as error:
-            attempts, reason = attempts_of(error)[0], failure_reason(error)
-        else:
-            if response.status_code == 200:
-                return self._answer(response, path)
-            attempts, reason = attempts_of(response)[0], f"HTTP {response.status_code}: {self._message(response)}"
-            if response.status_code in (401, 403):
+        reply = await post_json(client, self._send_to + path, body)
+        if reply.response is not None:
+            if reply.status == 200:
+                return self._answer(reply.response, path)
+            reason = f"{reply.problem}: {self._message(reply.response)}"
+            if reply.status in (401, 403):
                 raise HarnessError(f"{where}: the endpoint refused the key ({reason}); set {API_KEY_VARIABLES[0]}")
-            if response.status_code == 404:
+            if reply.status == 404:
                 raise HarnessError(
                     f"{where}: not found ({reason}); check --model-base-url "
                     "(usually ending in /v1) and the model name the server lists at /v1/models"
                 )
-            if not is_retryable(response.status_code):
+            if not is_retryable(reply.response.status_code):
                 raise HarnessError(f"{where}: the server refused the request ({reason})")
-        raise HarnessError(f"{self.name}: no answer from {self.base_url}{path} after {attempts} attempts ({reason})")
+        else:
+            reason = reply.problem
+        tried = f"after {reply.attempts} attempts"
+        raise HarnessError(f"{self.name}: no answer from {self.base_url}{path} {tried} ({reason})")
 
     def _answer(self, response: httpx.Response, path: str) -> tuple[str, int]:
         try:
@@ -262,4 +250,4 @@ class OpenAIGenerator:
         return self._scrub(" ".join(str(message).split()))[:200] or response.reason_phrase
 
     def _scrub(self, text: str) -> str:
-        return scrub(text, self._key)
+        return self._key.hide(text)

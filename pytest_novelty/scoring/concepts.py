@@ -203,7 +203,7 @@ class OpenAIConceptExtractor(_CachedExtractor, OpenAIChat):
     async def _ask_all(self, requests: list[list[Message]]) -> list[str | _Failed]:
         """All requests concurrently, at most ``concurrency`` at a time, over one client."""
         client = self._client()
-        semaphore = asyncio.Semaphore(self.concurrency)
+        semaphore = asyncio.Semaphore(self.connection.concurrency)
         try:
             outcomes = await asyncio.gather(
                 *(self._ask(client, semaphore, messages) for messages in requests), return_exceptions=True

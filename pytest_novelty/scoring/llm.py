@@ -53,7 +53,6 @@ from pytest_novelty.http import (
     failure_reason,
     is_retryable,
     run_coroutine,
-    scrub,
 )
 from pytest_novelty.identity import Memo, identity_memo
 from pytest_novelty.redact import redact, register_secret, secrets_in_url
@@ -157,10 +156,6 @@ class OpenAIChat:
         self._last_notice = -math.inf
         self._api_key = Secret(api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", ""))
         register_secret(self._api_key.reveal())
-
-    @property
-    def concurrency(self) -> int:
-        return self.connection.concurrency
 
     @property
     def requests_sent(self) -> int:
@@ -328,7 +323,7 @@ class OpenAIChat:
 
     def _scrub(self, text: str) -> str:
         """``text`` with the key, and anything that looks like a key, replaced by ``***``."""
-        return scrub(text, self._api_key)
+        return self._api_key.hide(text)
 
 
 # -- hf: ----------------------------------------------------------------------------------------

@@ -177,7 +177,7 @@ class OpenAIJudge(OpenAIChat):
 
         keys = [self._keys(item) for item in items]
         cached = self.cache.get_many(key for item_keys in keys for key in item_keys)
-        run = _Run(asyncio.Semaphore(self.concurrency), self.budget)
+        run = _Run(asyncio.Semaphore(self.connection.concurrency), self.budget)
         client = self._client()
         # Identical items (same task, prompt and response) are judged once and share the result.
         first: dict[str, int] = {}

@@ -98,7 +98,7 @@ class _CountApiBackend:
     @property
     def requests(self) -> int:
         """HTTP requests sent, retries included."""
-        return self.client.requests
+        return self.client.traffic.requests
 
     def _payload(self, query: Hashable) -> dict[str, Any]:
         raise NotImplementedError

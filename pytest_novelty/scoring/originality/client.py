@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pytest_novelty.errors import ConfigError, HarnessError
-from pytest_novelty.http import Connection, Traffic, attempts_of, failure_reason, is_retryable, run_coroutine, scrub
+from pytest_novelty.http import Connection, Traffic, is_retryable, post_json, run_coroutine, scrub
 
 if TYPE_CHECKING:
     import httpx
@@ -53,14 +53,6 @@ class JsonClient:
         self.connection = connection
         self.traffic = Traffic()
         """HTTP requests sent (every attempt counts) and retries, over the client's life."""
-
-    @property
-    def requests(self) -> int:
-        return self.traffic.requests
-
-    @property
-    def retries(self) -> int:
-        return self.traffic.retries
 
     def post(self, payload: dict[str, Any]) -> dict[str, Any]:
         """POST ``payload`` with retries; the decoded answer, or :class:`HarnessError`."""
@@ -105,26 +97,19 @@ class JsonClient:
                 await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _post(self, client: httpx.AsyncClient, payload: dict[str, Any]) -> dict[str, Any]:
-        import httpx
-
-        try:
-            response = await client.post(self.url, json=payload)
-        except httpx.TransportError as error:
-            attempts, problem = attempts_of(error)[0], failure_reason(error)
-        else:
-            attempts = attempts_of(response)[0]
-            if response.status_code == 200:
-                problem = _problem(response)
-                if problem is None:
-                    return dict(response.json())
-            elif is_retryable(response.status_code):
-                problem = f"HTTP {response.status_code}"
-            else:
+        reply = await post_json(client, self.url, payload)
+        problem = reply.problem
+        if reply.response is not None:
+            if reply.status == 200:
+                problem = _problem(reply.response) or ""
+                if not problem:
+                    return dict(reply.response.json())
+            elif not is_retryable(reply.response.status_code):
                 raise HarnessError(
-                    f"{self.name} at {scrub(self.url)} refused a query with HTTP {response.status_code}: "
-                    f"{scrub(response.content[:300].decode('utf-8', 'replace'))}"
+                    f"{self.name} at {scrub(self.url)} refused a query with {problem}: "
+                    f"{scrub(reply.response.content[:300].decode('utf-8', 'replace'))}"
                 )
         raise HarnessError(
-            f"{self.name} at {scrub(self.url)} gave no usable answer after {attempts} attempts "
+            f"{self.name} at {scrub(self.url)} gave no usable answer after {reply.attempts} attempts "
             f"(last: {problem}); {self.hint}answers received so far are cached"
         )

@@ -92,8 +92,8 @@ def test_exact_under_random_faults(world: World, api: Callable[..., InfiniGramAp
     check_tokens(world, world.texts, results)
     assert server.faulted > 0
     assert server.request_count == backend.requests
-    assert backend.client.retries == server.faulted  # one retry per fault, none wasted
-    assert backend.client.retries <= backend.questions * (FAST["max_attempts"] - 1)
+    assert backend.client.traffic.retries == server.faulted  # one retry per fault, none wasted
+    assert backend.client.traffic.retries <= backend.questions * (FAST["max_attempts"] - 1)
 
 
 @pytest.mark.parametrize(
