@@ -36,12 +36,15 @@ from pathlib import Path
 from typing import Any, Protocol, Unpack, runtime_checkable
 
 from pytest_novelty.errors import HarnessError
-from pytest_novelty.http import CONNECTION_OPTIONS, Connection, ConnectionOptions, run_coroutine
+from pytest_novelty.http import CONNECTION_OPTIONS, run_coroutine
 from pytest_novelty.registry import Registry
 from pytest_novelty.scoring.judges.cache import AnswerCache, answer_key
 from pytest_novelty.scoring.llm import (
     DEFAULT_BASE_URL,
+    LOCAL_CHAT_OPTIONS,
+    EndpointOptions,
     LocalChatModel,
+    LocalChatOptions,
     OpenAIChat,
     RequestFailed,
     safe_url,
@@ -174,21 +177,17 @@ class OpenAIConceptExtractor(_CachedExtractor, OpenAIChat):
         model: str,
         *,
         cache_dir: Path | str | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
         temperature: float | None = 0.0,
         max_reasks: int = 1,
-        max_tokens: int | None = None,
-        **connection: Unpack[ConnectionOptions],
+        **endpoint: Unpack[EndpointOptions],
     ) -> None:
-        """``connection``: by default 8 requests in flight, 120 s each, 6 attempts within 120 s."""
+        """``endpoint``: by default 8 requests in flight, 120 s each, 6 attempts within 120 s."""
         if max_reasks < 0:
             raise ValueError(f"max_reasks must be 0 or more, got {max_reasks}")
         _CachedExtractor.__init__(self, cache_dir)
         OpenAIChat.__init__(
-            self, "concept extractor", model, base_url=base_url, api_key=api_key, temperature=temperature,
-            max_tokens=max_tokens, connection=Connection.of(connection, concurrency=8, timeout=120.0),
-        )  # fmt: skip
+            self, "concept extractor", model, temperature=temperature, endpoint=endpoint, concurrency=8, timeout=120.0
+        )
         self.max_reasks = max_reasks
 
     def __repr__(self) -> str:
@@ -228,15 +227,17 @@ class OpenAIConceptExtractor(_CachedExtractor, OpenAIChat):
 # -- hf: ----------------------------------------------------------------------------------------
 
 
+HF_CONCEPTS = LocalChatOptions(
+    temperature=0.0, batch_size=0, max_new_tokens=128, seed=0, device="auto", trust_remote_code=False
+)
+
+
 @CONCEPT_EXTRACTORS.register(
     "hf",
     argument="PATH",
-    options={
-        "temperature": float, "batch_size": int, "max_new_tokens": int, "seed": int, "max_reasks": int,
-        "device": str, "trust_remote_code": bool,
-    },
+    options={"max_reasks": int, **LOCAL_CHAT_OPTIONS},
     summary="a local chat model lists the concepts",
-)  # fmt: skip
+)
 class HFConceptExtractor(_CachedExtractor, LocalChatModel):
     """Lists concepts with a local causal LM; the model is loaded on first use (see the module doc).
 
@@ -245,35 +246,24 @@ class HFConceptExtractor(_CachedExtractor, LocalChatModel):
     """
 
     def __init__(
-        self,
-        path: str,
-        *,
-        cache_dir: Path | str | None = None,
-        temperature: float = 0.0,
-        batch_size: int = 0,
-        max_new_tokens: int = 128,
-        seed: int = 0,
-        max_reasks: int = 1,
-        device: str = "auto",
-        trust_remote_code: bool = False,
+        self, path: str, *, cache_dir: Path | str | None = None, max_reasks: int = 1, **local: Unpack[LocalChatOptions]
     ) -> None:
-        if batch_size < 0 or max_new_tokens < 1 or max_reasks < 0:
-            raise ValueError("max_new_tokens must be >= 1, batch_size (0: auto) and max_reasks >= 0")
-        LocalChatModel.__init__(
-            self, path, field=None, temperature=temperature, batch_size=batch_size, max_new_tokens=max_new_tokens,
-            seed=seed, device=device, trust_remote_code=trust_remote_code, cache_dir=cache_dir,
-        )  # fmt: skip
+        """``local``: by default temperature 0 (greedy), up to 128 new tokens, seed 0, batches as
+        large as the memory allows, on the session's device."""
+        if max_reasks < 0:
+            raise ValueError(f"max_reasks must be 0 or more, got {max_reasks}")
+        LocalChatModel.__init__(self, path, field=None, options=local, defaults=HF_CONCEPTS, cache_dir=cache_dir)
         _CachedExtractor.__init__(self, cache_dir)
         self.max_reasks = max_reasks
 
     def __repr__(self) -> str:
-        return f"HFConceptExtractor(spec={self.spec!r}, temperature={self.temperature})"
+        return f"HFConceptExtractor(spec={self.spec!r}, temperature={self.sampling.temperature})"
 
     def _identity(self) -> tuple[Any, ...]:
-        return (self.fingerprint, self.temperature, self.seed, self.max_new_tokens)
+        return (self.fingerprint, self.sampling.temperature, self.sampling.seed, self.sampling.max_new_tokens)
 
     def _reasks(self) -> int:
-        return self.max_reasks if self.temperature > 0 else 0
+        return self.max_reasks if self.sampling.temperature > 0 else 0
 
     def _replies(self, requests: list[list[Message]], attempt: int) -> list[str | _Failed]:
         """One reply per request, batched by length; each attempt samples with its own seed.

@@ -39,13 +39,15 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, get_type_hints
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pytest_novelty.errors import ConfigError, HarnessError, PreflightError
 from pytest_novelty.http import (
     Connection,
+    ConnectionOptions,
     RetryPolicy,
     Secret,
     Traffic,
@@ -60,7 +62,10 @@ from pytest_novelty.suites.prompting import Message
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "LOCAL_CHAT_OPTIONS",
+    "EndpointOptions",
     "LocalChatModel",
+    "LocalChatOptions",
     "OpenAIChat",
     "RequestFailed",
     "checked_fingerprint",
@@ -117,6 +122,17 @@ class RequestFailed(Exception):
     """A request that yielded no reply; the message says why (a countable reason) and holds no key."""
 
 
+class EndpointOptions(ConnectionOptions, total=False):
+    """Where and how an ``openai:`` judge or concept extractor reaches its chat endpoint."""
+
+    base_url: str | None
+    """``OPENAI_BASE_URL``, else OpenAI's own endpoint, when None."""
+    api_key: str | None
+    """``OPENAI_API_KEY`` when None."""
+    max_tokens: int | None
+    """The longest reply asked for (None: the server's default)."""
+
+
 class OpenAIChat:
     """A client of an OpenAI-compatible chat endpoint: settings, key, error wording and retries.
 
@@ -126,16 +142,11 @@ class OpenAIChat:
     """
 
     def __init__(
-        self,
-        what: str,
-        model: str,
-        *,
-        base_url: str | None,
-        api_key: str | None,
-        temperature: float | None,
-        max_tokens: int | None,
-        connection: Connection,
+        self, what: str, model: str, *, temperature: float | None, endpoint: EndpointOptions, **defaults: Any
     ) -> None:
+        """``endpoint``: see :class:`EndpointOptions`; ``defaults`` fill the connection options it leaves out."""
+        given: dict[str, Any] = dict(endpoint)
+        base_url, api_key, max_tokens = (given.pop(name, None) for name in ("base_url", "api_key", "max_tokens"))
         self.what = what
         self.model = model
         self.spec = f"openai:{model}"
@@ -147,7 +158,7 @@ class OpenAIChat:
         self.send_temperature = temperature is not None
         """Whether requests carry ``temperature``: not for ``None``, nor once the model rejected it."""
         self.max_tokens = max_tokens
-        self.connection = connection
+        self.connection = Connection.of(ConnectionOptions(**given), **defaults)
         """Requests in flight, the timeout of one request, and when requests are retried."""
         self.traffic = Traffic()
         """HTTP requests sent (all attempts) and retries over the life of this client."""
@@ -347,12 +358,30 @@ def checked_fingerprint(
     return checkpoint_fingerprint(path, memo=memo)
 
 
+class LocalChatOptions(TypedDict, total=False):
+    """How a local chat model (``hf:PATH`` judges and concept extractors) samples and loads."""
+
+    temperature: float
+    batch_size: int
+    """Rows per batch; 0: as many as the memory allows."""
+    max_new_tokens: int
+    seed: int
+    """The seed of the first attempt; a re-ask ``k`` samples with ``seed + 7919 k``."""
+    device: str
+    trust_remote_code: bool
+
+
+LOCAL_CHAT_OPTIONS: dict[str, type | None] = dict(get_type_hints(LocalChatOptions))
+"""The names and types of :class:`LocalChatOptions`, for a backend's registration."""
+
+
 class LocalChatModel:
     """A local causal LM, asked through the generation layer's backend; loaded on first use.
 
     The checkpoint is checked and fingerprinted at once (so a bad path fails when the component
     is opened, and cache keys can name the exact weights); ``field`` is where such a
-    :class:`~pytest_novelty.errors.ConfigError` points.
+    :class:`~pytest_novelty.errors.ConfigError` points. ``options`` (see :class:`LocalChatOptions`)
+    override ``defaults``.
     """
 
     def __init__(
@@ -360,28 +389,34 @@ class LocalChatModel:
         path: str,
         *,
         field: str | None,
-        temperature: float,
-        batch_size: int,
-        max_new_tokens: int,
-        seed: int,
-        device: str,
-        trust_remote_code: bool,
+        options: LocalChatOptions,
+        defaults: LocalChatOptions,
         cache_dir: Path | str | None = None,
     ) -> None:
+        from pytest_novelty.suites.schema import GenerationSettings
+
+        given: dict[str, Any] = {**defaults, **options}
+        if int(given["batch_size"]) < 0 or int(given["max_new_tokens"]) < 1:
+            raise ValueError("max_new_tokens must be >= 1, batch_size (0: auto) >= 0")
+        self.trust_remote_code = bool(given["trust_remote_code"])
         # One memo for the check here and the generator's load: an unchanged checkpoint is hashed
         # once, not on every run.
         self._memo = None if cache_dir is None else identity_memo(Path(cache_dir))
         self.fingerprint = checked_fingerprint(
-            f"hf:{path}", path, trust_remote_code=trust_remote_code, field=field, memo=self._memo
+            f"hf:{path}", path, trust_remote_code=self.trust_remote_code, field=field, memo=self._memo
         )
         self.path = path
         self.spec = f"hf:{path}"
-        self.temperature = temperature
-        self.batch_size = batch_size
-        self.max_new_tokens = max_new_tokens
-        self.seed = seed
-        self.device = device
-        self.trust_remote_code = trust_remote_code
+        self.sampling = GenerationSettings(
+            temperature=float(given["temperature"]),
+            top_p=1.0,
+            top_k=0,
+            max_new_tokens=int(given["max_new_tokens"]),
+            seed=int(given["seed"]),
+            batch_size=int(given["batch_size"]),
+        )
+        """How replies are sampled (``samples`` and ``seed`` are set per call)."""
+        self.device = str(given["device"])
         self.sequences_generated = 0
         """Replies generated over the life of this component (re-asks included)."""
         self._field = field
@@ -416,17 +451,8 @@ class LocalChatModel:
     ) -> list[list[str]]:
         """``samples`` replies per text, batched by length; attempt ``k`` samples with its own seed."""
         from pytest_novelty.generation import generate
-        from pytest_novelty.suites.schema import GenerationSettings
 
-        settings = GenerationSettings(
-            samples=samples,
-            temperature=self.temperature,
-            top_p=1.0,
-            top_k=0,
-            max_new_tokens=self.max_new_tokens,
-            seed=self.seed + 7919 * attempt,
-            batch_size=self.batch_size,
-        )
+        settings = replace(self.sampling, samples=samples, seed=self.sampling.seed + 7919 * attempt)
         replies, _ = generate(self._load(), texts, settings, on_batch=on_batch)
         self.sequences_generated += sum(len(r) for r in replies)
         return replies

@@ -18,25 +18,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from pytest_novelty.scoring.judges.base import JUDGES, NO_SCORE, JudgeItem, JudgeResult, rubric_result
 from pytest_novelty.scoring.judges.cache import AnswerCache, judge_key
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score
 from pytest_novelty.scoring.judges.rubrics import rubric_for
-from pytest_novelty.scoring.llm import LocalChatModel
+from pytest_novelty.scoring.llm import LOCAL_CHAT_OPTIONS, LocalChatModel, LocalChatOptions
 from pytest_novelty.suites.prompting import Message
+
+HF_JUDGE_DEFAULTS = LocalChatOptions(
+    temperature=0.7, batch_size=0, max_new_tokens=256, seed=0, device="auto", trust_remote_code=False
+)
 
 
 @JUDGES.register(
     "hf",
     argument="PATH",
-    options={
-        "batch_size": int, "max_new_tokens": int, "seed": int, "max_reasks": int, "device": str,
-        "trust_remote_code": bool,
-    },
+    options={"max_reasks": int, **{k: v for k, v in LOCAL_CHAT_OPTIONS.items() if k != "temperature"}},
     summary="an LLM judge run locally through transformers",
-)  # fmt: skip
+)
 class HFJudge(LocalChatModel):
     """Grades items with a local causal LM; see the module doc.
 
@@ -50,27 +51,21 @@ class HFJudge(LocalChatModel):
         *,
         cache_dir: Path | str | None = None,
         samples: int = 5,
-        temperature: float = 0.7,
-        batch_size: int = 0,
-        max_new_tokens: int = 256,
-        seed: int = 0,
         max_reasks: int = 1,
-        device: str = "auto",
-        trust_remote_code: bool = False,
+        **local: Unpack[LocalChatOptions],
     ) -> None:
-        if samples < 1 or batch_size < 0 or max_new_tokens < 1 or max_reasks < 0:
-            raise ValueError("samples and max_new_tokens must be >= 1, batch_size (0: auto) and max_reasks >= 0")
-        super().__init__(
-            path, field="--judge", temperature=temperature, batch_size=batch_size, max_new_tokens=max_new_tokens,
-            seed=seed, device=device, trust_remote_code=trust_remote_code, cache_dir=cache_dir,
-        )  # fmt: skip
+        """``local``: by default temperature 0.7, up to 256 new tokens, seed 0, batches as large as
+        the memory allows, on the session's device."""
+        if samples < 1 or max_reasks < 0:
+            raise ValueError("samples must be >= 1, max_reasks >= 0")
+        super().__init__(path, field="--judge", options=local, defaults=HF_JUDGE_DEFAULTS, cache_dir=cache_dir)
         self.description = f"local LLM judge {path}"
         self.samples = samples
         self.max_reasks = max_reasks
         self.cache = AnswerCache(cache_dir)
 
     def __repr__(self) -> str:
-        return f"HFJudge(spec={self.spec!r}, samples={self.samples}, temperature={self.temperature})"
+        return f"HFJudge(spec={self.spec!r}, samples={self.samples}, temperature={self.sampling.temperature})"
 
     def planned_calls(self, items: Sequence[JudgeItem]) -> int:
         """Dry run: how many judge replies a run would generate from the current cache (no re-asks)."""
@@ -114,9 +109,9 @@ class HFJudge(LocalChatModel):
     def _keys(self, item: JudgeItem) -> list[str]:
         rubric = rubric_for(item.task)
         sampling = {
-            "temperature": self.temperature,
-            "seed": self.seed,
-            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.sampling.temperature,
+            "seed": self.sampling.seed,
+            "max_new_tokens": self.sampling.max_new_tokens,
             "max_reasks": self.max_reasks,
         }
         return [

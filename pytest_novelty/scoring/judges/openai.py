@@ -52,13 +52,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Unpack
 
-from pytest_novelty.http import CONNECTION_OPTIONS, Connection, ConnectionOptions, run_coroutine
+from pytest_novelty.http import CONNECTION_OPTIONS, run_coroutine
 from pytest_novelty.scoring.judges.base import JUDGES, NO_SCORE, JudgeItem, JudgeResult, rubric_result
 from pytest_novelty.scoring.judges.cache import AnswerCache, endpoint_identity, judge_key
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score
 from pytest_novelty.scoring.judges.rubrics import Rubric, rubric_for
 from pytest_novelty.scoring.llm import (
     DEFAULT_BASE_URL,
+    EndpointOptions,
     OpenAIChat,
     RequestFailed,
     is_about,
@@ -98,25 +99,14 @@ class OpenAIJudge(OpenAIChat):
         cache_dir: Path | str | None = None,
         samples: int = 5,
         temperature: float = 0.7,
-        base_url: str | None = None,
         budget: int | None = None,
-        api_key: str | None = None,
         max_reasks: int = 2,
-        max_tokens: int | None = None,
-        **connection: Unpack[ConnectionOptions],
+        **endpoint: Unpack[EndpointOptions],
     ) -> None:
-        """``connection``: by default 32 requests in flight, 60 s each, 6 attempts within 120 s."""
+        """``endpoint``: by default 32 requests in flight, 60 s each, 6 attempts within 120 s."""
         if samples < 1 or max_reasks < 0:
             raise ValueError("samples must be >= 1, max_reasks >= 0")
-        super().__init__(
-            "judge",
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            connection=Connection.of(connection, concurrency=32, timeout=60.0),
-        )
+        super().__init__("judge", model, temperature=temperature, endpoint=endpoint, concurrency=32, timeout=60.0)
         self.description = f"LLM judge {model!r} behind an OpenAI-compatible endpoint"
         self.samples = samples
         self.budget = budget
