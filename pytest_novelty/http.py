@@ -314,6 +314,7 @@ async def post_json(client: httpx.AsyncClient, url: str, body: Any) -> Reply:
     return Reply(response, attempts_of(response)[0], problem)
 
 
+@dataclass
 class RetryTransport:
     """An ``httpx`` async transport that sends a request until it gets an answer, as a policy says.
 
@@ -325,22 +326,15 @@ class RetryTransport:
     ``(attempts, seconds)`` under :data:`ATTEMPTS`.
     """
 
-    def __init__(
-        self,
-        policy: RetryPolicy,
-        traffic: Traffic,
-        *,
-        inner: Any,
-        accept: Callable[[httpx.Response], str | None] | None = None,
-        on_wait: Callable[[str, int, float], None] | None = None,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        self.policy = policy
-        self.traffic = traffic
-        self._inner = inner
-        self._accept = accept
-        self._on_wait = on_wait
-        self._sleep = sleep
+    policy: RetryPolicy
+    traffic: Traffic
+    inner: Any
+    """The transport that sends one attempt (an ``httpx.AsyncHTTPTransport``)."""
+    accept: Callable[[httpx.Response], str | None] | None = None
+    """Says why a 200 answer is worth another attempt, or None when it is an answer."""
+    on_wait: Callable[[str, int, float], None] | None = None
+    """Hears ``(problem, attempt, seconds)`` before each wait."""
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request`` with retries (see the class doc)."""
@@ -353,7 +347,7 @@ class RetryTransport:
             server_wait: float | None = None
             response: httpx.Response | None = None
             try:
-                response = await self._inner.handle_async_request(request)
+                response = await self.inner.handle_async_request(request)
             except httpx.TransportError as error:
                 request.extensions[ATTEMPTS] = (attempts.number, attempts.spent)
                 problem, failure = failure_reason(error), error
@@ -362,8 +356,8 @@ class RetryTransport:
                 request.extensions[ATTEMPTS] = (attempts.number, attempts.spent)
                 if is_retryable(response.status_code):
                     problem, failure, server_wait = f"HTTP {response.status_code}", None, retry_after(response.headers)
-                elif response.status_code == 200 and self._accept is not None:
-                    problem, failure = self._accept(response) or "", None
+                elif response.status_code == 200 and self.accept is not None:
+                    problem, failure = self.accept(response) or "", None
                     if not problem:
                         return response
                 else:
@@ -375,19 +369,19 @@ class RetryTransport:
                 assert failure is not None
                 raise failure
             self.traffic.retries += 1
-            if self._on_wait is not None:
-                self._on_wait(problem, attempts.number, wait)
-            await self._sleep(wait)
+            if self.on_wait is not None:
+                self.on_wait(problem, attempts.number, wait)
+            await self.sleep(wait)
 
     async def aclose(self) -> None:
-        await self._inner.aclose()
+        await self.inner.aclose()
 
     async def __aenter__(self) -> RetryTransport:
-        await self._inner.__aenter__()
+        await self.inner.__aenter__()
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        await self._inner.__aexit__(*exc)
+        await self.inner.__aexit__(*exc)
 
 
 def failure_reason(error: BaseException) -> str:

@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 import email.utils
+import socket
 import time
+from typing import Any
 
 import pytest
 
-from pytest_novelty.errors import HarnessError
+from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.generation import Batch
 from pytest_novelty.generation.openai import OpenAIGenerator
-from pytest_novelty.http import MAX_RETRY_AFTER, Connection, RetryPolicy, Secret, is_retryable, retry_after, scrub
+from pytest_novelty.http import (
+    MAX_RETRY_AFTER,
+    Connection,
+    Reply,
+    RetryPolicy,
+    Secret,
+    Traffic,
+    is_retryable,
+    post_json,
+    retry_after,
+    run_coroutine,
+    scrub,
+)
 from pytest_novelty.scoring.originality.client import JsonClient
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.servers.infinigram_api import FakeInfiniGram
@@ -112,3 +126,91 @@ def test_served_generator_gives_up_when_retry_after_passes_the_time_bound() -> N
         with pytest.raises(HarnessError, match=r"no answer from .* after 1 attempts \(HTTP 503"):
             generator.sample(Batch([generator.render([{"role": "user", "content": "Tell a story"}])], [7], settings))
         assert time.monotonic() - start < 2
+
+
+# -- the one client: every remote call goes through Connection.client's retrying transport -------------------
+
+
+def _post_once(connection: Connection, url: str, traffic: Traffic, **client: Any) -> Reply:
+    async def go() -> Reply:
+        async with connection.client(url, traffic, **client) as http:
+            return await post_json(http, url, QUERY)
+
+    return run_coroutine(go())
+
+
+def test_the_transport_waits_as_told_and_counts() -> None:
+    waits: list[tuple[str, int, float]] = []
+    with FakeInfiniGram(text_indexes={"v2_fake": ["the cat sat"]}) as server:
+        server.inject("status", status=429, retry_after=0.2, times=1)
+        server.inject("status", status=503, times=1)
+        traffic = Traffic()
+        fast = Connection.of({"backoff": 0.01, "max_backoff": 0.02})
+        start = time.monotonic()
+        reply = _post_once(fast, server.url, traffic, on_wait=lambda *wait: waits.append(wait))
+    assert reply.status == 200 and reply.problem == "" and reply.attempts == 3
+    assert (traffic.requests, traffic.retries) == (3, 2) and server.request_count == 3
+    assert [(problem, attempt) for problem, attempt, _ in waits] == [("HTTP 429", 1), ("HTTP 503", 2)]
+    assert 0.2 <= waits[0][2] <= 0.22 and waits[1][2] <= 0.02  # Retry-After, then the backoff
+    assert time.monotonic() - start >= 0.2
+
+
+def test_the_transport_retries_answers_the_client_rejects_and_returns_the_last() -> None:
+    def no_error(response: Any) -> str | None:
+        return "an error field" if "error" in response.json() else None
+
+    with FakeInfiniGram(text_indexes={"v2_fake": ["the cat sat"]}) as server:
+        server.inject("error", times=1)
+        reply = _post_once(Connection.of({"backoff": 0.0}), server.url, Traffic(), accept=no_error)
+        assert reply.status == 200 and reply.attempts == 2 and reply.response.json()["count"] == 1  # type: ignore[union-attr]
+        server.inject("error", times=-1)
+        worn = _post_once(Connection.of({"backoff": 0.0, "max_attempts": 3}), server.url, Traffic(), accept=no_error)
+    assert worn.status == 200 and worn.attempts == 3 and "error" in worn.response.json()  # type: ignore[union-attr]
+
+
+def test_the_transport_gives_up_on_a_dead_port_and_says_why() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    traffic = Traffic()
+    reply = _post_once(Connection.of({"backoff": 0.0, "max_attempts": 4}), url, traffic)
+    assert reply.response is None and reply.status is None
+    assert (reply.attempts, reply.problem, traffic.requests) == (4, "connection refused", 4)
+
+
+def test_the_transport_honours_the_proxy_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeInfiniGram(text_indexes={"v2_fake": ["the cat sat"]}) as server:
+        monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")  # nothing listens there
+        monkeypatch.setenv("no_proxy", "")
+        proxied = _post_once(Connection.of({"backoff": 0.0, "max_attempts": 1}), server.url, Traffic())
+        monkeypatch.setenv("no_proxy", "127.0.0.1")
+        direct = _post_once(Connection.of({"max_attempts": 1}), server.url, Traffic())
+    assert proxied.problem == "connection refused" and server.request_count == 1
+    assert direct.status == 200
+
+
+def test_connection_options_are_checked_by_name() -> None:
+    assert Connection.of({}, concurrency=4, timeout=9.0) == Connection(9.0, 4, RetryPolicy())
+    assert Connection.of({"max_attempts": 2}).retry.max_attempts == 2
+    for bad, field in [({"concurrency": 0}, "concurrency"), ({"timeout": 0}, "timeout"), ({"backoff": -1}, "backoff")]:
+        with pytest.raises(ConfigError, match=field) as caught:
+            Connection.of(bad)  # type: ignore[arg-type]
+        assert caught.value.field == field
+
+
+def test_judges_and_served_models_send_through_the_one_transport() -> None:
+    """The openai package's client and the served generator both retry in RetryTransport (their
+    own retries off): a 503 then an answer is one retry on the component's traffic."""
+    from pytest_novelty.scoring.judges import JudgeItem, open_judge
+
+    with FakeOpenAI() as server:
+        server.inject("status", status=503, times=1)
+        judge = open_judge("openai:judge-model", base_url=server.url, samples=1, temperature=0.0, backoff=0.0)
+        [result] = judge.score([JudgeItem(task="story", prompt="Once", response="there was a cat")])
+        assert result.quality is not None
+        assert (judge.traffic.requests, judge.traffic.retries) == (2, 1)  # type: ignore[attr-defined]
+        server.inject("status", status=503, times=1)
+        generator = OpenAIGenerator("openai:judge-model", base_url=server.url, backoff=0.0)
+        chat = generator.render([{"role": "user", "content": "Tell a story"}])
+        generator.sample(Batch([chat], [3], GenerationSettings(max_new_tokens=4)))
+        assert (generator.traffic.requests, generator.traffic.retries) == (2, 1)

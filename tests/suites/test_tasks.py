@@ -6,14 +6,7 @@ import pytest
 
 from pytest_novelty.errors import ConfigError
 from pytest_novelty.suites.prompts import TASKS, Prompt
-from pytest_novelty.suites.tasks import (
-    Task,
-    find_characters,
-    get_task,
-    parse_instruction,
-    parse_items,
-    split_opening,
-)
+from pytest_novelty.suites.tasks import Task, find_characters, get_task, parse_instruction, parse_items, split_opening
 
 STORY = Prompt("s1", "story", "Nell the hedgehog found a red mitten on the path. ")
 POEM = Prompt("p1", "poetry", "Write a poetic sentence that contains the word 'kettle' and ends in 'dawn'.")
