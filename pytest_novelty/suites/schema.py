@@ -62,13 +62,21 @@ class GenerationSettings:
     """Sampling settings; ``samples`` answers per prompt, reproducible from ``seed``."""
 
     samples: int = 1
+    """Answers per prompt (NoveltyBench's k)."""
     temperature: float = 1.0
+    """Softmax temperature; 0 decodes greedily."""
     top_p: float = 1.0
+    """Nucleus sampling: the smallest set of tokens whose probability reaches ``top_p`` (1: all)."""
     top_k: int = 0
+    """Only the ``top_k`` most likely tokens (0: no limit)."""
     max_new_tokens: int = 64
+    """The longest answer, in tokens of the model's tokenizer."""
     seed: int = 1234
-    batch_size: int = 0  # rows per batch; 0 (``"auto"`` in a suite file): as many as the memory allows
+    """Part of each prompt's cache key, from which every row's own seed derives (see ``generation.row_seed``)."""
+    batch_size: int = 0
+    """Rows per batch; 0 (``"auto"`` in a suite file): as many as the memory allows."""
     stop: tuple[str, ...] = ()
+    """Strings that end an answer; the run sets the task's own (a suite file does not)."""
 
 
 @dataclass(frozen=True)
