@@ -41,6 +41,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -93,22 +94,31 @@ def _key_text(key: Any) -> str:
     return key if isinstance(key, str) else canonical(key)
 
 
+@dataclass(eq=False, repr=False)
 class Namespace:
-    """One kind of entry (``root/name``); see the module doc. Thread- and process-safe."""
+    """One kind of entry (``root/name``); see the module doc. Thread- and process-safe.
 
-    def __init__(
-        self,
-        folder: Path,
-        *,
-        version: int = 1,
-        validate: Callable[[Any], bool] | None = None,
-        durable: bool = False,
-    ) -> None:
-        self.folder = Path(folder)
-        self.name = self.folder.name
-        self.version = version
-        self.validate = validate
-        self.durable = durable
+    Opened by :meth:`Cache.namespace`, which takes the settings below.
+    """
+
+    folder: Path
+    """Where the entries live, ``root/name``."""
+    _: KW_ONLY
+    version: int = 1
+    """The schema version of the values: bump it when their layout changes, and older entries are
+    dropped."""
+    validate: Callable[[Any], bool] | None = None
+    """Checks a value's own layout on read; a value it rejects (or trips over) is a damaged entry."""
+    durable: bool = False
+    """Fsync every entry before it is linked into place (see the module doc for the cost)."""
+
+    def __post_init__(self) -> None:
+        self.folder = Path(self.folder)
+
+    @property
+    def name(self) -> str:
+        """The namespace's name, its folder's."""
+        return self.folder.name
 
     def __repr__(self) -> str:
         return f"Namespace({str(self.folder)!r}, version={self.version})"
@@ -243,12 +253,7 @@ class Cache:
         validate: Callable[[Any], bool] | None = None,
         durable: bool = False,
     ) -> Namespace:
-        """The entries of one kind, in ``root/name``.
-
-        ``version`` is the namespace's schema version (bump it when its values change layout:
-        older entries are then dropped); ``validate`` checks a value's layout on read; ``durable``
-        fsyncs every entry before it is linked into place (see the module doc).
-        """
+        """The entries of one kind, in ``root/name``; the settings are :class:`Namespace`'s."""
         if not name or name.startswith(".") or "/" in name or os.sep in name:
             raise ValueError(f"bad namespace name {name!r}")
         return Namespace(self.root / name, version=version, validate=validate, durable=durable)

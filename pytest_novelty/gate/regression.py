@@ -203,7 +203,6 @@ class Comparison:
     status: str
     snapshot_value: float | None
     candidate_value: float | None
-    delta: float
     tolerance: float
     ci: tuple[float, float] | None
     p_value: float | None
@@ -213,6 +212,13 @@ class Comparison:
     metric: str = ""
     alpha: float = 0.05
     test: str = ""
+
+    @property
+    def delta(self) -> float:
+        """Candidate − snapshot; NaN when either value is missing."""
+        if self.snapshot_value is None or self.candidate_value is None:
+            return math.nan
+        return self.candidate_value - self.snapshot_value
 
     @property
     def passed(self) -> bool:
@@ -354,7 +360,6 @@ def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_
             status=status,
             snapshot_value=None if math.isnan(snap_value) else snap_value,
             candidate_value=None if math.isnan(cand_value) else cand_value,
-            delta=delta,
             tolerance=tolerance,
             ci=ci,
             p_value=p,

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from syrupy.assertion import SnapshotAssertion
     from syrupy.data import SnapshotCollection
     from syrupy.location import PyTestLocation
-    from syrupy.types import PropertyFilter, PropertyMatcher, SerializableData, SerializedData, SnapshotIndex
+    from syrupy.types import SerializableData, SerializedData, SnapshotIndex
 
 #: Environment variable naming the snapshot root folder when the session sets none.
 ROOT_ENV = "PYTEST_NOVELTY_SNAPSHOTS"
@@ -251,15 +251,9 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
         """UTF-8, whatever the platform's default."""
         return "utf-8"
 
-    def serialize(
-        self,
-        data: SerializableData,
-        *,
-        exclude: PropertyFilter | None = None,
-        include: PropertyFilter | None = None,
-        matcher: PropertyMatcher | None = None,
-    ) -> SerializedData:
-        """The record's JSON text."""
+    def serialize(self, data: SerializableData, **filters: Any) -> SerializedData:
+        """The record's JSON text; syrupy's property ``filters`` (exclude, include, matcher) do not
+        apply: a record is stored whole."""
         if not isinstance(data, MetricRecord):
             raise TypeError(f"{type(self).__name__} stores MetricRecord objects, got {type(data).__name__}")
         return data.to_json()

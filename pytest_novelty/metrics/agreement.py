@@ -46,8 +46,22 @@ class Estimate:
     """A statistic and its bootstrap confidence interval (NaN where undefined)."""
 
     value: float
+    """The statistic on all the items."""
     ci_low: float
+    """The interval's lower bound, the ``(1 − confidence)/2`` percentile of the resamples."""
     ci_high: float
+    """The interval's upper bound, the ``(1 + confidence)/2`` percentile of the resamples."""
+
+    @classmethod
+    def from_draws(cls, value: float, draws: np.ndarray, confidence: float) -> Estimate:
+        """``value`` with the percentile interval of its bootstrap ``draws`` (NaN draws left out);
+        the bounds are NaN when ``value`` is or no draw is defined."""
+        defined = draws[~np.isnan(draws)]
+        if not defined.size or np.isnan(value):
+            return cls(value, float("nan"), float("nan"))
+        tail = (1 - confidence) / 2 * 100
+        low, high = np.percentile(defined, [tail, 100 - tail])
+        return cls(value, float(low), float(high))
 
 
 @dataclass(frozen=True)
@@ -55,25 +69,42 @@ class CalibrationRow:
     """The items with one human grade: how many, and the judge's mean score on them."""
 
     human: float
+    """The human grade."""
     count: int
+    """How many items have it."""
     judge_mean: float
+    """The judge's mean score on those items."""
+
+    @classmethod
+    def of(cls, human: float, judge: np.ndarray) -> CalibrationRow:
+        """The row of grade ``human``, from the judge's scores of the items with that grade."""
+        return cls(float(human), int(judge.size), float(judge.mean()))
 
 
 @dataclass(frozen=True)
 class Agreement:
-    """What :func:`agreement` measured; ``n`` counts the scored items used, ``pairs`` the counted
-    pairs of the pairwise accuracy, ``groups`` the groups they came from."""
+    """What :func:`agreement` measured, and the bootstrap settings it used."""
 
     n: int
+    """The scored items used."""
     spearman: Estimate
+    """Spearman's ρ."""
     kendall: Estimate
+    """Kendall's τ-b."""
     pairwise_accuracy: Estimate
+    """The share of same-group pairs the judge orders as people do (ties count one half)."""
     pairs: int
+    """The counted pairs of the pairwise accuracy (same group, different human grades)."""
     groups: int
+    """The groups those pairs came from."""
     calibration: tuple[CalibrationRow, ...]
+    """One row per distinct human grade, ascending."""
     resamples: int
+    """Bootstrap resamples drawn."""
     seed: int
+    """Seed of the bootstrap's random generator."""
     confidence: float
+    """Level of the confidence intervals."""
 
 
 def _pair(judge: ArrayLike, human: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -183,11 +214,7 @@ def _grouped_counts(j: np.ndarray, h: np.ndarray, keys: np.ndarray) -> tuple[np.
 def calibration_table(judge: ArrayLike, human: ArrayLike) -> tuple[CalibrationRow, ...]:
     """For each distinct human grade, ascending: its item count and the judge's mean score."""
     j, h = _pair(judge, human)
-    rows = []
-    for grade in np.unique(h):
-        mask = h == grade
-        rows.append(CalibrationRow(float(grade), int(mask.sum()), float(j[mask].mean())))
-    return tuple(rows)
+    return tuple(CalibrationRow.of(grade, j[h == grade]) for grade in np.unique(h))
 
 
 def agreement(
@@ -226,15 +253,7 @@ def agreement(
                 idx = rng.integers(0, j.size, j.size)
                 ss, pp = _pair_counts(j[idx], h[idx])
             draws[r] = (_spearman(j[idx], h[idx]), _kendall(j[idx], h[idx]), 0.5 + ss / (2 * pp) if pp else np.nan)
-    tail = (1 - confidence) / 2 * 100
-    estimates = []
-    for k, value in enumerate(point):
-        column = draws[:, k][~np.isnan(draws[:, k])]
-        if column.size and not np.isnan(value):
-            low, high = np.percentile(column, [tail, 100 - tail])
-            estimates.append(Estimate(value, float(low), float(high)))
-        else:
-            estimates.append(Estimate(value, float("nan"), float("nan")))
+    estimates = [Estimate.from_draws(value, draws[:, k], confidence) for k, value in enumerate(point)]
     return Agreement(
         n=int(j.size),
         spearman=estimates[0],

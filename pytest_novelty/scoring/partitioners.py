@@ -170,7 +170,11 @@ class UnigramEquivalence(EquivalenceCheck):
 
 class _ModelCheck(EquivalenceCheck):
     """A check backed by a local model folder: loads its tokenizer and model (``auto_class``) on
-    the device :func:`~pytest_novelty.generation.devices.resolve_device` picks."""
+    the device :func:`~pytest_novelty.generation.devices.resolve_device` picks.
+
+    A subclass sets ``kind`` and ``auto_class`` and checks or adapts what was loaded in
+    :meth:`_prepare`; the class itself is the factory registered for ``KIND:PATH``.
+    """
 
     auto_class = ""
 
@@ -178,16 +182,22 @@ class _ModelCheck(EquivalenceCheck):
         self,
         path: str | Path,
         *,
-        threshold: float,
-        device: str | None,
-        batch_size: int,
+        threshold: float | None = None,
+        device: str | None = None,
+        batch_size: int = 32,
         trust_remote_code: bool = False,
     ) -> None:
-        super().__init__(threshold)
+        """Load the folder ``path`` (checked first); ``threshold`` None is the kind's default."""
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+        folder = Path(path).expanduser()
+        if not folder.is_dir():
+            raise ConfigError(f"the {self.kind} check needs a local model folder; none found", path=folder)
+        super().__init__(DEFAULT_THRESHOLDS[self.kind] if threshold is None else threshold)
         import torch
         import transformers
 
-        self.path = Path(path)
+        self.path = folder
         self.batch_size = batch_size
         self.device = resolve_device(device)
         try:
@@ -197,6 +207,12 @@ class _ModelCheck(EquivalenceCheck):
         except (OSError, ValueError, KeyError) as error:
             raise ConfigError(f"could not load the {self.kind} model folder: {error}", path=self.path) from error
         self._torch = torch
+        self._prepare()
+        self.model.to(self.device).eval()
+
+    def _prepare(self) -> None:
+        """Check the loaded tokenizer and model and set what the kind needs, before the model
+        moves to the device; raise :class:`~pytest_novelty.errors.ConfigError` for an unfit folder."""
 
 
 class ClassifierEquivalence(_ModelCheck):
@@ -214,20 +230,13 @@ class ClassifierEquivalence(_ModelCheck):
     kind = "classifier"
     auto_class = "AutoModelForSequenceClassification"
 
-    def __init__(
-        self,
-        path: str | Path,
-        *,
-        threshold: float = DEFAULT_THRESHOLDS["classifier"],
-        device: str | None = None,
-        batch_size: int = 32,
-        max_tokens: int = CLASSIFIER_MAX_TOKENS,
-        trust_remote_code: bool = False,
-    ) -> None:
-        super().__init__(
-            path, threshold=threshold, device=device, batch_size=batch_size, trust_remote_code=trust_remote_code
-        )
+    def __init__(self, path: str | Path, *, max_tokens: int = CLASSIFIER_MAX_TOKENS, **settings: Any) -> None:
+        """``max_tokens`` truncates each text of a pair; ``settings`` as :class:`_ModelCheck` takes them."""
         self.max_tokens = max_tokens
+        super().__init__(path, **settings)
+
+    def _prepare(self) -> None:
+        """A two-class model and a tokenizer with [CLS] and [SEP]; whether the model takes token types."""
         if self.model.config.num_labels != 2:
             raise ConfigError(
                 f"expected a two-class pair classifier, the model has {self.model.config.num_labels} labels",
@@ -237,7 +246,6 @@ class ClassifierEquivalence(_ModelCheck):
             raise ConfigError("the tokenizer needs a [CLS] and a [SEP] token", path=self.path)
         self._pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self._token_types = "token_type_ids" in inspect.signature(self.model.forward).parameters
-        self.model.to(self.device).eval()
 
     def _token_ids(self, texts: Sequence[str]) -> dict[str, list[int]]:
         unique = list(dict.fromkeys(texts))
@@ -295,18 +303,8 @@ class EmbeddingEquivalence(_ModelCheck):
     lowest_threshold = -1.0
     _CACHE_LIMIT = 4096
 
-    def __init__(
-        self,
-        path: str | Path,
-        *,
-        threshold: float = DEFAULT_THRESHOLDS["embedding"],
-        device: str | None = None,
-        batch_size: int = 32,
-        trust_remote_code: bool = False,
-    ) -> None:
-        super().__init__(
-            path, threshold=threshold, device=device, batch_size=batch_size, trust_remote_code=trust_remote_code
-        )
+    def _prepare(self) -> None:
+        """A padding token (the end token where there is none) and the token limit; an empty cache."""
         if self.tokenizer.pad_token is None:
             if self.tokenizer.eos_token is None:
                 raise ConfigError("the tokenizer has neither a padding nor an end token", path=self.path)
@@ -316,7 +314,6 @@ class EmbeddingEquivalence(_ModelCheck):
         if positions:
             limits.append(int(positions))
         self.max_tokens = min(limits)
-        self.model.to(self.device).eval()
         self._cache: dict[str, Any] = {}
 
     def embed(self, texts: Sequence[str]) -> Any:
@@ -352,32 +349,11 @@ def _open_unigram(*, threshold: float | None = None) -> UnigramEquivalence:
     return UnigramEquivalence(DEFAULT_THRESHOLDS["unigram"] if threshold is None else threshold)
 
 
-def _register_model_check(cls: type[ClassifierEquivalence] | type[EmbeddingEquivalence], summary: str) -> None:
-    """Register a check that loads a local model folder: ``KIND:PATH``, the folder checked first."""
-    kind = cls.kind
-
-    def open_model_check(
-        location: str,
-        *,
-        threshold: float | None = None,
-        device: str | None = None,
-        batch_size: int = 32,
-        trust_remote_code: bool = False,
-    ) -> Equivalence:
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
-        folder = Path(location).expanduser()
-        if not folder.is_dir():
-            raise ConfigError(f"the {kind} check needs a local model folder; none found", path=folder)
-        value = DEFAULT_THRESHOLDS[kind] if threshold is None else threshold
-        return cls(folder, threshold=value, device=device, batch_size=batch_size, trust_remote_code=trust_remote_code)
-
-    open_model_check.__qualname__ = f"{cls.__qualname__}.open"
-    EQUIVALENCE_CHECKS.register(kind, argument="PATH", needs="a model folder", summary=summary)(open_model_check)
-
-
-_register_model_check(ClassifierEquivalence, "a sequence-pair classifier folder")
-_register_model_check(EmbeddingEquivalence, "a sentence-embedding model folder")
+for _check, _summary in (
+    (ClassifierEquivalence, "a sequence-pair classifier folder"),
+    (EmbeddingEquivalence, "a sentence-embedding model folder"),
+):
+    EQUIVALENCE_CHECKS.register(_check.kind, argument="PATH", needs="a model folder", summary=_summary)(_check)
 
 
 def open_equivalence(

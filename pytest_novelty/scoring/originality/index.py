@@ -23,13 +23,14 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.identity import Memo, hash_files
 from pytest_novelty.scoring.originality.tokenization import Tokenizer, WordCodec, WordsTokenizer, load_hf_tokenizer
 
 B = TypeVar("B")
+T = TypeVar("T")
 
 __all__ = [
     "BUILD_HINT",
@@ -84,36 +85,39 @@ def is_index(path: Path) -> bool:
     return (Path(path) / INFO_FILE).is_file()
 
 
+class _Recorded(Generic[T]):
+    """An entry of ``novelty-index.json`` read as an attribute of :class:`IndexInfo`: ``meta[key]``
+    through ``convert``, each time it is asked for (an entry no reader asks for is never needed)."""
+
+    def __init__(self, key: str, convert: Callable[[Any], T]) -> None:
+        self.key = key
+        self.convert = convert
+
+    def __get__(self, info: IndexInfo, owner: type | None = None) -> T:
+        return self.convert(info.meta[self.key])
+
+
 @dataclass(frozen=True)
 class IndexInfo:
-    """An index folder and its ``novelty-index.json``."""
+    """An index folder and its ``novelty-index.json``, with the entries the readers use."""
 
     path: Path
     meta: dict[str, Any]
 
-    @property
-    def tokenizer_spec(self) -> str:
-        return str(self.meta["tokenizer"])
-
-    @property
-    def fingerprint(self) -> str:
-        return str(self.meta["tokenizer_fingerprint"])
-
-    @property
-    def dtype(self) -> str:
-        return str(self.meta["dtype"])
+    tokenizer_spec = _Recorded("tokenizer", str)
+    """``words``, or the spec of the tokenizer the index was built with."""
+    fingerprint = _Recorded("tokenizer_fingerprint", str)
+    """The fingerprint of that tokenizer."""
+    dtype = _Recorded("dtype", str)
+    """The token type of the token files, ``u16`` or ``u32``."""
+    shards = _Recorded("shard_bytes", len)
+    """How many shards the index has."""
+    docs = _Recorded("docs", int)
+    """How many documents were indexed."""
 
     @property
     def token_width(self) -> int:
         return 2 if self.dtype == "u16" else 4
-
-    @property
-    def shards(self) -> int:
-        return len(self.meta["shard_bytes"])
-
-    @property
-    def docs(self) -> int:
-        return int(self.meta["docs"])
 
     def token_file(self, shard: int) -> Path:
         return self.path / f"tokenized.{shard}"

@@ -52,15 +52,19 @@ class Task(Protocol):
 class CompletionTask:
     """A task whose input is ``LABEL TEXT`` and whose answer follows ``ANSWER_LABEL``.
 
-    Subclasses set the class attributes; the methods implement :class:`Task`.
+    Subclasses set ``name``, ``description`` and ``concepts`` (see :class:`Task`) and
+    ``input_label``; ``stop`` and ``answer_label`` have defaults. The methods implement :class:`Task`.
     """
 
-    name = ""
+    name: str
+    description: str
+    concepts: str
+    input_label: str
+    """The label before the task input (``Problem:``) in the completion prefix and ``labelled_input``."""
+    answer_label: str = ""
+    """The label the answer follows (``Solution:``); empty where the answer continues the input."""
     stop: tuple[str, ...] = ("\n\n",)
-    description = ""
-    concepts = ""
-    input_label = ""
-    answer_label = ""
+    """A plain completion ends at a blank line unless the task says otherwise."""
 
     def labelled_input(self, prompt: Prompt) -> str:
         """``INPUT_LABEL TEXT``."""
