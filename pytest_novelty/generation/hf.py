@@ -6,6 +6,7 @@ torch and transformers are imported here only, when a checkpoint is loaded.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -668,7 +669,11 @@ def _with_adapter(model: Any, adapter: str) -> Any:
             field="--model",
         ) from None
     try:
-        return PeftModel.from_pretrained(model, adapter).merge_and_unload()
+        with warnings.catch_warnings():
+            # peft asks transformers 5 a deprecated question while it wraps the model; the user can
+            # do nothing about it, so it does not reach the run's output.
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            return PeftModel.from_pretrained(model, adapter).merge_and_unload()
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise ConfigError(f"cannot apply the adapter: {exc}", path=adapter, field="--model") from None
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,8 +33,17 @@ def make_adapter(base: Path, folder: Path, *, seed: int = 1) -> Path:
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_pretrained(base)
     config = LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
-    get_peft_model(model, config).save_pretrained(folder)
+    with quiet_peft():
+        get_peft_model(model, config).save_pretrained(folder)
     return folder
+
+
+@contextlib.contextmanager
+def quiet_peft() -> Iterator[None]:
+    """peft's own deprecation notice under transformers 5 (the package silences it the same way)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +65,13 @@ def test_an_adapter_folder_is_a_checkpoint(adapter: Path, base: Path) -> None:
     check_checkpoint(str(adapter), trust_remote_code=False)  # the old code: "no config.json"
 
 
+def test_loading_an_adapter_shows_no_third_party_warning(adapter: Path) -> None:
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        open_generator(str(adapter), device="cpu").sample(Batch(["Lily went"], [1], GREEDY))
+    assert [f"{w.category.__name__}: {w.message}" for w in seen if w.category is not DeprecationWarning] == []
+
+
 def test_adapter_answers_are_the_adapted_model_not_the_base(adapter: Path, base: Path) -> None:
     import torch
     from peft import PeftModel
@@ -63,7 +82,8 @@ def test_adapter_answers_are_the_adapted_model_not_the_base(adapter: Path, base:
     plain = open_generator(str(base), device="cpu").sample(Batch(TEXTS, [0] * len(TEXTS), GREEDY))
     assert answers != plain
     # The reference: peft's own (unmerged) model, decoded greedily by model.generate.
-    reference = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), adapter).eval()
+    with quiet_peft():
+        reference = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), adapter).eval()
     tok = ours.tokenizer
     for text, answer in zip(TEXTS, answers, strict=True):
         enc = tok([text], return_tensors="pt", add_special_tokens=False)
