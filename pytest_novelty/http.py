@@ -39,7 +39,7 @@ import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast, get_type_hints
 from urllib.parse import urlsplit
 
 from pytest_novelty.errors import ConfigError
@@ -242,8 +242,13 @@ class Connection:
         transport = RetryTransport(
             self.retry, traffic, accept=accept, on_wait=on_wait, inner=_transport(url, self.concurrency)
         )
+        # RetryTransport has the shape of an httpx.AsyncBaseTransport without subclassing it, so
+        # that httpx is imported only when a client opens.
         return httpx.AsyncClient(
-            transport=transport, headers=dict(headers or {}), timeout=self.timeout, trust_env=False
+            transport=cast("httpx.AsyncBaseTransport", transport),
+            headers=dict(headers or {}),
+            timeout=self.timeout,
+            trust_env=False,
         )
 
 
@@ -346,6 +351,7 @@ class RetryTransport:
             self.traffic.requests += 1
             server_wait: float | None = None
             response: httpx.Response | None = None
+            failure: httpx.TransportError | None = None
             try:
                 response = await self.inner.handle_async_request(request)
             except httpx.TransportError as error:

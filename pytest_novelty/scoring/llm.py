@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypedDict, get_type_hints
+from typing import Any, TypedDict, cast, get_type_hints
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pytest_novelty.errors import ConfigError, HarnessError, PreflightError
@@ -158,7 +158,7 @@ class OpenAIChat:
         self.send_temperature = temperature is not None
         """Whether requests carry ``temperature``: not for ``None``, nor once the model rejected it."""
         self.max_tokens = max_tokens
-        self.connection = Connection.of(ConnectionOptions(**given), **defaults)
+        self.connection = Connection.of(cast(ConnectionOptions, given), **defaults)
         """Requests in flight, the timeout of one request, and when requests are retried."""
         self.traffic = Traffic()
         """HTTP requests sent (all attempts) and retries over the life of this client."""
@@ -185,7 +185,8 @@ class OpenAIChat:
             default_query=self._query or None,
             max_retries=0,
             timeout=connection.timeout,
-            http_client=connection.client(self._endpoint, self.traffic, on_wait=self._waiting),
+            # A plain httpx client: openai 1.x and 2.x are built on httpx, 3.x takes it as a "legacy" one.
+            http_client=cast(Any, connection.client(self._endpoint, self.traffic, on_wait=self._waiting)),
         )
 
     def check(self, *, timeout: float = PREFLIGHT_TIMEOUT) -> None:
