@@ -37,7 +37,7 @@ import random
 import threading
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast, get_type_hints
 from urllib.parse import urlsplit
@@ -211,7 +211,7 @@ class Connection:
             if name in given and not given[name] >= 0:
                 raise ConfigError(f"{name} must be 0 or more, got {given[name]}", field=name)
         base, policy = cls(), RetryPolicy()
-        connection = cls(
+        return cls(
             float(given.get("timeout", base.timeout)),
             int(given.get("concurrency", base.concurrency)),
             RetryPolicy(
@@ -221,7 +221,6 @@ class Connection:
                 float(given.get("max_retry_time", policy.max_retry_time)),
             ),
         )
-        return connection
 
     def client(
         self,
@@ -339,7 +338,6 @@ class RetryTransport:
     """Says why a 200 answer is worth another attempt, or None when it is an answer."""
     on_wait: Callable[[str, int, float], None] | None = None
     """Hears ``(problem, attempt, seconds)`` before each wait."""
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request`` with retries (see the class doc)."""
@@ -377,7 +375,7 @@ class RetryTransport:
             self.traffic.retries += 1
             if self.on_wait is not None:
                 self.on_wait(problem, attempts.number, wait)
-            await self.sleep(wait)
+            await asyncio.sleep(wait)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -46,7 +46,8 @@ def _free_port() -> int:
 
 
 def start_server(checkpoint: Path, log: Path, *, wait: float = 120.0) -> tuple[subprocess.Popen[bytes], Served]:
-    """Start ``transformers serve CHECKPOINT`` on a free port; skip (with the reason) if it cannot start."""
+    """Start ``transformers serve CHECKPOINT`` on a free port. Without the serving extra the test skips;
+    with it, a server that does not start is a failure (the test extra installs it, so it must run)."""
     exe = shutil.which("transformers", path=str(Path(sys.executable).parent))
     if exe is None:
         pytest.skip("transformers serve is not installed (pip install 'pytest-novelty[serving]')")
@@ -59,7 +60,7 @@ def start_server(checkpoint: Path, log: Path, *, wait: float = 120.0) -> tuple[s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-            pytest.skip(f"transformers serve exited with status {proc.returncode}: {' | '.join(tail)}")
+            pytest.fail(f"transformers serve exited with status {proc.returncode}: {' | '.join(tail)}")
         try:
             with urllib.request.urlopen(f"{url}/models", timeout=2):
                 return proc, Served(url, str(checkpoint), log)
@@ -69,7 +70,7 @@ def start_server(checkpoint: Path, log: Path, *, wait: float = 120.0) -> tuple[s
             time.sleep(0.5)
     proc.terminate()
     proc.wait(10)
-    pytest.skip(f"transformers serve did not answer within {wait:.0f} s")
+    pytest.fail(f"transformers serve did not answer within {wait:.0f} s")
 
 
 def stop_server(proc: subprocess.Popen[bytes]) -> None:
