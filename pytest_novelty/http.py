@@ -24,6 +24,8 @@ with its own retries switched off. What differs between them is only what an ans
   its attempts, the caller gets the last answer or the last error, and :func:`attempts_of` says
   how many attempts it took.
 - :class:`Secret` and :func:`scrub`: keys that never appear in a repr, an error or a cache.
+- :func:`fan_out`: run one coroutine per item, ``concurrency`` at a time; the first failure stops
+  the batch (nothing new starts, what is in flight is cancelled) and is raised.
 - :func:`run_coroutine`: synchronous APIs drive asyncio code even inside a running event loop.
 
 This module imports no layer (only the shared errors); ``httpx`` is imported when a client opens.
@@ -37,7 +39,7 @@ import random
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast, get_type_hints
 from urllib.parse import urlsplit
@@ -61,6 +63,7 @@ __all__ = [
     "Traffic",
     "attempts_of",
     "failure_reason",
+    "fan_out",
     "is_retryable",
     "post_json",
     "retry_after",
@@ -439,6 +442,44 @@ def scrub(text: str, *secrets: Secret | str) -> str:
         if value:
             text = text.replace(value, "***")
     return redact(text)
+
+
+async def fan_out(count: int, work: Callable[[int], Awaitable[T]], *, concurrency: int) -> list[T]:
+    """``[await work(0), ..., await work(count - 1)]``, at most ``concurrency`` running at once.
+
+    A fixed pool of ``concurrency`` workers takes the indices in order, so no more than
+    ``concurrency`` items are ever in flight. The first item that raises stops the batch: no worker
+    starts another item once it is known (the flag is set before the error leaves the item), the
+    items in flight are cancelled, and that first error is raised as it is.
+    """
+    results: list[Any] = [None] * count
+    indices = iter(range(count))
+    failed: list[BaseException] = []
+
+    async def worker() -> None:
+        while not failed:
+            i = next(indices, None)
+            if i is None:
+                return
+            try:
+                results[i] = await work(i)
+            except BaseException as error:
+                failed.append(error)
+                raise
+
+    workers = [asyncio.ensure_future(worker()) for _ in range(min(max(1, concurrency), count))]
+    try:
+        if workers:
+            await asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION)
+        if failed:
+            raise failed[0]
+        for task in workers:
+            task.result()
+    finally:
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+    return results
 
 
 def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:

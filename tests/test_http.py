@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import socket
 import time
@@ -19,6 +20,7 @@ from pytest_novelty.http import (
     RetryPolicy,
     Secret,
     Traffic,
+    fan_out,
     is_retryable,
     post_json,
     retry_after,
@@ -103,6 +105,37 @@ def test_infinigram_client_gives_up_when_retry_after_passes_the_time_bound() -> 
         server.clear_faults()
         server.inject("status", status=429, retry_after=0, times=2)
         assert client.post(QUERY)["count"] == 1 and client.traffic.retries == 2
+
+
+def test_fan_out_starts_nothing_after_the_first_failure() -> None:
+    started: list[int] = []
+
+    async def work(i: int) -> int:
+        started.append(i)
+        if i == 0:
+            await asyncio.sleep(0.05)
+            raise ValueError("item 0 is bad")
+        await asyncio.sleep(0 if i > 2 else 5)
+        return i
+
+    with pytest.raises(ValueError, match="item 0 is bad"):
+        run_coroutine(fan_out(10, work, concurrency=3))
+    assert started == [0, 1, 2]  # the slot item 0 left is never refilled
+    assert run_coroutine(fan_out(5, lambda i: asyncio.sleep(0, result=i * i), concurrency=2)) == [0, 1, 4, 9, 16]
+    assert run_coroutine(fan_out(0, work, concurrency=3)) == []
+
+
+def test_a_client_batch_sends_no_request_after_one_fails_for_good() -> None:
+    """One query is refused at once while the others are slow: the batch stops with exactly the
+    requests that were in flight, however the event loop orders the wake-ups."""
+    with FakeInfiniGram(text_indexes={"v2_fake": ["the cat sat"]}) as server:
+        server.inject("status", status=400, times=-1, match="refused")
+        server.inject("slow", seconds=3, times=-1)
+        client = JsonClient(server.url, name="the fake API", connection=Connection.of({"concurrency": 2}))
+        payloads = [{**QUERY, "query": "refused"}] + [{**QUERY, "query": f"slow {i}"} for i in range(5)]
+        with pytest.raises(HarnessError, match="refused a query with HTTP 400"):
+            client.post_all(payloads, lambda i, answer: None)
+    assert client.traffic.requests == 2
 
 
 def test_infinigram_client_redacts_what_the_server_says() -> None:

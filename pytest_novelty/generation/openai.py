@@ -32,7 +32,6 @@ errors.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -41,7 +40,16 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.generation import MODEL_SOURCES
-from pytest_novelty.http import Connection, ConnectionOptions, Secret, Traffic, is_retryable, post_json, run_coroutine
+from pytest_novelty.http import (
+    Connection,
+    ConnectionOptions,
+    Secret,
+    Traffic,
+    fan_out,
+    is_retryable,
+    post_json,
+    run_coroutine,
+)
 from pytest_novelty.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
@@ -179,16 +187,12 @@ class OpenAIGenerator:
 
     async def _sample_all(self, batch: Batch) -> list[str]:
         headers = {"Authorization": f"Bearer {self._key.reveal()}"} if self._key.reveal() else {}
-        semaphore = asyncio.Semaphore(self.connection.concurrency)
         done = [0, 0]  # rows answered, tokens
 
         async with self.connection.client(self._send_to, self.traffic, headers=headers) as client:
 
             async def row(i: int) -> str:
-                async with semaphore:
-                    text, tokens = await self._request(
-                        client, *self.body(batch.texts[i], batch.seeds[i], batch.settings)
-                    )
+                text, tokens = await self._request(client, *self.body(batch.texts[i], batch.seeds[i], batch.settings))
                 done[0] += 1
                 done[1] += tokens
                 self.tokens_generated += tokens
@@ -196,13 +200,7 @@ class OpenAIGenerator:
                 batch.step(done[0], done[1])
                 return text
 
-            tasks = [asyncio.ensure_future(row(i)) for i in range(len(batch))]
-            try:
-                return list(await asyncio.gather(*tasks))
-            finally:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+            return await fan_out(len(batch), row, concurrency=self.connection.concurrency)
 
     async def _request(self, client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> tuple[str, int]:
         """One row's answer and its token count (the client retries; see the module doc)."""

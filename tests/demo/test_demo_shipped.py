@@ -10,7 +10,6 @@ the two folders file by file.
 from __future__ import annotations
 
 import json
-import platform
 import shutil
 from pathlib import Path
 
@@ -67,19 +66,63 @@ def test_the_prepared_demo_holds_the_shipped_weights(demo_assets: Path) -> None:
         assert facts["loss"] == manifest["weights"][name]["loss"]
 
 
-def _same_training_environment(manifest: dict) -> bool:
-    import torch
-
-    trained = manifest["trained_with"]
-    return (trained["torch"].split("+")[0], trained["cpu_capability"], trained["machine"]) == (
-        torch.__version__.split("+")[0], torch.backends.cpu.get_cpu_capability(), platform.machine())
+# Facts of a checkpoint's training that float order changes in the last digits.
+FLOAT_FACTS = ("loss", "train_loss")
+# How far the losses of two trainings of one recipe may differ: float sums in another order (another
+# CPU model, even with the same torch, capability flags and thread count) move them by far less.
+LOSS_TOLERANCE = 0.02
 
 
 def _comparable(path: Path) -> bytes:
+    """What of a demo file must be the same on every machine, as bytes.
+
+    Weights are compared by their layout (tensor names, dtypes, shapes: the safetensors header
+    without its offsets), facts without the losses, the index description without its run records;
+    everything else (corpus, tokenizer, configs, index tables) byte for byte.
+    """
     if path.name == "novelty-index.json":
         info = json.loads(path.read_text())
         return json.dumps({k: v for k, v in info.items() if k not in RUN_SPECIFIC}, sort_keys=True).encode()
+    if path.suffix == ".safetensors":
+        return json.dumps(_tensor_layout(path), sort_keys=True).encode()
+    if path.name == "demo_facts.json":
+        facts = json.loads(path.read_text())
+        return json.dumps({k: v for k, v in facts.items() if k not in FLOAT_FACTS}, sort_keys=True).encode()
     return path.read_bytes()
+
+
+def _tensor_layout(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Each tensor's dtype and shape, read from the safetensors header."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as weights:
+        return {
+            name: (str(weights.get_slice(name).get_dtype()), tuple(weights.get_slice(name).get_shape()))
+            for name in weights.keys()  # noqa: SIM118 - safe_open is not a mapping
+        }
+
+
+def test_what_a_rebuild_must_match_ignores_float_noise_but_not_layout(tmp_path: Path, demo_assets: Path) -> None:
+    """The comparison below can fail: a tensor of another shape or a changed recipe is caught,
+    a loss that differs in its last digits (another CPU model) is not."""
+    weights = demo_assets / "demo" / "model.safetensors"
+    assert _comparable(weights) == _comparable(weights)
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(weights))
+    noisy = {name: t + 1e-7 for name, t in tensors.items()}
+    save_file(noisy, str(tmp_path / "noisy.safetensors"), metadata={"format": "pt"})
+    assert _comparable(tmp_path / "noisy.safetensors") == _comparable(weights)
+    name = next(iter(tensors))
+    reshaped = {**tensors, name: tensors[name].reshape(-1)[:-1].clone()}
+    save_file(reshaped, str(tmp_path / "reshaped.safetensors"), metadata={"format": "pt"})
+    assert _comparable(tmp_path / "reshaped.safetensors") != _comparable(weights)
+
+    facts = json.loads((demo_assets / "demo" / "demo_facts.json").read_text())
+    (tmp_path / "demo_facts.json").write_text(json.dumps({**facts, "loss": facts["loss"] * (1 + 1e-9)}))
+    assert _comparable(tmp_path / "demo_facts.json") == _comparable(demo_assets / "demo" / "demo_facts.json")
+    (tmp_path / "demo_facts.json").write_text(json.dumps({**facts, "step": facts["step"] + 1}))
+    assert _comparable(tmp_path / "demo_facts.json") != _comparable(demo_assets / "demo" / "demo_facts.json")
 
 
 @pytest.mark.slow
@@ -88,11 +131,11 @@ def test_a_rebuild_from_scratch_writes_the_demo_that_the_shipped_weights_give(
 ) -> None:
     """Train the demo here (about two minutes on two cores) and compare with the prepared one.
 
-    Corpus, tokenizer, configs and index must match byte for byte (not the build records, which
-    hold timings). The weights must too where the
-    training ran on the same torch version and CPU kind as the shipped ones (float sums depend on
-    both); elsewhere each checkpoint's loss on the builder's fixed evaluation windows must agree
-    within 2 %, the most a different float order can honestly promise.
+    What a rebuild promises on any machine of the kind the README names: corpus, tokenizer,
+    configs and index byte for byte; the weights' layout (every tensor's name, dtype and shape)
+    exactly; each checkpoint's losses within 2 % of the shipped ones. Not the weights' bytes:
+    float32 training is not bit-reproducible across CPU models, even with the same torch,
+    capability flags and thread count (seen: the same build differed in the loss's last digits).
     """
     manifest = demo.read_manifest()
     assert manifest is not None
@@ -102,12 +145,11 @@ def test_a_rebuild_from_scratch_writes_the_demo_that_the_shipped_weights_give(
 
     files = sorted(p.relative_to(trained) for p in trained.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(demo_assets) for p in demo_assets.rglob("*") if p.is_file())
-    exact = _same_training_environment(manifest)
     for rel in files:
-        if rel.name in ("BUILD.json", "DONE") or (rel.name in ("model.safetensors", "demo_facts.json") and not exact):
+        if rel.name in ("BUILD.json", "DONE"):
             continue
         assert _comparable(trained / rel) == _comparable(demo_assets / rel), f"{rel} differs"
-    if not exact:
-        for name in demo.DEMO_MODELS:
-            here = json.loads((trained / name / "demo_facts.json").read_text())["loss"]
-            assert here == pytest.approx(manifest["weights"][name]["loss"], rel=0.02), name
+    for name in demo.DEMO_MODELS:
+        here = json.loads((trained / name / "demo_facts.json").read_text())
+        for fact in FLOAT_FACTS:
+            assert here[fact] == pytest.approx(manifest["weights"][name][fact], rel=LOSS_TOLERANCE), (name, fact)

@@ -13,14 +13,13 @@ endpoint and the last problem, so a dead server fails a run quickly and clearly.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pytest_novelty.errors import ConfigError, HarnessError
-from pytest_novelty.http import Connection, Traffic, is_retryable, post_json, run_coroutine, scrub
+from pytest_novelty.http import Connection, Traffic, fan_out, is_retryable, post_json, run_coroutine, scrub
 
 if TYPE_CHECKING:
     import httpx
@@ -78,23 +77,14 @@ class JsonClient:
         on_answer: Callable[[int, dict[str, Any]], None],
         on_progress: Callable[[], None] | None,
     ) -> None:
-        semaphore = asyncio.Semaphore(self.connection.concurrency)
         async with self.connection.client(self.url, self.traffic, accept=_problem) as client:
 
             async def one(i: int) -> None:
-                async with semaphore:
-                    answer = await self._post(client, payloads[i])
-                on_answer(i, answer)
+                on_answer(i, await self._post(client, payloads[i]))
                 if on_progress is not None:
                     on_progress()
 
-            tasks = [asyncio.ensure_future(one(i)) for i in range(len(payloads))]
-            try:
-                await asyncio.gather(*tasks)
-            finally:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+            await fan_out(len(payloads), one, concurrency=self.connection.concurrency)
 
     async def _post(self, client: httpx.AsyncClient, payload: dict[str, Any]) -> dict[str, Any]:
         reply = await post_json(client, self.url, payload)
