@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_novelty import demo
-from pytest_novelty.storage import default_cache_dir
+from pytest_novelty.infra.storage import default_cache_dir
+from pytest_novelty.pipeline import demo
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ about ``--gb`` gigabytes in a temporary folder, then measures, each over every l
 
 - plain read, page cache cold: the files' cached pages are dropped first (fsync, then
   ``posix_fadvise(DONTNEED)``, which needs no privileges and touches no other file);
-- identity, page cache cold (no memo): :func:`pytest_novelty.identity.checkpoint_identity`;
+- identity, page cache cold (no memo): :func:`pytest_novelty.infra.identity.checkpoint_identity`;
 - plain read and identity with the page cache warm (the files were just read);
 - identity with a memo: once to fill it, then the warm (memoised) call a rerun makes.
 
@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_novelty.cache import Namespace
-from pytest_novelty.identity import checkpoint_identity, loaded_files, memo_at
+from pytest_novelty.infra.cache import Namespace
+from pytest_novelty.infra.identity import checkpoint_identity, loaded_files, memo_at
 
 READ = 16 << 20
 

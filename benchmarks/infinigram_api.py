@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_novelty.http import Connection
+from pytest_novelty.infra.http import Connection
 from pytest_novelty.scoring.originality.client import JsonClient
 from tests.servers.infinigram_api import FakeInfiniGram
 

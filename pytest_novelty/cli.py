@@ -14,13 +14,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.errors import HARNESS_EXIT_STATUS, HarnessError, NoveltyError
 from pytest_novelty.generation import GENERATORS
+from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, HarnessError, NoveltyError
 
 
 def _cmd_demo_build(args: argparse.Namespace) -> int:
-    from pytest_novelty import demo
-    from pytest_novelty.storage import default_cache_dir
+    from pytest_novelty.infra.storage import default_cache_dir
+    from pytest_novelty.pipeline import demo
 
     cache = Path(args.cache) if args.cache else default_cache_dir()
     if args.force:
@@ -34,11 +34,11 @@ def _cmd_demo_build(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     """Gate a checkpoint on every case pytest would run: each sweep value and each denial round."""
-    from pytest_novelty.progress import ProgressSink
+    from pytest_novelty.infra.progress import ProgressSink
+    from pytest_novelty.infra.resources import bundled_path
+    from pytest_novelty.infra.storage import default_cache_dir
+    from pytest_novelty.pipeline.runner import RunConfig, Runner, SessionModels
     from pytest_novelty.report import render_table
-    from pytest_novelty.resources import bundled_path
-    from pytest_novelty.runner import RunConfig, Runner, SessionModels
-    from pytest_novelty.storage import default_cache_dir
     from pytest_novelty.suites.schema import load_suites
 
     suites = load_suites(args.suites or (Path("suites") if Path("suites").is_dir() else bundled_path("suites")))
@@ -48,7 +48,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     cache_dir = Path(args.cache) if args.cache else default_cache_dir()
     checkpoints = []
     if args.model_series:  # the newest checkpoint is the candidate; the others make its series
-        from pytest_novelty.series import find_checkpoints
+        from pytest_novelty.pipeline.series import find_checkpoints
 
         checkpoints = find_checkpoints(args.model_series)
     models: list[SessionModels] = []
@@ -60,7 +60,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     runner = runner_for(checkpoints[-1].path if checkpoints else args.model)
     earlier_runners = [runner_for(c.path) for c in checkpoints[:-1]]
-    from pytest_novelty.preflight import preflight
+    from pytest_novelty.pipeline.preflight import preflight
 
     preflight(runner, suites)  # every service and input checked once, before any generation
     rows: list[dict[str, Any]] = []
@@ -75,7 +75,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         results[run.name] = {"prompts": [p.id for p in result.prompts], "answers": result.answers,
                              "metrics": result.metrics}
         if checkpoints:
-            from pytest_novelty.series import suite_series
+            from pytest_novelty.pipeline.series import suite_series
 
             results[run.name]["series"] = suite_series([*zip(checkpoints, [*earlier, result], strict=True)])
         rows.extend(_case_rows(run, result, earlier))
@@ -87,7 +87,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         print("\n".join(series_tables(results)))
     if args.output:
-        from pytest_novelty.storage import atomic_write_json
+        from pytest_novelty.infra.storage import atomic_write_json
 
         atomic_write_json(Path(args.output), results)
     return 1 if any(not row["passed"] for row in rows) else 0
@@ -99,7 +99,7 @@ def _suite_result(runner: Any, run: Any, rounds: dict[tuple[str, str], Any]) -> 
         return runner.run(run)
     key = (runner.config.model, run.name.rsplit("[round=", 1)[0])
     if key not in rounds:
-        from pytest_novelty.denial import open_extractor_for, run_denial
+        from pytest_novelty.pipeline.denial import open_extractor_for, run_denial
 
         rounds[key] = run_denial(runner, run, open_extractor_for(runner.config, run))
     return rounds[key][run.denial_round - 1]
@@ -126,7 +126,7 @@ def _case_rows(run: Any, result: Any, earlier: list[Any]) -> list[dict[str, Any]
         if distrusted:  # [gate] min_judge_agreement not met: the quality-based case does not count
             row["message"], passed = distrusted, False
         if earlier and run.gate.against == "series-best":
-            from pytest_novelty.series import compare_with_best
+            from pytest_novelty.pipeline.series import compare_with_best
 
             found = compare_with_best(earlier, result, threshold)
             if found is not None:
@@ -138,8 +138,8 @@ def _case_rows(run: Any, result: Any, earlier: list[Any]) -> list[dict[str, Any]
 
 
 def _cmd_cache(args: argparse.Namespace) -> int:
-    from pytest_novelty.cache import cache_usage, clear_cache
-    from pytest_novelty.storage import default_cache_dir
+    from pytest_novelty.infra.cache import cache_usage, clear_cache
+    from pytest_novelty.infra.storage import default_cache_dir
 
     cache = Path(args.cache) if args.cache else default_cache_dir()
     if args.action == "clear":

@@ -13,7 +13,7 @@ SHARED_DATASETS = REPO.parent / "shared" / "datasets"
 
 
 def _run_cache() -> Path:
-    from pytest_novelty.storage import default_cache_dir
+    from pytest_novelty.infra.storage import default_cache_dir
 
     return default_cache_dir()
 
@@ -104,7 +104,7 @@ def demo_assets() -> Path:
     ``tests/demo/test_demo_shipped.py`` does, once, to check the shipped weights). Tests copy the
     folder into a private cache before they write anything.
     """
-    from pytest_novelty import demo
+    from pytest_novelty.pipeline import demo
 
     return demo.ensure_demo(DEMO_CACHE, log=lambda line: None, progress=False)
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
 
 
 def check_unknown_kind(open_spec: Callable[[str], object], spec: str, usage: str, close: str | None) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.cache import Cache, clear_cache, repaired
+from pytest_novelty.infra.cache import Cache, clear_cache, repaired
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -94,7 +94,7 @@ def test_clear_renames_aside_and_later_writes_recreate_folders(tmp_path: Path) -
 
 _WRITER = """
 import sys, time
-from pytest_novelty.cache import Cache
+from pytest_novelty.infra.cache import Cache
 root, me, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
 ns = Cache(root).namespace("answers")
 while time.time() < start:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_novelty.runner import RunConfig, Runner
+from pytest_novelty.pipeline.runner import RunConfig, Runner
 from pytest_novelty.suites.schema import load_suite
 from tests.servers.openai_api import FakeOpenAI
 from tests.suite_text import suite_toml

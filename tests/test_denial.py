@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_novelty.denial import open_extractor_for, run_denial
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.pipeline.denial import open_extractor_for, run_denial
 from pytest_novelty.pipeline.results import SuiteAnswers, SuiteMetrics, SuiteScores
-from pytest_novelty.runner import RunConfig, Runner, SuiteResult
+from pytest_novelty.pipeline.runner import RunConfig, Runner, SuiteResult
 from pytest_novelty.scoring.concepts import ConceptItem, OpenAIConceptExtractor, open_concept_extractor
 from pytest_novelty.suites.prompting import build_inputs
 from pytest_novelty.suites.prompts import Prompt
@@ -316,7 +316,7 @@ class ConfiguredRunner(ScriptedRunner):
 def test_a_denial_baseline_is_compared_round_by_round(tmp_path: Path, concept_server: FakeOpenAI) -> None:
     """With --baseline-model, the candidate's round k is paired with the baseline's round k: the
     baseline runs its own rounds, each forbidding the concepts of its own earlier answers."""
-    from pytest_novelty.session import NoveltyState
+    from pytest_novelty.plugin.state import NoveltyState
 
     suite = write_suite(tmp_path, rounds=2)
     config = RunConfig(model="cand", cache_dir=tmp_path / "cache", judge="openai:judge-model",

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import ConfigError, HarnessError, PreflightError
-from pytest_novelty.preflight import preflight
-from pytest_novelty.runner import RunConfig, Runner
+from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
+from pytest_novelty.pipeline.preflight import preflight
+from pytest_novelty.pipeline.runner import RunConfig, Runner
 from pytest_novelty.suites.schema import load_suite
 from tests.servers.openai_api import FakeOpenAI
 from tests.suite_text import suite_toml
@@ -130,8 +130,8 @@ def test_preflight_opens_each_index_once_and_names_a_broken_one(
 
 def test_preflight_resolves_a_hub_id_before_anything_loads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Offline, a hub id missing from the local hub cache stops the run at preflight in one line."""
-    from pytest_novelty.errors import NoveltyError
-    from pytest_novelty.preflight import check_checkpoint_identity
+    from pytest_novelty.infra.errors import NoveltyError
+    from pytest_novelty.pipeline.preflight import check_checkpoint_identity
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))

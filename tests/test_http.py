@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.generation import Batch
 from pytest_novelty.generation.openai import OpenAIGenerator
-from pytest_novelty.http import (
+from pytest_novelty.infra.errors import ConfigError, HarnessError
+from pytest_novelty.infra.http import (
     MAX_RETRY_AFTER,
     Connection,
     Reply,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
 from pytest_novelty.generation import generate, open_generator
 from pytest_novelty.generation.hf import check_checkpoint
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.conftest import REPO, build_tiny_checkpoint, small_corpus
 from tests.file_opens import opened_under
@@ -71,7 +71,7 @@ def _fingerprint(folder: Path, cache: Path) -> str:
 
 
 def _memo(cache: Path):  # type: ignore[no-untyped-def]
-    from pytest_novelty.identity import identity_memo
+    from pytest_novelty.infra.identity import identity_memo
 
     return identity_memo(cache)
 
@@ -123,7 +123,7 @@ def test_files_beside_the_weights_change_nothing(checkpoint: Path, tmp_path: Pat
 
 
 def test_every_loaded_file_counts(checkpoint: Path) -> None:
-    from pytest_novelty.identity import checkpoint_identity
+    from pytest_novelty.infra.identity import checkpoint_identity
 
     before = checkpoint_identity(checkpoint)
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= set(before.files)
@@ -136,7 +136,7 @@ def test_every_loaded_file_counts(checkpoint: Path) -> None:
 
 
 def test_the_memo_makes_a_second_call_read_no_checkpoint_file(checkpoint: Path, tmp_path: Path) -> None:
-    from pytest_novelty.identity import checkpoint_identity, identity_memo
+    from pytest_novelty.infra.identity import checkpoint_identity, identity_memo
 
     memo = identity_memo(tmp_path / "cache")
     with opened_under(checkpoint) as opened:
@@ -153,8 +153,8 @@ def test_the_memo_makes_a_second_call_read_no_checkpoint_file(checkpoint: Path, 
 
 
 def test_the_runner_keeps_the_memo_in_its_cache(checkpoint: Path, tmp_path: Path) -> None:
-    from pytest_novelty.identity import identity_memo, stat_key
-    from pytest_novelty.runner import RunConfig, Runner
+    from pytest_novelty.infra.identity import identity_memo, stat_key
+    from pytest_novelty.pipeline.runner import RunConfig, Runner
 
     cache = tmp_path / "cache"
     gen = Runner(RunConfig(model=str(checkpoint), cache_dir=cache, device="cpu", log=lambda line: None)).generator()
@@ -164,7 +164,7 @@ def test_the_runner_keeps_the_memo_in_its_cache(checkpoint: Path, tmp_path: Path
 
 
 def test_progress_hears_every_byte(checkpoint: Path) -> None:
-    from pytest_novelty.identity import checkpoint_identity, loaded_files
+    from pytest_novelty.infra.identity import checkpoint_identity, loaded_files
 
     calls: list[tuple[int, int]] = []
     checkpoint_identity(checkpoint, on_progress=lambda done, total: calls.append((done, total)))
@@ -174,7 +174,7 @@ def test_progress_hears_every_byte(checkpoint: Path) -> None:
 
 
 def test_adapter_identity_covers_its_base(checkpoint: Path, tmp_path: Path) -> None:
-    from pytest_novelty.identity import checkpoint_identity
+    from pytest_novelty.infra.identity import checkpoint_identity
 
     adapter = tmp_path / "adapter"
     adapter.mkdir()
@@ -195,7 +195,7 @@ SHA_V1 = "89abcdef0123456789abcdef0123456789abcdef"
 @pytest.fixture
 def hub_cache(tmp_path: Path, base_checkpoint: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A Hugging Face cache laid out as ``huggingface-cli download`` leaves it, offline."""
-    from pytest_novelty import identity
+    from pytest_novelty.infra import identity
 
     root = tmp_path / "hf-hub"
     repo = root / "models--someorg--tiny"
@@ -214,7 +214,7 @@ def test_hub_id_is_its_commit_sha_and_loads_offline_from_the_cache(
 ) -> None:
     import torch
 
-    from pytest_novelty.identity import checkpoint_identity
+    from pytest_novelty.infra.identity import checkpoint_identity
 
     torch.set_num_threads(1)
     main = checkpoint_identity("someorg/tiny")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_novelty.errors import ConfigError, HarnessError
-from pytest_novelty.redact import redact, redact_data, register_secret, secrets_in_url
+from pytest_novelty.infra.errors import ConfigError, HarnessError
+from pytest_novelty.infra.redact import redact, redact_data, register_secret, secrets_in_url
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_novelty.errors import ConfigError
 from pytest_novelty.generation import (
     GENERATOR_BACKENDS,
     MODEL_SOURCES,
@@ -24,12 +23,13 @@ from pytest_novelty.generation import (
     generate,
     open_generator,
 )
-from pytest_novelty.registry import Registry
+from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.registry import Registry
 from pytest_novelty.scoring.concepts import CONCEPT_EXTRACTORS
+from pytest_novelty.scoring.equivalence import EQUIVALENCE_CHECKS, Equivalence, open_equivalence
 from pytest_novelty.scoring.judges import JUDGES, Judge, JudgeItem, JudgeResult, open_judge
 from pytest_novelty.scoring.originality import BACKENDS, MatchBounds, open_backend, score_texts
 from pytest_novelty.scoring.originality.tokenization import Encoding, SurfaceWords
-from pytest_novelty.scoring.partitioners import EQUIVALENCE_CHECKS, Equivalence, open_equivalence
 from pytest_novelty.suites.schema import GenerationSettings
 
 # -- the grammar, on a registry of its own ---------------------------------------------------------

@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from pytest_novelty.cli import build_parser
-from pytest_novelty.runner import RunConfig
+from pytest_novelty.pipeline.runner import RunConfig
 
 
 def _settings(config: RunConfig) -> dict[str, object]:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pytest_novelty.metrics import novelty
-from pytest_novelty.runner import RunConfig, Runner
+from pytest_novelty.pipeline.runner import RunConfig, Runner
 from pytest_novelty.suites.schema import load_suite
 from tests.suite_text import suite_toml
 
@@ -82,7 +82,7 @@ def test_progress_bars_for_generation_originality_and_judging(
 ) -> None:
     import io
 
-    from pytest_novelty.progress import ProgressSink
+    from pytest_novelty.infra.progress import ProgressSink
 
     stream = io.StringIO()
     lines: list[str] = []
@@ -131,8 +131,8 @@ def test_scoring_models_load_once_per_session_on_its_device(
 ) -> None:
     """Every sweep value, and a second checkpoint's runner, use the session's one equivalence check
     and one judge, opened with the session's device and --trust-remote-code."""
-    from pytest_novelty.runner import SessionModels
-    from pytest_novelty.scoring import partitioners
+    from pytest_novelty.pipeline.runner import SessionModels
+    from pytest_novelty.scoring import equivalence as partitioners
 
     opened: list[tuple[str, dict[str, object]]] = []
     real = partitioners.open_equivalence

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.pipeline.series import find_checkpoints
 from pytest_novelty.report.json_report import build_report
 from pytest_novelty.report.series import series_report, series_tables, write_series_plots
-from pytest_novelty.series import find_checkpoints
 
 
 def make(run: Path, *names: str) -> Path:

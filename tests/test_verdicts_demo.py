@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_novelty import demo
 from pytest_novelty.gate import check_threshold
-from pytest_novelty.runner import RunConfig, Runner, SuiteResult
+from pytest_novelty.pipeline import demo
+from pytest_novelty.pipeline.runner import RunConfig, Runner, SuiteResult
 from pytest_novelty.suites.schema import Suite, load_suite
 from tests.conftest import copy_demo
 

@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.redact import redact
 from pytest_novelty.metrics.stats import BOOTSTRAP_TEST, paired_bootstrap
-from pytest_novelty.redact import redact
 from pytest_novelty.suites.schema import Suite, Threshold
 
 if TYPE_CHECKING:

@@ -52,7 +52,7 @@ from syrupy.extensions.base import AbstractSyrupyExtension
 from syrupy.extensions.single_file import SingleFileSnapshotExtension
 
 from pytest_novelty.gate.regression import Comparison, MetricRecord, compare
-from pytest_novelty.storage import atomic_write_text
+from pytest_novelty.infra.storage import atomic_write_text
 
 if TYPE_CHECKING:
     from syrupy.assertion import SnapshotAssertion

@@ -21,14 +21,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pytest_novelty.cache import Namespace, as_namespace
-from pytest_novelty.errors import ConfigError
-from pytest_novelty.registry import Registry
-from pytest_novelty.storage import stable_hash
+from pytest_novelty.infra.cache import Namespace, as_namespace
+from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.registry import Registry
+from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
-    from pytest_novelty.identity import Memo
+    from pytest_novelty.infra.identity import Memo
 
 ModelInput = str | Sequence[dict[str, str]]
 StepCallback = Callable[[int, int], None]
@@ -145,7 +145,7 @@ class LoadSettings:
     """``hf`` only: ``from_pretrained`` placement arguments of the caller's (a ``device_map``, see
     :func:`~pytest_novelty.generation.devices.shard_placement`), used instead of spreading over ``gpus``."""
     memo: Memo | None = None
-    """Remembers the checkpoint's file digests between runs (:mod:`pytest_novelty.identity`)."""
+    """Remembers the checkpoint's file digests between runs (:mod:`pytest_novelty.infra.identity`)."""
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
 
 
 def visible_gpus(env: Mapping[str, str] | None = None) -> list[str]:

@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_novelty.errors import ConfigError, HarnessError, NoveltyError
 from pytest_novelty.generation import DTYPES, GENERATOR_BACKENDS, Batch, LoadSettings
 from pytest_novelty.generation.devices import resolve_device
-from pytest_novelty.identity import Memo, checkpoint_identity, resolve_hub
+from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
+from pytest_novelty.infra.identity import Memo, checkpoint_identity, resolve_hub
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def check_checkpoint(model: str, *, trust_remote_code: bool = True, base_model: 
     """Cheap checks of a local checkpoint folder, before anything heavy is imported.
 
     A string that is not an existing path but looks like a hub id (``org/name`` or
-    ``org/name@revision``) is pinned to its commit sha now (:func:`~pytest_novelty.identity.resolve_hub`);
+    ``org/name@revision``) is pinned to its commit sha now (:func:`~pytest_novelty.infra.identity.resolve_hub`);
     without network it must be in the local Hugging Face cache, which is decided within seconds.
     With ``trust_remote_code=False`` a folder whose config or tokenizer config maps to its own
     Python code (``auto_map``) is refused. A PEFT adapter folder (``adapter_config.json``, no
@@ -194,7 +194,7 @@ def model_fingerprint(model: str, base_model: str | None = None, *, memo: Memo |
     """The content fingerprint of what is loaded: a checkpoint, or an adapter together with its base.
 
     An adapter's answers depend on its own files and on the base weights under it, so both go
-    into its identity (:func:`~pytest_novelty.identity.checkpoint_identity` with ``base``): the
+    into its identity (:func:`~pytest_novelty.infra.identity.checkpoint_identity` with ``base``): the
     same adapter over another base, or another adapter over the same base, never shares cached
     answers.
     """
@@ -213,13 +213,13 @@ def _ships_code(path: Path) -> bool:
 
 
 def _looks_like_hub_id(model: str) -> bool:
-    from pytest_novelty.identity import looks_like_hub_id
+    from pytest_novelty.infra.identity import looks_like_hub_id
 
     return looks_like_hub_id(model)
 
 
 def checkpoint_fingerprint(model: str, *, memo: Memo | None = None) -> str:
-    """The hex id of :func:`~pytest_novelty.identity.checkpoint_identity`, used in cache keys.
+    """The hex id of :func:`~pytest_novelty.infra.identity.checkpoint_identity`, used in cache keys.
 
     Every byte of the files the model loads from counts (nothing else in the folder); a hub id
     counts by its commit sha. ``memo`` remembers file digests between runs.

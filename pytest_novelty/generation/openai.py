@@ -13,11 +13,11 @@ How a call goes:
   server accepts) and the suite's sampling settings (``temperature``, ``top_p``, ``max_tokens``,
   ``stop``; ``top_k`` only when the suite sets one, since OpenAI itself does not know it);
 - requests run concurrently (``concurrency`` in flight) through the harness's one HTTP client
-  (:meth:`pytest_novelty.http.Connection.client`): 408, 409, 425, 429, 5xx, timeouts and dropped
+  (:meth:`pytest_novelty.infra.http.Connection.client`): 408, 409, 425, 429, 5xx, timeouts and dropped
   connections are retried with exponential backoff and jitter, honouring ``Retry-After`` (capped
   at two minutes), for at most ``max_attempts`` attempts and ``max_retry_time`` seconds;
   a rejected key, an unknown model or a request the server refuses stops the run with one line
-  (:class:`~pytest_novelty.errors.HarnessError`); so does a row still failing after its last
+  (:class:`~pytest_novelty.infra.errors.HarnessError`); so does a row still failing after its last
   attempt (the batches done before it stay cached);
 - answers are cached per prompt like local generation (:func:`pytest_novelty.generation.generate`);
   the fingerprint in their key is the endpoint URL (without credentials), the model name and the
@@ -38,9 +38,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 from urllib.parse import urlsplit, urlunsplit
 
-from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.generation import MODEL_SOURCES
-from pytest_novelty.http import (
+from pytest_novelty.infra.errors import ConfigError, HarnessError
+from pytest_novelty.infra.http import (
     Connection,
     ConnectionOptions,
     Secret,
@@ -50,7 +50,7 @@ from pytest_novelty.http import (
     post_json,
     run_coroutine,
 )
-from pytest_novelty.storage import stable_hash
+from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ class OpenAIGenerator:
         self.device = self.base_url
         self.tokens_generated = 0
         self.connection = Connection.of(connection, concurrency=64, timeout=600.0, max_retry_time=900.0)
-        """How the server is reached: requests in flight, timeout, retries (:class:`pytest_novelty.http.Connection`)."""
+        """How the server is reached: requests in flight, timeout, retries (:class:`~.http.Connection`)."""
         self.traffic = Traffic()
         if api_key is None:
             api_key = next((os.environ[v] for v in API_KEY_VARIABLES if os.environ.get(v)), "")

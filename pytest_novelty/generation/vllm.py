@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_novelty.errors import ConfigError
 from pytest_novelty.generation import DTYPES, GENERATOR_BACKENDS, Batch, LoadSettings
 from pytest_novelty.generation.hf import (
     ADAPTER_CONFIG,
@@ -29,7 +28,8 @@ from pytest_novelty.generation.hf import (
     render,
     token_counts,
 )
-from pytest_novelty.identity import checkpoint_identity
+from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.identity import checkpoint_identity
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:

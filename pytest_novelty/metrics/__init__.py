@@ -6,7 +6,7 @@ tested to the last digit) on their own. Each function documents its formula and 
 * :mod:`.novelty`: per-generation novelty, the harmonic mean of quality and originality, with
   too-short generations at 0, and the coverage and unscored shares;
 * :mod:`.stats`: NaN-aware means, the top-fraction mean and a paired bootstrap / t-test comparison;
-* :mod:`.noveltybench`: NoveltyBench's greedy partition, distinct_k, utility_k and reward mapping;
+* :mod:`.noveltybench`: NoveltyBench's greedy partition, distinct_k and utility_k;
 * :mod:`.tail`: q@Tail(α) with Novelty Overall and Novelty at Peak.
 """
 
@@ -21,13 +21,11 @@ from pytest_novelty.metrics.noveltybench import (
     DEFAULT_PATIENCE,
     NOVELTYBENCH_K,
     NOVELTYBENCH_MAX_NEW_TOKENS,
-    NOVELTYBENCH_REWARD_THRESHOLDS,
     NOVELTYBENCH_TEMPERATURE,
     BatchEquivalence,
     Equivalence,
     distinct_k,
     partition,
-    reward_to_utility,
     utility_k,
 )
 from pytest_novelty.metrics.stats import (
@@ -51,7 +49,6 @@ __all__ = [
     "DEFAULT_PATIENCE",
     "NOVELTYBENCH_K",
     "NOVELTYBENCH_MAX_NEW_TOKENS",
-    "NOVELTYBENCH_REWARD_THRESHOLDS",
     "NOVELTYBENCH_TEMPERATURE",
     "BatchEquivalence",
     "Equivalence",
@@ -69,7 +66,6 @@ __all__ = [
     "peak_prompts",
     "prompt_scores",
     "q_at_tail",
-    "reward_to_utility",
     "tail_prompts",
     "top_fraction_mean",
     "unscored_share",

@@ -9,7 +9,7 @@ reference code github.com/novelty-bench/novelty-bench, ``src/partition.py`` (gre
 A *partition* is a list with one class id per generation, numbered 0, 1, 2, ... in order of first
 appearance ("canonical" form), as :func:`partition` returns it. The equivalence checks themselves
 (pre-filter, ROUGE-1, the trained pair classifier) need models and live in the scoring layer
-(``pytest_novelty.scoring.partitioners``); this module only takes a callable.
+(``pytest_novelty.scoring.equivalence``); this module only takes a callable.
 """
 
 from __future__ import annotations
@@ -21,10 +21,6 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pytest_novelty.metrics._validate import as_vector, check_fraction
-
-# Defined beside the reward judge, which maps rewards with it; part of this module's API too.
-from pytest_novelty.scoring.reward_scale import NOVELTYBENCH_REWARD_THRESHOLDS as NOVELTYBENCH_REWARD_THRESHOLDS
-from pytest_novelty.scoring.reward_scale import reward_to_utility as reward_to_utility
 
 #: Samples per prompt, sampling temperature and generation length used by NoveltyBench.
 NOVELTYBENCH_K = 10

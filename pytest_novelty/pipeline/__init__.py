@@ -11,5 +11,5 @@
 ``export``             the one place a result becomes JSON (xdist, ``report.json``), the work line
 =====================  =====================================================================
 
-:class:`pytest_novelty.runner.Runner` is the small facade that chains them for one checkpoint.
+:class:`pytest_novelty.pipeline.runner.Runner` is the small facade that chains them for one checkpoint.
 """

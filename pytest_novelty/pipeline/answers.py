@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.pipeline.config import RunConfig
 from pytest_novelty.pipeline.results import GenerationWork, SuiteAnswers, Sweep
 from pytest_novelty.suites.prompts import Prompt

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.progress import QUIET, ProgressSink
+from pytest_novelty.infra.progress import QUIET, ProgressSink
 
 Log = Callable[[str], None]
 

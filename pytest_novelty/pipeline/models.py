@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pytest_novelty.infra.storage import read_json, stable_hash
 from pytest_novelty.pipeline.config import RunConfig
-from pytest_novelty.storage import read_json, stable_hash
 from pytest_novelty.suites.schema import Suite
 
 _LOCAL_JUDGES = ("hf", "reward")  # the judge kinds that load a model here (and take device options)
@@ -83,7 +83,7 @@ class SessionModels:
     def equivalence(self, spec: str) -> Any:
         """The equivalence check of ``scoring.equivalence`` (NoveltyBench's distinct_k and utility_k)."""
         if spec not in self._equivalences:
-            from pytest_novelty.scoring.partitioners import open_equivalence
+            from pytest_novelty.scoring.equivalence import open_equivalence
 
             self._equivalences[spec] = open_equivalence(
                 spec, device=self.config.device, trust_remote_code=self.config.trust_remote_code

@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from pytest_novelty.errors import HarnessError
+from pytest_novelty.infra.errors import HarnessError
+from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.pipeline.config import RunConfig
 from pytest_novelty.pipeline.models import SessionModels
 from pytest_novelty.pipeline.results import SuiteScores
-from pytest_novelty.storage import stable_hash
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
 
@@ -67,7 +67,7 @@ def lookup(models: SessionModels, spec: str, texts: list[str], ns: list[int], wh
     finished. A cached chunk whose layout does not fit (:func:`_scores_fit`) is dropped and
     scored again, like any damaged entry.
     """
-    from pytest_novelty.cache import Cache
+    from pytest_novelty.infra.cache import Cache
     from pytest_novelty.scoring.originality import score_texts
 
     config: RunConfig = models.config

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from pytest_novelty.infra.storage import atomic_write_json
 from pytest_novelty.report.data import SuiteData, as_vector, novelty_of
 from pytest_novelty.report.terminal import is_error, threshold_met
-from pytest_novelty.storage import atomic_write_json
 
 REPORT_FORMAT = 1
 JSON_NAME = "report.json"
@@ -158,7 +158,7 @@ def write_placeholder(out_dir: str | Path, reason: str) -> None:
     error, an interrupted session) never leaves the previous run's "all passed" on disk. The plots
     the previous ``report.json`` listed are removed with it.
     """
-    from pytest_novelty.storage import atomic_write_text, read_json
+    from pytest_novelty.infra.storage import atomic_write_text, read_json
 
     folder = Path(out_dir)
     old = read_json(folder / JSON_NAME)

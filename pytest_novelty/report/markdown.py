@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_novelty.infra.storage import atomic_write_text
 from pytest_novelty.report.json_report import summarize
 from pytest_novelty.report.terminal import (
     SHARES_LEGEND,
@@ -18,7 +19,6 @@ from pytest_novelty.report.terminal import (
     threshold_met,
     verdict_text,
 )
-from pytest_novelty.storage import atomic_write_text
 
 MARKDOWN_NAME = "report.md"
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"

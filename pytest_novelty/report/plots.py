@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pytest_novelty.infra.storage import atomic_write
 from pytest_novelty.report.data import SuiteData, as_vector, novelty_of
-from pytest_novelty.storage import atomic_write
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

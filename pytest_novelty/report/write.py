@@ -26,7 +26,7 @@ def write_report(
     With ``step_summary`` the markdown is also appended to ``$GITHUB_STEP_SUMMARY`` when that
     variable is set (GitHub Actions shows it on the job page). Every string is redacted first.
     """
-    from pytest_novelty.redact import redact_data
+    from pytest_novelty.infra.redact import redact_data
 
     rows, suites_data, versions = redact_data(list(rows)), redact_data(dict(suites_data or {})), redact_data(versions)
     folder = Path(out_dir)

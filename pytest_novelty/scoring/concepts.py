@@ -1,6 +1,6 @@
 """Concept extractors: which high-level concepts does each answer use?
 
-Denial prompting (:mod:`pytest_novelty.denial`) forbids, in each round, the concepts that earlier
+Denial prompting (:mod:`pytest_novelty.pipeline.denial`) forbids, in each round, the concepts that earlier
 answers used: the characters, plot arc and themes of a story, the literary device and rhyme of a
 poem line, how the items serve a tool-use plan (each task names its own, ``Task.concepts``). An
 extractor lists them. It gets :class:`ConceptItem` records and returns one list of concepts per
@@ -21,7 +21,7 @@ asked again, it would repeat itself); after that the answer has no concepts. Eac
 committed to an on-disk cache (:class:`~pytest_novelty.scoring.judges.cache.AnswerCache`) keyed by
 the extractor, its settings and the request text, so a rerun asks nothing and an interrupted
 run resumes. Requests that failed are not cached; when any failed, :meth:`ConceptExtractor.concepts`
-raises :class:`~pytest_novelty.errors.HarnessError` after caching the rest.
+raises :class:`~pytest_novelty.infra.errors.HarnessError` after caching the rest.
 
 Reaching the model is shared with the judges (:mod:`pytest_novelty.scoring.llm`); this module
 adds the concept requests, the parsing, re-asking and caching.
@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Unpack, runtime_checkable
 
-from pytest_novelty.errors import HarnessError
-from pytest_novelty.http import CONNECTION_OPTIONS, run_coroutine
-from pytest_novelty.registry import Registry
+from pytest_novelty.infra.errors import HarnessError
+from pytest_novelty.infra.http import CONNECTION_OPTIONS, run_coroutine
+from pytest_novelty.infra.registry import Registry
 from pytest_novelty.scoring.judges.cache import AnswerCache, answer_key
 from pytest_novelty.scoring.llm import (
     DEFAULT_BASE_URL,
@@ -296,6 +296,6 @@ def open_concept_extractor(
     ``openai:`` only. ``openai:`` takes the options api_key, temperature, concurrency, timeout,
     max_attempts, max_reasks, backoff, max_backoff, max_tokens; ``hf:`` takes temperature,
     batch_size, max_new_tokens, seed, max_reasks, device, trust_remote_code. A bad spec or option
-    raises :class:`~pytest_novelty.errors.ConfigError`.
+    raises :class:`~pytest_novelty.infra.errors.ConfigError`.
     """
     return CONCEPT_EXTRACTORS.open(spec, options=options, cache_dir=cache_dir, base_url=base_url)

@@ -7,20 +7,20 @@ lives here, once:
 - :class:`OpenAIChat`, a base class for a client of an OpenAI-compatible chat endpoint: the base
   URL (``OPENAI_BASE_URL`` by default) and the key (``OPENAI_API_KEY``), held so that it never
   appears in a repr, an error or a cache; a fresh ``AsyncOpenAI`` client per run, on the harness's
-  one HTTP client (:meth:`pytest_novelty.http.Connection.client`), which retries 408, 409, 425,
+  one HTTP client (:meth:`pytest_novelty.infra.http.Connection.client`), which retries 408, 409, 425,
   429, 5xx, timeouts and connection errors with exponential backoff and jitter, honouring
   ``Retry-After``, for at most ``max_attempts`` attempts and ``max_retry_time`` seconds in all,
   each wait announced through ``notify`` (the package's own retries are off); and
   :meth:`OpenAIChat._create`, one request and what its failure means: a model that rejects
   ``temperature`` is asked again without it, for the rest of the client's life; a rejected key or
-  an unknown model stops the run (:class:`~pytest_novelty.errors.HarnessError`), and so does an
+  an unknown model stops the run (:class:`~pytest_novelty.infra.errors.HarnessError`), and so does an
   endpoint that fails the first requests of a run with no success at all (unreachable, hanging,
   or answering 5xx); any other failure is a :class:`RequestFailed` whose reason is short,
   redacted and countable (``HTTP 503: message``, ``timed out after 60 s``, ``connection refused``).
   :meth:`OpenAIChat.check` is the preflight: one cheap ``GET /models`` that names a missing or
   refused key and an unreachable or silent endpoint within seconds.
 - A secret in the base URL (``?api_key=KEY``, ``https://user:KEY@host``) is registered with
-  :mod:`pytest_novelty.redact`, and the query goes out as a query on every request (not glued
+  :mod:`pytest_novelty.infra.redact`, and the query goes out as a query on every request (not glued
   onto the path); URLs are shown redacted.
 - :class:`LocalChatModel`, a base class for a local causal LM run through the generation layer:
   the checkpoint is checked and fingerprinted when the component is opened (:func:`checked_fingerprint`,
@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any, TypedDict, cast, get_type_hints
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from pytest_novelty.errors import ConfigError, HarnessError, PreflightError
-from pytest_novelty.http import (
+from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
+from pytest_novelty.infra.http import (
     Connection,
     ConnectionOptions,
     RetryPolicy,
@@ -56,8 +56,8 @@ from pytest_novelty.http import (
     is_retryable,
     run_coroutine,
 )
-from pytest_novelty.identity import Memo, identity_memo
-from pytest_novelty.redact import redact, register_secret, secrets_in_url
+from pytest_novelty.infra.identity import Memo, identity_memo
+from pytest_novelty.infra.redact import redact, register_secret, secrets_in_url
 from pytest_novelty.suites.prompting import Message
 
 __all__ = [
@@ -191,7 +191,7 @@ class OpenAIChat:
 
     def check(self, *, timeout: float = PREFLIGHT_TIMEOUT) -> None:
         """Preflight: one ``GET /models``, so that a run stops within seconds, with one line, when
-        the endpoint is unreachable or silent or refuses the key (:class:`~pytest_novelty.errors.PreflightError`).
+        the endpoint is unreachable or silent or refuses the key (:class:`~pytest_novelty.infra.errors.PreflightError`).
 
         A missing ``OPENAI_API_KEY`` for OpenAI's own endpoint is named without any request. An
         endpoint that answers anything else (even 404: not every server lists its models) passes;
@@ -251,7 +251,7 @@ class OpenAIChat:
         before it learned. A 400 about ``temperature`` is sent again without it; ``adapt`` may
         claim other 400s (it is given the error and the body; ``True``: prepare and send again).
         When the endpoint could not be reached after the last attempt and ``fatal_unreachable()``
-        is true, the run stops with a :class:`~pytest_novelty.errors.HarnessError`. Raises
+        is true, the run stops with a :class:`~pytest_novelty.infra.errors.HarnessError`. Raises
         :class:`RequestFailed` otherwise.
         """
         import openai
@@ -346,9 +346,9 @@ def checked_fingerprint(
 ) -> str:
     """Check the checkpoint folder ``path`` cheaply and return its fingerprint (for cache keys).
 
-    A bad folder raises :class:`~pytest_novelty.errors.ConfigError` prefixed with ``spec``
+    A bad folder raises :class:`~pytest_novelty.infra.errors.ConfigError` prefixed with ``spec``
     (``hf:PATH``, ``reward:PATH``) and, when given, ``field``. ``memo`` (see
-    :func:`~pytest_novelty.identity.identity_memo`) spares rehashing unchanged weight files.
+    :func:`~pytest_novelty.infra.identity.identity_memo`) spares rehashing unchanged weight files.
     """
     from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprint
 
@@ -381,7 +381,7 @@ class LocalChatModel:
 
     The checkpoint is checked and fingerprinted at once (so a bad path fails when the component
     is opened, and cache keys can name the exact weights); ``field`` is where such a
-    :class:`~pytest_novelty.errors.ConfigError` points. ``options`` (see :class:`LocalChatOptions`)
+    :class:`~pytest_novelty.infra.errors.ConfigError` points. ``options`` (see :class:`LocalChatOptions`)
     override ``defaults``.
     """
 

@@ -1,4 +1,4 @@
-"""Word tokenisation shared by the scoring layer (originality, judges, partitioners).
+"""Word tokenisation shared by the scoring layer (originality, judges, equivalence checks).
 
 A text is NFKC-normalised (so that full-width letters, ligatures and compatibility forms count as
 their plain equivalents), then split into the matches of ``\\w+|[^\\w\\s]`` (Python ``re``, Unicode):

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.errors import ConfigError, did_you_mean
+from pytest_novelty.infra.errors import ConfigError, did_you_mean
 from pytest_novelty.suites.prompts import TASKS, Prompt
 from pytest_novelty.suites.tasks import find_characters, parse_instruction, parse_items, split_opening
 
@@ -197,7 +197,7 @@ def _resolve(location: str, base_dir: Path) -> Path:
 
 
 def _builtin_path(name: str) -> Path:
-    from pytest_novelty.resources import bundled_path
+    from pytest_novelty.infra.resources import bundled_path
 
     folder = bundled_path("suites") / "data"
     path = folder / f"{name}.jsonl"

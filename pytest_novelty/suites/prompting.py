@@ -15,7 +15,7 @@ that the generation layer renders with the checkpoint's chat template.
                    lists them with :func:`concept_prompt`, :func:`parse_concepts` reads them)
 ``novel-examples`` like few-shot, with examples drawn from the top 10 % of the held-out set,
                    ranked by originality (the runner scores each reference answer with the
-                   suite's index, :meth:`pytest_novelty.runner.Runner.example_scores`)
+                   suite's index, :meth:`pytest_novelty.pipeline.runner.Runner.example_scores`)
 =================  ===========================================================================
 """
 
@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from pytest_novelty.errors import ConfigError, did_you_mean
+from pytest_novelty.infra.errors import ConfigError, did_you_mean
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.tasks import Task, get_task
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.errors import ConfigError, did_you_mean
+from pytest_novelty.infra.errors import ConfigError, did_you_mean
 from pytest_novelty.suites.prompts import TASKS
 
 if sys.version_info >= (3, 11):

@@ -6,7 +6,7 @@ from types import ModuleType
 
 import pytest
 
-from pytest_novelty import demo
+from pytest_novelty.pipeline import demo
 
 
 @pytest.fixture(scope="module")

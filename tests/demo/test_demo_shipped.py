@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty import demo
+from pytest_novelty.pipeline import demo
 
 # Keys of the index description that say where and how fast it was built, not what it holds.
 RUN_SPECIFIC = ("sources", "seconds", "path")
@@ -25,7 +25,7 @@ def test_the_shipped_weights_were_trained_by_this_builder() -> None:
     manifest = demo.read_manifest()
     assert manifest is not None, f"no {demo.MANIFEST} in {demo.trained_dir()}"
     assert manifest["builder"] == demo._builder_digest(), (
-        "fixtures/demo changed since its weights were shipped: run `python -m pytest_novelty.demo ship`"
+        "fixtures/demo changed since its weights were shipped: run `python -m pytest_novelty.pipeline.demo ship`"
     )
     assert manifest["demo_version"] == demo.DEMO_VERSION
     weights, why = demo.shipped_weights(demo._load_builder())

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_novelty.errors import ConfigError
 from pytest_novelty.gate import regression
 from pytest_novelty.gate.regression import MetricRecord, compare
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.metrics import top_fraction_mean
 from pytest_novelty.suites.schema import load_suite
 

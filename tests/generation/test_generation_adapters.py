@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
 from pytest_novelty.generation import Batch, open_generator
 from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprint, model_fingerprint
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.generation.conftest import write_story_suite
 from tests.generation.tiny_models import build_family_checkpoint

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
 from pytest_novelty.generation import Batch, LoadSettings
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.suites.schema import GenerationSettings
 
 SETTINGS = GenerationSettings(max_new_tokens=4)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
 from pytest_novelty.generation.devices import assign_gpus, auto_workers, cpu_threads, visible_gpus, worker_index
+from pytest_novelty.infra.errors import ConfigError
 
 
 def test_visible_gpus_reads_the_environment() -> None:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
 from pytest_novelty.generation import Batch, generate, open_generator, plan_batches
 from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprint
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.suites.schema import GenerationSettings
 
 pytestmark = pytest.mark.slow

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
 from pytest_novelty.generation import LoadSettings
 from pytest_novelty.generation.hf import HFGenerator, check_checkpoint, context_length
+from pytest_novelty.infra.errors import ConfigError
 
 
 def damaged(tiny_checkpoint: Path, tmp_path: Path, **config: object) -> Path:

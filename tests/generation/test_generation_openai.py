@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import ConfigError, HarnessError
 from pytest_novelty.generation import Batch, generate, open_generator
 from pytest_novelty.generation.openai import OpenAIGenerator
+from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.generation.conftest import Served, start_server, stop_server, write_story_suite
 from tests.generation.tiny_models import build_family_checkpoint

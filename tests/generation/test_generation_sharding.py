@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
 from pytest_novelty.generation import LoadSettings, generate
 from pytest_novelty.generation.devices import WEIGHT_SHARE, assign_gpus, model_devices, shard_placement
 from pytest_novelty.generation.hf import HFGenerator
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.suites.schema import GenerationSettings
 
 TEXTS = ["Lily went to the park.", "Tom had a red ball.", "Mia saw a big dog near the tree."]

@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
 from pytest_novelty.generation import generate, open_generator
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.suites.schema import GenerationSettings
 
 pytestmark = pytest.mark.slow

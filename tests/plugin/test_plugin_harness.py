@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import HARNESS_EXIT_STATUS
+from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS
 from tests.conftest import copy_demo
 from tests.servers.openai_api import FakeOpenAI
 

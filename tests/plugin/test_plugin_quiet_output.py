@@ -13,7 +13,7 @@ TINY_RECIPE = dict(vocab_size=300, n_embd=16, n_layer=1, n_head=1, n_positions=6
 def test_tiny_demo_build_prints_only_its_own_lines(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     from transformers.utils import logging as hf_logging
 
-    from pytest_novelty.demo import _load_builder, quiet_transformers
+    from pytest_novelty.pipeline.demo import _load_builder, quiet_transformers
 
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     with quiet_transformers():

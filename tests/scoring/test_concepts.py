@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import ConfigError, HarnessError
+from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.scoring.concepts import (
     ConceptExtractor,
     ConceptItem,

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.metrics import distinct_k, partition
-from pytest_novelty.scoring.partitioners import (
+from pytest_novelty.scoring.equivalence import (
     ClassifierEquivalence,
     EmbeddingEquivalence,
     UnigramEquivalence,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_novelty.errors import ConfigError, HarnessError
-from pytest_novelty.resources import bundled_path
+from pytest_novelty.infra.errors import ConfigError, HarnessError
+from pytest_novelty.infra.resources import bundled_path
 from pytest_novelty.suites.loaders import load_prompts
 from pytest_novelty.suites.prompts import TASKS, Prompt
 from pytest_novelty.suites.tasks import find_characters, parse_instruction, parse_items
@@ -266,7 +266,7 @@ def test_bundled_folders_are_found_in_the_checkout() -> None:
 
 
 def test_bundled_folders_in_an_installed_wheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_novelty import resources
+    from pytest_novelty.infra import resources
 
     package = tmp_path / "site-packages" / "pytest_novelty"
     (package / "_bundled" / "suites").mkdir(parents=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.suites.prompting import (
     METHODS,
     ask_novelty,

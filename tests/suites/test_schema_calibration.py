@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
 from pytest_novelty.gate.agreement import agreement_failure
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.suites.schema import load_suite
 
 BASE = """

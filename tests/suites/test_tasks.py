@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.suites.prompts import TASKS, Prompt
 from pytest_novelty.suites.tasks import Task, find_characters, get_task, parse_instruction, parse_items, split_opening
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.scoring.judges.base import JUDGES, Judge, JudgeItem, JudgeResult
 from pytest_novelty.scoring.judges.hf import HFJudge
 from pytest_novelty.scoring.judges.openai import OpenAIJudge
@@ -71,7 +71,7 @@ def open_judge(
     takes batch_size, max_new_tokens, seed, max_reasks, device, trust_remote_code; ``reward:``
     takes thresholds, batch_size, max_length, device, trust_remote_code.
 
-    A bad spec or option raises :class:`~pytest_novelty.errors.ConfigError`.
+    A bad spec or option raises :class:`~pytest_novelty.infra.errors.ConfigError`.
     """
     parsed = JUDGES.parse(spec)
     if samples < 1:

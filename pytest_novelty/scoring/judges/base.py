@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pytest_novelty.registry import Registry
+from pytest_novelty.infra.registry import Registry
 
 RUBRIC_POINTS = 5
 """Rubric judges award between 0 and this many points per sample."""

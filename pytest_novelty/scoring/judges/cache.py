@@ -1,6 +1,6 @@
 """Judge answers kept on disk, so that an interrupted run resumes and a rerun costs nothing.
 
-Answers live in the project's one cache layer (:mod:`pytest_novelty.cache`), namespace
+Answers live in the project's one cache layer (:mod:`pytest_novelty.infra.cache`), namespace
 ``answers`` of the folder a judge is given: one checksummed JSON entry per answer, written
 atomically the moment it arrives (a kill loses at most the answers in flight), shared safely by
 pytest-xdist workers and concurrent runs (the first stored answer wins, so every run reads the
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pytest_novelty.cache import Cache, Namespace
+from pytest_novelty.infra.cache import Cache, Namespace
 
 NAMESPACE = "answers"
 _DEFAULT_PORTS = {"http": 80, "https": 443}

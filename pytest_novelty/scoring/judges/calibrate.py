@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_novelty.errors import ConfigError, HarnessError
-from pytest_novelty.jsonlines import json_lines
+from pytest_novelty.infra.errors import ConfigError, HarnessError
+from pytest_novelty.infra.jsonlines import json_lines
 from pytest_novelty.metrics.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, Agreement, agreement
 from pytest_novelty.scoring.judges.base import Judge, JudgeItem
 

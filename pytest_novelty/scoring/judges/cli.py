@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from pytest_novelty.errors import ConfigError
-from pytest_novelty.jsonlines import json_lines
+from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.jsonlines import json_lines
 from pytest_novelty.suites.prompts import TASKS
 
 
@@ -108,7 +108,7 @@ def open_judge_from(args: argparse.Namespace) -> Any:
     if args.cache:
         cache = Path(args.cache)
     else:
-        from pytest_novelty.storage import default_cache_dir
+        from pytest_novelty.infra.storage import default_cache_dir
 
         cache = default_cache_dir() / "judge"
     return open_judge(

@@ -36,8 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.errors import ConfigError, did_you_mean
-from pytest_novelty.jsonlines import json_lines
+from pytest_novelty.infra.errors import ConfigError, did_you_mean
+from pytest_novelty.infra.jsonlines import json_lines
 
 MACGYVER_GRADES = {
     "efficient": 2,
@@ -131,6 +131,6 @@ def graded_rows(source: str) -> tuple[str, Rows]:
 
 def write_rows(path: Path, rows: Rows) -> None:
     """Write calibration rows as JSON Lines (atomically)."""
-    from pytest_novelty.storage import atomic_write_text
+    from pytest_novelty.infra.storage import atomic_write_text
 
     atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))

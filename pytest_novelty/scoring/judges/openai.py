@@ -36,7 +36,7 @@ cache if nothing failed.
 
 An item is unscored (``quality=None``, with the reasons in ``error``: ``HTTP 503: message``,
 ``timed out after 60 s``, ``no score in reply (...)``) when none of its samples produced a valid
-score. The run raises :class:`~pytest_novelty.errors.HarnessError` when the endpoint rejects the
+score. The run raises :class:`~pytest_novelty.infra.errors.HarnessError` when the endpoint rejects the
 key, does not know the model, or fails the run's first requests with no success at all
 (unreachable, hanging, 5xx), so a dead judge stops the suite after one request's retries.
 
@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Unpack
 
-from pytest_novelty.http import CONNECTION_OPTIONS, run_coroutine
+from pytest_novelty.infra.http import CONNECTION_OPTIONS, run_coroutine
 from pytest_novelty.scoring.judges.base import JUDGES, NO_SCORE, JudgeItem, JudgeResult, rubric_result
 from pytest_novelty.scoring.judges.cache import AnswerCache, endpoint_identity, judge_key
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score

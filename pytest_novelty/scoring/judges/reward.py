@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.errors import ConfigError, HarnessError
-from pytest_novelty.identity import identity_memo
+from pytest_novelty.infra.errors import ConfigError, HarnessError
+from pytest_novelty.infra.identity import identity_memo
 from pytest_novelty.scoring.judges.base import JUDGES, JudgeItem, JudgeResult
 from pytest_novelty.scoring.judges.cache import AnswerCache, judge_key
+from pytest_novelty.scoring.judges.reward_scale import NOVELTYBENCH_REWARD_THRESHOLDS, reward_to_utility
 from pytest_novelty.scoring.llm import checked_fingerprint
-from pytest_novelty.scoring.reward_scale import NOVELTYBENCH_REWARD_THRESHOLDS, reward_to_utility
 
 DEFAULT_THRESHOLDS = NOVELTYBENCH_REWARD_THRESHOLDS
 SCALE_MAX = 10

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from pytest_novelty.errors import ConfigError, did_you_mean
+from pytest_novelty.infra.errors import ConfigError, did_you_mean
 from pytest_novelty.scoring.judges.base import JudgeItem
 
 _SYSTEM = (

@@ -73,7 +73,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from pytest_novelty.errors import ConfigError, did_you_mean
+from pytest_novelty.infra.errors import ConfigError, did_you_mean
 from pytest_novelty.scoring.judges.base import JUDGES, JudgeItem, JudgeResult, rubric_result
 from pytest_novelty.scoring.text import words as tokenize
 

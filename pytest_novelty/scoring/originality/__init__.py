@@ -57,8 +57,8 @@ def open_backend(spec: str, *, cache_dir: Path | None = None, **options: Any) ->
     ``cache_dir`` keeps the web APIs' answers on disk (in memory without it), and
     remembers which local index files were verified against their build checksums.
 
-    An unknown kind or option raises :class:`~pytest_novelty.errors.ConfigError`; a missing or
-    damaged index raises ``ConfigError`` or :class:`~pytest_novelty.errors.HarnessError` naming
+    An unknown kind or option raises :class:`~pytest_novelty.infra.errors.ConfigError`; a missing or
+    damaged index raises ``ConfigError`` or :class:`~pytest_novelty.infra.errors.HarnessError` naming
     the folder and the fix.
     """
     return BACKENDS.open(spec, options=options, cache_dir=None if cache_dir is None else Path(cache_dir))

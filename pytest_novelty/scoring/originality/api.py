@@ -29,8 +29,8 @@ from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any, Unpack
 
-from pytest_novelty.errors import ConfigError, HarnessError
-from pytest_novelty.http import CONNECTION_OPTIONS, Connection, ConnectionOptions
+from pytest_novelty.infra.errors import ConfigError, HarnessError
+from pytest_novelty.infra.http import CONNECTION_OPTIONS, Connection, ConnectionOptions
 from pytest_novelty.scoring.originality.backend import BACKENDS, MatchBounds, Span
 from pytest_novelty.scoring.originality.cache import CountCache
 from pytest_novelty.scoring.originality.client import JsonClient
@@ -77,7 +77,7 @@ class _CountApiBackend:
         url: str | None = None,
         **connection: Unpack[ConnectionOptions],
     ) -> None:
-        """``connection``: how the API is reached (:class:`~pytest_novelty.http.ConnectionOptions`;
+        """``connection``: how the API is reached (:class:`~pytest_novelty.infra.http.ConnectionOptions`;
         by default 8 queries in flight, 30 s each, 6 attempts within 120 s)."""
         if not index.strip():
             raise ConfigError(f"{self.prefix} needs an index name, as in {self.prefix}:INDEX", field="originality")

@@ -18,7 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
-from pytest_novelty.registry import Registry
+from pytest_novelty.infra.registry import Registry
 from pytest_novelty.scoring.originality.tokenization import Encoding, Tokenizer
 
 __all__ = ["BACKENDS", "MatchBounds", "OriginalityBackend", "Span", "check_ns"]
@@ -65,7 +65,7 @@ class OriginalityBackend(Protocol):
 
 def check_ns(ns: Sequence[int]) -> list[int]:
     """The distinct n-gram orders of ``ns``, sorted; each must be an integer of at least 1."""
-    from pytest_novelty.errors import ConfigError
+    from pytest_novelty.infra.errors import ConfigError
 
     values = list(ns)
     if not values:

@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_novelty.errors import ConfigError, HarnessError
-from pytest_novelty.identity import hash_files
+from pytest_novelty.infra.errors import ConfigError, HarnessError
+from pytest_novelty.infra.identity import hash_files
 from pytest_novelty.scoring.originality.corpus import Document, iter_documents
 from pytest_novelty.scoring.originality.index import (
     FORMAT,

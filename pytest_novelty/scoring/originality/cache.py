@@ -1,6 +1,6 @@
 """A persistent cache of web-API answers, so that no n-gram is ever asked twice.
 
-Answers live in the project's one cache layer (:mod:`pytest_novelty.cache`), namespace ``counts``
+Answers live in the project's one cache layer (:mod:`pytest_novelty.infra.cache`), namespace ``counts``
 of the given folder: one checksummed entry per answer, written atomically as it arrives, so an
 interrupted run keeps everything it was told, several processes (pytest-xdist workers, concurrent
 runs) may share the folder, and a damaged entry is dropped and asked again rather than trusted.
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.cache import Cache
+from pytest_novelty.infra.cache import Cache
 
 __all__ = ["NAMESPACE", "CountCache"]
 

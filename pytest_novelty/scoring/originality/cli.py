@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from pytest_novelty.errors import ConfigError
-from pytest_novelty.jsonlines import json_lines
+from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.jsonlines import json_lines
 
 __all__ = ["add_commands", "cmd_index_build", "cmd_originality"]
 

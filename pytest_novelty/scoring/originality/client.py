@@ -1,13 +1,13 @@
 """A small JSON-over-POST client for the infini-gram web APIs: concurrency, retries, clear failures.
 
-Requests go through the harness's one HTTP client (:meth:`pytest_novelty.http.Connection.client`),
+Requests go through the harness's one HTTP client (:meth:`pytest_novelty.infra.http.Connection.client`),
 ``concurrency`` in flight. A request is retried on timeouts, dropped or refused connections, the
-statuses :func:`pytest_novelty.http.is_retryable` names (429 and 5xx among them), bodies that are
+statuses :func:`pytest_novelty.infra.http.is_retryable` names (429 and 5xx among them), bodies that are
 not JSON, and HTTP 200 answers that carry an ``error`` field (how the infini-gram APIs report
-problems), as the connection's :class:`~pytest_novelty.http.RetryPolicy` says (``Retry-After``
+problems), as the connection's :class:`~pytest_novelty.infra.http.RetryPolicy` says (``Retry-After``
 honoured, else exponential backoff with jitter). Other HTTP errors fail at once; what a server
 says is redacted before it is shown. When a request has used up its attempts the whole batch stops
-(the requests in flight are cancelled) and :class:`~pytest_novelty.errors.HarnessError` names the
+(the requests in flight are cancelled) and :class:`~pytest_novelty.infra.errors.HarnessError` names the
 endpoint and the last problem, so a dead server fails a run quickly and clearly.
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from pytest_novelty.errors import ConfigError, HarnessError
-from pytest_novelty.http import Connection, Traffic, fan_out, is_retryable, post_json, run_coroutine, scrub
+from pytest_novelty.infra.errors import ConfigError, HarnessError
+from pytest_novelty.infra.http import Connection, Traffic, fan_out, is_retryable, post_json, run_coroutine, scrub
 
 if TYPE_CHECKING:
     import httpx

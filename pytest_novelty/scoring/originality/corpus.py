@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from pytest_novelty.errors import ConfigError
-from pytest_novelty.jsonlines import json_lines
+from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.jsonlines import json_lines
 
 __all__ = ["DOC_SEPARATOR_LINE", "Document", "iter_documents", "list_files"]
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_novelty.errors import ConfigError, HarnessError
+from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.scoring.originality.backend import MatchBounds, Span, check_ns
 from pytest_novelty.scoring.originality.index import IndexInfo, engine_path, register_local
 from pytest_novelty.scoring.originality.suffixarray import byte_keys, longest_prefixes, open_shards

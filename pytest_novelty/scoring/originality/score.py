@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pytest_novelty.errors import HarnessError
+from pytest_novelty.infra.errors import HarnessError
 from pytest_novelty.scoring.originality.backend import MatchBounds, OriginalityBackend, Span, check_ns
 
 __all__ = ["OriginalityResult", "originality_from_bounds", "score_texts"]

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.scoring.text import WORD_PATTERN, normalize, word_spans
 
 __all__ = [

@@ -20,7 +20,7 @@ Instruct models get :meth:`Task.instruction` as a user message instead; their re
 
 from __future__ import annotations
 
-from pytest_novelty.errors import ConfigError, did_you_mean
+from pytest_novelty.infra.errors import ConfigError, did_you_mean
 from pytest_novelty.suites.prompts import TASKS
 from pytest_novelty.suites.tasks.base import CompletionTask, Task
 from pytest_novelty.suites.tasks.open_ended import OpenTask

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_novelty.cli import main
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.scoring.judges.calibrate import read_calibration_file
 from pytest_novelty.scoring.judges.graded_sets import MACGYVER_GRADES, graded_rows
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import HarnessError
+from pytest_novelty.infra.errors import HarnessError
 from pytest_novelty.scoring.judges import JudgeItem, OpenAIJudge
 from pytest_novelty.scoring.judges.cache import endpoint_identity, judge_key
 from tests.servers.openai_api import FakeOpenAI

@@ -11,7 +11,7 @@ import pytest
 from scipy.stats import kendalltau, spearmanr
 
 from pytest_novelty.cli import main
-from pytest_novelty.errors import HARNESS_EXIT_STATUS, ConfigError
+from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, ConfigError
 from pytest_novelty.scoring.judges import JudgeItem, RulesJudge
 from tests.scoring.judges.judge_helpers import SECRET
 from tests.servers.openai_api import FakeOpenAI

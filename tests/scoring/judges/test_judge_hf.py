@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.scoring.judges import HFJudge, JudgeItem, open_judge
 from tests.scoring.judges.judge_helpers import tiny_causal_lm
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import HarnessError
+from pytest_novelty.infra.errors import HarnessError
 from pytest_novelty.scoring.judges import JudgeItem, OpenAIJudge, open_judge, parse_score
 from pytest_novelty.scoring.judges.cache import NAMESPACE
 from pytest_novelty.scoring.judges.rubrics import rubric_for

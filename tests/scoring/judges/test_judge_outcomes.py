@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import HarnessError, PreflightError
+from pytest_novelty.infra.errors import HarnessError, PreflightError
 from pytest_novelty.scoring.judges import JudgeItem, OpenAIJudge
 from tests.scoring.judges.judge_helpers import SECRET
 from tests.servers.openai_api import FakeOpenAI

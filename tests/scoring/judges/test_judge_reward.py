@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.scoring.judges import DEFAULT_THRESHOLDS, JudgeItem, RewardJudge, open_judge
-from pytest_novelty.scoring.reward_scale import reward_to_utility
+from pytest_novelty.scoring.judges.reward_scale import reward_to_utility
 from tests.scoring.judges.judge_helpers import tiny_reward_model
 
 ITEMS = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.scoring.judges import RUBRICS, JudgeItem
 from pytest_novelty.scoring.judges.rubrics import rubric_for
 from pytest_novelty.suites.prompts import TASKS

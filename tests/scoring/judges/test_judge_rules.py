@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.scoring.judges import JudgeItem, RulesJudge, open_judge
 from pytest_novelty.scoring.judges.rules import DESCRIPTION, explain, rhymes, rime
 

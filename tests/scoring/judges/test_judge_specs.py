@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.scoring.judges import Judge, JudgeItem, OpenAIJudge, RulesJudge, dry_run, open_judge
 from tests.spec_errors import check_unknown_kind
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_novelty.errors import ConfigError, HarnessError
+from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.scoring.originality import open_backend, score_texts
 from pytest_novelty.scoring.originality.api import InfiniGramApiBackend, InfiniGramMiniBackend, default_api_tokenizer
 from pytest_novelty.scoring.text import word_spans

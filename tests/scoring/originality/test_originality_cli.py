@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.scoring.originality.cli import add_commands
 
 

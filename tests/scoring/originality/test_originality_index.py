@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from pytest_novelty.errors import ConfigError, HarnessError
+from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.scoring.originality import (
     INFO_FILE,
     build_index,

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from pytest_novelty.errors import ConfigError, did_you_mean
+from pytest_novelty.infra.errors import ConfigError, did_you_mean
 
 __all__ = ["Backend", "Registry", "Spec"]
 
@@ -77,7 +77,7 @@ class Registry(Generic[T]):
     """The backends of one kind, by prefix.
 
     ``what`` names the kind in messages ("judge", "originality backend"); ``field`` is where a
-    :class:`~pytest_novelty.errors.ConfigError` points (the option or suite key the spec came
+    :class:`~pytest_novelty.infra.errors.ConfigError` points (the option or suite key the spec came
     from); ``builtins`` are the modules whose decorators register the built-in backends, imported
     on the first lookup.
     """

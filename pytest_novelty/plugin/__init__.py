@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_novelty.errors import ConfigError, NoveltyError
 from pytest_novelty.generation import GENERATORS
-from pytest_novelty.session import NoveltyState
+from pytest_novelty.infra.errors import ConfigError, NoveltyError
+from pytest_novelty.plugin.state import NoveltyState
 from pytest_novelty.suites.schema import Suite, load_suites
 
 if TYPE_CHECKING:
-    from pytest_novelty.runner import SuiteResult
+    from pytest_novelty.pipeline.runner import SuiteResult
 
 
 STATE = pytest.StashKey[NoveltyState]()
@@ -277,7 +277,7 @@ def _suites_dir(config: pytest.Config) -> Path:
         local = base / "suites"
         if local.is_dir() and any(local.glob("*.toml")):
             return local
-    from pytest_novelty.resources import bundled_path
+    from pytest_novelty.infra.resources import bundled_path
 
     return bundled_path("suites")
 
@@ -286,14 +286,14 @@ def _cache_dir(config: pytest.Config) -> Path:
     opt = config.option.novelty_cache or config.getini("novelty_cache")
     if opt:
         return Path(opt).expanduser().resolve()
-    from pytest_novelty.storage import default_cache_dir
+    from pytest_novelty.infra.storage import default_cache_dir
 
     return default_cache_dir()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.option.novelty_model_series:
-        from pytest_novelty.series import configure_series
+        from pytest_novelty.pipeline.series import configure_series
 
         configure_series(config)  # the newest checkpoint becomes --model
     if not config.option.novelty_model:
@@ -307,7 +307,7 @@ def pytest_configure(config: pytest.Config) -> None:
         suites = load_suites(folder)
         cache_dir = _cache_dir(config)
         if config.option.novelty_cache_clear and not hasattr(config, "workerinput"):
-            from pytest_novelty.cache import clear_cache
+            from pytest_novelty.infra.cache import clear_cache
 
             clear_cache(cache_dir)
         for model in (config.option.novelty_model, config.option.novelty_baseline_model):
@@ -328,7 +328,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _check_model(config: pytest.Config, model: str, cache_dir: Path, suites: list[Suite]) -> None:
     """Fail fast on a missing checkpoint; build the demo on the controller, before workers start."""
-    from pytest_novelty import demo
+    from pytest_novelty.pipeline import demo
 
     if model in demo.DEMO_MODELS:
         if not hasattr(config, "workerinput"):
@@ -342,7 +342,7 @@ def _check_model(config: pytest.Config, model: str, cache_dir: Path, suites: lis
         base_url=opt.novelty_model_base_url,
     )  # fmt: skip
     if is_served(model) and not opt.novelty_originality and any(s.scoring.originality == "auto" for s in suites):
-        from pytest_novelty.runner import SERVED_NEEDS_ORIGINALITY
+        from pytest_novelty.pipeline.runner import SERVED_NEEDS_ORIGINALITY
 
         raise ConfigError(SERVED_NEEDS_ORIGINALITY, field="--originality")
 
@@ -417,7 +417,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if state is None:
         return None
     folders = sorted({str(p.parent) for p in state.suites})
-    from pytest_novelty.cache import cache_usage
+    from pytest_novelty.infra.cache import cache_usage
 
     size = sum(cache_usage(state.cache_dir).values()) / 1e6
     return [
@@ -427,7 +427,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
 
 class SuiteFile(pytest.Module):
-    """A suite file collected as a test module whose object is ``pytest_novelty._cases``.
+    """A suite file collected as a test module whose object is ``pytest_novelty.plugin.items``.
 
     The module object is given through the node's public ``obj`` attribute, so the cases are real
     ``pytest.Function`` items (syrupy derives each snapshot's place from them) parametrized by
@@ -442,10 +442,10 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     suite = state.suites.get(file_path.resolve())
     if suite is None:
         return None
-    from pytest_novelty import _cases
+    from pytest_novelty.plugin import items
 
     node = SuiteFile.from_parent(parent, path=file_path)
-    node.obj = _cases
+    node.obj = items
     node.stash[SUITE] = suite
     return node
 

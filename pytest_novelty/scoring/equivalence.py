@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from pytest_novelty.errors import ConfigError
 from pytest_novelty.generation.devices import resolve_device
-from pytest_novelty.registry import Registry
+from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.registry import Registry
 
 #: Default decision thresholds per check kind. unigram and classifier are NoveltyBench's values
 #: (``src/partition.py``); the embedding threshold is our uncalibrated choice (only near-paraphrases
@@ -212,7 +212,7 @@ class _ModelCheck(EquivalenceCheck):
 
     def _prepare(self) -> None:
         """Check the loaded tokenizer and model and set what the kind needs, before the model
-        moves to the device; raise :class:`~pytest_novelty.errors.ConfigError` for an unfit folder."""
+        moves to the device; raise :class:`~pytest_novelty.infra.errors.ConfigError` for an unfit folder."""
 
 
 class ClassifierEquivalence(_ModelCheck):
@@ -371,7 +371,7 @@ def open_equivalence(
     (in [−1, 1] for ``embedding``). ``device`` (None or ``auto``: CUDA when available, else the CPU;
     :func:`~pytest_novelty.generation.devices.resolve_device`) and ``trust_remote_code`` apply to the
     model-backed kinds. The result is callable as ``check(a, b) -> bool`` and batches through
-    ``check.matches``. Raises :class:`~pytest_novelty.errors.ConfigError` for an unknown kind (with a
+    ``check.matches``. Raises :class:`~pytest_novelty.infra.errors.ConfigError` for an unknown kind (with a
     suggestion), a missing or extra path, a bad threshold or a folder that does not load.
     """
     return EQUIVALENCE_CHECKS.open(

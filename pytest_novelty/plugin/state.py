@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import pytest
 
-from pytest_novelty.cache import repaired
-from pytest_novelty.errors import HARNESS_EXIT_STATUS, ConfigError, HarnessError, NoveltyError
-from pytest_novelty.progress import ProgressSink
+from pytest_novelty.infra.cache import repaired
+from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, ConfigError, HarnessError, NoveltyError
+from pytest_novelty.infra.progress import ProgressSink
 from pytest_novelty.suites.schema import Suite
 
 if TYPE_CHECKING:
-    from pytest_novelty.runner import Runner, SessionModels, SuiteResult
+    from pytest_novelty.pipeline.runner import Runner, SessionModels, SuiteResult
 
 T = TypeVar("T")
 
@@ -51,7 +51,7 @@ class NoveltyState:
         """Damaged cache entries the xdist workers dropped (each process counts its own)."""
         self.harness_errors: dict[str, str] = {}
         """Each distinct harness error's message, and the first case (node id) it stopped."""
-        from pytest_novelty.series import SERIES
+        from pytest_novelty.pipeline.series import SERIES
 
         self.series = config.stash.get(SERIES, None)  # --model-series: the checkpoints, newest last
 
@@ -66,7 +66,7 @@ class NoveltyState:
         """One runner per checkpoint (candidate, and baseline when given); all share the session's
         scoring models (judges, equivalence checks, indexes), so each loads once."""
         if model not in self._runners:
-            from pytest_novelty.runner import RunConfig, Runner, SessionModels
+            from pytest_novelty.pipeline.runner import RunConfig, Runner, SessionModels
 
             config = RunConfig.from_options(
                 self.config.option, model=model, cache_dir=self.cache_dir, worker=self.worker or "main",
@@ -91,7 +91,7 @@ class NoveltyState:
 
     def log(self, line: str) -> None:
         """Progress lines, on their own line even in the middle of a verbose test line (redacted)."""
-        from pytest_novelty.redact import redact
+        from pytest_novelty.infra.redact import redact
 
         line = redact(line)
         if self.worker:
@@ -121,7 +121,7 @@ class NoveltyState:
 
     def _denial_rounds(self, model: str, suite: Suite) -> list[SuiteResult]:
         """All rounds of a denial-prompting suite, run once (each round depends on the one before)."""
-        from pytest_novelty.denial import open_extractor_for, run_denial
+        from pytest_novelty.pipeline.denial import open_extractor_for, run_denial
 
         def rounds() -> list[SuiteResult]:
             runner = self.runner(model)
@@ -155,7 +155,7 @@ class NoveltyState:
 
             self.suite_data[suite.name] = suite_data(result, baseline)
             if self.series:
-                from pytest_novelty.series import suite_series
+                from pytest_novelty.pipeline.series import suite_series
 
                 earlier = zip(self.series[:-1], self.earlier_results(suite), strict=True)
                 self.suite_data[suite.name]["series"] = suite_series([*earlier, (self.series[-1], result)])
@@ -188,12 +188,12 @@ class NoveltyState:
     # -- harness errors -------------------------------------------------------------------------
 
     def preflight(self, suites: list[Suite]) -> None:
-        """Check the services the run needs once (see :mod:`pytest_novelty.preflight`); a failure
+        """Check the services the run needs once (see :mod:`pytest_novelty.pipeline.preflight`); a failure
         ends the run at once with one line: a usage error for bad configuration, else the
         harness exit status."""
         if not suites:
             return
-        from pytest_novelty.preflight import preflight
+        from pytest_novelty.pipeline.preflight import preflight
 
         models = [self.config.option.novelty_model, self.baseline_model]
         try:

@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
-from pytest_novelty.cache import Cache, Namespace
-from pytest_novelty.errors import ConfigError
-from pytest_novelty.storage import read_json
+from pytest_novelty.infra.cache import Cache, Namespace
+from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.storage import read_json
 
 __all__ = [
     "HubRevision",
@@ -112,7 +112,7 @@ class Memo(Protocol):
 
 def memo_at(folder: Path) -> Namespace:
     """A memo of file digests kept in ``folder``: a namespace of the one cache layer
-    (:mod:`pytest_novelty.cache`), so its entries are checksummed, written atomically and shared
+    (:mod:`pytest_novelty.infra.cache`), so its entries are checksummed, written atomically and shared
     safely by concurrent runs; a damaged entry is a miss, recomputed and counted."""
     folder = Path(folder)
     return Cache(folder.parent).namespace(folder.name)

@@ -9,11 +9,11 @@ per suite after minutes of retries. :func:`preflight` checks, for the suites abo
 - every originality index opens (``open_backend``, kept by the runner for the run);
 - every remote judge answers a cheap request (:meth:`pytest_novelty.scoring.llm.OpenAIChat.check`:
   a missing or refused key, an unreachable or silent endpoint);
-- a hub id resolves, through :func:`pytest_novelty.identity.checkpoint_identity` where that module
+- a hub id resolves, through :func:`pytest_novelty.infra.identity.checkpoint_identity` where that module
   exists (the hook is :func:`check_checkpoint_identity`).
 
-Bad configuration raises :class:`~pytest_novelty.errors.ConfigError`, an unreachable or broken
-service :class:`~pytest_novelty.errors.PreflightError` (a harness error). Each distinct judge and
+Bad configuration raises :class:`~pytest_novelty.infra.errors.ConfigError`, an unreachable or broken
+service :class:`~pytest_novelty.infra.errors.PreflightError` (a harness error). Each distinct judge and
 index is checked once, however many suites share it.
 """
 
@@ -24,14 +24,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.errors import ConfigError, HarnessError, NoveltyError, PreflightError
+from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError, PreflightError
 from pytest_novelty.suites.schema import Suite
 
 __all__ = ["check_checkpoint_identity", "check_context", "preflight"]
 
 
 def preflight(runner: Any, suites: Iterable[Suite]) -> float:
-    """Check what ``runner`` (a :class:`~pytest_novelty.runner.Runner`) needs for ``suites``.
+    """Check what ``runner`` (a :class:`~pytest_novelty.pipeline.runner.Runner`) needs for ``suites``.
 
     Returns the seconds it took; raises on the first problem (see the module doc).
     """
@@ -92,13 +92,13 @@ def check_context(runner: Any, suites: Iterable[Suite]) -> None:
 
 
 def check_checkpoint_identity(model: str) -> None:
-    """Resolve a hub id once, before the run, where :mod:`pytest_novelty.identity` can.
+    """Resolve a hub id once, before the run, where :mod:`pytest_novelty.infra.identity` can.
 
     The identity module (content hashes and hub revisions) resolves ``org/name`` to a commit; a
     failure there (no network, no such repository) becomes one :class:`PreflightError` line. Local
     folders and the demo are left to the checkpoint checks that already ran.
     """
-    from pytest_novelty.identity import checkpoint_identity, looks_like_hub_id
+    from pytest_novelty.infra.identity import checkpoint_identity, looks_like_hub_id
 
     if Path(model).exists() or not looks_like_hub_id(model):
         return

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.pipeline import answers as answer_step
 from pytest_novelty.pipeline.config import RunConfig
 from pytest_novelty.pipeline.export import work_line
@@ -48,7 +48,7 @@ class Runner:
     def model_path(self) -> str:
         """The checkpoint to load; ``demo`` and ``demo-early`` are built on first use."""
         if self._model_path is None:
-            from pytest_novelty import demo
+            from pytest_novelty.pipeline import demo
 
             model = self.config.model
             if model in demo.DEMO_MODELS:
@@ -70,8 +70,8 @@ class Runner:
         spec = self.config.originality or suite.scoring.originality
         if spec != "auto":
             return spec
-        from pytest_novelty import demo
         from pytest_novelty.generation import is_served
+        from pytest_novelty.pipeline import demo
         from pytest_novelty.scoring.originality import is_index
 
         if self.config.model in demo.DEMO_MODELS:
@@ -92,7 +92,7 @@ class Runner:
         """The checkpoint's generator, loaded on first use."""
         if self._generator is None:
             from pytest_novelty.generation import open_generator
-            from pytest_novelty.identity import identity_memo
+            from pytest_novelty.infra.identity import identity_memo
 
             path, config = self.model_path(), self.config
             config.log(f"[novelty] loading {config.model} ({path})")
@@ -147,7 +147,7 @@ class Runner:
         outputs do. ``inputs`` replaces the model inputs built from the suite's prompting settings
         (one per prompt, in order), as the rounds of denial prompting do.
         """
-        from pytest_novelty.cache import repaired
+        from pytest_novelty.infra.cache import repaired
 
         repaired_before = repaired()
         if inputs is None:

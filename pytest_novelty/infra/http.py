@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast, get_type_hints
 from urllib.parse import urlsplit
 
-from pytest_novelty.errors import ConfigError
-from pytest_novelty.redact import redact
+from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.redact import redact
 
 if TYPE_CHECKING:
     import httpx
@@ -435,7 +435,7 @@ class Secret:
 
 
 def scrub(text: str, *secrets: Secret | str) -> str:
-    """``text`` with each secret, and anything :mod:`pytest_novelty.redact` recognises as one,
+    """``text`` with each secret, and anything :mod:`pytest_novelty.infra.redact` recognises as one,
     replaced by ``***``: what every client does to a server's message before showing it."""
     for secret in secrets:
         value = secret.reveal() if isinstance(secret, Secret) else secret

@@ -1,8 +1,8 @@
 """NoveltyBench's mapping from a reward model's raw reward to its 1-10 quality scale.
 
 Source: Zhang et al. (2025), "NoveltyBench"; reference code ``src/score.py``
-(``reward_thresholds``). Pure Python, no model: the ``reward:`` judge maps its rewards with it and
-the metrics layer re-exports it (``pytest_novelty.metrics.reward_to_utility``).
+(``reward_thresholds``). Pure Python, no model: the ``reward:`` judge maps its rewards with it; the
+metrics layer receives the mapped 1-10 scores and never the rewards themselves.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Reading JSON Lines input (judge inputs, calibration files, corpora, graded sets) with one-line errors.
 
 Every reader of a ``.jsonl`` file skips blank lines and stops at the first line that is not JSON
-(or not an object, when ``objects`` is set) with a :class:`~pytest_novelty.errors.ConfigError`
+(or not an object, when ``objects`` is set) with a :class:`~pytest_novelty.infra.errors.ConfigError`
 that names the file and the line: ``FILE: line 3: not valid JSON (Expecting value)``.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError
 
 __all__ = ["json_lines"]
 

@@ -8,7 +8,7 @@ prompt asks for an answer that uses none of them
 (:func:`~pytest_novelty.suites.prompting.denial`). ``prompting.rounds`` rounds in all.
 
 Each round is generated, cut, scored and summarised exactly like a plain run of the suite
-(:meth:`pytest_novelty.runner.Runner.run` with the round's inputs), so every metric and gate
+(:meth:`pytest_novelty.pipeline.runner.Runner.run` with the round's inputs), so every metric and gate
 applies per round, and the report can show how novelty and quality move as the obvious ideas
 are taken away. Each round's result carries its :class:`~pytest_novelty.pipeline.results.DenialRound`
 (``denial``: the 1-based round number and the concepts forbidden per prompt id).
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pytest_novelty.errors import ConfigError, HarnessError
+from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.scoring.concepts import ConceptExtractor, ConceptItem, open_concept_extractor
 from pytest_novelty.suites.prompting import build_inputs, merge_concepts
 
@@ -94,7 +94,7 @@ def open_extractor_for(config: RunConfig, suite: Suite) -> ConceptExtractor:
     """The concept extractor of a run: the session's or the suite's judge, when it is a chat model.
 
     Replies are cached under ``concepts/`` in the run's cache folder. A judge that cannot list
-    concepts (``rules``, ``reward:``) is a :class:`~pytest_novelty.errors.ConfigError`.
+    concepts (``rules``, ``reward:``) is a :class:`~pytest_novelty.infra.errors.ConfigError`.
     """
     spec = config.judge or suite.scoring.judge
     kind = spec.partition(":")[0]

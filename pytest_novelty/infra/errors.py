@@ -2,7 +2,7 @@
 
 Every layer raises these for bad input or a broken environment; the plugin and the command line
 turn them into a single message (pytest's ``UsageError`` or an ``error:`` line and exit code 2).
-Every message is redacted (:func:`pytest_novelty.redact.redact`) when the error is made, so no
+Every message is redacted (:func:`pytest_novelty.infra.redact.redact`) when the error is made, so no
 key reaches a terminal, a log or a report through an error.
 
 A :class:`HarnessError` (the harness could not measure: an unreachable judge, a corrupt index, too
@@ -24,7 +24,7 @@ class NoveltyError(Exception):
     """Base class: a problem the user can fix, described in one line (redacted)."""
 
     def __init__(self, message: str = "") -> None:
-        from pytest_novelty.redact import redact
+        from pytest_novelty.infra.redact import redact
 
         super().__init__(redact(str(message)))
 

@@ -14,7 +14,7 @@ writes the same corpus, tokenizer, configs and index, the same tensor layout and
 but not the same weight bytes (float32 training is not bit-reproducible across CPU models);
 ``tests/demo/test_demo_shipped.py`` rebuilds from scratch and checks that.
 Weights from another builder version are never used: the demo is then trained here, as before.
-``python -m pytest_novelty.demo ship`` trains from scratch and refreshes the shipped files.
+``python -m pytest_novelty.pipeline.demo ship`` trains from scratch and refreshes the shipped files.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pytest_novelty.errors import HarnessError
+from pytest_novelty.infra.errors import HarnessError
 
 DEMO_MODELS = ("demo", "demo-early")
 DEMO_VERSION = "v2"  # v2: the index records checksums of its files
@@ -48,7 +48,7 @@ def _builder_digest() -> str:
     The files directly in ``fixtures/demo/`` (code, word lists, task data); the shipped weights
     in ``trained/`` are an output of the builder, not part of it.
     """
-    from pytest_novelty.resources import bundled_path
+    from pytest_novelty.infra.resources import bundled_path
 
     digest = hashlib.sha256()
     folder = bundled_path("fixtures") / "demo"
@@ -85,7 +85,7 @@ def _lock(path: Path) -> Iterator[None]:
 
 
 def _load_builder() -> ModuleType:
-    from pytest_novelty.resources import bundled_path
+    from pytest_novelty.infra.resources import bundled_path
 
     path = bundled_path("fixtures") / "demo" / "build.py"
     spec = importlib.util.spec_from_file_location("pytest_novelty_demo_build", path)
@@ -128,7 +128,7 @@ def _sha256(path: Path) -> str:
 
 def trained_dir() -> Path:
     """The folder of the shipped trained weights and their manifest."""
-    from pytest_novelty.resources import bundled_path
+    from pytest_novelty.infra.resources import bundled_path
 
     return bundled_path("fixtures") / "demo" / "trained"
 
@@ -264,10 +264,10 @@ def ship(build: Path | None = None, dest: Path | None = None) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pytest_novelty.demo ship [--from BUILD]``: refresh the shipped trained weights."""
+    """``python -m pytest_novelty.pipeline.demo ship [--from BUILD]``: refresh the shipped trained weights."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m pytest_novelty.demo",
+    parser = argparse.ArgumentParser(prog="python -m pytest_novelty.pipeline.demo",
                                      description="Refresh the demo's shipped trained weights.")
     sub = parser.add_subparsers(dest="command", required=True)
     cmd = sub.add_parser("ship", help="train the demo from scratch and copy its weights to fixtures/demo/trained")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_novelty.errors import ConfigError, HarnessError, did_you_mean
+from pytest_novelty.infra.errors import ConfigError, HarnessError, did_you_mean
 
 BUNDLED = ("suites", "fixtures")
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent.parent
 
 
 def bundled_path(name: str) -> Path:

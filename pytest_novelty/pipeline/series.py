@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_novelty.errors import ConfigError, NoveltyError
+from pytest_novelty.infra.errors import ConfigError, NoveltyError
 
 if TYPE_CHECKING:
     from pytest_novelty.gate.regression import Comparison

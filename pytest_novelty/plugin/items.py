@@ -31,7 +31,7 @@ from pytest_novelty.gate.regression import (
     result_record,
 )
 from pytest_novelty.gate.snapshot import check_snapshot, snapshot_settings
-from pytest_novelty.redact import redact_data
+from pytest_novelty.infra.redact import redact_data
 
 if TYPE_CHECKING:
     from pytest_novelty.gate.regression import MetricRecord
@@ -148,7 +148,7 @@ def test_metric(
         base = _record(suite, threshold, novelty_baseline, tail_ids)
         _note(row, compare(base, _record(suite, threshold, result, tail_ids, metrics)), failures)
     elif suite.gate.against == "series-best" and request.config.option.novelty_model_series:
-        from pytest_novelty.series import compare_with_best
+        from pytest_novelty.pipeline.series import compare_with_best
 
         state = request.getfixturevalue("novelty_state")
         found = compare_with_best(state.earlier_results(suite), result, threshold)

@@ -45,7 +45,7 @@ from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.storage import write_temp
+from pytest_novelty.infra.storage import write_temp
 
 __all__ = ["FORMAT", "Cache", "Namespace", "as_namespace", "repaired"]
 
