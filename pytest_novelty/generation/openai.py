@@ -284,7 +284,7 @@ class OpenAIGenerator:
         self.log = log
         """Where waits and retries are announced (the run log), if anywhere."""
         self.notify_every = notify_every
-        self._last_notice = -math.inf
+        self._last_notice: dict[str, float] = {}  # kind of line -> when it was last said
         self._key_from = "the api_key argument" if api_key is not None else None
         if api_key is None:
             self._key_from = next((v for v in API_KEY_VARIABLES if os.environ.get(v)), None)
@@ -444,6 +444,7 @@ class OpenAIGenerator:
             oldest = time.monotonic() - min(waiting.values())
             if oldest >= self.notify_every:
                 self._announce(
+                    "waiting",
                     f"[novelty] {self.name} at {self.base_url}: waiting for {len(waiting)} "
                     f"answer{'s' if len(waiting) != 1 else ''}, the oldest for {oldest:.0f} s (a request times "
                     f"out after {self.connection.timeout:g} s; a row with no answer stops the run after "
@@ -454,16 +455,18 @@ class OpenAIGenerator:
         """The HTTP client waits before attempt ``attempt + 1``: say so in the run log."""
         policy = self.connection.retry
         self._announce(
+            "retry",
             f"[novelty] {self.name} at {self.base_url}: {self._scrub(problem)}; retrying (attempt {attempt + 1} "
             f"of {policy.max_attempts}, giving up after {policy.max_retry_time:g} s)"
         )
 
-    def _announce(self, line: str) -> None:
-        """One line to the run log, at most every :attr:`notify_every` seconds (all rows share it)."""
+    def _announce(self, kind: str, line: str) -> None:
+        """One line to the run log, at most one of each ``kind`` (waits, retries) every
+        :attr:`notify_every` seconds, however many rows have something to say."""
         now = time.monotonic()
-        if self.log is None or now - self._last_notice < self.notify_every:
+        if self.log is None or now - self._last_notice.get(kind, -math.inf) < self.notify_every:
             return
-        self._last_notice = now
+        self._last_notice[kind] = now
         self.log(line)
 
     def _reject(self, response: httpx.Response) -> str | None:

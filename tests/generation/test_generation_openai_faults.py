@@ -190,18 +190,21 @@ def test_a_server_that_accepts_and_never_answers_is_a_harness_error_after_the_bo
     waits = [line for line in lines if "waiting for" in line]
     assert waits and "waiting for 3 answers" in waits[0] and "a request times out after 0.4 s" in waits[0]
     assert "stops the run after 3 attempts, at most 1 s" in waits[0]
+    assert any("timed out; retrying (attempt 2 of 6, giving up after 1 s)" in line for line in lines)
 
 
 def test_waiting_lines_are_spaced_by_notify_every() -> None:
-    lines: list[str] = []
+    slow_lines: list[str] = []
+    quick_lines: list[str] = []
     with FakeOpenAI() as server:
         server.inject("delay", seconds=1.2, times=1)
-        gen = served(server, log=lines.append, notify_every=0.5)
-        assert gen.sample(Batch([TEXTS[0]], [1], SETTINGS))[0]
-        quick = served(server, log=lines.append, notify_every=0.5)
-        quick.sample(Batch([TEXTS[1]], [2], SETTINGS))
-    waits = [line for line in lines if "waiting for 1 answer," in line]
-    assert 1 <= len(waits) <= 2  # one per 0.5 s once the request has waited 0.5 s; none for a quick answer
+        slow = served(server, log=slow_lines.append, notify_every=0.5, revision="r1")
+        assert slow.sample(Batch([TEXTS[0]], [1], SETTINGS))[0]
+        quick = served(server, log=quick_lines.append, notify_every=0.5, revision="r1")
+        assert quick.sample(Batch([TEXTS[1]], [2], SETTINGS))[0]
+    assert slow_lines and all("waiting for 1 answer, the oldest for" in line for line in slow_lines)
+    assert len(slow_lines) <= 3  # one per 0.5 s at most, though the watch looks every 0.1 s
+    assert quick_lines == []  # an answer that comes at once is not waited for
 
 
 # -- the preflight --------------------------------------------------------------------------------
