@@ -487,9 +487,8 @@ class OpenAIGenerator:
                 try:
                     text, tokens = read_reply(_json(reply.response), chat=path == "/chat/completions")
                 except BadReply as problem:
-                    why = self._scrub(str(problem))
-                    where = f"{self.base_url}{path}"
-                    raise HarnessError(f"{self.name}: no usable answer from {where} {tried} ({why})") from None
+                    why, url = self._scrub(str(problem)), f"{self.base_url}{path}"
+                    raise HarnessError(f"{self.name}: no usable answer from {url} {tried} ({why})") from None
                 return text, tokens if tokens is not None else len(text.split())
             reason = f"{reply.problem}: {self._message(reply.response)}"
             if reply.status in (401, 403):
@@ -501,11 +500,13 @@ class OpenAIGenerator:
                 )
             if not is_retryable(reply.response.status_code):
                 raise HarnessError(f"{where}: the server refused the request ({reason})")
-        else:
+        hint = ""
+        if reply.response is None:
             reason = reply.problem
             if reason == "timed out":
                 reason = f"timed out after {self.connection.timeout:g} s each"
-        raise HarnessError(f"{self.name}: no answer from {self.base_url}{path} {tried} ({reason})")
+                hint = f"; for a server that needs longer per answer, pass --model '{self.name}?timeout=SECONDS'"
+        raise HarnessError(f"{self.name}: no answer from {self.base_url}{path} {tried} ({reason}){hint}")
 
     def _refused(self, reason: str, path: str = "") -> str:
         """The one line for a 401/403: what was refused, and the variable to set."""

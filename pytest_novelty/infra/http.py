@@ -237,7 +237,8 @@ class Connection:
         """A fresh client for requests to ``url`` (within one event loop), retrying as :attr:`retry` says.
 
         ``accept(response)`` may reject a 200 answer worth another attempt by returning the problem
-        in words (``response.request`` is the request it answers); ``on_wait(problem, attempt, seconds)`` hears of each wait; ``traffic`` counts.
+        in words (``response.request`` is the request it answers); ``on_wait(problem, attempt,
+        seconds)`` hears of each wait; ``traffic`` counts.
         """
         import httpx
 

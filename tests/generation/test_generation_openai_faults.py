@@ -66,8 +66,8 @@ def test_a_reply_without_text_is_retried_then_a_harness_error_naming_the_endpoin
         kept: list[tuple[int, str]] = []
         with pytest.raises(HarnessError) as caught:
             gen.sample(Batch([text], [1], SETTINGS, on_row=lambda i, t: kept.append((i, t))))
-    path = "/chat/completions" if chat else "/completions"
-    assert str(caught.value) == f"openai:judge-model: no usable answer from {server.url}{path} after 3 attempts ({problem})"
+    url = server.url + ("/chat/completions" if chat else "/completions")
+    assert str(caught.value) == f"openai:judge-model: no usable answer from {url} after 3 attempts ({problem})"
     assert len(server.requests) == 3  # retried like a 5xx
     assert kept == []  # nothing handed on to be cached
 
@@ -249,9 +249,8 @@ def test_preflight_names_a_missing_and_a_refused_key_and_the_variable_to_set(
 
 
 def test_preflight_names_an_unreachable_and_a_silent_server() -> None:
-    with SilentServer("/v1") as silent:
-        with pytest.raises(PreflightError) as quiet:
-            served(silent).check(timeout=0.3)
+    with SilentServer("/v1") as silent, pytest.raises(PreflightError) as quiet:
+        served(silent).check(timeout=0.3)
     assert str(quiet.value).startswith(f"openai:judge-model at {silent.url} did not answer GET /models within 0.3 s")
     assert silent.connections == 1  # one attempt, no retries
     with pytest.raises(PreflightError) as down:
