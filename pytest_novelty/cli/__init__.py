@@ -41,7 +41,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pytest_novelty.infra.progress import ProgressSink
     from pytest_novelty.pipeline.config import RunConfig
     from pytest_novelty.pipeline.export import suite_data
-    from pytest_novelty.pipeline.preflight import check_models, preflight
+    from pytest_novelty.pipeline.preflight import check_models, check_options, preflight
     from pytest_novelty.pipeline.session import ResultsSession
     from pytest_novelty.report.terminal import gate_summary
 
@@ -52,7 +52,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from pytest_novelty.pipeline.series import find_checkpoints
 
         checkpoints = find_checkpoints(args.novelty_model_series)
-    model = checkpoints[-1].path if checkpoints else str(args.novelty_model)
+    model = check_options(args, model=checkpoints[-1].path if checkpoints else str(args.novelty_model), front="cli")
     if args.novelty_cache_clear:
         clear_cache(cache_dir)
     check_models(args, [model, *(c.path for c in checkpoints[:-1])], args.novelty_baseline_model, cache_dir, suites)

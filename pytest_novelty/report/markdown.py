@@ -112,9 +112,7 @@ def render_markdown(
         if counts["failed"]:
             parts.append(f"{counts['failed']} of {counts['cases']} cases failed")
         if counts["errors"]:
-            errors = counts["errors"]
-            plural = "s" if errors != 1 else ""
-            parts.append(f"{errors} of {counts['cases']} cases had a harness error{plural} (no verdict)")
+            parts.append(f"{counts['errors']} of {counts['cases']} cases reached no verdict (harness error)")
         headline = "**" + "; ".join(parts) + "**"
     elif not counts["cases"]:
         headline = "**no case ran**"
