@@ -263,13 +263,35 @@ def _evaluate(statistic: ClusterStatistic, weights: Array) -> tuple[Array, Array
     return with_se(weights)
 
 
+@functools.lru_cache(maxsize=8)
+def _weights(n_clusters: int, n_boot: int, seed: int) -> tuple[Array, ...]:
+    """The resamples' prompt multiplicities, in blocks of bounded size (read-only; cached).
+
+    Each resample draws ``n_clusters`` prompt indices uniformly with replacement from numpy's
+    default generator seeded with ``seed`` and counts how often each prompt was drawn. The same
+    (prompts, resamples, seed) always gives the same weights, so the intervals of one suite's
+    metrics share them and are computed on the same resamples; the cache only saves drawing them
+    again.
+    """
+    rng = np.random.default_rng(seed)
+    block = max(1, _BLOCK_ELEMENTS // max(n_clusters, 1))
+    blocks = []
+    for start in range(0, n_boot, block):
+        rows = min(n_boot, start + block) - start
+        drawn = rng.integers(0, n_clusters, size=(rows, n_clusters))
+        drawn += np.arange(rows)[:, None] * n_clusters
+        weights = np.bincount(drawn.ravel(), minlength=rows * n_clusters).reshape(rows, n_clusters).astype(float)
+        weights.setflags(write=False)
+        blocks.append(weights)
+    return tuple(blocks)
+
+
 def resample(statistic: ClusterStatistic, n_clusters: int, *, n_boot: int, seed: int) -> Resamples:
     """The statistic on the data and on ``n_boot`` cluster resamples of ``n_clusters`` prompts.
 
-    Each resample draws ``n_clusters`` prompt indices uniformly with replacement (numpy's default
-    generator seeded with ``seed``) and counts how often each prompt was drawn; blocks of resamples
-    bound the memory used. The linearised standard error is computed alongside when the statistic
-    has ``linearised``.
+    Each resample draws ``n_clusters`` prompt indices uniformly with replacement (:func:`_weights`,
+    seeded with ``seed``); blocks of resamples bound the memory used. The linearised standard error
+    is computed alongside when the statistic has one.
     """
     if n_clusters < 1:
         raise ValueError("there are no prompts to resample")
@@ -277,27 +299,23 @@ def resample(statistic: ClusterStatistic, n_clusters: int, *, n_boot: int, seed:
     studentizable = _with_se(statistic) is not None
     first, first_se = _evaluate(statistic, ones)
     estimate, se = float(first[0]), float(first_se[0]) if studentizable else math.nan
-    rng = np.random.default_rng(seed)
     values = np.empty(n_boot)
     ses = np.empty(n_boot) if studentizable else None
-    block = max(1, _BLOCK_ELEMENTS // max(n_clusters, 1))
-    for start in range(0, n_boot, block):
-        rows = min(n_boot, start + block) - start
-        drawn = rng.integers(0, n_clusters, size=(rows, n_clusters))
-        drawn += np.arange(rows)[:, None] * n_clusters
-        weights = np.bincount(drawn.ravel(), minlength=rows * n_clusters).reshape(rows, n_clusters).astype(float)
+    start = 0
+    for weights in _weights(n_clusters, n_boot, seed):
+        stop = start + weights.shape[0]
         value, value_se = _evaluate(statistic, weights)
-        values[start : start + rows] = value
+        values[start:stop] = value
         if ses is not None:
-            ses[start : start + rows] = value_se
+            ses[start:stop] = value_se
+        start = stop
     return Resamples(estimate, se, values, ses, n_clusters)
 
 
 def _quantiles(values: Array, level: float) -> tuple[float, float]:
     """The (1 − c)/2 and (1 + c)/2 quantiles (numpy's linear interpolation; infinities kept)."""
     tail = (1.0 - level) / 2.0
-    ordered = np.sort(values)
-    low, high = np.quantile(np.clip(ordered, -_HUGE, _HUGE), [tail, 1.0 - tail])
+    low, high = np.quantile(np.clip(values, -_HUGE, _HUGE), [tail, 1.0 - tail])
     return (float(low) if abs(low) < _HUGE else math.copysign(math.inf, low),
             float(high) if abs(high) < _HUGE else math.copysign(math.inf, high))
 
