@@ -123,6 +123,9 @@ def paired_sd(before: ArrayLike, after: ArrayLike) -> float:
 WITHIN = "within-prompt variance"
 #: :attr:`NoiseFloor.basis` of the upper bound used with one value per prompt.
 BETWEEN = "spread over prompts (one value per prompt: an upper bound)"
+#: :attr:`NoiseFloor.basis` when the run shows no variation at all (e.g. no unscored answer): the
+#: detectable effect is then 0, and says nothing; a report should show it as not available.
+CONSTANT = "no variation in this run"
 
 
 @dataclass(frozen=True)
@@ -130,9 +133,9 @@ class NoiseFloor:
     """The per-prompt sd of a paired change between two runs of one checkpoint, and how it was found.
 
     ``basis`` is :data:`WITHIN` (several samples per prompt: the prompt effect cancels in the
-    pairing) or :data:`BETWEEN` (one value per prompt, so within- and between-prompt noise cannot be
-    told apart and √2 times the spread over prompts bounds the paired sd from above); ``prompts``
-    counts the prompts it used.
+    pairing), :data:`BETWEEN` (one value per prompt, so within- and between-prompt noise cannot be
+    told apart and √2 times the spread over prompts bounds the paired sd from above) or
+    :data:`CONSTANT` (sd 0: every value the same); ``prompts`` counts the prompts it used.
     """
 
     sd: float
@@ -154,10 +157,11 @@ def resampling_sd(values: ArrayLike) -> NoiseFloor:
     if several.any():
         variances = np.nanvar(rows[several], axis=1, ddof=1)
         sd = float(np.sqrt(np.mean(2.0 * variances / counts[several])))
-        return NoiseFloor(sd, WITHIN, int(several.sum()))
+        constant = sd == 0 and bool(np.all(rows[present] == rows[present][0]))
+        return NoiseFloor(sd, CONSTANT if constant else WITHIN, int(several.sum()))
     flat = rows[present]
     sd = float(math.sqrt(2.0) * np.std(flat, ddof=1)) if flat.size >= 2 else math.nan
-    return NoiseFloor(sd, BETWEEN, int(flat.size))
+    return NoiseFloor(sd, CONSTANT if sd == 0 else BETWEEN, int(flat.size))
 
 
 def top_fraction_influence(values: ArrayLike, fraction: float = 0.1) -> NDArray[np.float64]:

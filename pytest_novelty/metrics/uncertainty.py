@@ -263,16 +263,21 @@ def _evaluate(statistic: ClusterStatistic, weights: Array) -> tuple[Array, Array
     return with_se(weights)
 
 
-@functools.lru_cache(maxsize=8)
 def _weights(n_clusters: int, n_boot: int, seed: int) -> tuple[Array, ...]:
-    """The resamples' prompt multiplicities, in blocks of bounded size (read-only; cached).
+    """The resamples' prompt multiplicities, in blocks of bounded size (read-only).
 
     Each resample draws ``n_clusters`` prompt indices uniformly with replacement from numpy's
     default generator seeded with ``seed`` and counts how often each prompt was drawn. The same
     (prompts, resamples, seed) always gives the same weights, so the intervals of one suite's
-    metrics share them and are computed on the same resamples; the cache only saves drawing them
-    again.
+    metrics, and the comparisons of one run, are computed on the same resamples; up to
+    :data:`_CACHED_ELEMENTS` weights are kept for the next call instead of being drawn again.
     """
+    if n_clusters * n_boot <= _CACHED_ELEMENTS:
+        return _cached_weights(n_clusters, n_boot, seed)
+    return _draw_weights(n_clusters, n_boot, seed)
+
+
+def _draw_weights(n_clusters: int, n_boot: int, seed: int) -> tuple[Array, ...]:
     rng = np.random.default_rng(seed)
     block = max(1, _BLOCK_ELEMENTS // max(n_clusters, 1))
     blocks = []
@@ -284,6 +289,12 @@ def _weights(n_clusters: int, n_boot: int, seed: int) -> tuple[Array, ...]:
         weights.setflags(write=False)
         blocks.append(weights)
     return tuple(blocks)
+
+
+_cached_weights = functools.lru_cache(maxsize=4)(_draw_weights)
+
+#: The largest weight matrix (prompts × resamples) kept between calls: 8 MB; four are kept.
+_CACHED_ELEMENTS = 1_000_000
 
 
 def resample(statistic: ClusterStatistic, n_clusters: int, *, n_boot: int, seed: int) -> Resamples:
@@ -312,15 +323,15 @@ def resample(statistic: ClusterStatistic, n_clusters: int, *, n_boot: int, seed:
     return Resamples(estimate, se, values, ses, n_clusters)
 
 
+_HUGE = 1e300  # stands for an infinite pivot inside np.quantile, whose interpolation would give NaN
+
+
 def _quantiles(values: Array, level: float) -> tuple[float, float]:
     """The (1 − c)/2 and (1 + c)/2 quantiles (numpy's linear interpolation; infinities kept)."""
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(np.clip(values, -_HUGE, _HUGE), [tail, 1.0 - tail])
     return (float(low) if abs(low) < _HUGE else math.copysign(math.inf, low),
             float(high) if abs(high) < _HUGE else math.copysign(math.inf, high))
-
-
-_HUGE = 1e300
 
 
 def usable_method(draws: Resamples, method: str, confidence: float) -> str:

@@ -52,6 +52,14 @@ def test_one_value_per_prompt_gives_the_upper_bound_and_says_so() -> None:
     assert math.isnan(power.resampling_sd([0.3]).sd)
 
 
+def test_a_run_without_variation_says_so() -> None:
+    none_unscored = np.zeros((100, 2))
+    found = power.detectable(none_unscored)
+    assert (found.effect, found.basis) == (0.0, power.CONSTANT)
+    # Every prompt constant within, but prompts differing: a real within-prompt floor of 0.
+    assert power.resampling_sd(np.repeat([[0.2], [0.4]], 3, axis=1)).basis == power.WITHIN
+
+
 def test_the_top_fraction_linearisation_averages_to_the_top_fraction_mean() -> None:
     values = np.random.default_rng(0).uniform(size=(100, 5))
     psi = power.top_fraction_influence(values, 0.1)
