@@ -12,9 +12,12 @@ candidate's record against it. The rules, in order:
    file takes effect without re-recording. A drop within tolerance passes.
 3. Significance. A drop beyond tolerance is a regression only when one test, the paired bootstrap
    over the prompts both records share (:func:`pytest_novelty.metrics.stats.paired_bootstrap`),
-   finds it significant: its (1 − α) percentile interval of the change in the *gated statistic*
-   lies entirely on the bad side of 0 (so in effect a one-sided test at α/2, on the cautious
-   side). The statistic is the metric's own: the mean per-prompt difference for means, and for
+   finds it significant: its (1 − α) interval of the change in the *gated statistic* (Student's t
+   on the bootstrap standard error, which holds its coverage on a 10-prompt q@Tail tail where the
+   percentile interval used before did not) lies entirely on the bad side of 0 (so in effect a
+   one-sided test at α/2, on the cautious side). Each case holds its α alone; over the many cases
+   of a run, :func:`pytest_novelty.metrics.stats.holm` controls the run's family-wise error. The
+   statistic is the metric's own: the mean per-prompt difference for means, and for
    ``top10_novelty@n`` the difference of the top-10 % means, recomputed on every resample of
    prompts from the per-generation values both records store. The CI shown is that interval and
    the p-value comes from the same resamples, so the verdict always agrees with the CI. Otherwise
