@@ -174,6 +174,12 @@ OPTIONS: tuple[Option, ...] = (
         help="remove cached generations, scores and judge answers before the run (keeps the built demo)",
     ),
     Option("report", metavar="DIR", help="write report.json, report.md and plots into DIR"),
+    Option(
+        "log",
+        metavar="SPEC",
+        action="append",
+        help="also log the results to a tracker (repeatable): tensorboard:DIR, wandb:PROJECT, mlflow:URI",
+    ),
 )
 
 GROUP = "novelty"
@@ -313,6 +319,10 @@ def pytest_configure(config: pytest.Config) -> None:
         for model in (config.option.novelty_model, config.option.novelty_baseline_model):
             if model:
                 _check_model(config, model, cache_dir, suites)
+        if config.option.novelty_log and not hasattr(config, "workerinput"):
+            from pytest_novelty.integrations import check_trackers
+
+            check_trackers(config.option.novelty_log)  # a bad spec or a missing extra: one line, exit 4
     except NoveltyError as exc:
         raise pytest.UsageError(str(exc)) from None
     _place_worker(config)
@@ -321,6 +331,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = state
     config.pluginmanager.register(state, "novelty-state")
     config.add_cleanup(lambda: config.pluginmanager.unregister(state))
+    if config.pluginmanager.hasplugin("html"):  # pytest-html: the suites' tables and plots in its report
+        from pytest_novelty.integrations.html import register_html
+
+        register_html(config, state.final_rows, lambda: state.suite_data)
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --model X` with no paths: run the suites, not the project's own tests.
         config.args = [str(folder)]
