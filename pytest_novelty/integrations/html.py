@@ -91,11 +91,22 @@ def render_sections(rows: Sequence[Mapping[str, Any]], suites_data: Mapping[str,
         report = build_report(rows, suites_data, None, plots=plots)
         run = TrackedRun.from_report(report, folder)
         series = _series_by_suite(report.get("series") or [])
-        parts = ['<div class="novelty"><h2>Novelty gate</h2>']
+        parts = ['<div class="novelty">', STYLE, "<h2>Novelty gate</h2>"]
         for suite in run.suites:
             parts.append(_suite_section(run, suite, series.get(suite, [])))
         parts.append("</div>")
         return "\n".join(parts)
+
+
+#: The section's own look (pytest-html's style sheet does not cover these tables).
+STYLE = """<style>
+.novelty table { border-collapse: collapse; margin: 0.5em 0 1em; }
+.novelty th, .novelty td { border: 1px solid #ccc; padding: 2px 8px; text-align: left; vertical-align: top; }
+.novelty th { background: #f4f4f4; }
+.novelty-plots figure { display: inline-block; margin: 0 1em 1em 0; }
+.novelty-plots img { width: 480px; }
+.novelty-plots figcaption { color: #666; font-size: 90%; }
+</style>"""
 
 
 def _esc(value: Any) -> str:
@@ -113,9 +124,10 @@ def _table(head: Sequence[str], body: Sequence[Sequence[str]], css: str) -> str:
 def _suite_section(run: TrackedRun, suite: str, series: list[dict[str, Any]]) -> str:
     parts = [f'<section class="novelty-suite" id="novelty-{_esc(suite)}"><h3>Suite {_esc(suite)}</h3>']
     cases = [
-        ("n/a" if c.value is None else f"{c.value:.4f}", c.bound, c.outcome, c.comparison or c.message)
+        ("n/a" if c.value is None else f"{c.value:.4f}", c.bound, c.outcome,
+         c.comparison or ("" if c.outcome == "passed" else c.message))
         for c in run.cases_of(suite)
-    ]
+    ]  # fmt: skip
     if cases:
         body = [(c.metric, *cells) for c, cells in zip(run.cases_of(suite), cases, strict=True)]
         parts.append(_table(("metric", "value", "bound", "outcome", "comparison"), body, "novelty-cases"))
@@ -130,16 +142,19 @@ def _suite_section(run: TrackedRun, suite: str, series: list[dict[str, Any]]) ->
     if spans:
         parts.append("<h4>Longest copied spans</h4>")
         spans_body: list[tuple[str, ...]] = [
-            (f"{s.length} {s.units}", s.text, "n/a" if s.document is None else str(s.document),
+            (s.size, s.text, "n/a" if s.document is None else str(s.document),
              f"{s.source}: {s.answer_excerpt()}")
             for s in spans
         ]  # fmt: skip
         parts.append(_table(("length", "copied text", "corpus document", "answer"), spans_body, "novelty-spans"))
+    figures = []
     for kind, path in sorted(run.plots.get(suite, {}).items()):
         data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
         label = f"{suite} {kind.replace('_', ' ')}"
-        parts.append(f'<figure><img class="novelty-plot" alt="{_esc(label)}" src="data:image/png;base64,{data}" '
-                     f'style="max-width: 720px"/><figcaption>{_esc(label)}</figcaption></figure>')
+        figures.append(f'<figure><img class="novelty-plot" alt="{_esc(label)}" src="data:image/png;base64,{data}"/>'
+                       f"<figcaption>{_esc(label)}</figcaption></figure>")
+    if figures:
+        parts.append('<div class="novelty-plots">' + "".join(figures) + "</div>")
     parts.append("</section>")
     return "\n".join(parts)
 

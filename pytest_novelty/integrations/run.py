@@ -214,7 +214,7 @@ class TrackedRun:
         for span in spans:
             document = "n/a" if span.document is None else str(span.document)
             lines.append(
-                f"| {span.length} {span.units} | {_cell(span.text)} | {document} | "
+                f"| {span.size} | {_cell(span.text)} | {document} | "
                 f"{_cell(span.source + ': ' + span.answer_excerpt())} |"
             )
         return "\n".join(lines)

@@ -36,6 +36,12 @@ class CopiedSpan:
     sample: int | None = None
 
     @property
+    def size(self) -> str:
+        """The length with its units: ``32 words``, ``1 word``."""
+        units = self.units[:-1] if self.length == 1 and self.units.endswith("s") else self.units
+        return f"{self.length} {units}"
+
+    @property
     def source(self) -> str:
         """Which answer, in words: ``prompt p3, sample 1``."""
         if self.prompt is None:
@@ -106,6 +112,6 @@ def spans_markdown(suites: Mapping[str, Mapping[str, Any]] | None) -> list[str]:
         for span in found:
             document = "n/a" if span.document is None else str(span.document)
             answer = f"{span.source}: {span.answer_excerpt()}"
-            lines.append(f"| {span.length} {span.units} | {_cell(span.text)} | {document} | {_cell(answer)} |")
+            lines.append(f"| {span.size} | {_cell(span.text)} | {document} | {_cell(answer)} |")
         lines.append("")
     return lines[:-1]
