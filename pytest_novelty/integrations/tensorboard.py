@@ -1,9 +1,11 @@
 """``--novelty-log tensorboard:DIR``: the gate's results as TensorBoard event files in DIR.
 
-Written with PyTorch's ``SummaryWriter`` (``torch.utils.tensorboard``), which encodes through the
-``tensorboard`` package's own event-file writer and summary protos; it is the writer the Hugging
-Face Trainer's ``report_to="tensorboard"`` uses, so the gate's curves sit beside the Trainer's.
-Needs the ``tensorboard`` extra.
+Written with the ``tensorboard`` package's own event-file writer (``EventFileWriter``, the one
+PyTorch's ``SummaryWriter`` wraps) and its summary protos, so neither TensorFlow nor torch is
+imported: scalars as ``simple_value`` summaries (what the Trainer's ``report_to="tensorboard"``
+writes too, so the gate's curves sit beside the Trainer's), texts through the text plugin's
+``text_pb``, and the report's PNG plots as image summaries, their bytes as written. Needs the
+``tensorboard`` extra.
 
 What DIR gets, each at the checkpoint's step (every checkpoint of a series at its own):
 
@@ -20,7 +22,10 @@ run) draw one curve per scalar.
 
 from __future__ import annotations
 
+import struct
+import time
 from pathlib import Path
+from typing import Any
 
 from pytest_novelty.integrations.base import TRACKERS, installed, local_folder, require
 from pytest_novelty.integrations.run import PREFIX, TrackedRun
@@ -40,31 +45,40 @@ class TensorBoardTracker:
 
     def log(self, run: TrackedRun) -> str:
         require("tensorboard", "tensorboard", self.spec)
-        from torch.utils.tensorboard import SummaryWriter
+        from tensorboard.compat.proto import event_pb2, summary_pb2
+        from tensorboard.plugins.text.summary_v2 import text_pb  # numpy only, unlike summary.v1
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
         folder = local_folder(self.spec, self.folder)
-        writer = SummaryWriter(log_dir=str(folder))
+        writer = EventFileWriter(str(folder))
+
+        def emit(step: int, values: list[Any]) -> None:
+            summary = summary_pb2.Summary(value=values)
+            writer.add_event(event_pb2.Event(wall_time=time.time(), step=step, summary=summary))
+
+        def scalars(values: dict[str, float]) -> list[Any]:
+            return [summary_pb2.Summary.Value(tag=tag, simple_value=value) for tag, value in values.items()]
+
         try:
-            for point in run.points:
-                for tag, value in point.flat().items():
-                    writer.add_scalar(tag, value, point.step)
-            step = run.step
-            for tag, value in run.summary_scalars().items():
-                writer.add_scalar(tag, value, step)
-            writer.add_text(f"{PREFIX}/identity", identity_markdown(run), step)
+            for point in run.points[:-1]:
+                emit(point.step, scalars(point.flat()))
+            texts = [text_pb(f"{PREFIX}/identity", identity_markdown(run))]
+            images = []
             for suite in run.suites:
-                writer.add_text(f"{PREFIX}/{suite}/cases", run.cases_markdown(suite), step)
+                texts.append(text_pb(f"{PREFIX}/{suite}/cases", run.cases_markdown(suite)))
                 spans = run.spans_markdown(suite)
                 if spans:
-                    writer.add_text(f"{PREFIX}/{suite}/copied_spans", spans, step)
+                    texts.append(text_pb(f"{PREFIX}/{suite}/copied_spans", spans))
                 for kind, path in sorted(run.plots.get(suite, {}).items()):
-                    writer.add_image(f"{PREFIX}/{suite}/{kind}", _pixels(path), step, dataformats="HWC")
+                    images.append(_image(summary_pb2, f"{PREFIX}/{suite}/{kind}", Path(path).read_bytes()))
+            gated = scalars({**run.gated.flat(), **run.summary_scalars()})
+            emit(run.step, gated + [value for text in texts for value in text.value] + images)
             writer.flush()
         finally:
             writer.close()
-        count = len(run.gated.flat())
-        steps = ", ".join(str(p.step) for p in run.points)
-        return f"tensorboard: {count} scalars at step {steps} in {folder}"
+        steps = [str(p.step) for p in run.points]
+        where = f"step {steps[0]}" if len(steps) == 1 else f"steps {', '.join(steps)}"
+        return f"tensorboard: {len(run.gated.flat())} scalars at {where} in {folder}"
 
 
 def identity_markdown(run: TrackedRun) -> str:
@@ -72,11 +86,11 @@ def identity_markdown(run: TrackedRun) -> str:
     return "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in sorted(run.identity.items()))])
 
 
-def _pixels(path: Path) -> object:
-    """A PNG as an RGB array of bytes, height × width × 3 (what ``add_image`` takes as HWC)."""
-    import numpy as np
-    from matplotlib.image import imread
-
-    image = imread(path)  # PNG: floats in [0, 1], RGB or RGBA
-    rgb = image[..., :3] if image.ndim == 3 else np.stack([image] * 3, axis=-1)
-    return (np.clip(rgb, 0.0, 1.0) * 255).round().astype(np.uint8)
+def _image(summary_pb2: Any, tag: str, png: bytes) -> Any:
+    """An image summary of a PNG file's bytes as written (its size read from the PNG header)."""
+    if png[:8] != b"\x89PNG\r\n\x1a\n" or png[12:16] != b"IHDR":
+        raise ValueError(f"{tag}: not a PNG file")
+    width, height, _, color = struct.unpack(">IIBB", png[16:26])
+    channels = {0: 1, 2: 3, 4: 2, 6: 4}.get(color, 3)  # PNG colour type -> channels
+    image = summary_pb2.Summary.Image(height=height, width=width, colorspace=channels, encoded_image_string=png)
+    return summary_pb2.Summary.Value(tag=tag, image=image)

@@ -43,11 +43,11 @@ def test_a_single_checkpoint_logs_every_gated_metric_at_its_step(demo_logged: Lo
 
 def test_cases_copied_spans_and_plots_are_there_as_text_and_images(demo_logged: LoggedRun) -> None:
     events = _events(demo_logged)
-    (cases,) = events.Tensors("novelty/story/cases/text_summary")
+    (cases,) = events.Tensors("novelty/story/cases")
     text = cases.tensor_proto.string_val[0].decode()
     assert cases.step == 400
     assert "| novelty@5 |" in text and ">= 0.3" in text and "passed" in text
-    (spans,) = events.Tensors("novelty/story/copied_spans/text_summary")
+    (spans,) = events.Tensors("novelty/story/copied_spans")
     report = json.loads((demo_logged.report / "report.json").read_text())
     longest = report["suites"]["story"]["info"]["longest_copied"][0]
     assert f"| {longest['longest_span']} words |" in spans.tensor_proto.string_val[0].decode()

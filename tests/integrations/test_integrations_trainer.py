@@ -1,6 +1,6 @@
 """``NoveltyGateCallback`` in a real (tiny) ``Trainer`` run on the CPU.
 
-A GPT-2 of 32 dimensions trains for 24 steps on the tiny corpus, saving every 12; each save is
+A GPT-2 of 32 dimensions trains for 24 steps on the tiny corpus, saving every 8; each save is
 gated in its own process on a story suite of three prompts. TensorBoard (the Trainer's own
 ``report_to``) must then hold the novelty scalars at every save step, a later ``--model-series``
 over the output folder must generate nothing and agree, and with ``stop_on_failure`` a checkpoint
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 pytest.importorskip("tensorboard", reason="needs the tensorboard extra (the Trainer's report_to)")
 
 REPO = Path(__file__).resolve().parents[2]
-STEPS, SAVE_EVERY = 24, 12
+STEPS, SAVE_EVERY = 24, 8
 
 
 def _dataset(tokenizer: Any, count: int = 96, length: int = 32) -> list[dict[str, Any]]:
