@@ -70,9 +70,10 @@ class WandbTracker:
             for key, value in run.summary_scalars().items():
                 active.summary[key] = value
             run_id, mode = active.id, str(getattr(active.settings, "mode", "") or "")
+            folder = str(getattr(active.settings, "sync_dir", "") or "")
         except BaseException:
             active.finish(exit_code=1)
             raise
         active.finish()
-        where = "offline, sync with `wandb sync`" if mode in ("offline", "dryrun") else "online"
+        where = f"offline in {folder}; `wandb sync` uploads it" if mode in ("offline", "dryrun") else "online"
         return f"wandb: run {run_id} in project {self.project} at step {run.step} ({where})"
