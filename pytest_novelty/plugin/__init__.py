@@ -309,6 +309,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
         write_placeholder(config.option.novelty_report, "the run stopped before its summary (see pytest's output)")
     try:
+        if config.option.novelty_log and not hasattr(config, "workerinput"):
+            from pytest_novelty.integrations import check_trackers
+
+            check_trackers(config.option.novelty_log)  # a bad spec or a missing extra: one line, exit 4
         folder = _suites_dir(config)
         suites = load_suites(folder)
         cache_dir = _cache_dir(config)
@@ -319,10 +323,6 @@ def pytest_configure(config: pytest.Config) -> None:
         for model in (config.option.novelty_model, config.option.novelty_baseline_model):
             if model:
                 _check_model(config, model, cache_dir, suites)
-        if config.option.novelty_log and not hasattr(config, "workerinput"):
-            from pytest_novelty.integrations import check_trackers
-
-            check_trackers(config.option.novelty_log)  # a bad spec or a missing extra: one line, exit 4
     except NoveltyError as exc:
         raise pytest.UsageError(str(exc)) from None
     _place_worker(config)

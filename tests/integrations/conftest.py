@@ -61,6 +61,10 @@ class LoggedRun:
         return self.folder / "report.html"
 
 
+#: A credential in the environment of the logged runs (a W&B key's shape); no output or file may hold it.
+FAKE_KEY = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c"
+
+
 def tracker_env(folder: Path) -> dict[str, str]:
     """The environment of a logged run: W&B offline under ``folder``, MLflow's folder store allowed."""
     env = dict(os.environ)
@@ -69,7 +73,7 @@ def tracker_env(folder: Path) -> dict[str, str]:
         path.mkdir(parents=True, exist_ok=True)
         env[name] = str(folder / "wandb-dir") if name == "WANDB_DIR" else str(path)
     env.update({"WANDB_MODE": "offline", "MLFLOW_ALLOW_FILE_STORE": "true", "PYTHONPATH": str(REPO)})
-    env.pop("WANDB_API_KEY", None)
+    env.update({"WANDB_API_KEY": FAKE_KEY, "MLFLOW_TRACKING_TOKEN": FAKE_KEY})  # must never show up anywhere
     return env
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.integrations.conftest import DEMO_METRICS, SERIES_METRICS, STANDARD, LoggedRun
+from tests.integrations.conftest import DEMO_METRICS, FAKE_KEY, SERIES_METRICS, STANDARD, LoggedRun
 from tests.integrations.wandb_files import offline_run
 
 pytestmark = pytest.mark.slow
@@ -57,3 +57,10 @@ def test_a_series_logs_every_checkpoint_at_its_own_step(series_logged: LoggedRun
         for metric in SERIES_METRICS:
             assert steps[step][f"novelty/story/{metric}"] == pytest.approx(values[metric], abs=1e-6)
     assert "novelty/passed" in steps[400] and "novelty/passed" not in steps[60]
+
+
+def test_no_credential_reaches_the_output_or_any_file_the_trackers_wrote(demo_logged: LoggedRun) -> None:
+    assert FAKE_KEY not in demo_logged.output
+    for path in demo_logged.folder.rglob("*"):
+        if path.is_file():
+            assert FAKE_KEY.encode() not in path.read_bytes(), path
