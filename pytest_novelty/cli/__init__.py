@@ -45,6 +45,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pytest_novelty.pipeline.session import ResultsSession
     from pytest_novelty.report.terminal import gate_summary
 
+    if args.novelty_log:
+        from pytest_novelty.integrations import check_trackers
+
+        check_trackers(args.novelty_log)  # a bad spec or a missing extra: one line, exit 4
     suites = _load_suites(args)
     cache_dir = Path(args.novelty_cache).expanduser().resolve() if args.novelty_cache else default_cache_dir()
     checkpoints = []
@@ -103,6 +107,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         files = write_report(Path(args.novelty_report), rows, data, {"model": model, "exit status": status})
         print(f"novelty report: {files.json.parent}")
+    if args.novelty_log:  # the trackers read the report, as under pytest
+        from pytest_novelty.integrations import log_session
+
+        logged = log_session(args.novelty_log, rows, data, {"model": model, "exit status": status},
+                             report_dir=args.novelty_report, write=print)
+        status = logged.status if logged.status and status in (0, 1) else status
     if args.novelty_output:
         from pytest_novelty.infra.storage import atomic_write_json
 

@@ -71,6 +71,8 @@ def suite_data(result: SuiteResult, baseline: SuiteResult | None) -> dict[str, A
     """Plain, JSON-ready arrays of one suite for the report (they may cross from an xdist worker)."""
     n = result.measured.order
     data: dict[str, Any] = {**_arrays(result, n), "n": n, "info": info_json(result)}
+    # Every value the metrics step computed (gated or not), for the trackers and report.json.
+    data["metrics"] = {k: None if math.isnan(v) else float(v) for k, v in result.metrics.items()}
     if baseline is not None:
         data["baseline"] = {**_arrays(baseline, n), "model": baseline.model}
     return data

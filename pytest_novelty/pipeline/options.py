@@ -158,6 +158,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("cache-clear", action="store_true",
            help="remove cached generations, scores and judge answers before the run (keeps the built demo)"),
     Option("report", metavar="DIR", help="write report.json, report.md and plots into DIR"),
+    Option("log", metavar="SPEC", action="append",
+           help="also log the results to a tracker (repeatable): tensorboard:DIR, wandb:PROJECT, mlflow:URI"),
     Option("output", metavar="FILE", where=(CLI,),
            help="also write each suite's prompts, answers and metrics to this JSON file"),
 )

@@ -176,6 +176,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_novelty.pipeline.preflight import check_models, check_options
 
         config.option.novelty_model = check_options(config.option, model=config.option.novelty_model)
+        if config.option.novelty_log and not worker:
+            from pytest_novelty.integrations import check_trackers
+
+            check_trackers(config.option.novelty_log)  # a bad spec or a missing extra: one line, exit 4
         if config.option.novelty_report and not worker:
             from pytest_novelty.report.json_report import write_placeholder  # no stale "all passed" report
 
@@ -210,6 +214,10 @@ def pytest_configure(config: pytest.Config) -> None:
         state.preflight([run for suite in suites for run in suite.runs()])
     if state.stopped is not None:
         config.option.dist = "no"  # no worker starts: this process deselects every case and says why
+    if config.pluginmanager.hasplugin("html"):  # pytest-html: the suites' tables and plots in its report
+        from pytest_novelty.integrations.html import register_html
+
+        register_html(config, state.final_rows, lambda: state.suite_data)
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --model X` with no paths: run the suites, not the project's own tests.
         config.args = [str(folder)]

@@ -54,6 +54,7 @@ class NoveltyState:
         self._announced: set[str] = set()
         self._tails: dict[str, dict[str, list[str]]] = {}  # suite -> q@Tail metric -> its frozen tail
         self.suite_data: dict[str, dict[str, Any]] = {}
+        self.pytest_session: pytest.Session | None = None
         self.stopped: str | None = None
         """Why the run stopped before any case ran (a preflight failure), for the report."""
         self.worker_repairs = 0
@@ -264,6 +265,9 @@ class NoveltyState:
 
     # -- hooks ----------------------------------------------------------------------------------
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.pytest_session = session  # the terminal summary may still change its exit status (--novelty-log)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect each case's numbers and pytest's outcome for it, on the controller too under xdist.
 
@@ -357,6 +361,17 @@ class NoveltyState:
             versions = {**self.versions(), "exit status": status}
             files = write_report(Path(folder), rows, cast(Any, self.suite_data), versions)
             terminalreporter.line(f"novelty report: {files.json.parent}")
+        if self.config.option.novelty_log and rows:  # --novelty-log: the trackers read the report
+            from pytest_novelty.integrations import log_session
+
+            logged = log_session(
+                self.config.option.novelty_log, rows, self.suite_data,
+                {**self.versions(), "exit status": self.exit_status if self.exit_status is not None else exitstatus},
+                report_dir=folder or None, write=terminalreporter.line,
+            )  # fmt: skip
+            session = self.pytest_session
+            if logged.status and session and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+                session.exitstatus = logged.status
 
     def versions(self) -> dict[str, Any]:
         """What produced the numbers, for report.json."""

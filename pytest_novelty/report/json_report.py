@@ -86,6 +86,8 @@ def _suite_entry(data: SuiteData) -> dict[str, Any]:
     entry["candidate"] = {**candidate, "summary": _summary(candidate)}
     if raw.get("shares"):
         entry["shares"] = dict(raw["shares"])
+    if raw.get("metrics"):
+        entry["metrics"] = dict(raw["metrics"])
     if raw.get("baseline"):
         baseline = dict(raw["baseline"])
         entry["baseline"] = {**baseline, "summary": _summary(baseline)}
