@@ -70,7 +70,7 @@ def test_the_rule_catches_an_import_against_the_flow(tmp_path: Path) -> None:
     """The check above can fail: an import from gate inside metrics is found."""
     bad = tmp_path / "bad.py"
     bad.write_text("from pytest_novelty.gate.case import decide\n")
-    ((line, imported),) = imports_of(bad)
+    ((_line, imported),) = imports_of(bad)
     assert layer_of(imported) == "gate" and LAYERS.index("gate") > LAYERS.index("metrics")
 
 

@@ -24,9 +24,6 @@ from pytest_novelty.metrics.novelty import (
 )
 from pytest_novelty.metrics.noveltybench import (
     DEFAULT_PATIENCE,
-    NOVELTYBENCH_K,
-    NOVELTYBENCH_MAX_NEW_TOKENS,
-    NOVELTYBENCH_TEMPERATURE,
     BatchEquivalence,
     Equivalence,
     distinct_k,
@@ -57,9 +54,6 @@ from pytest_novelty.metrics.uncertainty import Interval, suite_intervals
 __all__ = [
     "DEFAULT_BOOTSTRAP_RESAMPLES",
     "DEFAULT_PATIENCE",
-    "NOVELTYBENCH_K",
-    "NOVELTYBENCH_MAX_NEW_TOKENS",
-    "NOVELTYBENCH_TEMPERATURE",
     "BatchEquivalence",
     "Detectable",
     "Equivalence",

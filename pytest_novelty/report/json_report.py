@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -134,7 +134,7 @@ def build_report(
     ``plots`` maps suite → plot kind → file; files are stored relative to the report folder by
     their name. ``created`` defaults to now (UTC).
     """
-    stamp = (created or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+    stamp = (created or datetime.now(UTC)).isoformat(timespec="seconds")
     report = {
         "format": REPORT_FORMAT,
         "created": stamp,

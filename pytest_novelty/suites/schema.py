@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-import sys
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,11 +18,6 @@ from typing import Any
 
 from pytest_novelty.infra.errors import ConfigError, did_you_mean
 from pytest_novelty.suites.prompts import TASKS
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 SWEEPABLE = (
     "generation.temperature",
