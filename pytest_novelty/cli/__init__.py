@@ -68,6 +68,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for runner in filter(None, [session.candidate, session.baseline_runner()]):
         preflight(runner, runs)  # every service and input checked once, before any generation
     snapshots = bool(args.novelty_snapshots or args.novelty_snapshot_update)
+    from pytest_novelty.gate.case import compared_cases
+
+    comparisons = max(1, compared_cases([run for run in runs for _ in run.thresholds],
+                                        baseline=bool(args.novelty_baseline_model), snapshots=snapshots,
+                                        series=bool(checkpoints)))
     root = Path(args.novelty_snapshot_dir).expanduser().resolve() if args.novelty_snapshot_dir else None
     rows: list[dict[str, Any]] = []
     data: dict[str, Any] = {}
@@ -78,7 +83,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         try:
             result = session.result(run)
             base = session.baseline(run)
-            data[run.name] = suite_data(result, None if base is None else base.result)
+            data[run.name] = suite_data(result, None if base is None else base.result,
+                                        alpha=run.gate.alpha / comparisons)
             exported[run.name] = {"prompts": [p.id for p in result.prompts], "answers": result.answers,
                                   "metrics": result.metrics}
             for threshold in run.thresholds:
@@ -86,7 +92,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 if snapshots:
                     path = snapshot_file(run.path, f"{run.name}-{threshold.label}", root)
                     store = SnapshotFile(path, update=args.novelty_snapshot_update, rerecord=args.novelty_rerecord)
-                outcome = decide_in(session, run, threshold, snapshot=store)
+                outcome = decide_in(session, run, threshold, snapshot=store, mode=args.novelty_threshold_mode,
+                                    comparisons=comparisons)
                 if outcome.tail_ids is not None:
                     tails[outcome.metric] = list(outcome.tail_ids)
                 rows.append({**outcome.row(), "outcome": "passed" if outcome.passed else "failed"})

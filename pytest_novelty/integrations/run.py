@@ -82,7 +82,7 @@ class Case:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Case:
         """A case from one of the report's rows."""
-        ci = row.get("ci")
+        ci = row.get("delta_ci")  # the change's interval (a row's "ci" is its value's)
         interval = None
         if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_number(v) is not None for v in ci):
             interval = (float(ci[0]), float(ci[1]))

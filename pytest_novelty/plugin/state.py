@@ -67,6 +67,8 @@ class NoveltyState:
         """Bad input found only while a case ran (a prompt too long for the context, say)."""
         self.exit_status: int | None = None
         """The status the run exits with, once the session has finished."""
+        self.comparisons = 1
+        """How many regression tests the run's selected cases make (set when collection ends)."""
         self._said = False
 
     # -- running suites -------------------------------------------------------------------------
@@ -130,7 +132,9 @@ class NoveltyState:
             from pytest_novelty.pipeline.export import suite_data
 
             base = self.session.baseline(suite)
-            self.suite_data[suite.name] = suite_data(result, None if base is None else base.result)
+            self.suite_data[suite.name] = suite_data(
+                result, None if base is None else base.result, alpha=suite.gate.alpha / self.comparisons
+            )
             if self.series:
                 self.session.earlier(suite)
         return result
@@ -219,17 +223,26 @@ class NoveltyState:
         pytest.fail(f"harness error{what} (not a gate failure): the same as in {first}", pytrace=False)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Preflight for the suites of the selected cases (one process, no xdist); a run stopped
-        before any case deselects every case, so none runs and none is counted as a verdict."""
+        """Count the run's regression tests (each is held to α / their number) and preflight the
+        suites of the selected cases (one process, no xdist); a run stopped before any case
+        deselects every case, so none runs and none is counted as a verdict."""
+        from pytest_novelty.gate.case import compared_cases
+        from pytest_novelty.gate.snapshot import snapshot_settings
+
+        cases: dict[str, Suite] = {}
+        suites: dict[str, Suite] = {}
+        for item in session.items:
+            callspec = getattr(item, "callspec", None)
+            suite = callspec.params.get("novelty_suite") if callspec is not None else None
+            if isinstance(suite, Suite):
+                suites.setdefault(suite.name, suite)
+                cases[item.nodeid] = suite
+        counted = compared_cases(list(cases.values()), baseline=self.baseline_model is not None,
+                                 snapshots=snapshot_settings(self.config).enabled, series=bool(self.series))
+        self.comparisons = max(1, counted)
         if self.worker or self.config.option.collectonly:
             return
         if self.stopped is None:
-            suites: dict[str, Suite] = {}
-            for item in session.items:
-                callspec = getattr(item, "callspec", None)
-                suite = callspec.params.get("novelty_suite") if callspec is not None else None
-                if isinstance(suite, Suite):
-                    suites.setdefault(suite.name, suite)
             self.preflight(list(suites.values()))
         if self.stopped is not None:
             self.config.hook.pytest_deselected(items=list(session.items))

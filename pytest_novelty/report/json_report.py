@@ -88,6 +88,8 @@ def _suite_entry(data: SuiteData) -> dict[str, Any]:
         entry["shares"] = dict(raw["shares"])
     if raw.get("metrics"):
         entry["metrics"] = dict(raw["metrics"])
+    if raw.get("detectable") is not None:  # metric -> the smallest drop a comparison detects (80 % power)
+        entry["detectable"] = dict(raw["detectable"])
     if raw.get("baseline"):
         baseline = dict(raw["baseline"])
         entry["baseline"] = {**baseline, "summary": _summary(baseline)}

@@ -80,7 +80,7 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             cells += [
                 _num(row.get("baseline")),
                 _num(row.get("delta"), signed=True),
-                format_ci(row.get("ci")),
+                format_ci(row.get("delta_ci")),
                 format_p(row.get("p_value")),
                 pairs_cell(row),
             ]
