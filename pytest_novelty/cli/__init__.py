@@ -35,12 +35,12 @@ def _cmd_demo_build(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     """Gate a checkpoint on every case pytest would run (each sweep value and each denial round),
     decided by the same case decision, on the same results session, with the same exit statuses."""
-    from pytest_novelty.gate.case import decide_in
+    from pytest_novelty.gate.case import decide_in, with_repeats
     from pytest_novelty.gate.snapshot import SnapshotFile, snapshot_file
     from pytest_novelty.infra.cache import clear_cache, repaired
     from pytest_novelty.infra.progress import ProgressSink
     from pytest_novelty.pipeline.config import RunConfig
-    from pytest_novelty.pipeline.export import suite_data
+    from pytest_novelty.pipeline.export import repeats_json, suite_data
     from pytest_novelty.pipeline.preflight import check_models, check_options, preflight
     from pytest_novelty.pipeline.session import ResultsSession
     from pytest_novelty.report.terminal import gate_summary
@@ -94,6 +94,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     store = SnapshotFile(path, update=args.novelty_snapshot_update, rerecord=args.novelty_rerecord)
                 outcome = decide_in(session, run, threshold, snapshot=store, mode=args.novelty_threshold_mode,
                                     comparisons=comparisons)
+                outcome = with_repeats(session, run, threshold, outcome, args.novelty_repeat, snapshot=store,
+                                       mode=args.novelty_threshold_mode, comparisons=comparisons)
+                if args.novelty_repeat > 1 and "repeats" not in data[run.name]:
+                    data[run.name]["repeats"] = repeats_json(session, run, args.novelty_repeat)
                 if outcome.tail_ids is not None:
                     tails[outcome.metric] = list(outcome.tail_ids)
                 rows.append({**outcome.row(), "outcome": "passed" if outcome.passed else "failed"})

@@ -104,6 +104,9 @@ class CaseOutcome:
     """The threshold mode that decided (``point``, ``lenient``, ``strict``)."""
     threshold_passed: bool = True
     """Whether the threshold alone passed, as its mode read it (a regression may still fail the case)."""
+    repeats: tuple[tuple[float | None, bool], ...] = ()
+    """With ``--novelty-repeat N``: (value, passed) of the case on each of the N independent sets of
+    samples, repeat 0 (the one that decides) first; empty without repeats."""
 
     @property
     def passed(self) -> bool:
@@ -147,6 +150,16 @@ class CaseOutcome:
             row["against"] = self.against
         if self.snapshot_written:
             row["verdict"] = "snapshot written"
+        if self.repeats:
+            import statistics
+
+            values = [v for v, _ in self.repeats if v is not None]
+            row["repeats"] = {
+                "values": [v for v, _ in self.repeats],
+                "passed": [p for _, p in self.repeats],
+                "pass_rate": sum(p for _, p in self.repeats) / len(self.repeats),
+                "spread": [min(values), statistics.median(values), max(values)] if values else None,
+            }
         value = row.get("value")
         if isinstance(value, float) and math.isnan(value):
             row["value"] = None
@@ -332,6 +345,56 @@ def decide_in(
     earlier = session.earlier(suite) if baseline is None and suite.gate.against == "series-best" else []
     return decide(suite, threshold, result, baseline=baseline, earlier=earlier, snapshot=snapshot, mode=mode,
                   comparisons=comparisons)
+
+
+class ReadOnlySnapshot:
+    """A snapshot store that compares and never writes: what the repeats of a case are checked with
+    (only repeat 0 may accept a new snapshot)."""
+
+    def __init__(self, store: SnapshotStore) -> None:
+        self.store = store
+
+    def stored(self) -> MetricRecord | None:
+        return self.store.stored()
+
+    def check(self, record: MetricRecord, *, alpha: float | None = None, correction: str = "") -> SnapshotOutcome:
+        from pytest_novelty.gate.snapshot import NO_SNAPSHOT, SnapshotOutcome
+
+        accepted = self.stored()
+        if accepted is None:
+            return SnapshotOutcome(passed=False, comparison=None, lines=[NO_SNAPSHOT])
+        comparison = compare(accepted, record, alpha=alpha, correction=correction)
+        return SnapshotOutcome(passed=comparison.passed, comparison=comparison,
+                               lines=[] if comparison.passed else comparison.lines())
+
+
+def with_repeats(
+    session: ResultsSession,
+    suite: Suite,
+    threshold: Threshold,
+    first: CaseOutcome,
+    repeats: int,
+    *,
+    snapshot: SnapshotStore | None = None,
+    mode: str | None = None,
+    comparisons: int = 1,
+) -> CaseOutcome:
+    """``first`` (the case decided on repeat 0) with how it fares on ``repeats`` independent sets of
+    samples (``--novelty-repeat``): each repeat is generated with its own seed
+    (:meth:`pytest_novelty.suites.schema.Suite.repeated`) and decided exactly as repeat 0, against the
+    same baseline or snapshot (read only). The verdict stays repeat 0's; the pass rate and the spread
+    of the value say how much it owes to the seed."""
+    if repeats <= 1:
+        return first
+    from dataclasses import replace
+
+    found = [(first.value, first.passed)]
+    read_only = None if snapshot is None else ReadOnlySnapshot(snapshot)
+    for index in range(1, repeats):
+        again = decide_in(session, suite.repeated(index), threshold, snapshot=read_only, mode=mode,
+                          comparisons=comparisons)
+        found.append((again.value, again.passed))
+    return replace(first, repeats=tuple(found))
 
 
 def corrected_alpha(alpha: float, comparisons: int) -> tuple[float, str]:

@@ -62,8 +62,10 @@ def generate_answers(
     task = get_task(suite.task)
     texts = [gen.render(x) for x in inputs]
     settings = suite.generation
-    if config.seed is not None:
-        settings = replace(settings, seed=config.seed)
+    if config.seed is not None:  # --novelty-seed, and each repeat's own seed derived from it
+        from pytest_novelty.suites.schema import repeat_seed
+
+        settings = replace(settings, seed=repeat_seed(config.seed, suite.repeat))
     if not settings.stop and task.stop:
         settings = replace(settings, stop=tuple(task.stop))
     try:

@@ -131,3 +131,12 @@ def work_line(name: str, result: SuiteResult) -> str:
         f"({work.tokens_per_second:,.0f} tokens/s, {work.seconds:.1f}s), {work.cached_rows} from cache; "
         f"originality {scores.seconds_originality:.1f}s, judge {scores.seconds_judge:.1f}s{warning}"
     )
+
+
+def repeats_json(session: Any, suite: Any, repeats: int) -> list[dict[str, Any]]:
+    """What each ``--novelty-repeat`` run of ``suite`` after the first generated, from the session's memo."""
+    out = []
+    for index in range(1, repeats):
+        work = session.result(suite.repeated(index)).generated.work
+        out.append({"repeat": index, "generated_rows": work.rows, "cached_rows": work.cached_rows})
+    return out

@@ -159,6 +159,9 @@ OPTIONS: tuple[Option, ...] = (
            help="how a threshold case reads its value's interval (default: each suite's [gate] threshold_mode): "
            "point (the value), lenient (fail only when the whole interval is on the wrong side), strict (pass "
            "only when the whole interval is on the right side)"),
+    Option("repeat", metavar="N", type=_positive, default=1,
+           help="also generate N - 1 more independent sets of samples and report each case's pass rate and "
+           "spread over the N (the verdict stays the first's, whose cached answers are reused)"),
     Option("cache-clear", action="store_true",
            help="remove cached generations, scores and judge answers before the run (keeps the built demo)"),
     Option("report", metavar="DIR", help="write report.json, report.md and plots into DIR"),

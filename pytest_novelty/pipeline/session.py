@@ -111,7 +111,7 @@ class ResultsSession:
         if suite.denial_round is not None:
             return self._denial_rounds(model, suite)[suite.denial_round - 1]
         return self._memo(
-            self._results, (model, suite.name), lambda: self.runner(model).run(suite, pool_novelty=pool)  # type: ignore[arg-type]
+            self._results, (model, suite.run_key), lambda: self.runner(model).run(suite, pool_novelty=pool)  # type: ignore[arg-type]
         )
 
     def _denial_rounds(self, model: str, suite: Suite) -> list[SuiteResult]:
@@ -121,17 +121,19 @@ class ResultsSession:
             runner = self.runner(model)
             return run_denial(runner, suite, open_extractor_for(runner.config, suite))
 
-        return self._memo(self._rounds, (model, suite.family), rounds)
+        return self._memo(self._rounds, (model, f"{suite.family}#{suite.repeat}"), rounds)
 
     def baseline(self, suite: Suite) -> Baseline | None:
         """What the candidate is compared with, paired: the baseline checkpoint on the same prompts
         and settings when one is given, else the dataset's human references when the suite asks for
         them (``[gate] reference = true``), else nothing."""
-        if self.baseline_model is not None:
-            return Baseline(self.model_result(self.baseline_model, suite), "baseline")
+        if self.baseline_model is not None:  # the baseline as it is: repeats vary the candidate only
+            return Baseline(self.model_result(self.baseline_model, suite.first), "baseline")
         if suite.gate.reference:
             runner = self.candidate
-            references = self._memo(self._results, (HUMAN_REFERENCES, suite.name), lambda: runner.references(suite))
+            references = self._memo(
+                self._results, (HUMAN_REFERENCES, suite.name), lambda: runner.references(suite.first)
+            )
             return Baseline(references, "references")
         return None
 
@@ -150,6 +152,6 @@ class ResultsSession:
         runners are let go after each use (a model loads only when a generation is not cached)."""
         results = []
         for checkpoint in self.series[:-1]:
-            results.append(self.model_result(checkpoint.path, suite))
+            results.append(self.model_result(checkpoint.path, suite.first))
             self.release(checkpoint.path)
         return results

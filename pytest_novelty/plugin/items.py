@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_novelty.gate.case import decide
+from pytest_novelty.gate.case import decide, with_repeats
 from pytest_novelty.gate.regression import NoveltyDriftWarning
 from pytest_novelty.infra.errors import NoveltyError
 from pytest_novelty.infra.redact import redact_data
@@ -66,9 +66,13 @@ def test_metric(
     error: NoveltyError | None = None
     try:
         earlier = state.earlier(suite) if novelty_baseline is None and suite.gate.against == "series-best" else []
+        mode = request.config.option.novelty_threshold_mode
         outcome = decide(suite, threshold, novelty_result, baseline=novelty_baseline, earlier=earlier,
-                         snapshot=snapshot, mode=request.config.option.novelty_threshold_mode,
-                         comparisons=state.comparisons)
+                         snapshot=snapshot, mode=mode, comparisons=state.comparisons)
+        repeats = int(request.config.option.novelty_repeat or 1)
+        outcome = with_repeats(state.session, suite, threshold, outcome, repeats, snapshot=snapshot, mode=mode,
+                               comparisons=state.comparisons)
+        state.note_repeats(suite, repeats)
     except NoveltyError as exc:  # a damaged snapshot or tail file, an earlier checkpoint that failed
         error = exc
     if error is not None:

@@ -143,6 +143,14 @@ class NoveltyState:
         """With --model-series, every earlier checkpoint's result on ``suite``, in step order."""
         return self.session.earlier(suite)
 
+    def note_repeats(self, suite: Suite, repeats: int) -> None:
+        """Keep, once per suite, what its ``--novelty-repeat`` runs generated (for the work line)."""
+        data = self.suite_data.get(suite.name)
+        if repeats > 1 and data is not None and "repeats" not in data:
+            from pytest_novelty.pipeline.export import repeats_json
+
+            data["repeats"] = repeats_json(self.session, suite, repeats)
+
     def decided(self, outcome: CaseOutcome) -> None:
         """Keep what a decided case tells the series: the frozen tail its q@Tail value was taken on."""
         if outcome.tail_ids is not None:

@@ -113,7 +113,18 @@ def verdict_text(row: Mapping[str, Any]) -> str:
         notes.append(str(row["verdict"]))
     if not row.get("passed", True) and not any(note.startswith("FAIL") for note in notes):
         notes.insert(0, "FAIL")
-    return "; ".join(notes) or "pass"
+    return ("; ".join(notes) or "pass") + repeats_note(row)
+
+
+def repeats_note(row: Mapping[str, Any]) -> str:
+    """``; 2 of 3 repeats pass (0.3301 .. 0.3452)``: how the case fares over ``--novelty-repeat``."""
+    repeats = row.get("repeats")
+    if not repeats:
+        return ""
+    passed, total = sum(bool(p) for p in repeats["passed"]), len(repeats["passed"])
+    spread = repeats.get("spread")
+    span = f" ({spread[0]:.4f} .. {spread[2]:.4f})" if spread else ""
+    return f"; {passed} of {total} repeats pass{span}"
 
 
 def _lines(cells: list[tuple[str, ...]], indent: str) -> list[str]:
@@ -206,6 +217,7 @@ def render_table(
             verdict = "ERROR" if is_error(row) else "pass" if row.get("passed", True) else "FAIL"
             if row.get("within_noise") and not is_error(row):
                 verdict += " (within noise)"
+            verdict += repeats_note(row)
             cells.append(
                 (metric_cell(row), _fmt(row.get("value")), value_ci(row), _threshold_cell(row), verdict)
             )
@@ -286,7 +298,11 @@ def work_summary(suite_data: Mapping[str, Mapping[str, Any]], repairs: int = 0) 
     )
     if repairs:
         line += f"; warning: {repairs} damaged cache entries dropped and recomputed"
-    earlier = [e for d in suite_data.values() for e in (d.get("series") or [])[:-1]]
+    repeats = [e for d in suite_data.values() for e in (d.get("repeats") or [])]
+    if repeats:  # --novelty-repeat: the runs after the first
+        made, kept = sum(int(e["generated_rows"]) for e in repeats), sum(int(e["cached_rows"]) for e in repeats)
+        line += f"; repeats: {made} samples generated ({kept} from cache)"
+        earlier = [e for d in suite_data.values() for e in (d.get("series") or [])[:-1]]
     if earlier:  # --model-series: the checkpoints before the candidate
         made, kept = sum(int(e["generated_rows"]) for e in earlier), sum(int(e["cached_rows"]) for e in earlier)
         line += f"; earlier checkpoints: {made} samples generated ({kept} from cache)"

@@ -160,6 +160,29 @@ class Suite:
     variants: tuple[Suite, ...] = ()
     family_name: str = ""
     """The suite file's own name when this is one of its runs (a sweep value, a denial round)."""
+    repeat: int = 0
+    """Which of ``--novelty-repeat`` N independent sets of samples this run draws (0: the run itself)."""
+    repeat_of: Suite | None = None
+    """The run this one repeats (None for repeat 0)."""
+
+    @property
+    def first(self) -> Suite:
+        """Repeat 0 of this run: the run itself."""
+        return self.repeat_of or self
+
+    @property
+    def run_key(self) -> str:
+        """What tells this run's results apart from every other's: its name, and its repeat."""
+        return self.name if not self.repeat else f"{self.name}#repeat={self.repeat}"
+
+    def repeated(self, index: int) -> Suite:
+        """Repeat ``index`` of this run: the same prompts and settings, independent samples (the
+        generation seed derived from the repeat, :func:`repeat_seed`); repeat 0 is the run itself."""
+        first = self.first
+        if index == 0:
+            return first
+        seed = repeat_seed(first.generation.seed, index)
+        return replace(first, repeat=index, repeat_of=first, generation=replace(first.generation, seed=seed))
 
     @property
     def family(self) -> str:
@@ -174,6 +197,17 @@ class Suite:
     def runs(self) -> tuple[Suite, ...]:
         """What actually runs: one suite per sweep value, or the suite itself."""
         return self.variants or (self,)
+
+
+def repeat_seed(seed: int, repeat: int) -> int:
+    """The generation seed of repeat ``repeat`` of a run seeded ``seed``: ``seed`` itself for repeat
+    0 (so its cached answers are reused), else 31 bits of a hash of both (every row's seed, and so
+    every answer, then differs)."""
+    if repeat == 0:
+        return seed
+    import hashlib
+
+    return int(hashlib.sha256(f"{seed}/repeat/{repeat}".encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
 
 
 # --- validation helpers ---------------------------------------------------------------------------
