@@ -1,0 +1,175 @@
+"""The README's examples, produced by the code they describe.
+
+Each example in README.md that shows what the code prints sits between two markers::
+
+    <!-- generated: NAME -->
+    ```
+    ...
+    ```
+    <!-- /generated -->
+
+This script runs the commands behind each NAME on the embedded demo and writes the blocks again
+(``--write``), or compares them with what the code prints now (the default, exit status 1 on a
+stale one). ``tests/test_readme_examples.py`` runs the comparison in the test suite.
+
+The demo's answers are sampled from shipped weights with per-row seeds, so they are the same on
+every run of one machine; another CPU model may round the model's arithmetic differently and
+sample a few different words. The comparison therefore holds every word and the layout to the
+letter and every number to within :data:`TOLERANCE` (absolute): a stale example, such as a number
+from before a definition changed, is off by far more than that.
+
+    python docs/readme_examples.py --write    # after a change to what the examples show
+    python docs/readme_examples.py            # check (what the test does)
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+TOLERANCE = 0.03
+"""How far a number in an example may be from the code's (other CPU models sample a few other words)."""
+
+BLOCK = re.compile(r"<!-- generated: (?P<name>[a-z-]+) -->\n(?P<body>.*?)<!-- /generated -->", re.S)
+NUMBER = re.compile(r"[-+]?\d+\.\d+")
+
+
+def _pytest(cache: Path, *args: str, cwd: Path | None = None, columns: int = 80) -> str:
+    """``pytest ARGS`` as a user types it, in its own process, on a terminal ``columns`` wide; its output."""
+    env = {**os.environ, "PYTEST_NOVELTY_CACHE": str(cache), "COLUMNS": str(columns)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
+        cwd=cwd or REPO, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return done.stdout
+
+
+def _section(text: str, start: str, end: str) -> str:
+    """The lines of ``text`` from the first one holding ``start`` to the first starting with ``end``."""
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if start in line)
+    last = next(i for i, line in enumerate(lines[first:], first) if line.startswith(end))
+    return "\n".join(lines[first : last + 1])
+
+
+def demo_gate(cache: Path) -> str:
+    """``pytest --model demo``: the gate's tables."""
+    out = _pytest(cache, "--model", "demo")
+    # Up to the work line, which says what this run generated (a cold and a warm run differ there).
+    return _section(out, " novelty gate ", "novelty work done:").rsplit("\n", 1)[0]
+
+
+def demo_early(cache: Path) -> str:
+    """``pytest --model demo-early``: the case that fails (pytest's summary line, not cut to the width)."""
+    out = _pytest(cache, "--model", "demo-early", columns=400)
+    return "\n".join(line for line in out.splitlines() if line.startswith("FAILED "))
+
+
+def demo_series(cache: Path) -> str:
+    """The series of the two demo checkpoints as the steps of one run, story only."""
+    out = subprocess.run([sys.executable, "-m", "pytest_novelty.cli", "demo", "build", "--cache", str(cache)],
+                         capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]  # fmt: skip
+    demo = Path(out)
+    with tempfile.TemporaryDirectory(prefix="novelty-series-") as scratch:
+        run = Path(scratch) / "my-run"
+        run.mkdir()
+        (run / "checkpoint-100").symlink_to(demo / "demo-early")
+        (run / "checkpoint-400").symlink_to(demo / "demo")
+        report = Path(scratch) / "report"
+        _pytest(cache, f"--model-series={run}", f"--originality=infini-gram:{demo / 'index'}",
+                f"--novelty-report={report}", "-k", "story")  # fmt: skip
+        text = (report / "report.md").read_text(encoding="utf-8")
+    table = [line for line in _section(text, "| step |", "| 400 |").splitlines()]
+    return "\n".join(table)
+
+
+def options_table(cache: Path) -> str:
+    """The options table, from the one declaration of the options."""
+    sys.path.insert(0, str(REPO))
+    from pytest_novelty.pipeline.options import OPTIONS, PYTEST
+
+    lines = ["| option | ini setting | meaning |", "|---|---|---|"]
+    for option in OPTIONS:
+        if PYTEST not in option.where:
+            continue
+        value = f" {option.metavar}" if option.takes_value and option.metavar else ""
+        names = f"`{option.short}{value}`, `{option.long}`" if option.short else f"`{option.long}{value}`"
+        ini = f"`{option.ini}`" if option.ini else ""
+        lines.append(f"| {names} | {ini} | {option.help.replace('|', '/')} |")
+    return "\n".join(lines)
+
+
+EXAMPLES: dict[str, tuple[str, Callable[[Path], str]]] = {
+    "demo-gate": ("```", demo_gate),
+    "demo-early": ("```", demo_early),
+    "demo-series": ("", demo_series),
+    "options": ("", options_table),
+}
+"""Each example's name, its fence (``` for a code block, '' for a Markdown table) and its producer."""
+
+
+def render(name: str, cache: Path) -> str:
+    """The block the README should hold for example ``name``, fenced as it is shown."""
+    fence, produce = EXAMPLES[name]
+    body = produce(cache).rstrip("\n")
+    return f"{fence}\n{body}\n{fence}\n" if fence else f"{body}\n"
+
+
+def blocks(text: str) -> dict[str, str]:
+    """The generated blocks of a README text, by name."""
+    return {m.group("name"): m.group("body") for m in BLOCK.finditer(text)}
+
+
+def differences(shown: str, produced: str, tolerance: float = TOLERANCE) -> list[str]:
+    """Why ``shown`` is not what the code produced: words that differ, or numbers further apart than
+    ``tolerance``; empty when the example stands."""
+    if NUMBER.sub("#", shown) != NUMBER.sub("#", produced):
+        return list(difflib.unified_diff(shown.splitlines(), produced.splitlines(), "README", "code", lineterm=""))
+    far = [
+        f"{a} in the README, {b} from the code"
+        for a, b in zip(NUMBER.findall(shown), NUMBER.findall(produced), strict=True)
+        if abs(float(a) - float(b)) > tolerance
+    ]
+    return far
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="rewrite the README's generated blocks")
+    parser.add_argument("--cache", type=Path, help="cache folder for the demo runs (default: a temporary one)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="novelty-readme-") as scratch:
+        cache = args.cache or Path(scratch)
+        text = README.read_text(encoding="utf-8")
+        found = blocks(text)
+        stale = 0
+        for name in EXAMPLES:
+            if name not in found:
+                print(f"README.md has no block '{name}'", file=sys.stderr)
+                stale += 1
+                continue
+            produced = render(name, cache)
+            if args.write:
+                text = text.replace(f"<!-- generated: {name} -->\n{found[name]}",
+                                    f"<!-- generated: {name} -->\n{produced}")  # fmt: skip
+                continue
+            problems = differences(found[name], produced)
+            if problems:
+                stale += 1
+                print(f"README.md example '{name}' is stale:", *problems, sep="\n  ", file=sys.stderr)
+        if args.write:
+            README.write_text(text, encoding="utf-8")
+    return 1 if stale and not args.write else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
