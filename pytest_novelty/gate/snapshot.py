@@ -28,6 +28,13 @@ Only syrupy's public extension points are used:
   a baseline because of such drift. The comparison stays on the extension instance of that
   assertion (``assertion.extension.comparison``) for the caller to report; ``diff_lines`` explains
   the same comparison with numbers instead of a text diff.
+* A snapshot file that exists but is not a readable record (random bytes, torn or truncated JSON,
+  an empty file, another format) is *damaged*, never missing: ``read_snapshot_data_from_location``
+  records a :class:`DamagedSnapshot` (a harness error naming the file), ``matches`` is False and
+  the failure shows that error. :func:`check_snapshot` returns it as ``SnapshotOutcome.damaged``:
+  without ``--snapshot-update`` the case has no verdict (``harness_error``); with it the file is
+  replaced and a :class:`DamagedSnapshotWarning` names the file and the damage. Only a missing
+  snapshot suggests ``--snapshot-update``.
 * :class:`RerecordingExtension` never matches, so ``--snapshot-update`` re-records every snapshot on
   purpose (``--novelty-rerecord``).
 * ``dirname``, ``get_snapshot_name`` and ``matches_test_location`` place and recognise the files.
@@ -42,6 +49,7 @@ from __future__ import annotations
 
 import os
 import unicodedata
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +60,7 @@ from syrupy.extensions.base import AbstractSyrupyExtension
 from syrupy.extensions.single_file import SingleFileSnapshotExtension
 
 from pytest_novelty.gate.regression import Comparison, MetricRecord, compare
+from pytest_novelty.infra.errors import HarnessError
 from pytest_novelty.infra.storage import atomic_write_text
 
 if TYPE_CHECKING:
@@ -67,6 +76,27 @@ NO_SNAPSHOT = "no snapshot for this case: run with --snapshot-update to accept t
 
 UNREADABLE = "the stored snapshot cannot be read"
 RERECORD = "re-recording requested: run with --snapshot-update to store the current values"
+
+
+class DamagedSnapshot(HarnessError):
+    """A snapshot file that exists but cannot be read as a metric record (random bytes, torn or
+    truncated JSON, another format): a harness error naming the file, never "no snapshot".
+
+    A missing snapshot invites ``--snapshot-update``; a damaged one must not, since following that
+    advice would accept the candidate as the new baseline without anyone deciding so.
+    """
+
+    def __init__(self, path: str | Path, why: str) -> None:
+        self.path = str(path)
+        self.why = why
+        super().__init__(
+            f"{self.path}: damaged snapshot ({why}); it is neither used as the baseline nor replaced: restore "
+            "it from version control, or delete it to record a new baseline"
+        )
+
+
+class DamagedSnapshotWarning(UserWarning):
+    """``--snapshot-update`` replaced a damaged snapshot; the warning names the file and the damage."""
 
 #: Comparison signs spelt out in file names, longest first (syrupy drops "<" and ">").
 SIGN_WORDS = ((">=", "_ge_"), ("<=", "_le_"), (">", "_gt_"), ("<", "_lt_"))
@@ -113,15 +143,24 @@ class SnapshotOutcome:
     """What :func:`check_snapshot` found.
 
     ``passed``: the case passes the regression gate; ``comparison``: None when nothing was
-    compared (no snapshot yet, or it was unreadable); ``lines``: why it failed (empty on a pass);
+    compared (no snapshot yet, or it was damaged); ``lines``: why it failed (empty on a pass);
     ``written``: syrupy stored the record as the new snapshot (``--snapshot-update``), in which case
-    ``comparison`` describes the baseline that was replaced.
+    ``comparison`` describes the baseline that was replaced; ``damaged``: the stored snapshot
+    exists but cannot be read. Then either ``written`` is True (``--snapshot-update`` replaced
+    it, and a :class:`DamagedSnapshotWarning` said so) or the case has no verdict:
+    :attr:`harness_error` is the error to raise.
     """
 
     passed: bool
     comparison: Comparison | None
     lines: list[str]
     written: bool = False
+    damaged: DamagedSnapshot | None = None
+
+    @property
+    def harness_error(self) -> DamagedSnapshot | None:
+        """The damaged snapshot, unless ``--snapshot-update`` replaced it: the case is a harness error."""
+        return None if self.written else self.damaged
 
     @property
     def message(self) -> str:
@@ -132,7 +171,8 @@ class SnapshotOutcome:
 
 
 def stored_record(snapshot: SnapshotAssertion) -> MetricRecord | None:
-    """The record accepted as this case's snapshot, or None when there is none or it is unreadable.
+    """The record accepted as this case's snapshot, or None when there is none or it is damaged
+    (:func:`check_snapshot` then reports the damage).
 
     Read through syrupy's public ``read_snapshot`` (the same file the comparison will read), so a
     case can take its frozen q@Tail tail from the snapshot before it computes the gated value.
@@ -165,9 +205,18 @@ def check_snapshot(snapshot: SnapshotAssertion, record: MetricRecord) -> Snapsho
     comparison = extension.comparison
     result = assertion.executions.get(assertion.num_executions - 1)
     written = bool(result and (result.created or result.updated))
+    damaged = extension.damaged
     lines: list[str] = []
+    if damaged is not None and written:
+        warnings.warn(
+            DamagedSnapshotWarning(f"{damaged.path}: replaced a damaged snapshot ({damaged.why}) with the current "
+                                   "values"),
+            stacklevel=2,
+        )
     if written or passed:
         lines = []
+    elif damaged is not None:
+        lines = [str(damaged)]
     elif comparison is not None:
         lines = comparison.lines()
         if comparison.passed:
@@ -176,7 +225,7 @@ def check_snapshot(snapshot: SnapshotAssertion, record: MetricRecord) -> Snapsho
         lines = [extension.error]
     else:
         lines = [NO_SNAPSHOT]
-    return SnapshotOutcome(passed=passed, comparison=comparison, lines=lines, written=written)
+    return SnapshotOutcome(passed=passed, comparison=comparison, lines=lines, written=written, damaged=damaged)
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -202,6 +251,8 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
         self.comparison: Comparison | None = None
         #: Why the stored snapshot could not be read, when it could not.
         self.error: str | None = None
+        #: The stored snapshot file exists but is not a readable record.
+        self.damaged: DamagedSnapshot | None = None
         self._compared: tuple[str, str] | None = None
         self._records: tuple[MetricRecord, MetricRecord] | None = None
 
@@ -261,12 +312,35 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
     def read_snapshot_data_from_location(
         self, *, snapshot_location: str, snapshot_name: str, session_id: str
     ) -> SerializableData | None:
-        """The stored text, or None when there is no file yet (or it is empty)."""
+        """The stored text, or None when there is no file yet.
+
+        A file that is there but is not a readable record (not UTF-8, empty, torn JSON, another
+        format) is damaged, not missing: :attr:`damaged` says so, and its text (undecodable bytes
+        replaced) goes to syrupy as an existing snapshot, so that ``--snapshot-update`` counts it
+        as updated and nothing treats it as absent.
+        """
+        path = Path(snapshot_location)
         try:
-            data = Path(snapshot_location).read_text(encoding="utf-8")
+            raw = path.read_bytes()
         except FileNotFoundError:
             return None
-        return data or None
+        except OSError as exc:
+            self.damaged = DamagedSnapshot(path, f"cannot be read: {exc.strerror or exc}")
+            return ""
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.damaged = DamagedSnapshot(path, f"not UTF-8 text: byte {exc.start} of {len(raw)}")
+            return raw.decode("utf-8", errors="replace")
+        try:
+            if not text.strip():
+                raise ValueError("the file is empty")
+            MetricRecord.from_json(text)
+        except ValueError as exc:
+            self.damaged = DamagedSnapshot(path, str(exc))
+        else:
+            self.damaged = None
+        return text
 
     @classmethod
     def write_snapshot_collection(
@@ -294,7 +368,7 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
                 candidate = MetricRecord.from_json(key[0])
                 accepted = MetricRecord.from_json(key[1])
             except ValueError as exc:
-                self.error = f"{UNREADABLE} ({exc}): run with --snapshot-update to rewrite it"
+                self.error = str(self.damaged) if self.damaged is not None else f"{UNREADABLE} ({exc})"
             else:
                 self._records = (accepted, candidate)
                 self.comparison = compare(accepted, candidate)
@@ -307,6 +381,9 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
 
     def diff_lines(self, serialized_data: SerializedData, snapshot_data: SerializedData) -> Iterator[str]:
         """The comparison's numbers and verdict instead of a text diff."""
+        if self.damaged is not None:
+            yield str(self.damaged)
+            return
         if not snapshot_data:
             yield NO_SNAPSHOT
             return

@@ -161,6 +161,8 @@ def test_metric(
     elif snapshot_settings(request.config).enabled:
         record = _record(suite, threshold, result, tail_ids, metrics)
         outcome = check_snapshot(request.getfixturevalue("snapshot"), record)
+        if outcome.harness_error is not None:  # a damaged snapshot: no verdict, never "no snapshot"
+            request.getfixturevalue("novelty_state").harness_failure(outcome.harness_error, request.node)
         if outcome.written:
             row["verdict"] = "snapshot written"
         elif outcome.comparison is not None:
