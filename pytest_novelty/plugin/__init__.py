@@ -293,7 +293,7 @@ def _cache_dir(config: pytest.Config) -> Path:
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.option.novelty_model_series:
-        from pytest_novelty.pipeline.series import configure_series
+        from pytest_novelty.plugin.series import configure_series
 
         configure_series(config)  # the newest checkpoint becomes --model
     if not config.option.novelty_model:

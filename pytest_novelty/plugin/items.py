@@ -148,7 +148,7 @@ def test_metric(
         base = _record(suite, threshold, novelty_baseline, tail_ids)
         _note(row, compare(base, _record(suite, threshold, result, tail_ids, metrics)), failures)
     elif suite.gate.against == "series-best" and request.config.option.novelty_model_series:
-        from pytest_novelty.pipeline.series import compare_with_best
+        from pytest_novelty.gate.series import compare_with_best
 
         state = request.getfixturevalue("novelty_state")
         found = compare_with_best(state.earlier_results(suite), result, threshold)

@@ -51,7 +51,7 @@ class NoveltyState:
         """Damaged cache entries the xdist workers dropped (each process counts its own)."""
         self.harness_errors: dict[str, str] = {}
         """Each distinct harness error's message, and the first case (node id) it stopped."""
-        from pytest_novelty.pipeline.series import SERIES
+        from pytest_novelty.plugin.series import SERIES
 
         self.series = config.stash.get(SERIES, None)  # --model-series: the checkpoints, newest last
 
@@ -155,7 +155,7 @@ class NoveltyState:
 
             self.suite_data[suite.name] = suite_data(result, baseline)
             if self.series:
-                from pytest_novelty.pipeline.series import suite_series
+                from pytest_novelty.gate.series import suite_series
 
                 earlier = zip(self.series[:-1], self.earlier_results(suite), strict=True)
                 self.suite_data[suite.name]["series"] = suite_series([*earlier, (self.series[-1], result)])

@@ -1,7 +1,7 @@
 """The checkpoint-series part of the report: a table per suite, ``<suite>-series.png`` and
 ``report.json["series"]``.
 
-Reads the ``series`` list that :func:`pytest_novelty.pipeline.series.suite_series` puts in a suite's data
+Reads the ``series`` list that :func:`pytest_novelty.gate.series.suite_series` puts in a suite's data
 (one entry per checkpoint, in step order) and nothing else, so it works the same on the xdist
 controller as in one process.
 """

@@ -122,7 +122,7 @@ def test_bad_calibration_file_names_file_line_and_field(
 
 
 def test_missing_file_points_to_the_builder(tmp_path: Path) -> None:
-    from pytest_novelty.scoring.judges.calibrate import read_calibration_file
+    from pytest_novelty.pipeline.calibration import read_calibration_file
 
     with pytest.raises(ConfigError, match="judge calibration-file"):
         read_calibration_file(tmp_path / "absent.jsonl")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_novelty.cli.originality import add_commands
 from pytest_novelty.infra.errors import ConfigError
-from pytest_novelty.scoring.originality.cli import add_commands
 
 
 def run(argv: list[str]) -> int:

@@ -81,7 +81,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         results[run.name] = {"prompts": [p.id for p in result.prompts], "answers": result.answers,
                              "metrics": result.metrics}
         if checkpoints:
-            from pytest_novelty.pipeline.series import suite_series
+            from pytest_novelty.gate.series import suite_series
 
             results[run.name]["series"] = suite_series([*zip(checkpoints, [*earlier, result], strict=True)])
         rows.extend(_case_rows(run, result, earlier))
@@ -132,7 +132,7 @@ def _case_rows(run: Any, result: Any, earlier: list[Any]) -> list[dict[str, Any]
         if distrusted:  # [gate] min_judge_agreement not met: the quality-based case does not count
             row["message"], passed = distrusted, False
         if earlier and run.gate.against == "series-best":
-            from pytest_novelty.pipeline.series import compare_with_best
+            from pytest_novelty.gate.series import compare_with_best
 
             found = compare_with_best(earlier, result, threshold)
             if found is not None:
@@ -210,8 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--force", action="store_true", help="rebuild even when present")
     build.set_defaults(func=_cmd_demo_build)
 
-    from pytest_novelty.scoring.judges.cli import add_commands as add_judge_commands
-    from pytest_novelty.scoring.originality.cli import add_commands as add_originality_commands
+    from pytest_novelty.cli.judge import add_commands as add_judge_commands
+    from pytest_novelty.cli.originality import add_commands as add_originality_commands
 
     add_originality_commands(sub)
     add_judge_commands(sub)
@@ -220,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
-    from pytest_novelty.scoring.judges.cli import nested_parser
+    from pytest_novelty.cli.judge import nested_parser
 
     argv = list(sys.argv[1:] if argv is None else argv)
     nested = nested_parser(argv)  # `judge calibrate ...`, `judge calibration-file ...`
