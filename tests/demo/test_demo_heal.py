@@ -150,3 +150,18 @@ def test_demo_build_repairs_and_checks_before_it_reports_success(
     assert "[novelty] demo checked: its 18 files match the checksums recorded when it was prepared" in err
     assert demo.check_demo(cache).ok
     assert (folder / "index" / "table.0").read_bytes() == (demo_assets / "index" / "table.0").read_bytes()
+
+
+def test_a_pytest_run_on_a_damaged_demo_repairs_it_before_anything_runs(
+    cache: Path, demo_assets: Path, pytester: pytest.Pytester
+) -> None:
+    folder = demo.demo_dir(cache)
+    _garble(folder / "index" / "table.0")
+    result = pytester.runpytest_subprocess("--model", "demo", f"--novelty-cache={cache}", "--collect-only", "-q")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    repaired = [line for line in result.stderr.lines if "damaged" in line]
+    assert repaired == [
+        f"[novelty] the demo in {folder} is damaged (index/table.0 differs from its checksum); "
+        "rebuilding its index (seconds)"
+    ]
+    assert (folder / "index" / "table.0").read_bytes() == (demo_assets / "index" / "table.0").read_bytes()
