@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from pytest_novelty.generation import GENERATORS
-from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, HarnessError, NoveltyError
+from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, USAGE_EXIT_STATUS, HarnessError, NoveltyError
+from pytest_novelty.infra.storage import default_cache_dir
+from pytest_novelty.pipeline.options import add_arguments
 
 
 def _cmd_demo_build(args: argparse.Namespace) -> int:
@@ -39,108 +39,110 @@ def _cmd_demo_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    """Gate a checkpoint on every case pytest would run: each sweep value and each denial round."""
+    """Gate a checkpoint on every case pytest would run (each sweep value and each denial round),
+    decided by the same case decision, on the same results session, with the same exit statuses."""
+    from pytest_novelty.gate.case import decide_in
+    from pytest_novelty.gate.snapshot import SnapshotFile, snapshot_file
+    from pytest_novelty.infra.cache import clear_cache, repaired
     from pytest_novelty.infra.progress import ProgressSink
-    from pytest_novelty.infra.resources import bundled_path
-    from pytest_novelty.infra.storage import default_cache_dir
-    from pytest_novelty.pipeline.runner import RunConfig, Runner, SessionModels
-    from pytest_novelty.report import render_table
-    from pytest_novelty.suites.schema import load_suites
+    from pytest_novelty.pipeline.config import RunConfig
+    from pytest_novelty.pipeline.export import suite_data
+    from pytest_novelty.pipeline.preflight import check_models, preflight
+    from pytest_novelty.pipeline.session import ResultsSession
+    from pytest_novelty.report.terminal import gate_summary
 
-    suites = load_suites(args.suites or (Path("suites") if Path("suites").is_dir() else bundled_path("suites")))
-    if args.suite:
-        wanted = set(args.suite)
-        suites = [s for s in suites if s.name in wanted]
-    cache_dir = Path(args.cache) if args.cache else default_cache_dir()
+    suites = _load_suites(args)
+    cache_dir = Path(args.novelty_cache).expanduser().resolve() if args.novelty_cache else default_cache_dir()
     checkpoints = []
-    if args.model_series:  # the newest checkpoint is the candidate; the others make its series
+    if args.novelty_model_series:  # the newest checkpoint is the candidate; the others make its series
         from pytest_novelty.pipeline.series import find_checkpoints
 
-        checkpoints = find_checkpoints(args.model_series)
-    models: list[SessionModels] = []
-
-    def runner_for(model: str) -> Runner:
-        config = RunConfig.from_options(args, model=model, cache_dir=cache_dir, progress=ProgressSink())
-        models.append(models[0] if models else SessionModels(config))  # the scoring models load once
-        return Runner(config, models[0])
-
-    runner = runner_for(checkpoints[-1].path if checkpoints else args.model)
-    earlier_runners = [runner_for(c.path) for c in checkpoints[:-1]]
-    from pytest_novelty.pipeline.preflight import preflight
-
-    preflight(runner, suites)  # every service and input checked once, before any generation
+        checkpoints = find_checkpoints(args.novelty_model_series)
+    model = checkpoints[-1].path if checkpoints else str(args.novelty_model)
+    if args.novelty_cache_clear:
+        clear_cache(cache_dir)
+    check_models(args, [model, *(c.path for c in checkpoints[:-1])], args.novelty_baseline_model, cache_dir, suites)
+    session = ResultsSession(
+        lambda m: RunConfig.from_options(args, model=m, cache_dir=cache_dir, progress=ProgressSink()),
+        model=model, baseline_model=args.novelty_baseline_model, series=checkpoints,
+    )  # fmt: skip
+    runs = [run for suite in suites for run in suite.runs()]
+    for runner in filter(None, [session.candidate, session.baseline_runner()]):
+        preflight(runner, runs)  # every service and input checked once, before any generation
+    snapshots = bool(args.novelty_snapshots or args.novelty_snapshot_update)
+    root = Path(args.novelty_snapshot_dir).expanduser().resolve() if args.novelty_snapshot_dir else None
     rows: list[dict[str, Any]] = []
-    notes: dict[str, str] = {}
-    results: dict[str, Any] = {}
-    rounds: dict[tuple[str, str], Any] = {}
-    for run in (run for suite in suites for run in suite.runs()):
-        result = _suite_result(runner, run, rounds)
-        if run.scoring.calibration is not None:
-            result = replace(result, judge_agreement=runner.judge_agreement(run))
-        earlier = [_suite_result(r, run, rounds) for r in earlier_runners]
-        results[run.name] = {"prompts": [p.id for p in result.prompts], "answers": result.answers,
-                             "metrics": result.metrics}
-        if checkpoints:
-            from pytest_novelty.gate.series import suite_series
+    data: dict[str, Any] = {}
+    exported: dict[str, Any] = {}
+    harness = False
+    for run in runs:
+        tails: dict[str, list[str]] = {}
+        try:
+            result = session.result(run)
+            base = session.baseline(run)
+            data[run.name] = suite_data(result, None if base is None else base.result)
+            exported[run.name] = {"prompts": [p.id for p in result.prompts], "answers": result.answers,
+                                  "metrics": result.metrics}
+            for threshold in run.thresholds:
+                store = None
+                if snapshots:
+                    path = snapshot_file(run.path, f"{run.name}-{threshold.label}", root)
+                    store = SnapshotFile(path, update=args.novelty_snapshot_update, rerecord=args.novelty_rerecord)
+                outcome = decide_in(session, run, threshold, snapshot=store)
+                if outcome.tail_ids is not None:
+                    tails[outcome.metric] = list(outcome.tail_ids)
+                rows.append({**outcome.row(), "outcome": "passed" if outcome.passed else "failed"})
+            if checkpoints:
+                from pytest_novelty.gate.series import suite_series
 
-            results[run.name]["series"] = suite_series([*zip(checkpoints, [*earlier, result], strict=True)])
-        rows.extend(_case_rows(run, result, earlier))
-        notes[run.name] = ", ".join(f"{k} {v:.4f}" for k, v in result.metrics.items() if k.startswith("coverage@"))
-        notes[run.name] += f", unscored {result.metrics['unscored']:.4f}; originality in {result.scores.units}"
-    print("\n".join(render_table(rows, None, notes)))
-    if checkpoints:
-        from pytest_novelty.report.series import series_tables
+                earlier = session.earlier(run)
+                series = suite_series(list(zip(checkpoints, [*earlier, result], strict=True)), tails)
+                data[run.name]["series"] = exported[run.name]["series"] = series
+        except HarnessError as exc:  # as under pytest: the suite's cases are errors, the others still run
+            harness = True
+            print(f"pytest-novelty: harness error in suite {run.name}: {exc}", file=sys.stderr)
+            rows.extend(_error_row(run, t, str(exc)) for t in run.thresholds if not _has_row(rows, run, t))
+    print("\n".join(gate_summary(rows, data, repaired())))
+    status = HARNESS_EXIT_STATUS if harness else (1 if any(not row["passed"] for row in rows) else 0)
+    if args.novelty_report:
+        from pytest_novelty.report import write_report
 
-        print("\n".join(series_tables(results)))
-    if args.output:
+        files = write_report(Path(args.novelty_report), rows, data, {"model": model, "exit status": status})
+        print(f"novelty report: {files.json.parent}")
+    if args.novelty_output:
         from pytest_novelty.infra.storage import atomic_write_json
 
-        atomic_write_json(Path(args.output), results)
-    return 1 if any(not row["passed"] for row in rows) else 0
+        atomic_write_json(Path(args.novelty_output), exported)
+    return status
 
 
-def _suite_result(runner: Any, run: Any, rounds: dict[tuple[str, str], Any]) -> Any:
-    """One checkpoint's result on one run of a suite; a denial suite's rounds run once, together."""
-    if run.denial_round is None:
-        return runner.run(run)
-    key = (runner.config.model, run.name.rsplit("[round=", 1)[0])
-    if key not in rounds:
-        from pytest_novelty.pipeline.denial import open_extractor_for, run_denial
+def _load_suites(args: argparse.Namespace) -> list[Any]:
+    from pytest_novelty.infra.resources import bundled_path
+    from pytest_novelty.suites.schema import load_suites
 
-        rounds[key] = run_denial(runner, run, open_extractor_for(runner.config, run))
-    return rounds[key][run.denial_round - 1]
+    folder = args.novelty_suites or (Path("suites") if Path("suites").is_dir() else bundled_path("suites"))
+    suites = load_suites(Path(folder).expanduser())
+    if args.novelty_suite:
+        wanted = set(args.novelty_suite)
+        unknown = sorted(wanted - {s.name for s in suites})
+        if unknown:
+            from pytest_novelty.infra.errors import ConfigError, did_you_mean
+
+            names = [s.name for s in suites]
+            raise ConfigError(f"no suite named {unknown[0]!r}{did_you_mean(unknown[0], names)}; "
+                              f"the suites are {', '.join(names)}", field="--suite")
+        suites = [s for s in suites if s.name in wanted]
+    return suites
 
 
-def _case_rows(run: Any, result: Any, earlier: list[Any]) -> list[dict[str, Any]]:
-    """The table's rows for one run of a suite, one per threshold, decided as under pytest."""
-    from pytest_novelty.gate import check_threshold
-    from pytest_novelty.gate.agreement import agreement_failure
-    from pytest_novelty.gate.regression import choose_tail, gated_metrics
+def _has_row(rows: list[dict[str, Any]], run: Any, threshold: Any) -> bool:
+    return any(r["suite"] == run.name and r["metric"] == threshold.metric and r["op"] == threshold.op for r in rows)
 
-    rows = []
-    for threshold in run.thresholds:
-        metrics, tail = result.metrics, None
-        if threshold.base == "q_at_tail":  # the suite's frozen tail when it names one, as under pytest
-            own = result.measured.tail_ids.get(threshold.metric) or []
-            tail = choose_tail(threshold.metric, tail_file=run.gate.tail, candidate=own)
-            ids = [p.id for p in result.prompts]
-            metrics, used = gated_metrics(threshold.metric, metrics, ids, result.per_prompt["quality"], tail)
-        verdict = check_threshold(run.name, threshold, metrics)
-        row = {**verdict.as_dict(), **({"tail": tail.describe(len(used))} if tail else {})}
-        passed = verdict.passed
-        distrusted = agreement_failure(run, threshold, result.judge_agreement)
-        if distrusted:  # [gate] min_judge_agreement not met: the quality-based case does not count
-            row["message"], passed = distrusted, False
-        if earlier and run.gate.against == "series-best":
-            from pytest_novelty.gate.series import compare_with_best
 
-            found = compare_with_best(earlier, result, threshold)
-            if found is not None:
-                row.update(found[1].as_dict(), against=found[0].model)
-                passed = passed and found[1].passed
-        row["passed"] = passed
-        rows.append(row)
-    return rows
+def _error_row(run: Any, threshold: Any, message: str) -> dict[str, Any]:
+    """A case that reached no verdict: the harness failed before it could be decided."""
+    return {"suite": run.name, "metric": threshold.metric, "op": threshold.op, "threshold": threshold.value,
+            "value": None, "passed": False, "outcome": "error", "message": f"harness error: {message}"}
 
 
 def _cmd_cache(args: argparse.Namespace) -> int:
@@ -161,7 +163,7 @@ def _cmd_cache(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pytest-novelty",
         description="Gate a language-model checkpoint on the novelty of what it writes, without pytest "
         "(the same layers as pytest --model), and the scoring tools behind it.",
@@ -169,33 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="gate a checkpoint on suites and print the table (no pytest)")
-    which = run.add_mutually_exclusive_group(required=True)
-    which.add_argument("--model", help="local Hugging Face folder, hub id, or demo / demo-early")
-    which.add_argument(
-        "--model-series",
-        metavar="RUN_DIR",
-        help="gate the newest checkpoint-<step> of RUN_DIR (or of a quoted glob) and print the series",
-    )
-    run.add_argument("--suites", help="folder of suite files (default ./suites or the bundled ones)")
-    run.add_argument("--suite", action="append", help="run only this suite (repeatable)")
-    run.add_argument("--device", dest="novelty_device", default="auto")
-    run.add_argument(
-        "--generator", dest="novelty_generator", default="hf", choices=GENERATORS, help="hf (default), vllm or auto"
-    )
-    run.add_argument("--cache", help="cache folder (default ~/.cache/pytest-novelty)")
-    run.add_argument("--originality", dest="novelty_originality", help="originality backend spec for every suite")
-    run.add_argument("--judge", dest="novelty_judge", help="judge spec for every suite")
-    run.add_argument("--judge-base-url", dest="novelty_judge_base_url")
-    run.add_argument("--trust-remote-code", dest="novelty_trust_remote_code", action="store_true")
-    run.add_argument("--model-base-url", dest="novelty_model_base_url", help="endpoint of a served --model openai:NAME")
-    run.add_argument(
-        "--model-revision", dest="novelty_model_revision", help="revision of the served model's weights (cache key)"
-    )
-    run.add_argument("--base-model", dest="novelty_base_model", help="base checkpoint of a PEFT adapter --model")
-    run.add_argument(
-        "--gpus", dest="novelty_gpus_per_worker", type=int, default=1, help="GPUs to spread one model over (default 1)"
-    )
-    run.add_argument("--output", help="write each suite's prompts, answers and metrics to this JSON file")
+    add_arguments(run)
     run.set_defaults(func=_cmd_run)
 
     cache = sub.add_parser("cache", help="size of the cache, or clear it")
@@ -218,8 +194,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits with the bad-input status pytest uses (4), not argparse's 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(USAGE_EXIT_STATUS, f"{self.prog}: error: {message}\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script."""
+    """Entry point of the console script: 0 passed, 1 the gate failed, 4 bad input, 8 harness error."""
     from pytest_novelty.cli.judge import nested_parser
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -229,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except NoveltyError as exc:
         print(f"pytest-novelty: error: {exc}", file=sys.stderr)
-        return HARNESS_EXIT_STATUS if isinstance(exc, HarnessError) else 2
+        return HARNESS_EXIT_STATUS if isinstance(exc, HarnessError) else USAGE_EXIT_STATUS
     except KeyboardInterrupt:
         print("pytest-novelty: interrupted; finished work is cached and a rerun resumes", file=sys.stderr)
         return 130

@@ -377,14 +377,33 @@ def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_
         return done("regressed", extra=" (the candidate's value could not be computed)")
     if math.isnan(snap_value):
         return done("improved", extra=" (the snapshot has no value)")
+    tested = _paired_test(snapshot, candidate, shared, alpha, n_boot=n_boot, seed=seed)
+    # The interval is shown on every verdict (a series shows every change with it); only a drop
+    # beyond tolerance is decided by it.
+    shown: dict[str, Any] = {} if tested is None or tested[0] is None else tested[0]
     if abs(delta) < SAME_EPS:
-        return done("same")
+        return done("same", **shown)
     drop = -delta if candidate.higher_is_better else delta
     if drop < 0:
-        return done("improved")
+        return done("improved", **shown)
     if drop <= tolerance + SAME_EPS / 2:
-        return done("within_tolerance")
+        return done("within_tolerance", **shown)
+    if tested is None:
+        return done("regressed", extra=" (no significance test possible)")
+    found, usable = tested
+    if found is None:
+        return done("regressed", n=usable, extra=" (too few paired prompts to test significance)")
+    ci = found["ci"]
+    bad_side = ci[1] < 0 if candidate.higher_is_better else ci[0] > 0
+    return done("regressed" if bad_side else "not_significant", **found)
 
+
+def _paired_test(
+    snapshot: MetricRecord, candidate: MetricRecord, shared: list[str], alpha: float, *, n_boot: int, seed: int
+) -> tuple[dict[str, Any] | None, int] | None:
+    """The paired bootstrap of the gated statistic over the prompts both records share: its
+    ``ci``, ``p`` and ``n`` and the test's name, or (None, usable pairs) below two pairs; None when
+    the bootstrap cannot run at all."""
     top = _top_fraction(candidate.metric)
     if top is not None and snapshot.per_generation and candidate.per_generation:
         paired = [i for i in shared if i in snapshot.per_generation and i in candidate.per_generation]
@@ -398,19 +417,15 @@ def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_
         usable = int(np.sum(~(np.isnan(a) | np.isnan(b))))
         statistic = None
     if usable < 2:
-        return done("regressed", n=usable, extra=" (too few paired prompts to test significance)")
+        return None, usable
     try:
         test = paired_bootstrap(a, b, top_fraction=statistic, n_boot=n_boot, seed=seed, confidence=1.0 - alpha)
     except ValueError:
-        return done("regressed", n=usable, extra=" (no significance test possible)")
+        return None
     name = f"{BOOTSTRAP_TEST}, {test.statistic}" + (
         "" if statistic is not None or top is None else " of per-prompt novelty (no per-generation values stored)"
     )
-    ci = (test.ci_low, test.ci_high)
-    bad_side = test.ci_high < 0 if candidate.higher_is_better else test.ci_low > 0
-    if bad_side:
-        return done("regressed", ci, test.p_value, test.n, test=name)
-    return done("not_significant", ci, test.p_value, test.n, test=name)
+    return {"ci": (test.ci_low, test.ci_high), "p": test.p_value, "n": test.n, "test": name}, usable
 
 
 def _top_fraction(metric: str) -> float | None:
@@ -531,20 +546,38 @@ def result_record(
     threshold: Threshold,
     *,
     suite: Suite | None = None,
-    tail_ids: Sequence[str] | None = None,
+    tail: FrozenTail | None = None,
     metrics: Mapping[str, float] | None = None,
-    per_generation: Sequence[Sequence[float]] | None = None,
 ) -> MetricRecord:
-    """:func:`make_record` for one pipeline result: its metrics (or ``metrics``), prompts, model,
-    fingerprint and judge; the tail is ``tail_ids`` when given, else the one the result measured.
-    ``suite`` defaults to the result's own."""
+    """The record of one case from one pipeline result: what every comparison (snapshot, baseline,
+    series) compares, so all of them test one statistic the same way.
+
+    ``tail``, for a q@Tail metric, is the frozen tail the case is judged on: the value is the mean
+    per-prompt quality over those prompts and the record keeps their ids (without it, the result's
+    own tail). A ``top10_novelty@n`` record keeps the per-generation novelty at n, so the comparison
+    resamples the top-10 % statistic itself. ``metrics`` (default: the result's) may carry values
+    already computed for this case; ``suite`` defaults to the result's own.
+    """
+    values = result.metrics if metrics is None else metrics
+    tail_ids: Sequence[str] | None = None
+    if threshold.base == "q_at_tail":
+        if tail is not None:
+            ids = [p.id for p in result.prompts]
+            values, _ = gated_metrics(threshold.metric, values, ids, result.per_prompt["quality"], tail)
+            tail_ids = tail.ids
+        else:
+            tail_ids = result.measured.tail_ids.get(threshold.metric)
+    per_generation = None
+    if threshold.base == "top10_novelty" and threshold.arg is not None:
+        novelty = result.measured.novelty.get(int(threshold.arg))
+        per_generation = None if novelty is None else novelty.tolist()
     return make_record(
         result.suite if suite is None else suite,
         threshold,
-        metrics=result.metrics if metrics is None else metrics,
+        metrics=values,
         per_prompt=result.per_prompt,
         prompt_ids=[p.id for p in result.prompts],
-        tail_ids=tail_ids if tail_ids is not None else result.measured.tail_ids.get(threshold.metric),
+        tail_ids=tail_ids,
         model=result.model,
         fingerprint=result.generated.fingerprint,
         judge=result.scores.judge,

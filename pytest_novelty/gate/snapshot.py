@@ -34,7 +34,8 @@ Only syrupy's public extension points are used:
   the failure shows that error. :func:`check_snapshot` returns it as ``SnapshotOutcome.damaged``:
   without ``--snapshot-update`` the case has no verdict (``harness_error``); with it the file is
   replaced and a :class:`DamagedSnapshotWarning` names the file and the damage. Only a missing
-  snapshot suggests ``--snapshot-update``.
+  snapshot suggests ``--snapshot-update``. :class:`SnapshotFile` (``pytest-novelty run``) reads the
+  same files through the same :func:`load_snapshot` and treats damage the same way.
 * :class:`RerecordingExtension` never matches, so ``--snapshot-update`` re-records every snapshot on
   purpose (``--novelty-rerecord``).
 * ``dirname``, ``get_snapshot_name`` and ``matches_test_location`` place and recognise the files.
@@ -208,11 +209,7 @@ def check_snapshot(snapshot: SnapshotAssertion, record: MetricRecord) -> Snapsho
     damaged = extension.damaged
     lines: list[str] = []
     if damaged is not None and written:
-        warnings.warn(
-            DamagedSnapshotWarning(f"{damaged.path}: replaced a damaged snapshot ({damaged.why}) with the current "
-                                   "values"),
-            stacklevel=2,
-        )
+        _warn_replaced(damaged)
     if written or passed:
         lines = []
     elif damaged is not None:
@@ -226,6 +223,102 @@ def check_snapshot(snapshot: SnapshotAssertion, record: MetricRecord) -> Snapsho
     else:
         lines = [NO_SNAPSHOT]
     return SnapshotOutcome(passed=passed, comparison=comparison, lines=lines, written=written, damaged=damaged)
+
+
+def snapshot_file(suite_file: Path, case: str, root: Path | None = None) -> Path:
+    """Where the snapshot of case ``case`` (its id, ``story-novelty@5>=0.3``) of ``suite_file`` lives:
+    ``<root>/<suite file stem>/`` or ``__novelty_snapshots__/<stem>/`` beside the suite file, then
+    the test's name with its signs spelt out. The syrupy extension places its files with this same
+    function, so ``pytest-novelty run`` reads and writes exactly the files pytest does."""
+    ext = NoveltySnapshotExtension.file_extension
+    folder = (root if root is not None else Path(suite_file).parent / NoveltySnapshotExtension.snapshot_dirname)
+    name = file_stem(f"test_metric[{case}]")[: MAX_NAME - len(ext) - 1]
+    return Path(folder) / Path(suite_file).stem / f"{name}.{ext}"
+
+
+class SnapshotFile:
+    """One case's snapshot read and written directly, as syrupy would (for ``pytest-novelty run``).
+
+    ``update`` accepts the candidate where the comparison does not pass (syrupy's
+    ``--snapshot-update``), ``rerecord`` makes every comparison fail first, so that ``update``
+    rewrites every snapshot (``--novelty-rerecord``). A file that exists but holds no readable
+    record is never taken for a missing one: :meth:`check` raises :class:`DamagedSnapshot`, or with
+    ``update`` replaces it and says so (:class:`DamagedSnapshotWarning`), as the syrupy extension does.
+    """
+
+    def __init__(self, path: Path, *, update: bool = False, rerecord: bool = False) -> None:
+        self.path = Path(path)
+        self.update = update
+        self.rerecord = rerecord
+
+    def stored(self) -> MetricRecord | None:
+        """The accepted record, or None when there is no file yet or it is damaged (:meth:`check`
+        then reports the damage)."""
+        return load_snapshot(self.path)[1]
+
+    def check(self, record: MetricRecord) -> SnapshotOutcome:
+        """Compare ``record`` with the accepted one; with ``update`` write it where that fails."""
+        _, accepted, damaged = load_snapshot(self.path)
+        if damaged is not None and not self.update:
+            raise damaged
+        comparison = None if accepted is None else compare(accepted, record)
+        matches = comparison is not None and comparison.passed and not self.rerecord
+        if matches:
+            return SnapshotOutcome(passed=True, comparison=comparison, lines=[])
+        if self.update:
+            atomic_write_text(self.path, record.to_json())
+            if damaged is not None:
+                _warn_replaced(damaged)
+            return SnapshotOutcome(passed=True, comparison=comparison, lines=[], written=True, damaged=damaged)
+        if comparison is None:
+            return SnapshotOutcome(passed=False, comparison=None, lines=[NO_SNAPSHOT])
+        lines = comparison.lines() + ([RERECORD] if comparison.passed else [])
+        return SnapshotOutcome(passed=False, comparison=comparison, lines=lines)
+
+
+def load_snapshot(path: Path) -> tuple[str | None, MetricRecord | None, DamagedSnapshot | None]:
+    """``(text, record, damage)`` of the snapshot file at ``path``.
+
+    No file: ``(None, None, None)``. A readable record: its text and the record. A file that is
+    there but is not a readable record (cannot be read, not UTF-8, empty, torn JSON, another
+    format): its text (undecodable bytes replaced, ``""`` when unreadable), no record, and the
+    :class:`DamagedSnapshot` naming the file and the damage.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None, None, None
+    except OSError as exc:
+        return "", None, DamagedSnapshot(path, f"cannot be read: {exc.strerror or exc}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return raw.decode("utf-8", errors="replace"), None, DamagedSnapshot(
+            path, f"not UTF-8 text: byte {exc.start} of {len(raw)}"
+        )
+    try:
+        if not text.strip():
+            raise ValueError("the file is empty")
+        return text, MetricRecord.from_json(text), None
+    except ValueError as exc:
+        return text, None, DamagedSnapshot(path, str(exc))
+
+
+def read_record(path: Path) -> MetricRecord | None:
+    """The record stored at ``path``: None when there is no file, :class:`DamagedSnapshot` (a
+    :class:`~pytest_novelty.infra.errors.HarnessError` naming the file) when it cannot be read."""
+    _, record, damaged = load_snapshot(path)
+    if damaged is not None:
+        raise damaged
+    return record
+
+
+def _warn_replaced(damaged: DamagedSnapshot) -> None:
+    warnings.warn(
+        DamagedSnapshotWarning(f"{damaged.path}: replaced a damaged snapshot ({damaged.why}) with the current values"),
+        stacklevel=3,
+    )
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -267,11 +360,9 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
     @classmethod
     def dirname(cls, *, test_location: PyTestLocation) -> str:
         """``<root>/<suite file stem>`` when a root is set, else ``__novelty_snapshots__/<stem>`` beside it."""
+        # syrupy's own dirname reads the base class's folder name, so build the path here.
         root = cls.snapshot_root(test_location.item.config)
-        if root is None:
-            # syrupy's own dirname reads the base class's folder name, so build the path here.
-            root = Path(test_location.filepath).parent / cls.snapshot_dirname
-        return str(root / test_location.basename)
+        return str(snapshot_file(Path(test_location.filepath), "", root).parent)
 
     @classmethod
     def get_snapshot_name(cls, *, test_location: PyTestLocation, index: SnapshotIndex = 0) -> str:
@@ -319,27 +410,7 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
         replaced) goes to syrupy as an existing snapshot, so that ``--snapshot-update`` counts it
         as updated and nothing treats it as absent.
         """
-        path = Path(snapshot_location)
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            self.damaged = DamagedSnapshot(path, f"cannot be read: {exc.strerror or exc}")
-            return ""
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            self.damaged = DamagedSnapshot(path, f"not UTF-8 text: byte {exc.start} of {len(raw)}")
-            return raw.decode("utf-8", errors="replace")
-        try:
-            if not text.strip():
-                raise ValueError("the file is empty")
-            MetricRecord.from_json(text)
-        except ValueError as exc:
-            self.damaged = DamagedSnapshot(path, str(exc))
-        else:
-            self.damaged = None
+        text, _, self.damaged = load_snapshot(Path(snapshot_location))
         return text
 
     @classmethod

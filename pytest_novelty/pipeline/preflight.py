@@ -27,7 +27,7 @@ from typing import Any
 from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError, PreflightError
 from pytest_novelty.suites.schema import Suite
 
-__all__ = ["check_checkpoint_identity", "check_context", "preflight"]
+__all__ = ["check_checkpoint_identity", "check_context", "check_models", "preflight"]
 
 
 def preflight(runner: Any, suites: Iterable[Suite]) -> float:
@@ -64,6 +64,31 @@ def preflight(runner: Any, suites: Iterable[Suite]) -> float:
             checked.add(where)
             check()
     return time.perf_counter() - start
+
+
+def check_models(
+    options: Any, models: Iterable[str], baseline: str | None, cache_dir: Path, suites: Iterable[Suite]
+) -> None:
+    """Fail fast on a checkpoint that is not there, before anything loads: every model of the run
+    (the candidate, a series' earlier checkpoints, the baseline) is checked with the options that
+    load it, each error naming the option the user typed; the demo is prepared here (once, on the
+    controller under xdist: the caller decides). A served model needs ``--originality``."""
+    from pytest_novelty.generation import check_model, is_served
+    from pytest_novelty.pipeline import demo
+    from pytest_novelty.pipeline.runner import SERVED_NEEDS_ORIGINALITY
+
+    suites = list(suites)
+    for model, option in [*((m, "--model") for m in models), *([(baseline, "--baseline-model")] if baseline else [])]:
+        if model in demo.DEMO_MODELS:
+            demo.ensure_demo(cache_dir)
+            continue
+        check_model(
+            model, trust_remote_code=bool(options.novelty_trust_remote_code),
+            base_model=options.novelty_base_model, base_url=options.novelty_model_base_url, option=option,
+        )  # fmt: skip
+        auto = any(s.scoring.originality == "auto" for s in suites)
+        if is_served(model) and not options.novelty_originality and auto:
+            raise ConfigError(SERVED_NEEDS_ORIGINALITY, field="--originality")
 
 
 def check_context(runner: Any, suites: Iterable[Suite]) -> None:

@@ -8,9 +8,8 @@ prints one table and writes one report.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import pytest
 
@@ -20,9 +19,12 @@ from pytest_novelty.infra.progress import ProgressSink
 from pytest_novelty.suites.schema import Suite
 
 if TYPE_CHECKING:
-    from pytest_novelty.pipeline.runner import Runner, SessionModels, SuiteResult
+    from pytest_novelty.gate.case import CaseOutcome
+    from pytest_novelty.pipeline.config import RunConfig
+    from pytest_novelty.pipeline.results import SuiteResult
+    from pytest_novelty.pipeline.runner import Runner
+    from pytest_novelty.pipeline.session import Baseline
 
-T = TypeVar("T")
 
 _WORKER_KEY = "novelty_suites"
 _REPAIRS_KEY = "novelty_cache_repairs"
@@ -34,16 +36,23 @@ class NoveltyState:
     """What one pytest session knows about the checkpoint(s) it gates."""
 
     def __init__(self, config: pytest.Config, suites: list[Suite], cache_dir: Path) -> None:
+        from pytest_novelty.pipeline.session import ResultsSession
+        from pytest_novelty.plugin.series import SERIES
+
         self.config = config
         self.suites = {s.path.resolve(): s for s in suites}
         self.cache_dir = cache_dir
-        self._runners: dict[str, Runner] = {}
-        self._models: SessionModels | None = None
-        self._results: dict[tuple[str, str], SuiteResult | NoveltyError] = {}
-        self._rounds: dict[tuple[str, str], list[SuiteResult] | NoveltyError] = {}
+        self.series = config.stash.get(SERIES, None)  # --model-series: the checkpoints, newest last
+        self.session = ResultsSession(
+            self._run_config,
+            model=str(config.option.novelty_model),
+            baseline_model=self.baseline_model,
+            series=self.series,
+        )
         self._outcomes: dict[str, tuple[str, str]] = {}  # node id -> (passed | failed | error, message)
         self._node_rows: dict[str, dict[str, Any]] = {}
         self._announced: set[str] = set()
+        self._tails: dict[str, dict[str, list[str]]] = {}  # suite -> q@Tail metric -> its frozen tail
         self.suite_data: dict[str, dict[str, Any]] = {}
         self.stopped: str | None = None
         """Why the run stopped before any case ran (a preflight failure), for the report."""
@@ -51,9 +60,6 @@ class NoveltyState:
         """Damaged cache entries the xdist workers dropped (each process counts its own)."""
         self.harness_errors: dict[str, str] = {}
         """Each distinct harness error's message, and the first case (node id) it stopped."""
-        from pytest_novelty.plugin.series import SERIES
-
-        self.series = config.stash.get(SERIES, None)  # --model-series: the checkpoints, newest last
 
     # -- running suites -------------------------------------------------------------------------
 
@@ -62,20 +68,17 @@ class NoveltyState:
         model = self.config.option.novelty_baseline_model
         return None if model is None else str(model)
 
-    def runner(self, model: str) -> Runner:
-        """One runner per checkpoint (candidate, and baseline when given); all share the session's
-        scoring models (judges, equivalence checks, indexes), so each loads once."""
-        if model not in self._runners:
-            from pytest_novelty.pipeline.runner import RunConfig, Runner, SessionModels
+    def _run_config(self, model: str) -> RunConfig:
+        from pytest_novelty.pipeline.config import RunConfig
 
-            config = RunConfig.from_options(
-                self.config.option, model=model, cache_dir=self.cache_dir, worker=self.worker or "main",
-                log=self.log, progress=self.progress_sink(),
-            )
-            if self._models is None:
-                self._models = SessionModels(config)
-            self._runners[model] = Runner(config, self._models)
-        return self._runners[model]
+        return RunConfig.from_options(
+            self.config.option, model=model, cache_dir=self.cache_dir, worker=self.worker or "main",
+            log=self.log, progress=self.progress_sink(),
+        )
+
+    def runner(self, model: str) -> Runner:
+        """The session's runner of ``model`` (see :meth:`ResultsSession.runner`)."""
+        return self.session.runner(model)
 
     @property
     def worker(self) -> str | None:
@@ -106,75 +109,48 @@ class NoveltyState:
         else:
             reporter.write_line(line)
 
-    @staticmethod
-    def _memo(store: dict[tuple[str, str], T | NoveltyError], key: tuple[str, str], compute: Callable[[], T]) -> T:
-        """Compute once per key; an error is remembered and raised again for the other cases."""
-        if key not in store:
-            try:
-                store[key] = compute()
-            except NoveltyError as exc:
-                store[key] = exc
-        value = store[key]
-        if isinstance(value, NoveltyError):
-            raise value
-        return value
-
-    def _denial_rounds(self, model: str, suite: Suite) -> list[SuiteResult]:
-        """All rounds of a denial-prompting suite, run once (each round depends on the one before)."""
-        from pytest_novelty.pipeline.denial import open_extractor_for, run_denial
-
-        def rounds() -> list[SuiteResult]:
-            runner = self.runner(model)
-            return run_denial(runner, suite, open_extractor_for(runner.config, suite))
-
-        return self._memo(self._rounds, (model, suite.name.rsplit("[round=", 1)[0]), rounds)
-
-    def baseline_result(self, suite: Suite) -> SuiteResult | None:
-        """What the candidate is compared with, paired: the baseline checkpoint on the same prompts
-        and settings when one is given, else the dataset's human references when the suite asks
-        for them (``[gate] reference = true``), else nothing."""
-        if self.baseline_model is not None:
-            return self.model_result(self.baseline_model, suite)  # a denial round: the baseline's same round
-        if suite.gate.reference:
-            runner = self.runner(self.config.option.novelty_model)
-            return self._memo(self._results, ("human references", suite.name), lambda: runner.references(suite))
-        return None
+    def baseline(self, suite: Suite) -> Baseline | None:
+        """What the candidate is compared with (see :meth:`ResultsSession.baseline`)."""
+        return self.session.baseline(suite)
 
     def result(self, suite: Suite) -> SuiteResult:
-        """The candidate's result (computed once per suite); with a baseline, its outputs rank q@Tail."""
-        baseline = self.baseline_result(suite)
-        pool = None if baseline is None else baseline.originality.get(4)
-        model = self.config.option.novelty_model
-        result = self.model_result(model, suite, pool)
-        if suite.scoring.calibration is not None and result.judge_agreement is None:
-            from dataclasses import replace
-
-            result = replace(result, judge_agreement=self.runner(model).judge_agreement(suite))
+        """The candidate's result (computed once per suite); its report data is kept, and with a
+        series every earlier checkpoint is generated and scored now too (the series' table is
+        assembled when the session ends, on the tails the cases were judged on)."""
+        result = self.session.result(suite)
         if suite.name not in self.suite_data:
             from pytest_novelty.pipeline.export import suite_data
 
-            self.suite_data[suite.name] = suite_data(result, baseline)
+            base = self.session.baseline(suite)
+            self.suite_data[suite.name] = suite_data(result, None if base is None else base.result)
             if self.series:
-                from pytest_novelty.gate.series import suite_series
-
-                earlier = zip(self.series[:-1], self.earlier_results(suite), strict=True)
-                self.suite_data[suite.name]["series"] = suite_series([*earlier, (self.series[-1], result)])
+                self.session.earlier(suite)
         return result
 
-    def model_result(self, model: str, suite: Suite, pool: Any = None) -> SuiteResult:
-        """One checkpoint's result on a suite (computed once; denial rounds run together)."""
-        if suite.denial_round is not None:
-            return self._denial_rounds(model, suite)[suite.denial_round - 1]
-        return self._memo(self._results, (model, suite.name), lambda: self.runner(model).run(suite, pool_novelty=pool))
+    def earlier(self, suite: Suite) -> list[SuiteResult]:
+        """With --model-series, every earlier checkpoint's result on ``suite``, in step order."""
+        return self.session.earlier(suite)
 
-    def earlier_results(self, suite: Suite) -> list[SuiteResult]:
-        """With --model-series, the results of every checkpoint before the candidate, in step order.
-        Their runners are let go after each use (a model loads only when a generation is not cached)."""
-        results = []
-        for checkpoint in (self.series or [])[:-1]:
-            results.append(self.model_result(checkpoint.path, suite))
-            self._runners.pop(checkpoint.path, None)
-        return results
+    def decided(self, outcome: CaseOutcome) -> None:
+        """Keep what a decided case tells the series: the frozen tail its q@Tail value was taken on."""
+        if outcome.tail_ids is not None:
+            self._tails.setdefault(outcome.suite, {})[outcome.metric] = list(outcome.tail_ids)
+
+    def _assemble_series(self) -> None:
+        """Each suite's series table, on the tails its cases were judged on (see gate.series)."""
+        if not self.series:
+            return
+        from pytest_novelty.gate.series import suite_series
+
+        for suite in (run for s in self.suites.values() for run in s.runs()):
+            data = self.suite_data.get(suite.name)
+            if data is None or "series" in data:
+                continue
+            try:
+                results = [*self.session.earlier(suite), self.session.result(suite)]
+            except NoveltyError:
+                continue  # the suite's cases already report the harness error
+            data["series"] = suite_series(list(zip(self.series, results, strict=True)), self._tails.get(suite.name))
 
     def announce(self, suite: Suite, result: SuiteResult) -> str | None:
         """The line saying where and how a suite ran, once per suite (None after the first time)."""
@@ -243,6 +219,7 @@ class NoveltyState:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """A run with a harness error exits with :data:`HARNESS_EXIT_STATUS`, not as a gate verdict."""
+        self._assemble_series()
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
             workeroutput[_WORKER_KEY] = self.suite_data
@@ -320,24 +297,13 @@ class NoveltyState:
             return
         rows = self.final_rows()
         if rows:
-            from pytest_novelty.report.terminal import SHARES_LEGEND, render_table, shares_note
+            from pytest_novelty.report.terminal import gate_summary
 
             terminalreporter.section("novelty gate")
-            headers = {str(r["suite"]): str(r["header"]) for r in rows if r.get("header")}
-            notes = {name: shares_note(data) for name, data in self.suite_data.items()}
-            for line in render_table(rows, headers, notes):
-                terminalreporter.line(line)
-            if any(notes.values()):
-                terminalreporter.line(SHARES_LEGEND)
-            from pytest_novelty.report.series import series_tables
-
-            for line in series_tables(self.suite_data):  # --model-series
-                terminalreporter.line(line)
             # Every damaged entry this run met, wherever it was read: the suites' runs, the preflight,
             # the checkpoint and index memos, in this process and in every xdist worker.
-            work = _work_summary(self.suite_data, repaired() + self.worker_repairs)
-            if work:
-                terminalreporter.line(work)
+            for line in gate_summary(rows, self.suite_data, repaired() + self.worker_repairs):
+                terminalreporter.line(line)
         folder = self.config.option.novelty_report
         if folder:
             # Written on every run, from pytest's outcomes: errors and crashes included.
@@ -414,27 +380,3 @@ def _last_line(text: str) -> str:
     """The last non-empty line of a failure's text (pytest puts the message there)."""
     lines = [line.strip() for line in str(text).splitlines() if line.strip()]
     return lines[-1] if lines else ""
-
-
-def _work_summary(suite_data: dict[str, dict[str, Any]], repairs: int = 0) -> str:
-    """One line with the work a run did: what a warm rerun should show as zeros."""
-    infos = [d.get("info", {}) for d in suite_data.values()]
-    if not infos:
-        return ""
-    from pytest_novelty.pipeline.export import batches_text
-
-    generated = sum(int(i.get("generated_rows", 0)) for i in infos)
-    batches = sum(int(i.get("generated_batches", 0)) for i in infos)
-    cached = sum(int(i.get("cached_rows", 0)) for i in infos)
-    lookups = sum(int(i.get("originality_lookups", 0)) for i in infos)
-    judged = sum(int(i.get("judge_requests", 0)) for i in infos)
-    warning = f"; warning: {repairs} damaged cache entries dropped and recomputed" if repairs else ""
-    line = (
-        f"novelty work done: {generated} samples generated in {batches_text(batches)} ({cached} from cache), "
-        f"{lookups} originality lookups, {judged} judge requests{warning}"
-    )
-    earlier = [e for d in suite_data.values() for e in (d.get("series") or [])[:-1]]
-    if earlier:  # --model-series: the checkpoints before the candidate
-        made, kept = sum(int(e["generated_rows"]) for e in earlier), sum(int(e["cached_rows"]) for e in earlier)
-        line += f"; earlier checkpoints: {made} samples generated ({kept} from cache)"
-    return line

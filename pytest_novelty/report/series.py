@@ -43,11 +43,10 @@ def _change(change: Mapping[str, Any] | None, metric: str) -> str:
         return ""
     text = f" ({float(change['delta']):+.4f}"
     ci = change.get("ci")
-    if ci and None not in ci:
-        # top10_novelty has no per-prompt form: its paired test (and CI) is on per-prompt novelty.
-        paired_on = str(change.get("paired_on", metric))
-        note = f" on {paired_on}" if paired_on.startswith("novelty@") and metric != paired_on else ""
-        text += f" [{float(ci[0]):+.4f}, {float(ci[1]):+.4f}]{note}"
+    if ci and None not in ci:  # the interval of the gated statistic's change (see gate.series)
+        text += f" [{float(ci[0]):+.4f}, {float(ci[1]):+.4f}]"
+    if change.get("status") == "regressed":
+        text += ", regression"
     return text + ")"
 
 

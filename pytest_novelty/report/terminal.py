@@ -208,3 +208,47 @@ def shares_note(data: Mapping[str, Any]) -> str:
     if unscored is not None:
         parts.append(f"unscored {unscored:.4f} ({round(unscored * total)} of {total} answers)")
     return ", ".join(parts)
+
+
+def work_summary(suite_data: Mapping[str, Mapping[str, Any]], repairs: int = 0) -> str:
+    """One line with the work a run did: what a warm rerun should show as zeros."""
+    from pytest_novelty.pipeline.export import batches_text
+
+    infos = [d.get("info", {}) for d in suite_data.values()]
+    if not infos:
+        return ""
+    batches = sum(int(i.get("generated_batches", 0)) for i in infos)
+    line = (
+        f"novelty work done: {sum(int(i.get('generated_rows', 0)) for i in infos)} samples generated in "
+        f"{batches_text(batches)} ({sum(int(i.get('cached_rows', 0)) for i in infos)} from cache), "
+        f"{sum(int(i.get('originality_lookups', 0)) for i in infos)} originality lookups, "
+        f"{sum(int(i.get('judge_requests', 0)) for i in infos)} judge requests"
+    )
+    if repairs:
+        line += f"; warning: {repairs} damaged cache entries dropped and recomputed"
+    earlier = [e for d in suite_data.values() for e in (d.get("series") or [])[:-1]]
+    if earlier:  # --model-series: the checkpoints before the candidate
+        made, kept = sum(int(e["generated_rows"]) for e in earlier), sum(int(e["cached_rows"]) for e in earlier)
+        line += f"; earlier checkpoints: {made} samples generated ({kept} from cache)"
+    return line
+
+
+def gate_summary(
+    rows: Sequence[Mapping[str, Any]], suite_data: Mapping[str, Mapping[str, Any]], repairs: int = 0
+) -> list[str]:
+    """The lines every front end prints at the end of a run: the table of cases (with each suite's
+    header and shares), the shares' legend, the series tables and the work line."""
+    from pytest_novelty.report.series import series_tables
+
+    lines: list[str] = []
+    if rows:
+        headers = {str(r["suite"]): str(r["header"]) for r in rows if r.get("header")}
+        notes = {name: shares_note(data) for name, data in suite_data.items()}
+        lines += render_table(rows, headers, notes)
+        if any(notes.values()):
+            lines.append(SHARES_LEGEND)
+        lines += series_tables(suite_data)
+    work = work_summary(suite_data, repairs)
+    if work:
+        lines.append(work)
+    return lines

@@ -156,8 +156,17 @@ class Suite:
     description: str = ""
     sweep: tuple[str, tuple[float, ...]] | None = None
     sweep_value: float | None = None
+    """The swept parameter's value in this run of a ``[sweep]`` suite (None: not a sweep value)."""
     denial_round: int | None = None
+    """The 1-based round of a denial-prompting suite (None: not a round)."""
     variants: tuple[Suite, ...] = ()
+    family_name: str = ""
+    """The suite file's own name when this is one of its runs (a sweep value, a denial round)."""
+
+    @property
+    def family(self) -> str:
+        """The suite file's name, shared by all its runs: ``story`` for ``story[temperature=0.7]``."""
+        return self.family_name or self.name
 
     @property
     def base_dir(self) -> Path:
@@ -410,7 +419,7 @@ def _parse_sweep(path: Path, data: Mapping[str, Any], base: Suite) -> Suite:
             detail = str(exc).removeprefix(f"{path}: ")
             message = f"value {value!r} of the sweep is invalid: {detail}"
             raise ConfigError(message, path=path, field="sweep.values") from None
-        variants.append(replace(variant, sweep_value=float(value)))
+        variants.append(replace(variant, sweep_value=float(value), family_name=base.name))
     return replace(base, sweep=(parameter, tuple(float(v) for v in values)), variants=tuple(variants))
 
 
@@ -464,7 +473,8 @@ def parse_suite(data: Mapping[str, Any], path: Path) -> Suite:
         if "sweep" in data:
             raise top.fail("sweep", "a denial-prompting suite cannot also sweep; split it into two suites")
         rounds = tuple(
-            replace(suite, name=f"{name}[round={r}]", denial_round=r) for r in range(1, suite.prompting.rounds + 1)
+            replace(suite, name=f"{name}[round={r}]", denial_round=r, family_name=name)
+            for r in range(1, suite.prompting.rounds + 1)
         )
         return replace(suite, variants=rounds)
     return _parse_sweep(path, data, suite) if "sweep" in data else suite

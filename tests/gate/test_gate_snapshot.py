@@ -16,7 +16,14 @@ import pytest
 pytest.importorskip("scipy.stats")
 
 from pytest_novelty.gate.regression import MetricRecord
-from pytest_novelty.gate.snapshot import NO_SNAPSHOT, ROOT_ENV, DamagedSnapshot
+from pytest_novelty.gate.snapshot import (
+    NO_SNAPSHOT,
+    ROOT_ENV,
+    DamagedSnapshot,
+    DamagedSnapshotWarning,
+    SnapshotFile,
+    read_record,
+)
 
 IDS = [f"p{i:02d}" for i in range(24)]
 
@@ -311,3 +318,26 @@ def test_snapshot_update_replaces_a_damaged_snapshot_and_says_what_it_replaced(p
     )
     assert MetricRecord.from_json(stored.read_text()) == MetricRecord.from_json(current.to_json())
     run(project).assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("damage", list(_damages()))
+def test_the_command_lines_snapshot_files_treat_damage_as_the_plugin_does(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "story" / "test_metric[story-quality_ge_0.3].novelty.jsonc"
+    record = make_record()
+    assert SnapshotFile(path).check(record).lines == [NO_SNAPSHOT]  # missing: the one case that suggests it
+    path.parent.mkdir(parents=True)
+    bad = _damages()[damage]
+    path.write_bytes(bad)
+    store = SnapshotFile(path)
+    assert store.stored() is None  # a q@Tail case takes no tail from it; check() reports the damage
+    with pytest.raises(DamagedSnapshot, match=r"damaged snapshot \(") as raised:
+        store.check(record)
+    assert raised.value.path == str(path) and "--snapshot-update" not in str(raised.value)
+    assert path.read_bytes() == bad
+    with pytest.raises(DamagedSnapshot):
+        read_record(path)
+
+    with pytest.warns(DamagedSnapshotWarning, match=r"replaced a damaged snapshot \(.+\) with the current values"):
+        outcome = SnapshotFile(path, update=True).check(record)
+    assert outcome.written and outcome.damaged is not None and outcome.harness_error is None
+    assert read_record(path) == MetricRecord.from_json(record.to_json())

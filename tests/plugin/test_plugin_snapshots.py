@@ -72,7 +72,7 @@ def test_snapshot_lifecycle(
 
 
 def test_a_damaged_snapshot_is_a_harness_error_and_update_says_what_it_replaces(
-    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytester.runpytest_subprocess(*novelty_args, "--snapshot-update").assert_outcomes(passed=2)
     stored = sorted((suite_dir / "__novelty_snapshots__").rglob("*.novelty.jsonc"))
@@ -85,6 +85,16 @@ def test_a_damaged_snapshot_is_a_harness_error_and_update_says_what_it_replaces(
     assert f"{damaged}: damaged snapshot (not UTF-8 text" in output
     assert "no snapshot for this case" not in output and "--snapshot-update" not in output
     assert damaged.read_bytes() == random.Random(5).randbytes(400)  # left for the user to restore
+
+    # The command line reads the same files and decides the same way.
+    from pytest_novelty.cli import main
+
+    option = dict(arg.split("=", 1) for arg in novelty_args if arg.startswith("--") and "=" in arg)
+    cli = ["run", "--model", novelty_args[1], "--suites", option["--novelty-suites"], "--cache",
+           option["--novelty-cache"], "--originality", option["--originality"], "--snapshots"]  # fmt: skip
+    assert main(cli) == HARNESS_EXIT_STATUS
+    err = capsys.readouterr().err
+    assert f"{damaged}: damaged snapshot (not UTF-8 text" in err and "--snapshot-update" not in err
 
     update = pytester.runpytest_subprocess(*novelty_args, "--snapshot-update")
     update.assert_outcomes(passed=2)
