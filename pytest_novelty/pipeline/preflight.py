@@ -6,7 +6,13 @@ per suite after minutes of retries. :func:`preflight` checks, for the suites abo
 - every suite's prompts load (a broken prompt file is reported once per run, not once per case);
 - every ``generation.max_new_tokens`` fits the checkpoint's context (read from its config, without
   loading the weights);
-- every originality index opens (``open_backend``, kept by the runner for the run);
+- a served model (``--model openai:NAME``) is listed by its server
+  (:meth:`pytest_novelty.generation.openai.OpenAIGenerator.check`: one ``GET /models`` within
+  10 s; an unreachable or silent server, a missing or refused key with the variable to set, a
+  name the server does not list);
+- every originality index opens (``open_backend``, kept by the runner for the run), and a remote
+  one (``infini-gram-api:``, ``infini-gram-mini:``) answers one real count query within 10 s
+  (its ``check``);
 - every remote judge answers a cheap request (:meth:`pytest_novelty.scoring.llm.OpenAIChat.check`:
   a missing or refused key, an unreachable or silent endpoint);
 - a hub id resolves, through :func:`pytest_novelty.infra.identity.checkpoint_identity` where that module
@@ -14,7 +20,8 @@ per suite after minutes of retries. :func:`preflight` checks, for the suites abo
 
 Bad configuration raises :class:`~pytest_novelty.infra.errors.ConfigError`, an unreachable or broken
 service :class:`~pytest_novelty.infra.errors.PreflightError` (a harness error). Each distinct judge and
-index is checked once, however many suites share it.
+index is checked once, however many suites share it. A part is checked when it has a ``check()``
+method (the remote ones), so a registered backend opts in by defining one.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from typing import Any
 from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError, PreflightError
 from pytest_novelty.suites.schema import Suite
 
-__all__ = ["check_checkpoint_identity", "check_context", "check_models", "preflight"]
+__all__ = ["check_checkpoint_identity", "check_context", "check_models", "check_served_model", "preflight"]
 
 
 def preflight(runner: Any, suites: Iterable[Suite]) -> float:
@@ -42,12 +49,13 @@ def preflight(runner: Any, suites: Iterable[Suite]) -> float:
     for suite in suites:
         runner.load_prompts(suite)
     check_context(runner, suites)
+    check_served_model(runner)
     specs: dict[str, Suite] = {}
     for suite in suites:
         specs.setdefault(runner.originality_spec(suite), suite)
     for spec, suite in specs.items():
         try:
-            runner.backend(spec)
+            backend = runner.backend(spec)
         except HarnessError:
             raise
         except ConfigError as exc:
@@ -55,6 +63,9 @@ def preflight(runner: Any, suites: Iterable[Suite]) -> float:
         except Exception as exc:  # the engines raise OSError, ValueError, RuntimeError for a broken index
             first = (str(exc).strip().splitlines() or [""])[0][:300]
             raise PreflightError(f"cannot open the originality index {spec}: {type(exc).__name__}: {first}") from None
+        check = getattr(backend, "check", None)
+        if callable(check):
+            check()  # a remote index: one real query (PreflightError in one line)
     checked: set[tuple[str, str]] = set()
     for suite in suites:
         judge = runner.judge(suite)
@@ -89,6 +100,21 @@ def check_models(
         auto = any(s.scoring.originality == "auto" for s in suites)
         if is_served(model) and not options.novelty_originality and auto:
             raise ConfigError(SERVED_NEEDS_ORIGINALITY, field="--originality")
+
+
+def check_served_model(runner: Any) -> None:
+    """A served model (``openai:NAME``) must be listed by its server, which must answer in seconds.
+
+    The generator opens here (it loads nothing: a served model is only an endpoint), so the run
+    uses the one that was checked; a local checkpoint is left to the checks above.
+    """
+    from pytest_novelty.generation import is_served
+
+    if not is_served(runner.config.model):
+        return
+    check = getattr(runner.generator(), "check", None)
+    if callable(check):
+        check()
 
 
 def check_context(runner: Any, suites: Iterable[Suite]) -> None:
