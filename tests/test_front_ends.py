@@ -12,17 +12,23 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_novelty.cli import main
 from tests.conftest import copy_demo
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def main(args: list[str]) -> int:
+    """``pytest-novelty ARGS`` in its own process, as a user runs it; its exit status."""
+    return subprocess.run([sys.executable, "-m", "pytest_novelty.cli", *args], check=False).returncode
 
 
 @pytest.fixture(scope="module")

@@ -47,10 +47,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pytest_novelty.infra.progress import ProgressSink
     from pytest_novelty.pipeline.config import RunConfig
     from pytest_novelty.pipeline.export import suite_data
-    from pytest_novelty.pipeline.preflight import check_models, preflight
+    from pytest_novelty.pipeline.preflight import check_models, check_options, preflight
     from pytest_novelty.pipeline.session import ResultsSession
     from pytest_novelty.report.terminal import gate_summary
 
+    if args.novelty_log:
+        from pytest_novelty.integrations import check_trackers
+
+        check_trackers(args.novelty_log)  # a bad spec or a missing extra: one line, exit 4
     suites = _load_suites(args)
     cache_dir = Path(args.novelty_cache).expanduser().resolve() if args.novelty_cache else default_cache_dir()
     checkpoints = []
@@ -58,7 +62,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from pytest_novelty.pipeline.series import find_checkpoints
 
         checkpoints = find_checkpoints(args.novelty_model_series)
-    model = checkpoints[-1].path if checkpoints else str(args.novelty_model)
+    model = check_options(args, model=checkpoints[-1].path if checkpoints else str(args.novelty_model), front="cli")
     if args.novelty_cache_clear:
         clear_cache(cache_dir)
     check_models(args, [model, *(c.path for c in checkpoints[:-1])], args.novelty_baseline_model, cache_dir, suites)
@@ -70,6 +74,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for runner in filter(None, [session.candidate, session.baseline_runner()]):
         preflight(runner, runs)  # every service and input checked once, before any generation
     snapshots = bool(args.novelty_snapshots or args.novelty_snapshot_update)
+    from pytest_novelty.gate.case import compared_cases
+
+    comparisons = max(1, compared_cases([run for run in runs for _ in run.thresholds],
+                                        baseline=bool(args.novelty_baseline_model), snapshots=snapshots,
+                                        series=bool(checkpoints)))
     root = Path(args.novelty_snapshot_dir).expanduser().resolve() if args.novelty_snapshot_dir else None
     rows: list[dict[str, Any]] = []
     data: dict[str, Any] = {}
@@ -80,7 +89,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         try:
             result = session.result(run)
             base = session.baseline(run)
-            data[run.name] = suite_data(result, None if base is None else base.result)
+            data[run.name] = suite_data(result, None if base is None else base.result,
+                                        alpha=run.gate.alpha / comparisons)
             exported[run.name] = {"prompts": [p.id for p in result.prompts], "answers": result.answers,
                                   "metrics": result.metrics}
             for threshold in run.thresholds:
@@ -88,7 +98,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 if snapshots:
                     path = snapshot_file(run.path, f"{run.name}-{threshold.label}", root)
                     store = SnapshotFile(path, update=args.novelty_snapshot_update, rerecord=args.novelty_rerecord)
-                outcome = decide_in(session, run, threshold, snapshot=store)
+                outcome = decide_in(session, run, threshold, snapshot=store, mode=args.novelty_threshold_mode,
+                                    comparisons=comparisons)
                 if outcome.tail_ids is not None:
                     tails[outcome.metric] = list(outcome.tail_ids)
                 rows.append({**outcome.row(), "outcome": "passed" if outcome.passed else "failed"})
@@ -109,6 +120,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         files = write_report(Path(args.novelty_report), rows, data, {"model": model, "exit status": status})
         print(f"novelty report: {files.json.parent}")
+    if args.novelty_log:  # the trackers read the report, as under pytest
+        from pytest_novelty.integrations import log_session
+
+        logged = log_session(args.novelty_log, rows, data, {"model": model, "exit status": status},
+                             report_dir=args.novelty_report, write=print)
+        status = logged.status if logged.status and status in (0, 1) else status
     if args.novelty_output:
         from pytest_novelty.infra.storage import atomic_write_json
 

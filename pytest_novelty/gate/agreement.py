@@ -15,9 +15,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_novelty.metrics.table import FAMILIES
 from pytest_novelty.suites.schema import Suite, Threshold
 
-QUALITY_BASED = ("novelty", "top10_novelty", "quality", "q_at_tail", "utility_k")
+QUALITY_BASED = tuple(name for name, f in FAMILIES.items() if f.uses_quality)
 """Metric families computed from the judge's quality scores (originality and distinct_k are not)."""
 
 

@@ -60,8 +60,9 @@ class SnapshotStore(Protocol):
         """The accepted record, or None when there is none yet."""
         ...
 
-    def check(self, record: MetricRecord) -> SnapshotOutcome:
-        """Compare ``record`` with the accepted one (writing it where the run accepts new snapshots)."""
+    def check(self, record: MetricRecord, *, alpha: float | None = None, correction: str = "") -> SnapshotOutcome:
+        """Compare ``record`` with the accepted one at ``alpha`` (after the run's ``correction``),
+        writing it where the run accepts new snapshots."""
         ...
 
 
@@ -93,6 +94,16 @@ class CaseOutcome:
     snapshot_written: bool = False
     judge_agreement: str | None = None
     warnings: tuple[str, ...] = field(default=())
+    ci: tuple[float, float] | None = None
+    """The interval of the value decided on, at the suite's 1 − α (None where none could be
+    computed); clustered by prompt (:mod:`pytest_novelty.metrics.uncertainty`)."""
+    confidence: float | None = None
+    within_noise: bool | None = None
+    """Whether the interval contains the bound: another run could land on the other side."""
+    mode: str = "point"
+    """The threshold mode that decided (``point``, ``lenient``, ``strict``)."""
+    threshold_passed: bool = True
+    """Whether the threshold alone passed, as its mode read it (a regression may still fail the case)."""
 
     @property
     def passed(self) -> bool:
@@ -117,12 +128,19 @@ class CaseOutcome:
             "message": self.message,
             "header": self.header,
         }
+        row["ci"] = None if self.ci is None else [_finite(b) for b in self.ci]
+        row["within_noise"] = self.within_noise
+        row["threshold_mode"] = self.mode
+        row["threshold_passed"] = self.threshold_passed
+        row["confidence"] = self.confidence
         if self.tail is not None:
             row["tail"], row["tail_source"] = self.tail, self.tail_source
         if self.judge_agreement:
             row["judge_agreement"] = self.judge_agreement
         if self.comparison is not None and not self.snapshot_written:  # a written snapshot replaced it
-            row.update(self.comparison.as_dict())
+            compared = self.comparison.as_dict()
+            compared["delta_ci"] = compared.pop("ci")  # the change's interval; "ci" is the value's
+            row.update(compared)
             if self.comparison.candidate_value is not None:
                 row["value"] = self.comparison.candidate_value
         if self.against is not None:
@@ -133,6 +151,10 @@ class CaseOutcome:
         if isinstance(value, float) and math.isnan(value):
             row["value"] = None
         return row
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 def case_id(suite: Suite, threshold: Threshold) -> str:
@@ -201,12 +223,18 @@ def decide(
     baseline: Baseline | None = None,
     earlier: Sequence[SuiteResult] = (),
     snapshot: SnapshotStore | None = None,
+    mode: str | None = None,
+    comparisons: int = 1,
 ) -> CaseOutcome:
     """Decide one case (see the module doc for the rules, in order).
 
     ``baseline`` is the paired comparison the session found (a checkpoint or the human
     references); ``earlier`` the series' earlier checkpoints in step order (used with
     ``[gate] against = "series-best"``); ``snapshot`` the case's snapshot store when snapshots are on.
+    ``mode`` is the threshold mode (the command line's, else the suite's ``[gate] threshold_mode``).
+    ``comparisons`` is the number of regression tests the whole run makes: each is held to
+    α / comparisons (Bonferroni), so that an unchanged checkpoint fails any of them in at most α of
+    runs, not α of cases.
     """
     base = None if baseline is None else baseline.result
     tail: FrozenTail | None = None
@@ -216,7 +244,10 @@ def decide(
         tail = frozen_tail(suite, threshold, result, baseline=base, snapshot=snapshot)
         ids = [p.id for p in result.prompts]
         metrics, used = gated_metrics(threshold.metric, metrics, ids, result.per_prompt["quality"], tail)
-    verdict = check_threshold(suite.name, threshold, metrics)
+    interval = case_interval(suite, threshold, result, tail)
+    mode = mode or suite.gate.threshold_mode
+    verdict = check_threshold(suite.name, threshold, metrics, interval=interval,
+                              mode=mode if interval is not None else "point")
     message = verdict.message
     failures = [] if verdict.passed else [verdict.message]
     agreement = agreement_text(result.judge_agreement)
@@ -233,10 +264,15 @@ def decide(
     against: str | None = None
     written = False
     candidate = result_record(result, threshold, suite=suite, tail=tail, metrics=metrics)
+    alpha, correction = corrected_alpha(suite.gate.alpha, comparisons)
+
+    def compare_with(accepted: MetricRecord) -> Comparison:
+        return compare(accepted, candidate, alpha=alpha, correction=correction)
+
     if base is not None:
         from pytest_novelty.pipeline.session import HUMAN_REFERENCES
 
-        comparison = compare(result_record(base, threshold, suite=suite, tail=tail), candidate)
+        comparison = compare_with(result_record(base, threshold, suite=suite, tail=tail))
         against = HUMAN_REFERENCES if baseline is not None and baseline.kind == "references" else "baseline"
         if not comparison.passed:
             failures.extend(comparison.lines())
@@ -244,12 +280,12 @@ def decide(
         found = best_earlier(earlier, suite, threshold, tail)
         if found is not None:
             best, record = found
-            comparison, against = compare(record, candidate), best.model
+            comparison, against = compare_with(record), best.model
             if not comparison.passed:
                 failures.append(f"against the best earlier checkpoint of the series, {best.model}:")
                 failures.extend(comparison.lines())
     elif snapshot is not None:
-        outcome = snapshot.check(candidate)
+        outcome = snapshot.check(candidate, alpha=alpha, correction=correction)
         comparison, against, written = outcome.comparison, "snapshot", outcome.written
         failures.extend(outcome.lines)
     warnings = (comparison.message,) if comparison is not None and comparison.passed and comparison.warning else ()
@@ -272,15 +308,62 @@ def decide(
         snapshot_written=written,
         judge_agreement=agreement,
         warnings=warnings,
+        ci=verdict.ci,
+        confidence=verdict.confidence,
+        within_noise=verdict.within_noise,
+        mode=verdict.mode,
+        threshold_passed=verdict.passed and not distrusted,
     )
 
 
 def decide_in(
-    session: ResultsSession, suite: Suite, threshold: Threshold, *, snapshot: SnapshotStore | None = None
+    session: ResultsSession,
+    suite: Suite,
+    threshold: Threshold,
+    *,
+    snapshot: SnapshotStore | None = None,
+    mode: str | None = None,
+    comparisons: int = 1,
 ) -> CaseOutcome:
     """:func:`decide` with its inputs from ``session``: the candidate's result, the baseline or
     references, and the earlier checkpoints of a series (only when the suite compares with them)."""
     result = session.result(suite)
     baseline = session.baseline(suite)
     earlier = session.earlier(suite) if baseline is None and suite.gate.against == "series-best" else []
-    return decide(suite, threshold, result, baseline=baseline, earlier=earlier, snapshot=snapshot)
+    return decide(suite, threshold, result, baseline=baseline, earlier=earlier, snapshot=snapshot, mode=mode,
+                  comparisons=comparisons)
+
+
+def corrected_alpha(alpha: float, comparisons: int) -> tuple[float, str]:
+    """The α each of a run's ``comparisons`` regression tests is held to, and the correction's name
+    ('' when there is one test): Bonferroni's α / m. It needs no other case's p-value, so every
+    case is decided on its own, under pytest-xdist too, and the chance that noise alone fails any
+    of the run's tests stays at most α."""
+    if comparisons <= 1:
+        return alpha, ""
+    return alpha / comparisons, f"Bonferroni over the run's {comparisons} comparisons (alpha {alpha:g} / {comparisons})"
+
+
+def compared_cases(cases: Sequence[Suite], *, baseline: bool, snapshots: bool, series: bool) -> int:
+    """How many of these cases (one entry per case: its suite run) will make a regression test: all
+    of them with a baseline checkpoint or snapshots, a suite's own with references or series-best
+    (given a series)."""
+    return sum(
+        1 for suite in cases
+        if baseline or snapshots or suite.gate.reference or (series and suite.gate.against == "series-best")
+    )  # fmt: skip
+
+
+def case_interval(suite: Suite, threshold: Threshold, result: SuiteResult, tail: FrozenTail | None) -> Any:
+    """The interval of the value a case decides on: the metrics step's (clustered by prompt, at the
+    suite's 1 − α), or for q@Tail on a frozen tail other than the suite's own, one on that tail."""
+    intervals = result.measured.intervals
+    if tail is not None and tail.source != "candidate":
+        from pytest_novelty.metrics.uncertainty import tail_interval
+
+        try:
+            return tail_interval(result.per_prompt["quality"], [p.id for p in result.prompts], tail.ids,
+                                 confidence=1.0 - suite.gate.alpha)
+        except ValueError:  # none of the tail's prompts is the suite's: the case says so itself
+            return None
+    return intervals.get(threshold.metric)

@@ -12,9 +12,12 @@ candidate's record against it. The rules, in order:
    file takes effect without re-recording. A drop within tolerance passes.
 3. Significance. A drop beyond tolerance is a regression only when one test, the paired bootstrap
    over the prompts both records share (:func:`pytest_novelty.metrics.stats.paired_bootstrap`),
-   finds it significant: its (1 − α) percentile interval of the change in the *gated statistic*
-   lies entirely on the bad side of 0 (so in effect a one-sided test at α/2, on the cautious
-   side). The statistic is the metric's own: the mean per-prompt difference for means, and for
+   finds it significant: its (1 − α) interval of the change in the *gated statistic* (Student's t
+   on the bootstrap standard error, which holds its coverage on a 10-prompt q@Tail tail where the
+   percentile interval used before did not) lies entirely on the bad side of 0 (so in effect a
+   one-sided test at α/2, on the cautious side). Each case holds its α alone; over the many cases
+   of a run, :func:`pytest_novelty.metrics.stats.holm` controls the run's family-wise error. The
+   statistic is the metric's own: the mean per-prompt difference for means, and for
    ``top10_novelty@n`` the difference of the top-10 % means, recomputed on every resample of
    prompts from the per-generation values both records store. The CI shown is that interval and
    the p-value comes from the same resamples, so the verdict always agrees with the CI. Otherwise
@@ -45,6 +48,7 @@ import numpy as np
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.redact import redact
 from pytest_novelty.metrics.stats import BOOTSTRAP_TEST, paired_bootstrap
+from pytest_novelty.metrics.table import family
 from pytest_novelty.suites.schema import Suite, Threshold
 
 if TYPE_CHECKING:
@@ -323,15 +327,25 @@ def _values(snapshot: MetricRecord, candidate: MetricRecord) -> tuple[float, flo
     return snapshot_value, candidate_value, shared, note
 
 
-def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_BOOT, seed: int = 0) -> Comparison:
+def compare(
+    snapshot: MetricRecord,
+    candidate: MetricRecord,
+    *,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+    alpha: float | None = None,
+    correction: str = "",
+) -> Comparison:
     """Judge ``candidate`` against the accepted ``snapshot`` (see the module docstring for the rules).
 
-    Direction, tolerances and α come from the candidate (the suite file's current settings). A
+    Direction, tolerances and α come from the candidate (the suite file's current settings), or
+    ``alpha`` when given: the α each of a run's comparisons is held to after a correction for the
+    run's number of comparisons, which ``correction`` names in the comparison's ``test``. A
     missing candidate value (nothing could be scored) against a present snapshot value is a
     regression; a snapshot without a value is beaten by any candidate value.
     """
     snap_value, cand_value, shared, note = _values(snapshot, candidate)
-    alpha = candidate.alpha
+    alpha = candidate.alpha if alpha is None else alpha
     scale = 0.0 if math.isnan(snap_value) else abs(snap_value)
     tolerance = max(candidate.tolerance_abs, candidate.tolerance_rel * scale)
     delta = cand_value - snap_value
@@ -345,6 +359,8 @@ def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_
         extra: str = "",
         test: str = "",
     ) -> Comparison:
+        if test and correction:
+            test = f"{test}; {correction}"
         parts = [_format_delta(delta), f"tolerance {tolerance:.4f}"]
         if ci is not None:
             parts.append(f"{100 * (1 - alpha):g}% CI [{ci[0]:.4f}, {ci[1]:.4f}]")
@@ -429,8 +445,8 @@ def _paired_test(
 
 
 def _top_fraction(metric: str) -> float | None:
-    """0.1 for ``top10_novelty@n``, None for metrics that are means."""
-    return 0.1 if metric.startswith("top10_novelty@") else None
+    """0.1 for ``top10_novelty@n``, None for metrics that are means (the metric table says)."""
+    return family(metric).top_fraction
 
 
 def _rows(values: Sequence[Sequence[float]]) -> np.ndarray:
@@ -524,7 +540,8 @@ def gated_metrics(
 
 
 def per_prompt_key(metric: str) -> str:
-    """Which per-prompt series backs ``metric`` in the paired test.
+    """Which per-prompt series backs ``metric`` in the paired test (the metric table's
+    :meth:`~pytest_novelty.metrics.table.MetricFamily.paired_on`).
 
     Most metrics (``coverage@n`` and ``unscored`` too) are means of their own per-prompt values.
     ``top10_novelty@n`` keeps per-prompt ``novelty@n`` here, for pairing prompts and as the
@@ -533,12 +550,7 @@ def per_prompt_key(metric: str) -> str:
     have it). ``q_at_tail@α`` is paired on per-prompt ``quality``, restricted to the tail ids by
     :func:`compare`.
     """
-    base, _, arg = metric.partition("@")
-    if base == "top10_novelty":
-        return f"novelty@{arg}"
-    if base == "q_at_tail":
-        return "quality"
-    return metric
+    return family(metric).paired_on(metric)
 
 
 def result_record(

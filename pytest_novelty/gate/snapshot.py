@@ -190,7 +190,9 @@ def stored_record(snapshot: SnapshotAssertion) -> MetricRecord | None:
         return None
 
 
-def check_snapshot(snapshot: SnapshotAssertion, record: MetricRecord) -> SnapshotOutcome:
+def check_snapshot(
+    snapshot: SnapshotAssertion, record: MetricRecord, *, alpha: float | None = None, correction: str = ""
+) -> SnapshotOutcome:
     """Compare ``record`` with its stored snapshot through syrupy, without raising.
 
     ``snapshot`` is the test's ``snapshot`` fixture. Writing on ``--snapshot-update`` and the
@@ -200,6 +202,8 @@ def check_snapshot(snapshot: SnapshotAssertion, record: MetricRecord) -> Snapsho
     """
     settings = snapshot_settings(snapshot.test_location.item.config)
     assertion = snapshot.use_extension(RerecordingExtension if settings.rerecord else NoveltySnapshotExtension)
+    assert isinstance(assertion.extension, NoveltySnapshotExtension)
+    assertion.extension.alpha, assertion.extension.correction = alpha, correction  # the run's correction
     passed = bool(assertion == record)
     extension = assertion.extension
     assert isinstance(extension, NoveltySnapshotExtension)
@@ -256,12 +260,13 @@ class SnapshotFile:
         then reports the damage)."""
         return load_snapshot(self.path)[1]
 
-    def check(self, record: MetricRecord) -> SnapshotOutcome:
-        """Compare ``record`` with the accepted one; with ``update`` write it where that fails."""
+    def check(self, record: MetricRecord, *, alpha: float | None = None, correction: str = "") -> SnapshotOutcome:
+        """Compare ``record`` with the accepted one (at ``alpha``, after the run's ``correction``);
+        with ``update`` write it where that fails (a damaged file included, with a warning)."""
         _, accepted, damaged = load_snapshot(self.path)
         if damaged is not None and not self.update:
             raise damaged
-        comparison = None if accepted is None else compare(accepted, record)
+        comparison = None if accepted is None else compare(accepted, record, alpha=alpha, correction=correction)
         matches = comparison is not None and comparison.passed and not self.rerecord
         if matches:
             return SnapshotOutcome(passed=True, comparison=comparison, lines=[])
@@ -347,6 +352,9 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
         #: The stored snapshot file exists but is not a readable record.
         self.damaged: DamagedSnapshot | None = None
         self._compared: tuple[str, str] | None = None
+        #: The α the comparison is held to after the run's correction (None: the record's), and its name.
+        self.alpha: float | None = None
+        self.correction = ""
         self._records: tuple[MetricRecord, MetricRecord] | None = None
 
     # -- where the files are ----------------------------------------------------------------------
@@ -442,7 +450,7 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
                 self.error = str(self.damaged) if self.damaged is not None else f"{UNREADABLE} ({exc})"
             else:
                 self._records = (accepted, candidate)
-                self.comparison = compare(accepted, candidate)
+                self.comparison = compare(accepted, candidate, alpha=self.alpha, correction=self.correction)
         return self.comparison
 
     def matches(self, *, serialized_data: SerializableData, snapshot_data: SerializableData) -> bool:

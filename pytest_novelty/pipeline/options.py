@@ -155,9 +155,15 @@ OPTIONS: tuple[Option, ...] = (
            help="where snapshots live (default: __novelty_snapshots__ beside each suite file)"),
     Option("rerecord", action="store_true",
            help="with --snapshot-update: re-record every snapshot, even those within tolerance"),
+    Option("threshold-mode", metavar="MODE", choices=("point", "lenient", "strict"),
+           help="how a threshold case reads its value's interval (default: each suite's [gate] threshold_mode): "
+           "point (the value), lenient (fail only when the whole interval is on the wrong side), strict (pass "
+           "only when the whole interval is on the right side)"),
     Option("cache-clear", action="store_true",
            help="remove cached generations, scores and judge answers before the run (keeps the built demo)"),
     Option("report", metavar="DIR", help="write report.json, report.md and plots into DIR"),
+    Option("log", metavar="SPEC", action="append",
+           help="also log the results to a tracker (repeatable): tensorboard:DIR, wandb:PROJECT, mlflow:URI"),
     Option("output", metavar="FILE", where=(CLI,),
            help="also write each suite's prompts, answers and metrics to this JSON file"),
 )

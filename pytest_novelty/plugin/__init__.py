@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_novelty.infra.errors import NoveltyError
+from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
 from pytest_novelty.pipeline.options import PYTEST, ini_settings, offered
 from pytest_novelty.plugin.state import NoveltyState
 from pytest_novelty.suites.schema import Suite, load_suites
@@ -130,10 +130,12 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 
 def _suites_dir(config: pytest.Config) -> Path:
-    opt = config.option.novelty_suites or config.getini("novelty_suites")
-    if opt:
-        path = Path(opt)
-        return path if path.is_absolute() else (Path(config.invocation_params.dir) / path).resolve()
+    if config.option.novelty_suites:  # on the command line: relative to where pytest runs
+        return (Path(config.invocation_params.dir) / Path(config.option.novelty_suites).expanduser()).resolve()
+    ini = config.getini("novelty_suites")
+    if ini:  # in the ini file: relative to the folder that holds it (the rootdir without one)
+        base = config.inipath.parent if config.inipath is not None else config.rootpath
+        return (base / Path(str(ini)).expanduser()).resolve()
     # The folder pytest runs from first, then the rootdir.
     for base in (Path(config.invocation_params.dir), config.rootpath):
         local = base / "suites"
@@ -153,33 +155,51 @@ def _cache_dir(config: pytest.Config) -> Path:
     return default_cache_dir()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    """Check every option and model, prepare the demo, and hold the session's state.
+
+    Runs first, before pytest-xdist sets up its workers: bad input stops the run at once
+    (``ERROR: ...``, exit 4); a harness error found now (the demo cannot be prepared, a service of
+    the run is down: the xdist controller checks them here, before any worker starts) keeps every
+    case from running, says so in one line, and exits with the harness status.
+    """
     from pytest_novelty.plugin.series import SERIES, configure_series
 
     if config.option.novelty_model_series:
         configure_series(config)  # the newest checkpoint becomes --model
     if not config.option.novelty_model:
         return
-    if config.option.novelty_report and not hasattr(config, "workerinput"):
-        from pytest_novelty.report.json_report import write_placeholder  # no stale "all passed" report
-
-        write_placeholder(config.option.novelty_report, "the run stopped before its summary (see pytest's output)")
+    worker = hasattr(config, "workerinput")
+    stopped: HarnessError | None = None
     try:
+        from pytest_novelty.pipeline.preflight import check_models, check_options
+
+        config.option.novelty_model = check_options(config.option, model=config.option.novelty_model)
+        if config.option.novelty_log and not worker:
+            from pytest_novelty.integrations import check_trackers
+
+            check_trackers(config.option.novelty_log)  # a bad spec or a missing extra: one line, exit 4
+        if config.option.novelty_report and not worker:
+            from pytest_novelty.report.json_report import write_placeholder  # no stale "all passed" report
+
+            write_placeholder(config.option.novelty_report, "the run stopped before its summary (see pytest's output)")
         folder = _suites_dir(config)
         suites = load_suites(folder)
         cache_dir = _cache_dir(config)
-        if config.option.novelty_cache_clear and not hasattr(config, "workerinput"):
+        if config.option.novelty_cache_clear and not worker:
             from pytest_novelty.infra.cache import clear_cache
 
             clear_cache(cache_dir)
-        from pytest_novelty.pipeline.preflight import check_models
-
         series = config.stash.get(SERIES, None) or []
         models = [config.option.novelty_model, *(c.path for c in series[:-1])]
-        if hasattr(config, "workerinput"):  # the controller prepared the demo and checked the folders
+        if worker:  # the controller prepared the demo and checked the folders
             models = [m for m in models if m not in ("demo", "demo-early")]
-        check_models(config.option, models, config.option.novelty_baseline_model, cache_dir, suites)
-    except NoveltyError as exc:
+        try:
+            check_models(config.option, models, config.option.novelty_baseline_model, cache_dir, suites)
+        except HarnessError as exc:
+            stopped = exc
+    except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     _place_worker(config)
     _configure_snapshots(config)
@@ -187,6 +207,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = state
     config.pluginmanager.register(state, "novelty-state")
     config.add_cleanup(lambda: config.pluginmanager.unregister(state))
+    if stopped is not None:
+        state.stop(stopped)
+    elif not worker and config.getoption("dist", "no") != "no" and not config.option.collectonly:
+        # The xdist controller collects nothing: it checks every suite's services before workers start.
+        state.preflight([run for suite in suites for run in suite.runs()])
+    if state.stopped is not None:
+        config.option.dist = "no"  # no worker starts: this process deselects every case and says why
+    if config.pluginmanager.hasplugin("html"):  # pytest-html: the suites' tables and plots in its report
+        from pytest_novelty.integrations.html import register_html
+
+        register_html(config, state.final_rows, lambda: state.suite_data)
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --model X` with no paths: run the suites, not the project's own tests.
         config.args = [str(folder)]

@@ -43,10 +43,10 @@ class SyrupyStore:
 
         return stored_record(self._snapshot())
 
-    def check(self, record: MetricRecord) -> SnapshotOutcome:
+    def check(self, record: MetricRecord, *, alpha: float | None = None, correction: str = "") -> SnapshotOutcome:
         from pytest_novelty.gate.snapshot import check_snapshot
 
-        outcome = check_snapshot(self._snapshot(), record)
+        outcome = check_snapshot(self._snapshot(), record, alpha=alpha, correction=correction)
         if outcome.harness_error is not None:  # a damaged snapshot: no verdict, never "no snapshot"
             raise outcome.harness_error
         return outcome
@@ -70,7 +70,8 @@ def test_metric(
     try:
         earlier = state.earlier(suite) if novelty_baseline is None and suite.gate.against == "series-best" else []
         outcome = decide(suite, threshold, novelty_result, baseline=novelty_baseline, earlier=earlier,
-                         snapshot=snapshot)
+                         snapshot=snapshot, mode=request.config.option.novelty_threshold_mode,
+                         comparisons=state.comparisons)
     except NoveltyError as exc:  # a damaged snapshot or tail file, an earlier checkpoint that failed
         error = exc
     if error is not None:

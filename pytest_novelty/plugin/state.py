@@ -54,12 +54,22 @@ class NoveltyState:
         self._announced: set[str] = set()
         self._tails: dict[str, dict[str, list[str]]] = {}  # suite -> q@Tail metric -> its frozen tail
         self.suite_data: dict[str, dict[str, Any]] = {}
+        self.pytest_session: pytest.Session | None = None
         self.stopped: str | None = None
         """Why the run stopped before any case ran (a preflight failure), for the report."""
         self.worker_repairs = 0
         """Damaged cache entries the xdist workers dropped (each process counts its own)."""
         self.harness_errors: dict[str, str] = {}
         """Each distinct harness error's message, and the first case (node id) it stopped."""
+        self.internal_error = False
+        """Whether the plugin itself raised an unexpected error (pytest's INTERNALERROR)."""
+        self.bad_input: str | None = None
+        """Bad input found only while a case ran (a prompt too long for the context, say)."""
+        self.exit_status: int | None = None
+        """The status the run exits with, once the session has finished."""
+        self.comparisons = 1
+        """How many regression tests the run's selected cases make (set when collection ends)."""
+        self._said = False
 
     # -- running suites -------------------------------------------------------------------------
 
@@ -122,7 +132,9 @@ class NoveltyState:
             from pytest_novelty.pipeline.export import suite_data
 
             base = self.session.baseline(suite)
-            self.suite_data[suite.name] = suite_data(result, None if base is None else base.result)
+            self.suite_data[suite.name] = suite_data(
+                result, None if base is None else base.result, alpha=suite.gate.alpha / self.comparisons
+            )
             if self.series:
                 self.session.earlier(suite)
         return result
@@ -164,9 +176,11 @@ class NoveltyState:
     # -- harness errors -------------------------------------------------------------------------
 
     def preflight(self, suites: list[Suite]) -> None:
-        """Check the services the run needs once (see :mod:`pytest_novelty.pipeline.preflight`); a failure
-        ends the run at once with one line: a usage error for bad configuration, else the
-        harness exit status."""
+        """Check the services the run needs once (see :mod:`pytest_novelty.pipeline.preflight`).
+
+        Bad configuration is a usage error (``ERROR: ...``, exit 4); a broken service stops the run
+        before any case with one line (:meth:`stop`), and the run exits with the harness status.
+        """
         if not suites:
             return
         from pytest_novelty.pipeline.preflight import preflight
@@ -177,11 +191,19 @@ class NoveltyState:
                 preflight(self.runner(model), suites)
         except ConfigError as exc:
             self.stopped = f"configuration error: {exc}"
-            pytest.exit(f"novelty: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+            raise pytest.UsageError(str(exc)) from None
         except HarnessError as exc:
-            self.harness_errors.setdefault(str(exc), "preflight")
-            self.stopped = f"harness error before any case ran: {exc}"
-            pytest.exit(f"novelty harness error: {exc}", returncode=HARNESS_EXIT_STATUS)
+            self.stop(exc)
+
+    def stop(self, exc: HarnessError) -> None:
+        """No case will run: a harness error found before any (a preflight, the demo's preparation)."""
+        self.harness_errors.setdefault(str(exc), "preflight")
+        self.stopped = f"harness error before any case ran: {exc}"
+
+    def _say_stopped(self) -> None:
+        if self.stopped is not None and not self._said:
+            self._said = True
+            self.config.get_terminal_writer().line(f"novelty: {self.stopped}", red=True, bold=True)
 
     def harness_failure(self, exc: NoveltyError, item: pytest.Item, what: str = "") -> NoReturn:
         """Stop a case on a harness error: the cause in full once, later cases point to the first.
@@ -190,6 +212,8 @@ class NoveltyState:
         controller and the JUnit file as a user property; ``--tb=long`` shows the full trace.
         """
         message = str(exc)
+        if isinstance(exc, ConfigError):
+            self.bad_input = self.bad_input or message
         first = self.harness_errors.setdefault(message, item.nodeid)
         item.user_properties.append((HARNESS_PROPERTY, message))
         if self.config.option.tbstyle == "long":
@@ -199,35 +223,63 @@ class NoveltyState:
         pytest.fail(f"harness error{what} (not a gate failure): the same as in {first}", pytrace=False)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Preflight for the suites of the selected cases (one process, no xdist)."""
-        if self.worker or _distributed(self.config) or self.config.option.collectonly:
-            return
+        """Count the run's regression tests (each is held to α / their number) and preflight the
+        suites of the selected cases (one process, no xdist); a run stopped before any case
+        deselects every case, so none runs and none is counted as a verdict."""
+        from pytest_novelty.gate.case import compared_cases
+        from pytest_novelty.gate.snapshot import snapshot_settings
+
+        cases: dict[str, Suite] = {}
         suites: dict[str, Suite] = {}
         for item in session.items:
             callspec = getattr(item, "callspec", None)
             suite = callspec.params.get("novelty_suite") if callspec is not None else None
             if isinstance(suite, Suite):
                 suites.setdefault(suite.name, suite)
-        self.preflight(list(suites.values()))
+                cases[item.nodeid] = suite
+        counted = compared_cases(list(cases.values()), baseline=self.baseline_model is not None,
+                                 snapshots=snapshot_settings(self.config).enabled, series=bool(self.series))
+        self.comparisons = max(1, counted)
+        if self.worker or self.config.option.collectonly:
+            return
+        if self.stopped is None:
+            self.preflight(list(suites.values()))
+        if self.stopped is not None:
+            self.config.hook.pytest_deselected(items=list(session.items))
+            session.items[:] = []
+            self._say_stopped()
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection(self, session: pytest.Session) -> None:
-        """Preflight on the xdist controller, which collects nothing itself: every suite it knows of."""
-        if not self.worker and _distributed(self.config) and not self.config.option.collectonly:
-            self.preflight([run for suite in self.suites.values() for run in suite.runs()])
+    def pytest_internalerror(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """An unexpected error inside the plugin is a harness error too (it decides nothing)."""
+        if any("pytest_novelty" in str(entry.path) for entry in excinfo.traceback):
+            self.internal_error = True
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """A run with a harness error exits with :data:`HARNESS_EXIT_STATUS`, not as a gate verdict."""
+        """A run with a harness error exits with :data:`HARNESS_EXIT_STATUS`, not as a gate verdict:
+        a case that errored or crashed (no verdict), a run stopped before any case, or an internal
+        error of the plugin. Bad input found in a case is the usage status. ``report.json`` and
+        ``report.md`` record the status the run exits with (:attr:`exit_status`)."""
         self._assemble_series()
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
             workeroutput[_WORKER_KEY] = self.suite_data
             workeroutput[_REPAIRS_KEY] = repaired()
-        if self.harness_errors and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-            session.exitstatus = HARNESS_EXIT_STATUS
+        no_verdict = any(outcome == "error" for outcome, _ in self._outcomes.values())
+        decided = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
+        if self.bad_input and session.exitstatus in decided:
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        else:
+            harness = (self.harness_errors or no_verdict or self.stopped) and session.exitstatus in decided
+            internal = self.internal_error and session.exitstatus == pytest.ExitCode.INTERNAL_ERROR
+            if harness or internal:
+                session.exitstatus = HARNESS_EXIT_STATUS
+        self.exit_status = int(session.exitstatus)
 
     # -- hooks ----------------------------------------------------------------------------------
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.pytest_session = session  # the terminal summary may still change its exit status (--novelty-log)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect each case's numbers and pytest's outcome for it, on the controller too under xdist.
@@ -251,7 +303,9 @@ class NoveltyState:
             self._outcomes[report.nodeid] = ("passed" if report.passed else "failed", "")
         elif report.failed and report.when != "call":
             what = "worker crashed" if report.when not in ("setup", "teardown") else "harness error"
-            self._outcomes[report.nodeid] = ("error", f"{what}: {_last_line(report.longreprtext)}")
+            last = _last_line(report.longreprtext)
+            message = last if last.startswith(what) else f"{what}: {last}"
+            self._outcomes[report.nodeid] = ("error", message)
         elif report.skipped and report.nodeid not in self._outcomes:
             self._outcomes[report.nodeid] = ("skipped", _last_line(report.longreprtext))
 
@@ -309,15 +363,28 @@ class NoveltyState:
             # Written on every run, from pytest's outcomes: errors and crashes included.
             from pytest_novelty.report import write_report
 
+            self._say_stopped()
             if self.stopped is not None and not rows:  # no case ran: no verdict, and why
                 from pytest_novelty.report.json_report import write_placeholder
 
                 write_placeholder(Path(folder), self.stopped)
                 terminalreporter.line(f"novelty report: {folder} (no verdict)")
                 return
-            versions = {**self.versions(), "pytest exit status": int(exitstatus)}
+            status = self.exit_status if self.exit_status is not None else int(exitstatus)
+            versions = {**self.versions(), "exit status": status}
             files = write_report(Path(folder), rows, cast(Any, self.suite_data), versions)
             terminalreporter.line(f"novelty report: {files.json.parent}")
+        if self.config.option.novelty_log and rows:  # --novelty-log: the trackers read the report
+            from pytest_novelty.integrations import log_session
+
+            logged = log_session(
+                self.config.option.novelty_log, rows, self.suite_data,
+                {**self.versions(), "exit status": self.exit_status if self.exit_status is not None else exitstatus},
+                report_dir=folder or None, write=terminalreporter.line,
+            )  # fmt: skip
+            session = self.pytest_session
+            if logged.status and session and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+                session.exitstatus = logged.status
 
     def versions(self) -> dict[str, Any]:
         """What produced the numbers, for report.json."""

@@ -83,5 +83,6 @@ def test_wired_into_the_main_command(index: Path, tmp_path: Path, capsys: pytest
     inputs.write_text(json.dumps({"id": "x", "text": "the cat"}) + "\n")
     assert main(["originality", "--index", f"ngram-set:{index}", "--n", "1", str(inputs)]) == 0
     assert json.loads(capsys.readouterr().out)["originality"] == {"1": 0.0}
-    assert main(["originality", "--index", f"ngramset:{index}", str(inputs)]) == 4  # bad input: the status pytest gives it too
+    # Bad input: exit 4, the status pytest gives it too.
+    assert main(["originality", "--index", f"ngramset:{index}", str(inputs)]) == 4
     assert "did you mean 'ngram-set'" in capsys.readouterr().err
