@@ -66,7 +66,7 @@ def test_snapshot_lifecycle(
         [
             "story quality: regression",
             "*snapshot value 0.*, new value 0.0000, delta -0.*",
-            "*95% CI ?-0.*over 6 paired prompts, p-value *",
+            "*% CI ?-0.*over 6 paired prompts, p-value *",
         ]
     )
 
