@@ -27,7 +27,13 @@ def _cmd_demo_build(args: argparse.Namespace) -> int:
         import shutil
 
         shutil.rmtree(demo.demo_dir(cache), ignore_errors=True)
-    folder = demo.ensure_demo(cache)
+    folder = demo.ensure_demo(cache)  # prepares it, or repairs what is damaged
+    check = demo.check_demo(cache)  # success is reported for what was checked, file by file
+    if not check.ok:
+        raise HarnessError(f"the demo in {folder} is damaged ({check.summary}); remove the folder and run "
+                           "`pytest-novelty demo build` again")
+    print(f"[novelty] demo checked: its {check.files} files match the checksums recorded when it was prepared",
+          file=sys.stderr)
     print(folder)
     return 0
 

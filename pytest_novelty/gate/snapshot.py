@@ -28,6 +28,14 @@ Only syrupy's public extension points are used:
   a baseline because of such drift. The comparison stays on the extension instance of that
   assertion (``assertion.extension.comparison``) for the caller to report; ``diff_lines`` explains
   the same comparison with numbers instead of a text diff.
+* A snapshot file that exists but is not a readable record (random bytes, torn or truncated JSON,
+  an empty file, another format) is *damaged*, never missing: ``read_snapshot_data_from_location``
+  records a :class:`DamagedSnapshot` (a harness error naming the file), ``matches`` is False and
+  the failure shows that error. :func:`check_snapshot` returns it as ``SnapshotOutcome.damaged``:
+  without ``--snapshot-update`` the case has no verdict (``harness_error``); with it the file is
+  replaced and a :class:`DamagedSnapshotWarning` names the file and the damage. Only a missing
+  snapshot suggests ``--snapshot-update``. :class:`SnapshotFile` (``pytest-novelty run``) reads the
+  same files through the same :func:`load_snapshot` and treats damage the same way.
 * :class:`RerecordingExtension` never matches, so ``--snapshot-update`` re-records every snapshot on
   purpose (``--novelty-rerecord``).
 * ``dirname``, ``get_snapshot_name`` and ``matches_test_location`` place and recognise the files.
@@ -42,6 +50,7 @@ from __future__ import annotations
 
 import os
 import unicodedata
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +61,7 @@ from syrupy.extensions.base import AbstractSyrupyExtension
 from syrupy.extensions.single_file import SingleFileSnapshotExtension
 
 from pytest_novelty.gate.regression import Comparison, MetricRecord, compare
+from pytest_novelty.infra.errors import HarnessError
 from pytest_novelty.infra.storage import atomic_write_text
 
 if TYPE_CHECKING:
@@ -67,6 +77,27 @@ NO_SNAPSHOT = "no snapshot for this case: run with --snapshot-update to accept t
 
 UNREADABLE = "the stored snapshot cannot be read"
 RERECORD = "re-recording requested: run with --snapshot-update to store the current values"
+
+
+class DamagedSnapshot(HarnessError):
+    """A snapshot file that exists but cannot be read as a metric record (random bytes, torn or
+    truncated JSON, another format): a harness error naming the file, never "no snapshot".
+
+    A missing snapshot invites ``--snapshot-update``; a damaged one must not, since following that
+    advice would accept the candidate as the new baseline without anyone deciding so.
+    """
+
+    def __init__(self, path: str | Path, why: str) -> None:
+        self.path = str(path)
+        self.why = why
+        super().__init__(
+            f"{self.path}: damaged snapshot ({why}); it is neither used as the baseline nor replaced: restore "
+            "it from version control, or delete it to record a new baseline"
+        )
+
+
+class DamagedSnapshotWarning(UserWarning):
+    """``--snapshot-update`` replaced a damaged snapshot; the warning names the file and the damage."""
 
 #: Comparison signs spelt out in file names, longest first (syrupy drops "<" and ">").
 SIGN_WORDS = ((">=", "_ge_"), ("<=", "_le_"), (">", "_gt_"), ("<", "_lt_"))
@@ -113,15 +144,24 @@ class SnapshotOutcome:
     """What :func:`check_snapshot` found.
 
     ``passed``: the case passes the regression gate; ``comparison``: None when nothing was
-    compared (no snapshot yet, or it was unreadable); ``lines``: why it failed (empty on a pass);
+    compared (no snapshot yet, or it was damaged); ``lines``: why it failed (empty on a pass);
     ``written``: syrupy stored the record as the new snapshot (``--snapshot-update``), in which case
-    ``comparison`` describes the baseline that was replaced.
+    ``comparison`` describes the baseline that was replaced; ``damaged``: the stored snapshot
+    exists but cannot be read. Then either ``written`` is True (``--snapshot-update`` replaced
+    it, and a :class:`DamagedSnapshotWarning` said so) or the case has no verdict:
+    :attr:`harness_error` is the error to raise.
     """
 
     passed: bool
     comparison: Comparison | None
     lines: list[str]
     written: bool = False
+    damaged: DamagedSnapshot | None = None
+
+    @property
+    def harness_error(self) -> DamagedSnapshot | None:
+        """The damaged snapshot, unless ``--snapshot-update`` replaced it: the case is a harness error."""
+        return None if self.written else self.damaged
 
     @property
     def message(self) -> str:
@@ -132,7 +172,8 @@ class SnapshotOutcome:
 
 
 def stored_record(snapshot: SnapshotAssertion) -> MetricRecord | None:
-    """The record accepted as this case's snapshot, or None when there is none or it is unreadable.
+    """The record accepted as this case's snapshot, or None when there is none or it is damaged
+    (:func:`check_snapshot` then reports the damage).
 
     Read through syrupy's public ``read_snapshot`` (the same file the comparison will read), so a
     case can take its frozen q@Tail tail from the snapshot before it computes the gated value.
@@ -169,9 +210,14 @@ def check_snapshot(
     comparison = extension.comparison
     result = assertion.executions.get(assertion.num_executions - 1)
     written = bool(result and (result.created or result.updated))
+    damaged = extension.damaged
     lines: list[str] = []
+    if damaged is not None and written:
+        _warn_replaced(damaged)
     if written or passed:
         lines = []
+    elif damaged is not None:
+        lines = [str(damaged)]
     elif comparison is not None:
         lines = comparison.lines()
         if comparison.passed:
@@ -180,7 +226,7 @@ def check_snapshot(
         lines = [extension.error]
     else:
         lines = [NO_SNAPSHOT]
-    return SnapshotOutcome(passed=passed, comparison=comparison, lines=lines, written=written)
+    return SnapshotOutcome(passed=passed, comparison=comparison, lines=lines, written=written, damaged=damaged)
 
 
 def snapshot_file(suite_file: Path, case: str, root: Path | None = None) -> Path:
@@ -200,7 +246,8 @@ class SnapshotFile:
     ``update`` accepts the candidate where the comparison does not pass (syrupy's
     ``--snapshot-update``), ``rerecord`` makes every comparison fail first, so that ``update``
     rewrites every snapshot (``--novelty-rerecord``). A file that exists but holds no readable
-    record is never taken for a missing one (see :func:`read_record`).
+    record is never taken for a missing one: :meth:`check` raises :class:`DamagedSnapshot`, or with
+    ``update`` replaces it and says so (:class:`DamagedSnapshotWarning`), as the syrupy extension does.
     """
 
     def __init__(self, path: Path, *, update: bool = False, rerecord: bool = False) -> None:
@@ -209,46 +256,74 @@ class SnapshotFile:
         self.rerecord = rerecord
 
     def stored(self) -> MetricRecord | None:
-        """The accepted record, or None when there is no file yet."""
-        return read_record(self.path)
+        """The accepted record, or None when there is no file yet or it is damaged (:meth:`check`
+        then reports the damage)."""
+        return load_snapshot(self.path)[1]
 
     def check(self, record: MetricRecord, *, alpha: float | None = None, correction: str = "") -> SnapshotOutcome:
         """Compare ``record`` with the accepted one (at ``alpha``, after the run's ``correction``);
-        with ``update`` write it where that fails."""
-        accepted = self.stored()
+        with ``update`` write it where that fails (a damaged file included, with a warning)."""
+        _, accepted, damaged = load_snapshot(self.path)
+        if damaged is not None and not self.update:
+            raise damaged
         comparison = None if accepted is None else compare(accepted, record, alpha=alpha, correction=correction)
         matches = comparison is not None and comparison.passed and not self.rerecord
         if matches:
             return SnapshotOutcome(passed=True, comparison=comparison, lines=[])
         if self.update:
             atomic_write_text(self.path, record.to_json())
-            return SnapshotOutcome(passed=True, comparison=comparison, lines=[], written=True)
+            if damaged is not None:
+                _warn_replaced(damaged)
+            return SnapshotOutcome(passed=True, comparison=comparison, lines=[], written=True, damaged=damaged)
         if comparison is None:
             return SnapshotOutcome(passed=False, comparison=None, lines=[NO_SNAPSHOT])
         lines = comparison.lines() + ([RERECORD] if comparison.passed else [])
         return SnapshotOutcome(passed=False, comparison=comparison, lines=lines)
 
 
-def read_record(path: Path) -> MetricRecord | None:
-    """The record stored at ``path``: None when there is no file (or it is empty), a
-    :class:`~pytest_novelty.infra.errors.HarnessError` naming the file when it cannot be read."""
-    from pytest_novelty.infra.errors import HarnessError
+def load_snapshot(path: Path) -> tuple[str | None, MetricRecord | None, DamagedSnapshot | None]:
+    """``(text, record, damage)`` of the snapshot file at ``path``.
 
+    No file: ``(None, None, None)``. A readable record: its text and the record. A file that is
+    there but is not a readable record (cannot be read, not UTF-8, empty, torn JSON, another
+    format): its text (undecodable bytes replaced, ``""`` when unreadable), no record, and the
+    :class:`DamagedSnapshot` naming the file and the damage.
+    """
+    path = Path(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HarnessError(f"{path}: the snapshot cannot be read ({exc}); restore it from version control") from None
-    if not text:
-        return None
+        return None, None, None
+    except OSError as exc:
+        return "", None, DamagedSnapshot(path, f"cannot be read: {exc.strerror or exc}")
     try:
-        return MetricRecord.from_json(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return raw.decode("utf-8", errors="replace"), None, DamagedSnapshot(
+            path, f"not UTF-8 text: byte {exc.start} of {len(raw)}"
+        )
+    try:
+        if not text.strip():
+            raise ValueError("the file is empty")
+        return text, MetricRecord.from_json(text), None
     except ValueError as exc:
-        raise HarnessError(
-            f"{path}: the snapshot is damaged ({exc}); restore it from version control, or delete it and "
-            "run with --snapshot-update to accept the current values"
-        ) from None
+        return text, None, DamagedSnapshot(path, str(exc))
+
+
+def read_record(path: Path) -> MetricRecord | None:
+    """The record stored at ``path``: None when there is no file, :class:`DamagedSnapshot` (a
+    :class:`~pytest_novelty.infra.errors.HarnessError` naming the file) when it cannot be read."""
+    _, record, damaged = load_snapshot(path)
+    if damaged is not None:
+        raise damaged
+    return record
+
+
+def _warn_replaced(damaged: DamagedSnapshot) -> None:
+    warnings.warn(
+        DamagedSnapshotWarning(f"{damaged.path}: replaced a damaged snapshot ({damaged.why}) with the current values"),
+        stacklevel=3,
+    )
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -274,6 +349,8 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
         self.comparison: Comparison | None = None
         #: Why the stored snapshot could not be read, when it could not.
         self.error: str | None = None
+        #: The stored snapshot file exists but is not a readable record.
+        self.damaged: DamagedSnapshot | None = None
         self._compared: tuple[str, str] | None = None
         #: The α the comparison is held to after the run's correction (None: the record's), and its name.
         self.alpha: float | None = None
@@ -334,12 +411,15 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
     def read_snapshot_data_from_location(
         self, *, snapshot_location: str, snapshot_name: str, session_id: str
     ) -> SerializableData | None:
-        """The stored text, or None when there is no file yet (or it is empty)."""
-        try:
-            data = Path(snapshot_location).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        return data or None
+        """The stored text, or None when there is no file yet.
+
+        A file that is there but is not a readable record (not UTF-8, empty, torn JSON, another
+        format) is damaged, not missing: :attr:`damaged` says so, and its text (undecodable bytes
+        replaced) goes to syrupy as an existing snapshot, so that ``--snapshot-update`` counts it
+        as updated and nothing treats it as absent.
+        """
+        text, _, self.damaged = load_snapshot(Path(snapshot_location))
+        return text
 
     @classmethod
     def write_snapshot_collection(
@@ -367,7 +447,7 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
                 candidate = MetricRecord.from_json(key[0])
                 accepted = MetricRecord.from_json(key[1])
             except ValueError as exc:
-                self.error = f"{UNREADABLE} ({exc}): run with --snapshot-update to rewrite it"
+                self.error = str(self.damaged) if self.damaged is not None else f"{UNREADABLE} ({exc})"
             else:
                 self._records = (accepted, candidate)
                 self.comparison = compare(accepted, candidate, alpha=self.alpha, correction=self.correction)
@@ -380,6 +460,9 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
 
     def diff_lines(self, serialized_data: SerializedData, snapshot_data: SerializedData) -> Iterator[str]:
         """The comparison's numbers and verdict instead of a text diff."""
+        if self.damaged is not None:
+            yield str(self.damaged)
+            return
         if not snapshot_data:
             yield NO_SNAPSHOT
             return

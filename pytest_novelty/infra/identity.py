@@ -503,3 +503,44 @@ def checkpoint_identity(
         # Offline: load the cached snapshot folder itself, so transformers never tries the network.
         return Identity(hub.sha, description, str(hub.snapshot), None, trusted=hub.trusted)
     return Identity(hub.sha, description, hub.repo, hub.sha)
+
+
+# -- data folders -------------------------------------------------------------------------------
+# The identity of data that is not a checkpoint (an originality index built by other tools), by
+# the same means: every file's SHA-256, remembered in a memo under its stat.
+
+
+def data_files(path: Path) -> list[Path]:
+    """The files of a data folder, every level, sorted by relative name (``path`` itself when it is
+    a file). Hidden entries (names starting with ``.``: locks, editor and OS litter) do not count;
+    symbolic links to files are followed, links to folders are not (no cycles)."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    found: list[Path] = []
+    for folder, subfolders, names in os.walk(path):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
+        found.extend(Path(folder) / name for name in names if not name.startswith("."))
+    files = [f for f in found if f.is_file()]
+    return sorted(files, key=lambda f: f.relative_to(path).as_posix())
+
+
+def content_identity(
+    path: Path,
+    *,
+    memo: Memo | None = None,
+    log: Callable[[str], None] | None = None,
+) -> str:
+    """A hex identity of the data file or folder ``path`` by content: the SHA-256 over each file's
+    relative name and SHA-256 (:func:`data_files`), so any changed byte, added, removed or renamed
+    file gives a new identity and the place or spelling of ``path`` none. Each file is read once
+    per stat through ``memo`` (:func:`hash_files`): an unchanged folder costs one ``stat`` per file.
+    """
+    path = Path(path).expanduser().resolve()
+    files = data_files(path)
+    digests = hash_files(files, memo=memo, what=path.name, log=log)
+    total = hashlib.sha256(b"pytest-novelty data identity 1\0")
+    for file in files:
+        name = "" if file == path else file.relative_to(path).as_posix()  # a lone file: its name does not count
+        total.update(f"{name}\0{digests[file]}\0".encode())
+    return total.hexdigest()[:24]

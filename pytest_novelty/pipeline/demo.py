@@ -15,6 +15,15 @@ but not the same weight bytes (float32 training is not bit-reproducible across C
 ``tests/demo/test_demo_shipped.py`` rebuilds from scratch and checks that.
 Weights from another builder version are never used: the demo is then trained here, as before.
 ``python -m pytest_novelty.pipeline.demo ship`` trains from scratch and refreshes the shipped files.
+
+The prepared demo heals itself. ``BUILD.json`` records the size and SHA-256 of every other file
+when the demo is prepared, and every use checks them (:func:`check_demo`; each digest is
+remembered under the file's stat in the cache's identity memo, so a warm check reads none of the
+files: about 2 ms for its 18 files here). A damaged or half-written file (garbled, truncated,
+missing) is repaired under the lock, with one line naming what was damaged and what was redone:
+the index alone when only the index is damaged (seconds), else the whole demo (seconds with the
+shipped weights). A demo prepared by an older version without checksums is checked against the
+records it has, then gets its checksums (one line).
 """
 
 from __future__ import annotations
@@ -23,10 +32,12 @@ import contextlib
 import hashlib
 import importlib.util
 import json
+import os
 import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -38,6 +49,11 @@ DEMO_VERSION = "v2"  # v2: the index records checksums of its files
 
 
 MANIFEST = "MANIFEST.json"
+BUILD_FILE = "BUILD.json"
+"""The build's facts, written last: a demo folder without it is not a finished build."""
+CHECKSUMS = "checksums"
+"""The entry of ``BUILD.json`` recording the size and SHA-256 of every other file of the demo."""
+_SHOWN = 3  # damaged files named in the one line that says so
 # What training cannot skip: each checkpoint's weights and the losses measured while training.
 _WEIGHT_FACTS = ("loss", "train_loss")
 
@@ -64,8 +80,8 @@ def demo_dir(cache_dir: Path) -> Path:
 
 
 def is_built(cache_dir: Path) -> bool:
-    """Whether a complete demo build is present."""
-    return (demo_dir(cache_dir) / "BUILD.json").is_file()
+    """Whether a complete demo build is present (its files are checked by :func:`check_demo`)."""
+    return (demo_dir(cache_dir) / BUILD_FILE).is_file()
 
 
 @contextlib.contextmanager
@@ -176,49 +192,250 @@ def _check_placed(staging: Path, manifest: dict[str, Any]) -> None:
             )
 
 
+@dataclass(frozen=True)
+class DemoCheck:
+    """What :func:`check_demo` found in a prepared demo folder.
+
+    ``damaged``: one entry per file that is missing or differs from its record (relative path and
+    why), empty when every file checks out; ``legacy``: the demo records no checksums (prepared by
+    an older version) and was checked against the records it has (see :func:`check_demo`).
+    """
+
+    folder: Path
+    damaged: tuple[str, ...] = ()
+    legacy: bool = False
+    files: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.damaged
+
+    @property
+    def index_only(self) -> bool:
+        """Whether only the index is damaged (then rebuilding the index repairs it, in seconds)."""
+        return bool(self.damaged) and all(entry.startswith("index/") for entry in self.damaged)
+
+    @property
+    def summary(self) -> str:
+        """The damaged files in a few words: ``index/table.0 differs from its checksum (and 2 more)``."""
+        named = "; ".join(self.damaged[:_SHOWN])
+        more = len(self.damaged) - _SHOWN
+        return named + (f" (and {more} more)" if more > 0 else "")
+
+
+def _read_build(folder: Path) -> dict[str, Any] | None:
+    try:
+        facts = json.loads((folder / BUILD_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return facts if isinstance(facts, dict) else None
+
+
+def _demo_files(folder: Path) -> list[Path]:
+    """Every file of a demo folder that its checksums cover (all but ``BUILD.json`` and hidden files)."""
+    from pytest_novelty.infra.identity import data_files
+
+    return [f for f in data_files(folder) if f.relative_to(folder).as_posix() != BUILD_FILE]
+
+
+def _checksums(folder: Path, memo: Any) -> dict[str, dict[str, Any]]:
+    """Size and SHA-256 of every file of a demo folder, by relative path."""
+    from pytest_novelty.infra.identity import hash_files
+
+    files = _demo_files(folder)
+    digests = hash_files(files, memo=memo, what="the demo", log=lambda line: None)
+    return {f.relative_to(folder).as_posix(): {"bytes": f.stat().st_size, "sha256": digests[f]} for f in files}
+
+
+def check_demo(cache_dir: Path, *, memo: Any = None) -> DemoCheck:
+    """Check the prepared demo in ``cache_dir`` against the checksums recorded when it was prepared.
+
+    Sizes first, then the SHA-256 of each file through ``memo`` (default: the cache's identity memo,
+    shared with the checkpoint identity of the demo's weights), so a warm check costs one ``stat``
+    and one memo read per file (about 20 files) and reads none of them.
+
+    A demo prepared by an older version records no checksums (``legacy``). It is checked against
+    the records it does have: the index against the checksums in its ``novelty-index.json``, the
+    corpus against the SHA-256 in ``BUILD.json``, shipped weights against their manifest, and every
+    other JSON file (configs, tokenizer, facts) must parse. Only a complete demo folder is checked
+    (``BUILD.json`` present); its absence is not damage but an unfinished build.
+    """
+    from pytest_novelty.infra.identity import hash_files, identity_memo
+
+    folder = demo_dir(cache_dir)
+    memo = identity_memo(cache_dir) if memo is None else memo
+    facts = _read_build(folder)
+    if facts is None:
+        return DemoCheck(folder, (f"{BUILD_FILE} cannot be read",))
+    recorded = facts.get(CHECKSUMS)
+    if not isinstance(recorded, dict) or not recorded:
+        return _check_legacy(folder, facts, memo)
+    damaged, present = [], []
+    for name, entry in sorted(recorded.items()):
+        file = folder / name
+        if not file.is_file():
+            damaged.append(f"{name} is missing")
+        elif not isinstance(entry, dict) or file.stat().st_size != entry.get("bytes"):
+            damaged.append(f"{name} has {file.stat().st_size} bytes, {_get(entry, 'bytes')} recorded")
+        else:
+            present.append(file)
+    digests = hash_files(present, memo=memo, what="the demo", log=lambda line: None)
+    for file in present:
+        name = file.relative_to(folder).as_posix()
+        if digests[file] != recorded[name].get("sha256"):
+            damaged.append(f"{name} differs from its checksum")
+    return DemoCheck(folder, tuple(sorted(damaged)), legacy=False, files=len(recorded))
+
+
+def _get(entry: Any, key: str) -> Any:
+    return entry.get(key) if isinstance(entry, dict) else "?"
+
+
+def _check_legacy(folder: Path, facts: dict[str, Any], memo: Any) -> DemoCheck:
+    """A demo without recorded checksums, checked against the records it has (see :func:`check_demo`)."""
+    from pytest_novelty.infra.errors import NoveltyError
+    from pytest_novelty.infra.identity import hash_files
+    from pytest_novelty.scoring.originality import read_index
+
+    damaged: list[str] = []
+    files = _demo_files(folder)
+    names = {f.relative_to(folder).as_posix() for f in files}
+    expected = {"corpus.jsonl", "index/novelty-index.json"} | {
+        f"{model}/{name}" for model in DEMO_MODELS for name in ("config.json", "model.safetensors", "tokenizer.json")
+    }
+    damaged.extend(f"{name} is missing" for name in sorted(expected - names))
+    try:
+        read_index(folder / "index", memo=memo)
+    except NoveltyError as exc:
+        damaged.append(f"index/ is damaged ({exc})")
+    checks: dict[Path, str | None] = {}
+    if isinstance(facts.get("corpus_sha256"), str):
+        checks[folder / "corpus.jsonl"] = facts["corpus_sha256"]
+    manifest = read_manifest() or {}
+    if facts.get("trained_here") is False and manifest.get("builder") == _builder_digest():
+        for model in DEMO_MODELS:
+            checks[folder / model / "model.safetensors"] = manifest["weights"][model]["sha256"]
+    present = [f for f in checks if f.is_file()]
+    digests = hash_files(present, memo=memo, what="the demo", log=lambda line: None)
+    damaged.extend(f"{f.relative_to(folder).as_posix()} differs from its record" for f in present
+                   if digests[f] != checks[f])
+    for file in files:
+        name = file.relative_to(folder).as_posix()
+        if file.suffix == ".json" and not name.startswith("index/"):
+            try:
+                json.loads(file.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                damaged.append(f"{name} cannot be read")
+    return DemoCheck(folder, tuple(sorted(damaged)), legacy=True, files=len(files))
+
+
+def _record_checksums(folder: Path, facts: dict[str, Any], memo: Any) -> None:
+    """Write ``BUILD.json`` again with the checksums of every other file (atomically)."""
+    from pytest_novelty.infra.storage import atomic_write_text
+
+    facts = {**facts, CHECKSUMS: _checksums(folder, memo)}
+    atomic_write_text(folder / BUILD_FILE, json.dumps(facts, indent=1, default=str) + "\n")
+
+
 def ensure_demo(cache_dir: Path, *, log: Callable[[str], None] | None = None, progress: bool = True,
                 train: bool = False) -> Path:
-    """Build the demo assets into ``cache_dir`` unless they are there; return their folder.
+    """The prepared demo in ``cache_dir``: checked, and prepared (again) where it is missing or damaged.
 
-    With the shipped trained weights (the usual case) this takes seconds; ``train=True``, or
-    weights from another builder version, trains from scratch (minutes).
+    With the shipped trained weights (the usual case) preparing takes seconds; ``train=True``, or
+    weights from another builder version, trains from scratch (minutes). A prepared demo is
+    checked on every use (:func:`check_demo`; warm, it reads none of its files); a damaged one is
+    repaired with one line saying what was damaged and what was redone: only the index when only
+    the index is damaged, else the whole demo. A demo prepared by an older version is checked
+    against the records it has and then gets its checksums, with one line saying so.
     """
-    target = demo_dir(cache_dir)
-    if is_built(cache_dir):
-        return target
-    say = log or (lambda line: print(line, file=sys.stderr, flush=True))
-    with _lock(Path(cache_dir) / f".{target.name}.lock"):
-        if is_built(cache_dir):
-            return target
-        start = time.perf_counter()
-        builder = _load_builder()
-        weights, why = (None, "training requested") if train else shipped_weights(builder)
-        if weights is not None:
-            say(f"[novelty] preparing the demo in {target}: shipped weights of both checkpoints, "
-                "corpus and index rebuilt here (once; about 10 s on 2 idle cores)")
-        else:
-            say(f"[novelty] building the demo in {target}: training the checkpoints ({why}), "
-                "corpus and index (once; about 2 minutes on 2 idle cores)")
-        staging = Path(cache_dir) / f".{target.name}-staging"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        with quiet_transformers():
-            facts: dict[str, Any] = dict(builder.build_demo(staging, progress=progress, weights=weights))
-        if weights is not None:
-            _check_placed(staging, read_manifest() or {})
-        from pytest_novelty.scoring.originality import build_index
+    from pytest_novelty.infra.identity import identity_memo
 
-        say("[novelty] indexing the demo training corpus")
-        # The indexer's bar redraws with carriage returns: only on a terminal, never in a CI log.
-        index_facts = build_index([staging / "corpus.jsonl"], staging / "index", tokenizer="words",
-                                  progress=progress and sys.stderr.isatty())
-        facts["index"] = index_facts
-        facts["seconds_total"] = round(time.perf_counter() - start, 1)
-        (staging / "BUILD.json").write_text(json.dumps(facts, indent=1, default=str) + "\n")
-        shutil.rmtree(target, ignore_errors=True)
-        staging.rename(target)
-        say(f"[novelty] demo built in {facts['seconds_total']:.0f}s")
+    target = demo_dir(cache_dir)
+    say = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    memo = identity_memo(cache_dir)
+    if is_built(cache_dir) and _usable(check_demo(cache_dir, memo=memo)):
+        return target
+    with _lock(Path(cache_dir) / f".{target.name}.lock"):
+        found = check_demo(cache_dir, memo=memo) if is_built(cache_dir) else None  # another process may have healed it
+        if found is not None and found.ok:
+            if found.legacy:
+                _record_checksums(target, _read_build(target) or {}, memo)
+                say(f"[novelty] the demo in {target} was prepared by an older version without checksums: checked "
+                    f"against the records it has, and the checksums of its {found.files} files recorded now")
+            return target
+        if found is not None and found.index_only:
+            say(f"[novelty] the demo in {target} is damaged ({found.summary}); rebuilding its index (seconds)")
+            _rebuild_index(target, memo, progress)
+        else:
+            damage = None if found is None else f"the demo in {target} is damaged ({found.summary}); preparing it again"
+            _prepare(cache_dir, target, say, progress=progress, train=train, damage=damage, memo=memo)
+        after = check_demo(cache_dir, memo=memo)
+        if not after.ok:
+            raise HarnessError(f"the demo in {target} is still damaged after preparing it again ({after.summary}); "
+                               "check the disk, or remove the folder and run `pytest-novelty demo build`")
     return target
+
+
+def _usable(check: DemoCheck) -> bool:
+    """A check that lets a run go on without the lock: every file fine and its checksums recorded."""
+    return check.ok and not check.legacy
+
+
+def _rebuild_index(target: Path, memo: Any, progress: bool) -> None:
+    """Index the demo's (verified) corpus again in place of a damaged index; record the new checksums."""
+    from pytest_novelty.scoring.originality import build_index
+
+    index = target / "index"
+    if index.exists():
+        aside = target / f".index.damaged-{os.getpid()}"
+        shutil.rmtree(aside, ignore_errors=True)
+        index.rename(aside)
+        shutil.rmtree(aside, ignore_errors=True)
+    facts = _read_build(target) or {}
+    facts["index"] = build_index([target / "corpus.jsonl"], index, tokenizer="words",
+                                 progress=progress and sys.stderr.isatty())
+    _record_checksums(target, facts, memo)
+
+
+def _prepare(cache_dir: Path, target: Path, say: Callable[[str], None], *, progress: bool, train: bool,
+             damage: str | None, memo: Any) -> None:
+    """Build the whole demo in a staging folder and swap it into place (the old one, if any, removed)."""
+    start = time.perf_counter()
+    builder = _load_builder()
+    weights, why = (None, "training requested") if train else shipped_weights(builder)
+    head = f"[novelty] {damage}" if damage else f"[novelty] preparing the demo in {target}"
+    if weights is not None:
+        say(f"{head}: shipped weights of both checkpoints, corpus and index rebuilt here "
+            f"({'' if damage else 'once; '}about 10 s on 2 idle cores)")
+    else:
+        say(f"{head}: training the checkpoints ({why}), corpus and index "
+            f"({'' if damage else 'once; '}about 2 minutes on 2 idle cores)")
+    staging = Path(cache_dir) / f".{target.name}-staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    with quiet_transformers():
+        facts: dict[str, Any] = dict(builder.build_demo(staging, progress=progress, weights=weights))
+    if weights is not None:
+        _check_placed(staging, read_manifest() or {})
+    from pytest_novelty.scoring.originality import build_index
+
+    say("[novelty] indexing the demo training corpus")
+    # The indexer's bar redraws with carriage returns: only on a terminal, never in a CI log.
+    index_facts = build_index([staging / "corpus.jsonl"], staging / "index", tokenizer="words",
+                              progress=progress and sys.stderr.isatty())
+    facts["index"] = index_facts
+    facts["seconds_total"] = round(time.perf_counter() - start, 1)
+    facts[CHECKSUMS] = _checksums(staging, memo)
+    (staging / BUILD_FILE).write_text(json.dumps(facts, indent=1, default=str) + "\n")
+    if target.exists():  # a damaged demo: moved aside in one rename, so readers never see half of either
+        aside = Path(cache_dir) / f".{target.name}.damaged-{os.getpid()}"
+        shutil.rmtree(aside, ignore_errors=True)
+        target.rename(aside)
+        staging.rename(target)
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        staging.rename(target)
+    say(f"[novelty] demo built in {facts['seconds_total']:.0f}s")
 
 
 def ship(build: Path | None = None, dest: Path | None = None) -> dict[str, Any]:
@@ -239,7 +456,7 @@ def ship(build: Path | None = None, dest: Path | None = None) -> dict[str, Any]:
         if build is None:
             build = ensure_demo(Path(scratch), train=True)
         build = Path(build)
-        facts = json.loads((build / "BUILD.json").read_text(encoding="utf-8"))
+        facts = json.loads((build / BUILD_FILE).read_text(encoding="utf-8"))
         if build.name != f"demo-{DEMO_VERSION}-{digest}" or not facts.get("trained_here", True):
             raise HarnessError(f"{build}: not a from-scratch build of builder {digest} ({DEMO_VERSION}); "
                                "run without --from to train one")

@@ -8,11 +8,10 @@ loads once, on the session's device, honouring ``--trust-remote-code``.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.infra.storage import read_json, stable_hash
+from pytest_novelty.infra.storage import read_json
 from pytest_novelty.pipeline.config import RunConfig
 from pytest_novelty.suites.schema import Suite
 
@@ -37,20 +36,24 @@ class SessionModels:
         if spec not in self._backends:
             from pytest_novelty.scoring.originality import open_backend
 
-            self._backends[spec] = open_backend(spec, cache_dir=self.config.cache_dir / "originality")
+            self._backends[spec] = open_backend(spec, cache_dir=self._originality_cache)
             self.opened.append(f"originality {spec}")
         return self._backends[spec]
 
     def index_identity(self, spec: str) -> str:
-        """What the originality answers depend on: the spec and, for local indexes, their metadata
-        (read once per session: in ``words`` mode it holds the whole vocabulary)."""
+        """What the originality answers of ``spec`` depend on: the verified content of its index,
+        whatever the spelling of its path (:func:`~pytest_novelty.scoring.originality.identity.index_identity`);
+        computed once per session."""
         if spec not in self._identities:
-            from pytest_novelty.scoring.originality import INFO_FILE
+            from pytest_novelty.scoring.originality.identity import index_identity
 
-            kind = spec.partition(":")[0]
-            metas = [read_json(folder / INFO_FILE) for folder in _index_folders(spec)] if kind in _LOCAL_INDEXES else []
-            self._identities[spec] = stable_hash(spec, metas)
+            self._identities[spec] = index_identity(spec, cache_dir=self._originality_cache, log=self.config.log)
         return self._identities[spec]
+
+    @property
+    def _originality_cache(self) -> Path:
+        """The folder the backends keep their answers and their memo of verified index files in."""
+        return self.config.cache_dir / "originality"
 
     def judge_spec(self, suite: Suite) -> str:
         """The judge of a suite: the command line wins, then the suite file."""
@@ -108,9 +111,11 @@ class SessionModels:
 
 
 def _index_folders(spec: str) -> list[Path]:
-    """The folders of a local index spec (``infini-gram:A,B`` or ``A:B``, options after ``?``)."""
-    target = spec.partition(":")[2]
-    return [Path(part.split("?", 1)[0].strip()) for part in target.replace(os.pathsep, ",").split(",")]
+    """The folders of a local index spec (``infini-gram:A,B`` or ``A:B``, options after ``?``),
+    with ``~`` expanded (as the backend reads them)."""
+    from pytest_novelty.scoring.originality.identity import local_targets
+
+    return local_targets(spec) or []
 
 
 def originality_units(spec: str, model_path: str) -> str:
@@ -120,7 +125,9 @@ def originality_units(spec: str, model_path: str) -> str:
         return f"the {kind} index's units"
     from pytest_novelty.scoring.originality import INFO_FILE
 
-    tokenizer = str((read_json(_index_folders(spec)[0] / INFO_FILE) or {}).get("tokenizer", ""))
+    folders = _index_folders(spec)
+    meta = read_json(folders[0] / INFO_FILE) if folders else None
+    tokenizer = str((meta if isinstance(meta, dict) else {}).get("tokenizer", ""))
     if tokenizer == "words":
         return "words"
     built_with = Path(tokenizer).expanduser().resolve() if tokenizer else None

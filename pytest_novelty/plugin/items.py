@@ -46,7 +46,10 @@ class SyrupyStore:
     def check(self, record: MetricRecord, *, alpha: float | None = None, correction: str = "") -> SnapshotOutcome:
         from pytest_novelty.gate.snapshot import check_snapshot
 
-        return check_snapshot(self._snapshot(), record, alpha=alpha, correction=correction)
+        outcome = check_snapshot(self._snapshot(), record, alpha=alpha, correction=correction)
+        if outcome.harness_error is not None:  # a damaged snapshot: no verdict, never "no snapshot"
+            raise outcome.harness_error
+        return outcome
 
 
 def test_metric(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +17,14 @@ import pytest
 import scipy.stats  # noqa: F401
 
 from pytest_novelty.gate.regression import MetricRecord
-from pytest_novelty.gate.snapshot import NO_SNAPSHOT, ROOT_ENV
+from pytest_novelty.gate.snapshot import (
+    NO_SNAPSHOT,
+    ROOT_ENV,
+    DamagedSnapshot,
+    DamagedSnapshotWarning,
+    SnapshotFile,
+    read_record,
+)
 
 IDS = [f"p{i:02d}" for i in range(24)]
 
@@ -223,6 +231,8 @@ def test_metric(snapshot, request):
     record = MetricRecord.from_json(Path(__file__).with_name("record.txt").read_text())
     outcome = check_snapshot(snapshot, record)
     print("WRITTEN", outcome.written)
+    error = outcome.harness_error
+    print("HARNESS", None if error is None else f"{type(error).__name__} at {error.path}")
     if not outcome.passed:
         pytest.fail(" / ".join(outcome.lines), pytrace=False)
 """
@@ -240,3 +250,95 @@ def test_check_snapshot_reports_without_raising(project: pytest.Pytester) -> Non
     worse = run(project)
     worse.assert_outcomes(failed=1)
     worse.stdout.fnmatch_lines(["*poetry quality: regression /   snapshot value*new value*delta*tolerance*"])
+
+
+def _damages() -> dict[str, bytes]:
+    good = make_record().to_json().encode()
+    return {
+        "random-bytes": random.Random(7).randbytes(700),
+        "truncated-json": good[: len(good) // 2],
+        "other-json": json.dumps({"format": 1, "suite": "poetry"}).encode(),
+        "another-format": good.replace(b'"format": 1', b'"format": 9', 1),
+        "empty": b"",
+    }
+
+
+@pytest.mark.parametrize("damage", list(_damages()))
+def test_a_damaged_snapshot_is_an_error_naming_the_file_never_a_missing_one(
+    project: pytest.Pytester, damage: str
+) -> None:
+    use(project, make_record())
+    run(project, "--snapshot-update").assert_outcomes(passed=2)
+    stored = snapshot_file(project)
+    bad = _damages()[damage]
+    assert bad != stored.read_bytes()
+    stored.write_bytes(bad)
+    result = run(project)
+    result.assert_outcomes(failed=1, passed=1)
+    out = result.stdout.str()
+    assert f"{stored}: damaged snapshot (" in out and "neither used as the baseline nor replaced" in out
+    # Only a missing snapshot suggests accepting the current values.
+    assert NO_SNAPSHOT not in out and "--snapshot-update" not in out
+    assert stored.read_bytes() == bad
+
+
+def test_check_snapshot_gives_a_damaged_snapshot_its_own_outcome(project: pytest.Pytester) -> None:
+    project.makepyfile(test_cases=CHECKING_FILE)
+    use(project, make_record())
+    run(project, "--snapshot-update").assert_outcomes(passed=1)
+    stored = snapshot_file(project)
+    stored.write_text(stored.read_text()[:-40])
+    result = run(project)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*damaged snapshot (not valid JSON*", f"HARNESS {DamagedSnapshot.__name__} at {stored}"]
+    )
+    stored.unlink()  # and a missing one stays a missing one
+    missing = run(project)
+    missing.stdout.fnmatch_lines([f"{NO_SNAPSHOT}", "HARNESS None"])
+
+
+def test_snapshot_update_replaces_a_damaged_snapshot_and_says_what_it_replaced(project: pytest.Pytester) -> None:
+    project.makepyfile(test_cases=CHECKING_FILE)
+    use(project, make_record())
+    run(project, "--snapshot-update").assert_outcomes(passed=1)
+    stored = snapshot_file(project)
+    stored.write_bytes(random.Random(3).randbytes(300))
+    current = make_record(shift=-0.2)
+    use(project, current)
+    update = run(project, "--snapshot-update")
+    update.assert_outcomes(passed=1, warnings=1)
+    update.stdout.fnmatch_lines(
+        [
+            f"*DamagedSnapshotWarning: {stored}: replaced a damaged snapshot (not UTF-8 text: byte *) with the "
+            "current values",
+            "WRITTEN True",
+            "HARNESS None",
+            "1 snapshot updated.",
+        ]
+    )
+    assert MetricRecord.from_json(stored.read_text()) == MetricRecord.from_json(current.to_json())
+    run(project).assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("damage", list(_damages()))
+def test_the_command_lines_snapshot_files_treat_damage_as_the_plugin_does(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "story" / "test_metric[story-quality_ge_0.3].novelty.jsonc"
+    record = make_record()
+    assert SnapshotFile(path).check(record).lines == [NO_SNAPSHOT]  # missing: the one case that suggests it
+    path.parent.mkdir(parents=True)
+    bad = _damages()[damage]
+    path.write_bytes(bad)
+    store = SnapshotFile(path)
+    assert store.stored() is None  # a q@Tail case takes no tail from it; check() reports the damage
+    with pytest.raises(DamagedSnapshot, match=r"damaged snapshot \(") as raised:
+        store.check(record)
+    assert raised.value.path == str(path) and "--snapshot-update" not in str(raised.value)
+    assert path.read_bytes() == bad
+    with pytest.raises(DamagedSnapshot):
+        read_record(path)
+
+    with pytest.warns(DamagedSnapshotWarning, match=r"replaced a damaged snapshot \(.+\) with the current values"):
+        outcome = SnapshotFile(path, update=True).check(record)
+    assert outcome.written and outcome.damaged is not None and outcome.harness_error is None
+    assert read_record(path) == MetricRecord.from_json(record.to_json())

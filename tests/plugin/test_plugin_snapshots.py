@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from pathlib import Path
 
 import pytest
+
+from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS
 
 pytestmark = pytest.mark.slow
 
@@ -63,9 +66,41 @@ def test_snapshot_lifecycle(
         [
             "story quality: regression",
             "*snapshot value 0.*, new value 0.0000, delta -0.*",
-            "*95% CI ?-0.*over 6 paired prompts, p-value *",
+            "*% CI ?-0.*over 6 paired prompts, p-value *",
         ]
     )
+
+
+def test_a_damaged_snapshot_is_a_harness_error_and_update_says_what_it_replaces(
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytester.runpytest_subprocess(*novelty_args, "--snapshot-update").assert_outcomes(passed=2)
+    stored = sorted((suite_dir / "__novelty_snapshots__").rglob("*.novelty.jsonc"))
+    damaged, intact = stored[0], stored[1]
+    damaged.write_bytes(random.Random(5).randbytes(400))
+
+    result = pytester.runpytest_subprocess(*novelty_args, "--novelty-snapshots")
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == HARNESS_EXIT_STATUS, output
+    assert f"{damaged}: damaged snapshot (not UTF-8 text" in output
+    assert "no snapshot for this case" not in output and "--snapshot-update" not in output
+    assert damaged.read_bytes() == random.Random(5).randbytes(400)  # left for the user to restore
+
+    # The command line reads the same files and decides the same way.
+    from pytest_novelty.cli import main
+
+    option = dict(arg.split("=", 1) for arg in novelty_args if arg.startswith("--") and "=" in arg)
+    cli = ["run", "--model", novelty_args[1], "--suites", option["--novelty-suites"], "--cache",
+           option["--novelty-cache"], "--originality", option["--originality"], "--snapshots"]  # fmt: skip
+    assert main(cli) == HARNESS_EXIT_STATUS
+    err = capsys.readouterr().err
+    assert f"{damaged}: damaged snapshot (not UTF-8 text" in err and "--snapshot-update" not in err
+
+    update = pytester.runpytest_subprocess(*novelty_args, "--snapshot-update")
+    update.assert_outcomes(passed=2)
+    assert f"DamagedSnapshotWarning: {damaged}: replaced a damaged snapshot (not UTF-8 text" in update.stdout.str()
+    assert json.loads(damaged.read_text())["suite"] == "story" and intact.is_file()
+    pytester.runpytest_subprocess(*novelty_args, "--novelty-snapshots").assert_outcomes(passed=2)
 
 
 def test_baseline_model_compares_paired(

@@ -34,8 +34,10 @@ T = TypeVar("T")
 
 __all__ = [
     "BUILD_HINT",
+    "CHECKSUM_MEMO",
     "FORMAT",
     "INFO_FILE",
+    "READS_INDEX_FOLDERS",
     "TRAP_WORDS",
     "IndexInfo",
     "engine_path",
@@ -48,6 +50,10 @@ INFO_FILE = "novelty-index.json"
 FORMAT = 1
 TRAP_WORDS = ("tokenized", "table", "offset", "metadata", "metaoff", "unigram")
 BUILD_HINT = "pytest-novelty index build CORPUS... --out DIR"
+CHECKSUM_MEMO = "index-checksums"
+"""The memo of verified index files, inside the originality cache folder a backend is opened with."""
+READS_INDEX_FOLDERS = "reads_index_folders"
+"""Set (True) on the factory :func:`register_local` registers: its argument is index folders."""
 
 
 def engine_path(path: Path) -> Path:
@@ -226,7 +232,7 @@ def read_indexes(target: str, *, cache_dir: Path | None = None) -> list[IndexInf
     parts = [p for p in re.split(f"[,{re.escape(os.pathsep)}]", target) if p.strip()]
     if not parts:
         raise ConfigError("needs an index folder, as in infini-gram:DIR", field="originality")
-    memo = None if cache_dir is None else memo_at(Path(cache_dir) / "index-checksums")
+    memo = None if cache_dir is None else memo_at(Path(cache_dir) / CHECKSUM_MEMO)
     return [read_index(Path(part.strip()).expanduser(), memo=memo) for part in parts]
 
 
@@ -246,6 +252,7 @@ def register_local(name: str, *, options: dict[str, type | None], summary: str) 
         open_local.__module__ = cls.__module__
         open_local.__qualname__ = f"{cls.__qualname__}.open"
         open_local.__doc__ = f"``{name}:DIR``: {summary}."
+        setattr(open_local, READS_INDEX_FOLDERS, True)  # its identity is its folders' (see .identity)
         BACKENDS.register(name, argument="DIR", needs="an index folder", options=options, summary=summary)(open_local)
         return cls
 
