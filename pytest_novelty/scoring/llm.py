@@ -34,6 +34,7 @@ Only the layers below scoring are imported (errors, suites, generation), and hea
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import re
@@ -48,6 +49,7 @@ from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightErro
 from pytest_novelty.infra.http import (
     Connection,
     ConnectionOptions,
+    Held,
     RetryPolicy,
     Secret,
     Traffic,
@@ -243,8 +245,9 @@ class OpenAIChat:
         *,
         adapt: Callable[[Any, dict[str, Any]], bool] | None = None,
         fatal_unreachable: Callable[[], bool] | None = None,
-    ) -> Any:
-        """One logical request (the HTTP client retries it); the response, or ``None`` if ``prepare`` declined.
+    ) -> list[str] | None:
+        """One logical request (the HTTP client retries it); the texts of the reply's choices, in
+        order, or ``None`` if ``prepare`` declined.
 
         ``prepare`` runs under ``semaphore`` before each sending and returns the body to send (or
         ``None`` to send nothing), so a request that waited for its turn uses what the requests
@@ -254,17 +257,22 @@ class OpenAIChat:
         is true, the run stops with a :class:`~pytest_novelty.infra.errors.HarnessError`. Raises
         :class:`RequestFailed` otherwise.
         """
+        import httpx
         import openai
 
         while True:
             body: dict[str, Any] = {}
             try:
-                async with semaphore:
+                async with Held(semaphore):  # given up while the request waits to be retried
                     prepared = prepare()
                     if prepared is None:
                         return None
                     body = prepared
-                    return await client.chat.completions.create(**body)
+                    # The plain POST the ``openai`` package offers for any route: no typed request
+                    # transform and no response models (they were a third of a judge's CPU); its
+                    # errors are the package's own, as below.
+                    response = await client.post("/chat/completions", cast_to=httpx.Response, body=body)
+                return _choice_texts(response)
             except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
                 raise HarnessError(self._refused(error)) from None
             except openai.NotFoundError:
@@ -336,6 +344,23 @@ class OpenAIChat:
     def _scrub(self, text: str) -> str:
         """``text`` with the key, and anything that looks like a key, replaced by ``***``."""
         return self._api_key.hide(text)
+
+
+def _choice_texts(response: Any) -> list[str]:
+    """The message text of each choice of a chat completion answer (``""`` for a missing one)."""
+    try:
+        answer = json.loads(response.content)
+    except ValueError:
+        raise RequestFailed(f"the reply is not JSON: {redact(response.text[:120])!r}") from None
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if not isinstance(choices, list):
+        raise RequestFailed(f"the reply has no choices: {redact(str(answer)[:120])!r}")
+    texts = []
+    for choice in choices:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        texts.append(content if isinstance(content, str) else "")
+    return texts
 
 
 # -- hf: ----------------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Unpack
@@ -71,12 +72,14 @@ __all__ = ["DEFAULT_BASE_URL", "OpenAIJudge"]
 
 @dataclass
 class _Run:
-    """Per-run state: the semaphore (bound to the run's event loop), budget and request count."""
+    """Per-run state: the semaphore (bound to the run's event loop), budget and request count,
+    and the thread that writes answers to the cache (None: the cache is in memory)."""
 
     semaphore: asyncio.Semaphore
     budget: int | None
     requests: int = 0
     succeeded: bool = False
+    writer: ThreadPoolExecutor | None = None
 
 
 @JUDGES.register(
@@ -168,6 +171,10 @@ class OpenAIJudge(OpenAIChat):
         keys = [self._keys(item) for item in items]
         cached = self.cache.get_many(key for item_keys in keys for key in item_keys)
         run = _Run(asyncio.Semaphore(self.connection.concurrency), self.budget)
+        if self.cache.store is not None:
+            # Writing an entry (a few file operations) would stall every request in flight for its
+            # duration; a thread of its own writes each answer as it arrives, while the loop goes on.
+            run.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="novelty-judge-cache")
         client = self._client()
         # Identical items (same task, prompt and response) are judged once and share the result.
         first: dict[str, int] = {}
@@ -196,6 +203,8 @@ class OpenAIJudge(OpenAIChat):
             await asyncio.gather(*tasks, return_exceptions=True)
             bar.close()
             await client.close()
+            if run.writer is not None:
+                run.writer.shutdown(wait=True)
 
     async def _score_item(
         self, client: Any, run: _Run, item: JudgeItem, keys: list[str], cached: dict[str, dict[str, Any]]
@@ -220,11 +229,18 @@ class OpenAIJudge(OpenAIChat):
                         continue
                     answer = {"score": None, "error": f"{NO_SCORE} ({unparsable}, asked {1 + self.max_reasks} times)"}
                     answer["reply"] = reply
-                answers[sample] = self.cache.put(keys[sample], answer)  # another run's answer if it was first
+                answers[sample] = await self._store(run, keys[sample], answer)
             pending = [s for s in pending if s not in answers]
         scores = [answers[s]["score"] for s in sorted(answers) if answers[s]["score"] is not None]
         errors = [answers[s]["error"] for s in sorted(answers) if answers[s]["error"]] + errors
         return rubric_result(scores, self.spec, errors)
+
+    async def _store(self, run: _Run, key: str, answer: dict[str, Any]) -> dict[str, Any]:
+        """Commit ``answer`` to the cache (on the run's writer thread); the stored answer, which is
+        another run's when it was first."""
+        if run.writer is None:
+            return self.cache.put(key, answer)
+        return await asyncio.get_running_loop().run_in_executor(run.writer, self.cache.put, key, answer)
 
     async def _complete(self, client: Any, run: _Run, messages: list[dict[str, str]], n: int) -> list[str]:
         """Get up to ``n`` replies, in one request when the server honours ``n``, else one per sample."""
@@ -267,10 +283,10 @@ class OpenAIJudge(OpenAIChat):
                 return True
             return False
 
-        response = await self._create(
+        replies = await self._create(
             client, run.semaphore, prepare, adapt=adapt, fatal_unreachable=lambda: not run.succeeded
         )
-        if response is None:
+        if replies is None:
             return []
         run.succeeded = True
-        return [choice.message.content or "" for choice in response.choices]
+        return replies

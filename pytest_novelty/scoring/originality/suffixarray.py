@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -88,6 +89,7 @@ class SuffixArrayShard:
         self._bytes = np.asarray(raw_stream)
         self._windows: dict[int, _Windows] = {}
         self._samples: tuple[int, np.ndarray] | None = None
+        self._lazy = threading.Lock()  # threads of one search build the views above once
 
     def position(self, rank: np.ndarray) -> np.ndarray:
         """Token position of the suffixes at these ranks."""
@@ -113,7 +115,9 @@ class SuffixArrayShard:
         """The ``span`` words of the stream from each token position of ``at`` (one row each; zero
         bytes past the end), and whether any of them runs past the end."""
         if span not in self._windows:
-            self._windows[span] = _Windows(self._bytes, self.size, self.width, span)
+            with self._lazy:
+                if span not in self._windows:
+                    self._windows[span] = _Windows(self._bytes, self.size, self.width, span)
         return self._windows[span](at)
 
     def first_token(self) -> int | None:
@@ -165,7 +169,9 @@ class SuffixArrayShard:
         if self._samples is None:
             step = max(16, 1 << max(0, math.ceil(math.log2(max(self.size, 1) / _SAMPLES))))
             ranks = np.arange(0, self.size, step, dtype=np.int64)
-            self._samples = (step, self.window(self.position(ranks), 1)[0][:, 0].copy())
+            words = self.window(self.position(ranks), 1)[0][:, 0].copy()
+            with self._lazy:
+                self._samples = self._samples or (step, words)
         step, sample = self._samples
         left = np.searchsorted(sample, first, side="left")
         right = np.searchsorted(sample, first | ~mask, side="right")
