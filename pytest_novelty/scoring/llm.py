@@ -188,7 +188,9 @@ class OpenAIChat:
             max_retries=0,
             timeout=connection.timeout,
             # A plain httpx client: openai 1.x and 2.x are built on httpx, 3.x takes it as a "legacy" one.
-            http_client=cast(Any, connection.client(self._endpoint, self.traffic, on_wait=self._waiting)),
+            http_client=cast(
+                Any, connection.client(self._endpoint, self.traffic, accept=_not_json, on_wait=self._waiting)
+            ),
         )
 
     def check(self, *, timeout: float = PREFLIGHT_TIMEOUT) -> None:
@@ -344,6 +346,15 @@ class OpenAIChat:
     def _scrub(self, text: str) -> str:
         """``text`` with the key, and anything that looks like a key, replaced by ``***``."""
         return self._api_key.hide(text)
+
+
+def _not_json(response: Any) -> str | None:
+    """Why a 200 answer is worth another attempt: it is not JSON (a proxy's error page); else None."""
+    try:
+        json.loads(response.content)
+    except ValueError:
+        return "the answer is not JSON"
+    return None
 
 
 def _choice_texts(response: Any) -> list[str]:

@@ -13,7 +13,8 @@ message contains a marker string, for a given number of requests:
 - ``hang``: read the request and never answer (the client times out); ``drop``: close the
   connection without answering;
 - ``delay``: extra latency before a normal answer;
-- ``no_score``: answer with prose that has no score; ``out_of_range``: answer ``Score: 9``.
+- ``no_score``: answer with prose that has no score; ``out_of_range``: answer ``Score: 9``;
+- ``garbage``: HTTP 200 whose body is not JSON (a proxy's error page).
 
 Server-wide behaviours: ``latency`` before every answer, ``n_mode`` (``"support"``, ``"ignore"``
 returns a single choice, ``"reject"`` answers 400 to ``n > 1``), ``reject_temperature`` (400 like a
@@ -40,7 +41,7 @@ from tests.servers.base import FakeHandler, FakeServer, Fault
 
 __all__ = ["FAULT_KINDS", "FakeOpenAI", "Fault", "default_reply"]
 
-FAULT_KINDS = ("status", "hang", "drop", "delay", "no_score", "out_of_range")
+FAULT_KINDS = ("status", "hang", "drop", "delay", "no_score", "out_of_range", "garbage")
 
 
 def default_reply(prompt: str, choice: int) -> str:
@@ -125,6 +126,9 @@ class _Handler(FakeHandler):
                 return
             if fault.kind == "delay":
                 time.sleep(fault.seconds)
+            if fault.kind == "garbage":
+                self._send(200, b"<html><body>502 Bad Gateway</body></html>")
+                return
         if fake.n_mode == "ignore":
             n = 1
         texts = []
