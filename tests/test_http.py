@@ -225,10 +225,21 @@ def test_the_transport_honours_the_proxy_settings(monkeypatch: pytest.MonkeyPatc
 def test_connection_options_are_checked_by_name() -> None:
     assert Connection.of({}, concurrency=4, timeout=9.0) == Connection(9.0, 4, RetryPolicy())
     assert Connection.of({"max_attempts": 2}).retry.max_attempts == 2
-    for bad, field in [({"concurrency": 0}, "concurrency"), ({"timeout": 0}, "timeout"), ({"backoff": -1}, "backoff")]:
+    assert Connection.of({"rate": 5}).rate == 5.0 and Connection.of({}).rate == 0.0  # 0: no limit
+    bad_options = [({"concurrency": 0}, "concurrency"), ({"timeout": 0}, "timeout"), ({"backoff": -1}, "backoff")]
+    for bad, field in [*bad_options, ({"rate": -2}, "rate")]:
         with pytest.raises(ConfigError, match=field) as caught:
             Connection.of(bad)  # type: ignore[arg-type]
         assert caught.value.field == field
+
+
+def test_every_remote_backend_takes_a_rate() -> None:
+    from pytest_novelty.scoring.concepts import open_concept_extractor
+    from pytest_novelty.scoring.judges import open_judge
+
+    assert open_judge("openai:judge-model?rate=3", base_url="http://127.0.0.1:9/v1").connection.rate == 3.0  # type: ignore[attr-defined]
+    extractor = open_concept_extractor("openai:judge-model?rate=0.5", base_url="http://127.0.0.1:9/v1")
+    assert extractor.connection.rate == 0.5  # type: ignore[attr-defined]
 
 
 def test_judges_and_served_models_send_through_the_one_transport() -> None:
