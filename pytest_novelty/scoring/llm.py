@@ -8,10 +8,13 @@ lives here, once:
   URL (``OPENAI_BASE_URL`` by default) and the key (``OPENAI_API_KEY``), held so that it never
   appears in a repr, an error or a cache; a fresh ``AsyncOpenAI`` client per run, on the harness's
   one HTTP client (:meth:`pytest_novelty.infra.http.Connection.client`), which retries 408, 409, 425,
-  429, 5xx, timeouts and connection errors with exponential backoff and jitter, honouring
+  429, 5xx, timeouts, connection errors and 200 answers that are not JSON with exponential backoff
+  and jitter, honouring
   ``Retry-After``, for at most ``max_attempts`` attempts and ``max_retry_time`` seconds in all,
   each wait announced through ``notify`` (the package's own retries are off); and
-  :meth:`OpenAIChat._create`, one request and what its failure means: a model that rejects
+  :meth:`OpenAIChat._create`, one request (the package's plain ``post`` of the chat route: the
+  typed request transform and response models cost a third of a judge's CPU, and only the choices'
+  texts are read) and what its failure means: a model that rejects
   ``temperature`` is asked again without it, for the rest of the client's life; a rejected key or
   an unknown model stops the run (:class:`~pytest_novelty.infra.errors.HarnessError`), and so does an
   endpoint that fails the first requests of a run with no success at all (unreachable, hanging,

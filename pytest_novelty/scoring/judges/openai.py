@@ -14,14 +14,17 @@ How a run goes, per item:
   remembered;
 - each reply is parsed (:mod:`.parsing`); a sample without a valid 0-5 score is asked again, at
   most ``max_reasks`` more times, after which it is recorded as failed;
-- requests run concurrently under a semaphore of ``concurrency``. 429, 5xx, 408/409, timeouts and
-  connection errors are retried with exponential backoff and jitter, honouring ``Retry-After``
+- requests run concurrently under a semaphore of ``concurrency`` (a request waiting to be retried
+  gives its place to the next: :class:`~pytest_novelty.infra.http.Held`). 429, 5xx, 408/409,
+  timeouts, connection errors and 200 answers that are not JSON are retried with exponential
+  backoff and jitter, honouring ``Retry-After``
   (capped at two minutes), for at most ``max_attempts`` attempts and ``max_retry_time`` seconds
   (default 120) per request; each attempt waits at most ``timeout`` seconds (default 60: a rubric
   reply of a few hundred tokens, with room for a loaded server); the client's own retries are
   switched off so that these are the only ones. While requests wait, a line says so at most
   every ten seconds (``notify``, the run log);
-- every answer (scored, or failed after all re-asks) is committed to the cache at once, keyed by
+- every answer (scored, or failed after all re-asks) is committed to the cache at once (by a
+  thread of its own, so that writing never stalls the requests in flight), keyed by
   (model, endpoint's scheme, host, port and path, rubric version, temperature, max_tokens,
   max_reasks, samples, task, prompt, response, sample index; see
   :func:`~.cache.judge_key`): answers from one endpoint are never used for another. A rerun makes no
