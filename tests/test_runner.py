@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_novelty.metrics import novelty
+from pytest_novelty.metrics import gated_novelty
 from pytest_novelty.pipeline.runner import RunConfig, Runner
 from pytest_novelty.suites.schema import load_suite
 from tests.suite_text import suite_toml
@@ -58,8 +58,9 @@ def test_suite_runs_end_to_end_and_resumes_from_cache(suite_file: Path, tiny_con
     assert [len(a) for a in result.answers] == [3, 3, 3, 3]
     assert result.quality.shape == (4, 3)
     assert set(result.originality) == {4, 5}
-    # novelty@5 is the mean of per-generation harmonic means, recomputed here from the arrays.
-    expected = np.nanmean(novelty(result.quality, result.originality[5]))
+    # novelty@5 is the mean of per-generation harmonic means, recomputed here from the arrays (an
+    # answer too short for a 5-gram counts as novelty 0, as the gate counts it).
+    expected = np.nanmean(gated_novelty(result.quality, result.originality[5]))
     assert math.isclose(result.metrics["novelty@5"], float(expected), rel_tol=1e-12)
     assert 0.0 <= result.metrics["q_at_tail@0.5"] <= 1.0
     assert 1.0 <= result.metrics["distinct_k"] <= 3.0
