@@ -1,18 +1,24 @@
 """What exactly is this checkpoint? A content identity for cache keys and reports.
 
-A local checkpoint folder is identified by the SHA-256 of every byte of exactly the files a model
-is loaded from: the config and generation config, the tokenizer files, every weight shard and its
+A local checkpoint folder is identified by the BLAKE3 digest of every byte of exactly the files a
+model is loaded from: the config and generation config, the tokenizer files, every weight shard and its
 index, adapter files (and, for an adapter, the identity of its base model), and the Python files
 of a checkpoint that ships its own code. Nothing else in the folder counts: an originality index
 saved beside the weights (``novelty-index/``), logs, optimizer state and READMEs change nothing.
 So a fine-tune saved over the same folder gets a new identity even when every file keeps its size
 and only a middle layer changed, and a folder that only gained an index keeps its cached answers.
 
-Hashing is fast: 16 MiB sequential reads, shards hashed in parallel threads (``hashlib`` releases
-the GIL on large updates), and a *memo* that remembers each file's digest under its (path, size,
-mtime_ns, ctime_ns, inode), so an unchanged multi-gigabyte checkpoint is read once. A memo is any
-object with ``get(key) -> value | None`` and ``put(key, value)`` (the namespaces of the cache layer
-offer exactly that); :func:`memo_at` gives one in a cache folder.
+Hashing runs at the disk's speed: helper threads read the next blocks of a file at their own
+offsets (several requests before the disk at once) while BLAKE3 hashes the current block on every
+core (both release the GIL); two shards go at once; and a *memo* remembers each file's digest under
+its (digest name, path, size, mtime_ns, ctime_ns, inode), so an unchanged multi-gigabyte checkpoint
+is read once. BLAKE3 runs at about 5 GB/s a core here against SHA-256's 1.9 (which cannot split a
+file); SHA-256 stays for what records it (the checksums of an index, :func:`hash_files`' default).
+Identities are of format 2 (format 1 hashed the files with SHA-256): the format and the digest's
+name open the hashed text, so no identity of one format equals one of another, and answers
+cached under an old identity are generated again, never misread. A memo is any object with
+``get(key) -> value | None`` and ``put(key, value)`` (the namespaces of the cache layer offer
+exactly that); :func:`memo_at` gives one in a cache folder.
 
 A hub id (``org/name`` or ``org/name@revision``) is identified by its commit sha, resolved through
 ``huggingface_hub``: from the hub when it can be reached, else from the local Hugging Face cache
@@ -51,6 +57,7 @@ __all__ = [
     "Identity",
     "Memo",
     "checkpoint_identity",
+    "file_digest",
     "file_sha256",
     "hash_files",
     "hub_reachable",
@@ -135,7 +142,7 @@ class Identity:
     """What a checkpoint is: ``id`` (hex, for cache keys), ``description`` (for people).
 
     ``source`` and ``revision`` are what to load: a local folder (``revision`` None), or a hub
-    repository at a commit sha. ``files`` maps each file that counted to its SHA-256 (local
+    repository at a commit sha. ``files`` maps each file that counted to its BLAKE3 digest (local
     folders), ``trusted`` is True when a hub revision was read from the local cache without
     checking the hub.
     """
