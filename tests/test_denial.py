@@ -6,7 +6,6 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -316,7 +315,8 @@ class ConfiguredRunner(ScriptedRunner):
 def test_a_denial_baseline_is_compared_round_by_round(tmp_path: Path, concept_server: FakeOpenAI) -> None:
     """With --baseline-model, the candidate's round k is paired with the baseline's round k: the
     baseline runs its own rounds, each forbidding the concepts of its own earlier answers."""
-    from pytest_novelty.plugin.state import NoveltyState
+    from pytest_novelty.pipeline.export import suite_data
+    from pytest_novelty.pipeline.session import ResultsSession
 
     suite = write_suite(tmp_path, rounds=2)
     config = RunConfig(model="cand", cache_dir=tmp_path / "cache", judge="openai:judge-model",
@@ -325,15 +325,17 @@ def test_a_denial_baseline_is_compared_round_by_round(tmp_path: Path, concept_se
         "cand": ConfiguredRunner(config, [[["a"], ["b"]], [["c"], ["d"]]]),
         "base": ConfiguredRunner(replace(config, model="base"), [[["e"], ["f"]], [["g"], ["h"]]]),
     }
-    option = SimpleNamespace(novelty_model="cand", novelty_baseline_model="base")
-    state = NoveltyState(SimpleNamespace(stash={}, option=option), [suite], tmp_path / "cache")  # type: ignore[arg-type]
-    state.runner = runners.__getitem__  # type: ignore[method-assign]
+    session = ResultsSession(lambda model: replace(config, model=model), model="cand", baseline_model="base")
+    session.runner = runners.__getitem__  # type: ignore[assignment,method-assign]
     round2 = suite.runs()[1]
 
-    baseline = state.baseline_result(round2)
-    assert baseline is not None and baseline.answers == [["g"], ["h"]]
+    found = session.baseline(round2)
+    assert found is not None and found.kind == "baseline"
+    baseline = found.result
+    assert baseline.answers == [["g"], ["h"]]
     assert baseline.denial is not None and baseline.denial.forbidden == CONCEPTS
     assert runners["base"].inputs == [None, build_inputs(round2, PROMPTS, forbidden=CONCEPTS)]
-    candidate = state.result(round2)
+    candidate = session.result(round2)
     assert candidate.answers == [["c"], ["d"]] and candidate.denial is not None and candidate.denial.number == 2
-    assert state.suite_data[round2.name]["info"]["round"] == 2 and "baseline" in state.suite_data[round2.name]
+    data = suite_data(candidate, baseline)
+    assert data["info"]["round"] == 2 and "baseline" in data

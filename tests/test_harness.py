@@ -118,11 +118,14 @@ def test_preflight_opens_each_index_once_and_names_a_broken_one(
 ) -> None:
     import shutil
 
+    suite = load_suite(write_suite(tmp_path))
+    good = Runner(replace(config, originality=f"infini-gram:{tiny_index}"))
+    preflight(good, [suite, suite])
+    assert good.models.opened.count(f"originality infini-gram:{tiny_index}") == 1  # two suites, one open
     broken = tmp_path / "broken-idx"
     shutil.copytree(tiny_index, broken)
     for table in broken.glob("table.*"):
         table.unlink()
-    suite = load_suite(write_suite(tmp_path))
     runner = Runner(replace(config, originality=f"infini-gram:{broken}"))
     with pytest.raises((ConfigError, HarnessError), match=str(broken)):
         preflight(runner, [suite, suite])

@@ -156,7 +156,7 @@ def test_served_generator_gives_up_when_retry_after_passes_the_time_bound() -> N
         generator = OpenAIGenerator("openai:judge-model", base_url=server.url, max_retry_time=2)
         settings = GenerationSettings(samples=1, max_new_tokens=8)
         start = time.monotonic()
-        with pytest.raises(HarnessError, match=r"no answer from .* after 1 attempts \(HTTP 503"):
+        with pytest.raises(HarnessError, match=r"no answer from .* after 1 attempt \(HTTP 503"):
             generator.sample(Batch([generator.render([{"role": "user", "content": "Tell a story"}])], [7], settings))
         assert time.monotonic() - start < 2
 

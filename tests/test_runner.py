@@ -58,8 +58,8 @@ def test_suite_runs_end_to_end_and_resumes_from_cache(suite_file: Path, tiny_con
     assert [len(a) for a in result.answers] == [3, 3, 3, 3]
     assert result.quality.shape == (4, 3)
     assert set(result.originality) == {4, 5}
-    # novelty@5 is the mean of per-generation harmonic means, recomputed here from the arrays (an
-    # answer too short for a 5-gram counts as novelty 0, as the gate counts it).
+    # novelty@5 is the mean of per-generation harmonic means as the gate counts them (an answer
+    # with no 5-gram at 0), recomputed here from the arrays.
     expected = np.nanmean(gated_novelty(result.quality, result.originality[5]))
     assert math.isclose(result.metrics["novelty@5"], float(expected), rel_tol=1e-12)
     assert 0.0 <= result.metrics["q_at_tail@0.5"] <= 1.0

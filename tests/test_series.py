@@ -80,9 +80,10 @@ def test_tables_show_values_and_paired_changes() -> None:
     top = {"s": {"series": [
         {"step": 1, "model": "c-1", "metrics": {"top10_novelty@5": 0.8}, "change": None},
         {"step": 2, "model": "c-2", "metrics": {"top10_novelty@5": 0.7},
-         "change": {"top10_novelty@5": {"delta": -0.1, "ci": [-0.3, -0.2], "paired_on": "novelty@5"}}},
+         "change": {"top10_novelty@5": {"delta": -0.1, "ci": [-0.3, -0.2], "status": "regressed"}}},
     ]}}
-    assert "0.7000 (-0.1000 [-0.3000, -0.2000] on novelty@5)" in "\n".join(series_tables(top))
+    # The interval is the gated statistic's own (the top-10 % bootstrap): no "on novelty@5" aside.
+    assert "0.7000 (-0.1000 [-0.3000, -0.2000], regression)" in "\n".join(series_tables(top))
 
 
 def test_series_plot_is_drawn(tmp_path: Path) -> None:

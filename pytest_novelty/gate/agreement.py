@@ -2,7 +2,7 @@
 
 A suite that names a calibration file (``[scoring] calibration``) gets its judge's agreement with
 the human grades measured on every run (``SuiteResult.judge_agreement``, see
-:mod:`pytest_novelty.scoring.judges.calibrate`). With ``[gate] min_judge_agreement = R`` every case
+:mod:`pytest_novelty.pipeline.calibration`). With ``[gate] min_judge_agreement = R`` every case
 whose metric depends on the judge's quality scores fails, naming the agreement, when Spearman's ρ
 is below R (or undefined): a number computed from a judge that does not rank answers as people
 do is not evidence either way. The point estimate is compared, not a CI bound, so the setting reads
@@ -15,9 +15,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_novelty.metrics.table import FAMILIES
 from pytest_novelty.suites.schema import Suite, Threshold
 
-QUALITY_BASED = ("novelty", "top10_novelty", "quality", "q_at_tail", "utility_k")
+QUALITY_BASED = tuple(name for name, f in FAMILIES.items() if f.uses_quality)
 """Metric families computed from the judge's quality scores (originality and distinct_k are not)."""
 
 

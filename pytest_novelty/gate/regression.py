@@ -12,9 +12,12 @@ candidate's record against it. The rules, in order:
    file takes effect without re-recording. A drop within tolerance passes.
 3. Significance. A drop beyond tolerance is a regression only when one test, the paired bootstrap
    over the prompts both records share (:func:`pytest_novelty.metrics.stats.paired_bootstrap`),
-   finds it significant: its (1 − α) percentile interval of the change in the *gated statistic*
-   lies entirely on the bad side of 0 (so in effect a one-sided test at α/2, on the cautious
-   side). The statistic is the metric's own: the mean per-prompt difference for means, and for
+   finds it significant: its (1 − α) interval of the change in the *gated statistic* (Student's t
+   on the bootstrap standard error, which holds its coverage on a 10-prompt q@Tail tail where the
+   percentile interval used before did not) lies entirely on the bad side of 0 (so in effect a
+   one-sided test at α/2, on the cautious side). Each case holds its α alone; over the many cases
+   of a run, :func:`pytest_novelty.metrics.stats.holm` controls the run's family-wise error. The
+   statistic is the metric's own: the mean per-prompt difference for means, and for
    ``top10_novelty@n`` the difference of the top-10 % means, recomputed on every resample of
    prompts from the per-generation values both records store. The CI shown is that interval and
    the p-value comes from the same resamples, so the verdict always agrees with the CI. Otherwise
@@ -45,6 +48,7 @@ import numpy as np
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.redact import redact
 from pytest_novelty.metrics.stats import BOOTSTRAP_TEST, paired_bootstrap
+from pytest_novelty.metrics.table import family
 from pytest_novelty.suites.schema import Suite, Threshold
 
 if TYPE_CHECKING:
@@ -323,15 +327,25 @@ def _values(snapshot: MetricRecord, candidate: MetricRecord) -> tuple[float, flo
     return snapshot_value, candidate_value, shared, note
 
 
-def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_BOOT, seed: int = 0) -> Comparison:
+def compare(
+    snapshot: MetricRecord,
+    candidate: MetricRecord,
+    *,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+    alpha: float | None = None,
+    correction: str = "",
+) -> Comparison:
     """Judge ``candidate`` against the accepted ``snapshot`` (see the module docstring for the rules).
 
-    Direction, tolerances and α come from the candidate (the suite file's current settings). A
+    Direction, tolerances and α come from the candidate (the suite file's current settings), or
+    ``alpha`` when given: the α each of a run's comparisons is held to after a correction for the
+    run's number of comparisons, which ``correction`` names in the comparison's ``test``. A
     missing candidate value (nothing could be scored) against a present snapshot value is a
     regression; a snapshot without a value is beaten by any candidate value.
     """
     snap_value, cand_value, shared, note = _values(snapshot, candidate)
-    alpha = candidate.alpha
+    alpha = candidate.alpha if alpha is None else alpha
     scale = 0.0 if math.isnan(snap_value) else abs(snap_value)
     tolerance = max(candidate.tolerance_abs, candidate.tolerance_rel * scale)
     delta = cand_value - snap_value
@@ -345,6 +359,8 @@ def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_
         extra: str = "",
         test: str = "",
     ) -> Comparison:
+        if test and correction:
+            test = f"{test}; {correction}"
         parts = [_format_delta(delta), f"tolerance {tolerance:.4f}"]
         if ci is not None:
             parts.append(f"{100 * (1 - alpha):g}% CI [{ci[0]:.4f}, {ci[1]:.4f}]")
@@ -377,14 +393,33 @@ def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_
         return done("regressed", extra=" (the candidate's value could not be computed)")
     if math.isnan(snap_value):
         return done("improved", extra=" (the snapshot has no value)")
+    tested = _paired_test(snapshot, candidate, shared, alpha, n_boot=n_boot, seed=seed)
+    # The interval is shown on every verdict (a series shows every change with it); only a drop
+    # beyond tolerance is decided by it.
+    shown: dict[str, Any] = {} if tested is None or tested[0] is None else tested[0]
     if abs(delta) < SAME_EPS:
-        return done("same")
+        return done("same", **shown)
     drop = -delta if candidate.higher_is_better else delta
     if drop < 0:
-        return done("improved")
+        return done("improved", **shown)
     if drop <= tolerance + SAME_EPS / 2:
-        return done("within_tolerance")
+        return done("within_tolerance", **shown)
+    if tested is None:
+        return done("regressed", extra=" (no significance test possible)")
+    found, usable = tested
+    if found is None:
+        return done("regressed", n=usable, extra=" (too few paired prompts to test significance)")
+    ci = found["ci"]
+    bad_side = ci[1] < 0 if candidate.higher_is_better else ci[0] > 0
+    return done("regressed" if bad_side else "not_significant", **found)
 
+
+def _paired_test(
+    snapshot: MetricRecord, candidate: MetricRecord, shared: list[str], alpha: float, *, n_boot: int, seed: int
+) -> tuple[dict[str, Any] | None, int] | None:
+    """The paired bootstrap of the gated statistic over the prompts both records share: its
+    ``ci``, ``p`` and ``n`` and the test's name, or (None, usable pairs) below two pairs; None when
+    the bootstrap cannot run at all."""
     top = _top_fraction(candidate.metric)
     if top is not None and snapshot.per_generation and candidate.per_generation:
         paired = [i for i in shared if i in snapshot.per_generation and i in candidate.per_generation]
@@ -398,24 +433,20 @@ def compare(snapshot: MetricRecord, candidate: MetricRecord, *, n_boot: int = N_
         usable = int(np.sum(~(np.isnan(a) | np.isnan(b))))
         statistic = None
     if usable < 2:
-        return done("regressed", n=usable, extra=" (too few paired prompts to test significance)")
+        return None, usable
     try:
         test = paired_bootstrap(a, b, top_fraction=statistic, n_boot=n_boot, seed=seed, confidence=1.0 - alpha)
     except ValueError:
-        return done("regressed", n=usable, extra=" (no significance test possible)")
+        return None
     name = f"{BOOTSTRAP_TEST}, {test.statistic}" + (
         "" if statistic is not None or top is None else " of per-prompt novelty (no per-generation values stored)"
     )
-    ci = (test.ci_low, test.ci_high)
-    bad_side = test.ci_high < 0 if candidate.higher_is_better else test.ci_low > 0
-    if bad_side:
-        return done("regressed", ci, test.p_value, test.n, test=name)
-    return done("not_significant", ci, test.p_value, test.n, test=name)
+    return {"ci": (test.ci_low, test.ci_high), "p": test.p_value, "n": test.n, "test": name}, usable
 
 
 def _top_fraction(metric: str) -> float | None:
-    """0.1 for ``top10_novelty@n``, None for metrics that are means."""
-    return 0.1 if metric.startswith("top10_novelty@") else None
+    """0.1 for ``top10_novelty@n``, None for metrics that are means (the metric table says)."""
+    return family(metric).top_fraction
 
 
 def _rows(values: Sequence[Sequence[float]]) -> np.ndarray:
@@ -509,7 +540,8 @@ def gated_metrics(
 
 
 def per_prompt_key(metric: str) -> str:
-    """Which per-prompt series backs ``metric`` in the paired test.
+    """Which per-prompt series backs ``metric`` in the paired test (the metric table's
+    :meth:`~pytest_novelty.metrics.table.MetricFamily.paired_on`).
 
     Most metrics (``coverage@n`` and ``unscored`` too) are means of their own per-prompt values.
     ``top10_novelty@n`` keeps per-prompt ``novelty@n`` here, for pairing prompts and as the
@@ -518,12 +550,7 @@ def per_prompt_key(metric: str) -> str:
     have it). ``q_at_tail@α`` is paired on per-prompt ``quality``, restricted to the tail ids by
     :func:`compare`.
     """
-    base, _, arg = metric.partition("@")
-    if base == "top10_novelty":
-        return f"novelty@{arg}"
-    if base == "q_at_tail":
-        return "quality"
-    return metric
+    return family(metric).paired_on(metric)
 
 
 def result_record(
@@ -531,20 +558,38 @@ def result_record(
     threshold: Threshold,
     *,
     suite: Suite | None = None,
-    tail_ids: Sequence[str] | None = None,
+    tail: FrozenTail | None = None,
     metrics: Mapping[str, float] | None = None,
-    per_generation: Sequence[Sequence[float]] | None = None,
 ) -> MetricRecord:
-    """:func:`make_record` for one pipeline result: its metrics (or ``metrics``), prompts, model,
-    fingerprint and judge; the tail is ``tail_ids`` when given, else the one the result measured.
-    ``suite`` defaults to the result's own."""
+    """The record of one case from one pipeline result: what every comparison (snapshot, baseline,
+    series) compares, so all of them test one statistic the same way.
+
+    ``tail``, for a q@Tail metric, is the frozen tail the case is judged on: the value is the mean
+    per-prompt quality over those prompts and the record keeps their ids (without it, the result's
+    own tail). A ``top10_novelty@n`` record keeps the per-generation novelty at n, so the comparison
+    resamples the top-10 % statistic itself. ``metrics`` (default: the result's) may carry values
+    already computed for this case; ``suite`` defaults to the result's own.
+    """
+    values = result.metrics if metrics is None else metrics
+    tail_ids: Sequence[str] | None = None
+    if threshold.base == "q_at_tail":
+        if tail is not None:
+            ids = [p.id for p in result.prompts]
+            values, _ = gated_metrics(threshold.metric, values, ids, result.per_prompt["quality"], tail)
+            tail_ids = tail.ids
+        else:
+            tail_ids = result.measured.tail_ids.get(threshold.metric)
+    per_generation = None
+    if threshold.base == "top10_novelty" and threshold.arg is not None:
+        novelty = result.measured.novelty.get(int(threshold.arg))
+        per_generation = None if novelty is None else novelty.tolist()
     return make_record(
         result.suite if suite is None else suite,
         threshold,
-        metrics=result.metrics if metrics is None else metrics,
+        metrics=values,
         per_prompt=result.per_prompt,
         prompt_ids=[p.id for p in result.prompts],
-        tail_ids=tail_ids if tail_ids is not None else result.measured.tail_ids.get(threshold.metric),
+        tail_ids=tail_ids,
         model=result.model,
         fingerprint=result.generated.fingerprint,
         judge=result.scores.judge,

@@ -149,7 +149,9 @@ def stored_record(snapshot: SnapshotAssertion) -> MetricRecord | None:
         return None
 
 
-def check_snapshot(snapshot: SnapshotAssertion, record: MetricRecord) -> SnapshotOutcome:
+def check_snapshot(
+    snapshot: SnapshotAssertion, record: MetricRecord, *, alpha: float | None = None, correction: str = ""
+) -> SnapshotOutcome:
     """Compare ``record`` with its stored snapshot through syrupy, without raising.
 
     ``snapshot`` is the test's ``snapshot`` fixture. Writing on ``--snapshot-update`` and the
@@ -159,6 +161,8 @@ def check_snapshot(snapshot: SnapshotAssertion, record: MetricRecord) -> Snapsho
     """
     settings = snapshot_settings(snapshot.test_location.item.config)
     assertion = snapshot.use_extension(RerecordingExtension if settings.rerecord else NoveltySnapshotExtension)
+    assert isinstance(assertion.extension, NoveltySnapshotExtension)
+    assertion.extension.alpha, assertion.extension.correction = alpha, correction  # the run's correction
     passed = bool(assertion == record)
     extension = assertion.extension
     assert isinstance(extension, NoveltySnapshotExtension)
@@ -177,6 +181,74 @@ def check_snapshot(snapshot: SnapshotAssertion, record: MetricRecord) -> Snapsho
     else:
         lines = [NO_SNAPSHOT]
     return SnapshotOutcome(passed=passed, comparison=comparison, lines=lines, written=written)
+
+
+def snapshot_file(suite_file: Path, case: str, root: Path | None = None) -> Path:
+    """Where the snapshot of case ``case`` (its id, ``story-novelty@5>=0.3``) of ``suite_file`` lives:
+    ``<root>/<suite file stem>/`` or ``__novelty_snapshots__/<stem>/`` beside the suite file, then
+    the test's name with its signs spelt out. The syrupy extension places its files with this same
+    function, so ``pytest-novelty run`` reads and writes exactly the files pytest does."""
+    ext = NoveltySnapshotExtension.file_extension
+    folder = (root if root is not None else Path(suite_file).parent / NoveltySnapshotExtension.snapshot_dirname)
+    name = file_stem(f"test_metric[{case}]")[: MAX_NAME - len(ext) - 1]
+    return Path(folder) / Path(suite_file).stem / f"{name}.{ext}"
+
+
+class SnapshotFile:
+    """One case's snapshot read and written directly, as syrupy would (for ``pytest-novelty run``).
+
+    ``update`` accepts the candidate where the comparison does not pass (syrupy's
+    ``--snapshot-update``), ``rerecord`` makes every comparison fail first, so that ``update``
+    rewrites every snapshot (``--novelty-rerecord``). A file that exists but holds no readable
+    record is never taken for a missing one (see :func:`read_record`).
+    """
+
+    def __init__(self, path: Path, *, update: bool = False, rerecord: bool = False) -> None:
+        self.path = Path(path)
+        self.update = update
+        self.rerecord = rerecord
+
+    def stored(self) -> MetricRecord | None:
+        """The accepted record, or None when there is no file yet."""
+        return read_record(self.path)
+
+    def check(self, record: MetricRecord, *, alpha: float | None = None, correction: str = "") -> SnapshotOutcome:
+        """Compare ``record`` with the accepted one (at ``alpha``, after the run's ``correction``);
+        with ``update`` write it where that fails."""
+        accepted = self.stored()
+        comparison = None if accepted is None else compare(accepted, record, alpha=alpha, correction=correction)
+        matches = comparison is not None and comparison.passed and not self.rerecord
+        if matches:
+            return SnapshotOutcome(passed=True, comparison=comparison, lines=[])
+        if self.update:
+            atomic_write_text(self.path, record.to_json())
+            return SnapshotOutcome(passed=True, comparison=comparison, lines=[], written=True)
+        if comparison is None:
+            return SnapshotOutcome(passed=False, comparison=None, lines=[NO_SNAPSHOT])
+        lines = comparison.lines() + ([RERECORD] if comparison.passed else [])
+        return SnapshotOutcome(passed=False, comparison=comparison, lines=lines)
+
+
+def read_record(path: Path) -> MetricRecord | None:
+    """The record stored at ``path``: None when there is no file (or it is empty), a
+    :class:`~pytest_novelty.infra.errors.HarnessError` naming the file when it cannot be read."""
+    from pytest_novelty.infra.errors import HarnessError
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HarnessError(f"{path}: the snapshot cannot be read ({exc}); restore it from version control") from None
+    if not text:
+        return None
+    try:
+        return MetricRecord.from_json(text)
+    except ValueError as exc:
+        raise HarnessError(
+            f"{path}: the snapshot is damaged ({exc}); restore it from version control, or delete it and "
+            "run with --snapshot-update to accept the current values"
+        ) from None
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -203,6 +275,9 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
         #: Why the stored snapshot could not be read, when it could not.
         self.error: str | None = None
         self._compared: tuple[str, str] | None = None
+        #: The α the comparison is held to after the run's correction (None: the record's), and its name.
+        self.alpha: float | None = None
+        self.correction = ""
         self._records: tuple[MetricRecord, MetricRecord] | None = None
 
     # -- where the files are ----------------------------------------------------------------------
@@ -216,11 +291,9 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
     @classmethod
     def dirname(cls, *, test_location: PyTestLocation) -> str:
         """``<root>/<suite file stem>`` when a root is set, else ``__novelty_snapshots__/<stem>`` beside it."""
+        # syrupy's own dirname reads the base class's folder name, so build the path here.
         root = cls.snapshot_root(test_location.item.config)
-        if root is None:
-            # syrupy's own dirname reads the base class's folder name, so build the path here.
-            root = Path(test_location.filepath).parent / cls.snapshot_dirname
-        return str(root / test_location.basename)
+        return str(snapshot_file(Path(test_location.filepath), "", root).parent)
 
     @classmethod
     def get_snapshot_name(cls, *, test_location: PyTestLocation, index: SnapshotIndex = 0) -> str:
@@ -297,7 +370,7 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
                 self.error = f"{UNREADABLE} ({exc}): run with --snapshot-update to rewrite it"
             else:
                 self._records = (accepted, candidate)
-                self.comparison = compare(accepted, candidate)
+                self.comparison = compare(accepted, candidate, alpha=self.alpha, correction=self.correction)
         return self.comparison
 
     def matches(self, *, serialized_data: SerializableData, snapshot_data: SerializableData) -> bool:

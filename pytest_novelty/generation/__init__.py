@@ -211,9 +211,15 @@ def is_served(model: str) -> bool:
 
 
 def check_model(
-    model: str, *, trust_remote_code: bool = False, base_model: str | None = None, base_url: str | None = None
+    model: str,
+    *,
+    trust_remote_code: bool = False,
+    base_model: str | None = None,
+    base_url: str | None = None,
+    option: str = "--model",
 ) -> None:
-    """Cheap checks of ``--model`` before anything heavy is imported (one clear line on bad input)."""
+    """Cheap checks of a model before anything heavy is imported (one clear line on bad input that
+    names ``option``, the option the user gave it with)."""
     source = MODEL_SOURCES.find(model)
     if source is not None:
         if source.backend.check is not None:
@@ -221,7 +227,7 @@ def check_model(
         return
     from pytest_novelty.generation.hf import check_checkpoint
 
-    check_checkpoint(model, trust_remote_code=trust_remote_code, base_model=base_model)
+    check_checkpoint(model, trust_remote_code=trust_remote_code, base_model=base_model, option=option)
 
 
 def open_generator(

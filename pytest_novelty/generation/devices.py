@@ -68,6 +68,34 @@ def cpu_threads(worker_count: int, cpus: int | None = None) -> int:
     return max(1, cpus // max(1, worker_count))
 
 
+DEVICE_NAMES = ("auto", "cpu", "mps", "cuda")
+"""The device names ``--device`` takes; ``cuda:N`` names one GPU."""
+
+
+def check_device(device: str) -> None:
+    """``--device`` as the user typed it, checked before anything loads: a known name or ``cuda:N``
+    (a GPU this machine has); CUDA asked for on a machine without it is bad input too."""
+    from pytest_novelty.infra.errors import did_you_mean
+
+    name, colon, index = device.partition(":")
+    if device in DEVICE_NAMES or (name == "cuda" and colon and index.isdigit()):
+        if name != "cuda":
+            return
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError(f"{device}: CUDA is not available on this machine; use --device cpu (or auto)",
+                              field="--device")
+        if index and int(index) >= torch.cuda.device_count():
+            raise ConfigError(f"{device}: this machine has {torch.cuda.device_count()} GPUs (cuda:0 to "
+                              f"cuda:{torch.cuda.device_count() - 1})", field="--device")
+        return
+    raise ConfigError(
+        f"{device!r} is not a device{did_you_mean(device, DEVICE_NAMES)}; use auto, cpu, cuda or cuda:N",
+        field="--device",
+    )
+
+
 def resolve_device(device: str | None = "auto") -> str:
     """The one device resolver for every model the harness loads (generators, judges, reward and
     equivalence models): ``auto`` (or None) picks CUDA when it is available, else the CPU; an

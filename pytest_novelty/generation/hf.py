@@ -31,7 +31,9 @@ transformers with a long traceback, so it is named here first."""
 _CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx", "seq_length")
 
 
-def check_checkpoint(model: str, *, trust_remote_code: bool = True, base_model: str | None = None) -> None:
+def check_checkpoint(
+    model: str, *, trust_remote_code: bool = True, base_model: str | None = None, option: str = "--model"
+) -> None:
     """Cheap checks of a local checkpoint folder, before anything heavy is imported.
 
     A string that is not an existing path but looks like a hub id (``org/name`` or
@@ -40,42 +42,55 @@ def check_checkpoint(model: str, *, trust_remote_code: bool = True, base_model: 
     With ``trust_remote_code=False`` a folder whose config or tokenizer config maps to its own
     Python code (``auto_map``) is refused. A PEFT adapter folder (``adapter_config.json``, no
     ``config.json``) is checked with its base model (``base_model``, else the one its adapter
-    config names).
+    config names). Errors name ``option``, the option the user gave the folder with
+    (``--baseline-model``, ``--base-model``), or the adapter config's ``base_model_name_or_path``.
     """
     path = Path(model)
     if not path.exists():
         if _looks_like_hub_id(model):
             resolve_hub(model)
             return
+        demo = " or 'demo'" if option == "--model" else ""
         raise ConfigError(
             "checkpoint folder not found; pass a Hugging Face folder (with config.json), a hub id "
-            "such as org/name or org/name@revision, or 'demo'",
+            f"such as org/name or org/name@revision{demo}",
             path=model,
-            field="--model",
+            field=option,
         )
     if not path.is_dir():
-        raise ConfigError("expected a checkpoint folder, got a file", path=model, field="--model")
+        raise ConfigError("expected a checkpoint folder, got a file", path=model, field=option)
     if not (path / "config.json").is_file() and (path / ADAPTER_CONFIG).is_file():
-        check_checkpoint(adapter_base(model, base_model), trust_remote_code=trust_remote_code)
+        base = adapter_base(model, base_model, option=option)
+        if base_model:
+            check_checkpoint(base, trust_remote_code=trust_remote_code, option="--base-model")
+            return
+        try:
+            check_checkpoint(base, trust_remote_code=trust_remote_code, option="base_model_name_or_path")
+        except ConfigError as exc:
+            raise ConfigError(
+                f"the adapter's base checkpoint {base!r} cannot be used ({exc.detail}); pass it with --base-model PATH",
+                path=path / ADAPTER_CONFIG,
+                field="base_model_name_or_path",
+            ) from None
         return
     if not (path / "config.json").is_file():
         raise ConfigError(
             "no config.json: this is not a Hugging Face checkpoint folder (save it with model.save_pretrained)",
             path=model,
-            field="--model",
+            field=option,
         )
     if not any((path / name).is_file() for name in _TOKENIZER_FILES):
         raise ConfigError(
             "no tokenizer files (tokenizer.json or tokenizer_config.json): save the tokenizer next to "
             "the weights with tokenizer.save_pretrained(FOLDER)",
             path=model,
-            field="--model",
+            field=option,
         )
     if not trust_remote_code and _ships_code(path):
         raise ConfigError(
             "this checkpoint ships its own Python code (auto_map); review it, then pass --trust-remote-code",
             path=model,
-            field="--model",
+            field=option,
         )
     _check_config(path)
     _check_weights(path)
@@ -170,7 +185,7 @@ def is_adapter(model: str) -> bool:
     return (path / ADAPTER_CONFIG).is_file() and not (path / "config.json").is_file()
 
 
-def adapter_base(adapter: str, base_model: str | None = None) -> str:
+def adapter_base(adapter: str, base_model: str | None = None, *, option: str = "--model") -> str:
     """The base checkpoint an adapter folder loads over: ``base_model`` (``--base-model``) when
     given, else ``base_model_name_or_path`` of its ``adapter_config.json``."""
     if base_model:
@@ -179,7 +194,7 @@ def adapter_base(adapter: str, base_model: str | None = None) -> str:
     try:
         data = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"unreadable adapter config ({exc})", path=str(config), field="--model") from None
+        raise ConfigError(f"unreadable adapter config ({exc})", path=str(config), field=option) from None
     base = data.get("base_model_name_or_path") if isinstance(data, dict) else None
     if not isinstance(base, str) or not base:
         raise ConfigError(

@@ -9,19 +9,41 @@ chat template.
 
 How a call goes:
 
+- before anything is generated, :meth:`OpenAIGenerator.check` (the preflight) asks
+  ``GET {base}/models`` once, within :data:`PREFLIGHT_TIMEOUT` seconds: an unreachable or silent
+  server, a missing or refused key (naming the variable to set) and a name the server does not
+  list each stop the run with one line;
 - every row is one request carrying its own seed (the row seed, cut to 31 bits, which every
   server accepts) and the suite's sampling settings (``temperature``, ``top_p``, ``max_tokens``,
   ``stop``; ``top_k`` only when the suite sets one, since OpenAI itself does not know it);
-- requests run concurrently (``concurrency`` in flight) through the harness's one HTTP client
-  (:meth:`pytest_novelty.infra.http.Connection.client`): 408, 409, 425, 429, 5xx, timeouts and dropped
-  connections are retried with exponential backoff and jitter, honouring ``Retry-After`` (capped
-  at two minutes), for at most ``max_attempts`` attempts and ``max_retry_time`` seconds;
-  a rejected key, an unknown model or a request the server refuses stops the run with one line
+- requests run concurrently (``concurrency`` in flight, 64 by default) through the harness's one
+  HTTP client (:meth:`pytest_novelty.infra.http.Connection.client`): 408, 409, 425, 429, 5xx,
+  timeouts, dropped connections and replies without an answer (below) are retried with
+  exponential backoff and jitter, honouring ``Retry-After`` (capped at two minutes);
+- the numbers are the judges': one request may take :data:`TIMEOUT` (60) seconds, and one row
+  may spend :data:`MAX_RETRY_TIME` (120) seconds on attempts and waits, so a server that accepts
+  the connection and never answers is a harness error after two attempts, about two minutes
+  (:func:`silent_server_bound` works it out for any settings). They are options of the spec,
+  ``--model 'openai:NAME?timeout=300&max_retry_time=600'`` (also ``concurrency``,
+  ``max_attempts``, ``backoff``, ``max_backoff``), for a server that needs longer per answer;
+- while a request has been waiting :data:`NOTIFY_EVERY` (10) seconds or more, the run log says
+  so every 10 seconds (how many are waiting, for how long, when the run gives up), and every
+  retry is announced the same way;
+- a rejected key, an unknown model or a request the server refuses stops the run with one line
   (:class:`~pytest_novelty.infra.errors.HarnessError`); so does a row still failing after its last
   attempt (the batches done before it stay cached);
-- answers are cached per prompt like local generation (:func:`pytest_novelty.generation.generate`);
-  the fingerprint in their key is the endpoint URL (without credentials), the model name and the
-  ``--model-revision`` the user pins. A server cannot prove which weights it runs: without a
+- a reply is an answer only when it holds one (:func:`read_reply`): an HTTP 200 without text
+  (``"text": null`` or left out, an empty ``choices`` list, a chat message with ``content: null``),
+  with a ``finish_reason`` that reports a failure (:data:`ERROR_FINISH`), or an empty text that
+  gives no ``finish_reason`` at all is a fault of the server, retried like a 5xx and then a
+  harness error naming the endpoint. Such a reply is never an empty answer and never cached. An
+  empty text that ends with a ``finish_reason`` (``"stop"``: the model ended its answer at once)
+  is an answer, and kept;
+- answers are cached per prompt like local generation (:func:`pytest_novelty.generation.generate`),
+  each the moment its row is answered (so only checked answers reach the cache);
+  the fingerprint in their key is the endpoint URL (without credentials), the model name, the
+  ``--model-revision`` the user pins and :data:`REPLY_CHECK` (answers cached before replies were
+  checked are not reused). A server cannot prove which weights it runs: without a
   pinned revision, cached answers are trusted to come from the same weights (said once, when the
   generator opens).
 
@@ -32,19 +54,25 @@ errors.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 from urllib.parse import urlsplit, urlunsplit
 
 from pytest_novelty.generation import MODEL_SOURCES
-from pytest_novelty.infra.errors import ConfigError, HarnessError
+from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError, did_you_mean
 from pytest_novelty.infra.http import (
+    CONNECTION_OPTIONS,
     Connection,
     ConnectionOptions,
+    RetryPolicy,
     Secret,
     Traffic,
+    failure_reason,
     fan_out,
     is_retryable,
     post_json,
@@ -65,12 +93,124 @@ CHAT = "\x00chat\x00"
 """Marks a rendered chat input: the message list as JSON after it (sent to the chat endpoint)."""
 ROWS_PER_BATCH = 256
 """Rows handed over per call: the server batches them itself; this size keeps the cache written often."""
+CONCURRENCY = 64
+"""Requests in flight by default: enough to keep a serving engine's batch full."""
+TIMEOUT = 60.0
+"""Seconds one request may take by default (the judges' figure): a row's answer, generated whole."""
+MAX_RETRY_TIME = 120.0
+"""Seconds one row may spend on attempts and waits by default (the judges' figure): with
+:data:`TIMEOUT`, a silent server fails the run after two attempts, about two minutes."""
+NOTIFY_EVERY = 10.0
+"""Seconds between two "waiting for the server" lines, and how long a request waits before the first."""
+PREFLIGHT_TIMEOUT = 10.0
+"""Seconds the preflight waits for ``GET /models``: a server that cannot list its models in that
+time will not generate a suite either."""
+REPLY_CHECK = 2
+"""Part of the cache fingerprint: answers cached before replies were checked (:func:`read_reply`)
+might be a broken server's empty replies, so they are not reused."""
+ERROR_FINISH = frozenset({"error", "abort", "aborted", "cancelled", "canceled"})
+"""``finish_reason`` values that say the server failed the request (vLLM and SGLang say ``abort``;
+others ``error``): whatever text came with them is not the model's answer. ``stop``, ``length``,
+``content_filter`` and the other reasons servers give are answers."""
+OPENAI_HOST = "api.openai.com"
+
+
+class BadReply(ValueError):
+    """An HTTP 200 reply that holds no answer; the message says what is wrong with it."""
+
+
+def read_reply(data: Any, *, chat: bool) -> tuple[str, int | None]:
+    """The answer in an OpenAI-style reply: its text and completion tokens (None when not said).
+
+    ``chat``: a ``/chat/completions`` reply (the text is ``choices[0].message.content``), else a
+    ``/completions`` one (``choices[0].text``). Raises :class:`BadReply` when the reply holds no
+    answer: no ``choices`` or an empty list, a text that is null, left out or not a string, a
+    ``finish_reason`` in :data:`ERROR_FINISH`, or an empty text with no ``finish_reason`` (a
+    server that returns nothing must say why it stopped; ``""`` with ``"stop"`` is an answer).
+    """
+    if not isinstance(data, dict):
+        raise BadReply(f"the reply is not a JSON object: {_short(data)}")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        error = data.get("error")
+        said = f" (it reports an error: {_short(_error_text(error))})" if error else ""
+        what = "an empty choices list" if isinstance(choices, list) else "no choices"
+        raise BadReply(f"the reply has {what}{said}")
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise BadReply(f"the reply's choice is not an object: {_short(choice)}")
+    finish = choice.get("finish_reason")
+    reason = finish.get("type") if isinstance(finish, dict) else finish
+    if isinstance(reason, str) and reason.strip().lower() in ERROR_FINISH:
+        detail = finish.get("message") if isinstance(finish, dict) else None
+        raise BadReply(f'the reply ends with finish_reason "{reason}"' + (f": {_short(detail)}" if detail else ""))
+    if chat:
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise BadReply("the reply's choice has no message")
+        holder, field = message, "message content"
+    else:
+        holder, field = choice, "text"
+    key = "content" if chat else "text"
+    if key not in holder:
+        raise BadReply(f"the reply has no {field}")
+    text = holder[key]
+    if text is None:
+        refusal = holder.get("refusal") if chat else None
+        raise BadReply(f"the reply's {field} is null" + (f" (refusal: {_short(refusal)})" if refusal else ""))
+    if not isinstance(text, str):
+        raise BadReply(f"the reply's {field} is not a string: {_short(text)}")
+    if not text and reason is None:
+        raise BadReply(f"the reply's {field} is empty and it gives no finish_reason")
+    usage = data.get("usage")
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return text, tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+
+
+def _error_text(error: Any) -> Any:
+    return error.get("message", error) if isinstance(error, dict) else error
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def silent_server_bound(connection: Connection) -> tuple[int, float]:
+    """How a request fares against a server that accepts the connection and never answers: the
+    attempts it makes and the most seconds it takes before it fails.
+
+    Every attempt waits the whole ``timeout``; another follows while the policy allows it
+    (:meth:`~pytest_novelty.infra.http.Attempts.next_wait`: fewer than ``max_attempts``, and the
+    wait before it, at its longest after jitter, ends within ``max_retry_time``). The bound is the
+    worst case of the policy, so a run may stop a little sooner.
+    """
+    policy = connection.retry
+    spent, attempts = 0.0, 0
+    while True:
+        attempts += 1
+        spent += connection.timeout
+        if attempts >= policy.max_attempts:
+            return attempts, spent
+        wait = min(policy.max_backoff, policy.backoff * 2 ** (attempts - 1))
+        if spent + wait > policy.max_retry_time:
+            return attempts, spent
+        spent += wait
+
+
+def _name(model: str) -> str:
+    """The served name in ``openai:NAME[?options]``."""
+    return model[len(PREFIX) :].partition("?")[0].strip() if model.startswith(PREFIX) else ""
 
 
 def check_served(model: str, base_url: str | None) -> None:
-    """One clear line when ``openai:NAME`` lacks its name or its endpoint."""
-    if not model.startswith(PREFIX) or not model[len(PREFIX) :]:
+    """One clear line when ``openai:NAME`` lacks its name or its endpoint, or has an unknown option."""
+    if not _name(model):
         raise ConfigError("a served model is openai:NAME, the name the server knows it by", field="--model")
+    source = MODEL_SOURCES.find(model)
+    if source is not None:
+        MODEL_SOURCES.options(source, {})  # an unknown or mistyped ?option, named before anything runs
     if not base_url:
         raise ConfigError(
             f"{model} is served: pass its endpoint with --model-base-url http://HOST:PORT/v1", field="--model-base-url"
@@ -90,13 +230,23 @@ def endpoint(base_url: str) -> str:
 
 
 @MODEL_SOURCES.register(
-    "openai", argument="NAME", check=check_served, summary="a model behind an OpenAI-compatible endpoint"
+    "openai",
+    argument="NAME",
+    check=check_served,
+    options=CONNECTION_OPTIONS,
+    summary="a model behind an OpenAI-compatible endpoint",
 )
 def open_served(
-    name: str, *, base_url: str | None = None, revision: str | None = None, log: Callable[[str], None] | None = None
+    name: str,
+    *,
+    base_url: str | None = None,
+    revision: str | None = None,
+    log: Callable[[str], None] | None = None,
+    **connection: Unpack[ConnectionOptions],
 ) -> OpenAIGenerator:
-    """``--model openai:NAME``: the served model ``NAME`` at ``base_url``."""
-    return OpenAIGenerator(PREFIX + name, base_url=base_url, revision=revision, log=log)
+    """``--model openai:NAME[?option=value&...]``: the served model ``NAME`` at ``base_url``; the
+    options say how it is reached (:class:`~pytest_novelty.infra.http.ConnectionOptions`)."""
+    return OpenAIGenerator(PREFIX + name, base_url=base_url, revision=revision, log=log, **connection)
 
 
 class OpenAIGenerator:
@@ -110,9 +260,12 @@ class OpenAIGenerator:
         revision: str | None = None,
         api_key: str | None = None,
         log: Callable[[str], None] | None = None,
+        notify_every: float = NOTIFY_EVERY,
         **connection: Unpack[ConnectionOptions],
     ) -> None:
-        """``connection``: by default 64 requests in flight, 600 s each, 6 attempts within 900 s."""
+        """``connection``: by default :data:`CONCURRENCY` requests in flight, :data:`TIMEOUT` s each,
+        6 attempts within :data:`MAX_RETRY_TIME` s; ``log`` hears the run's lines (waits, retries),
+        at most one per ``notify_every`` seconds."""
         check_served(model, base_url)
         assert base_url is not None
         self.name = model
@@ -120,14 +273,22 @@ class OpenAIGenerator:
         self.base_url = endpoint(base_url)
         self._send_to = base_url.rstrip("/")  # credentials in the URL, if any, are the user's to send
         self.revision = revision
-        self.fingerprint = "served:" + stable_hash(self.base_url, self.model, revision or "")[:16]
+        self.fingerprint = "served:" + stable_hash(self.base_url, self.model, revision or "", REPLY_CHECK)[:16]
         self.device = self.base_url
         self.tokens_generated = 0
-        self.connection = Connection.of(connection, concurrency=64, timeout=600.0, max_retry_time=900.0)
+        self.connection = Connection.of(
+            connection, concurrency=CONCURRENCY, timeout=TIMEOUT, max_retry_time=MAX_RETRY_TIME
+        )
         """How the server is reached: requests in flight, timeout, retries (:class:`~.http.Connection`)."""
         self.traffic = Traffic()
+        self.log = log
+        """Where waits and retries are announced (the run log), if anywhere."""
+        self.notify_every = notify_every
+        self._last_notice: dict[str, float] = {}  # kind of line -> when it was last said
+        self._key_from = "the api_key argument" if api_key is not None else None
         if api_key is None:
-            api_key = next((os.environ[v] for v in API_KEY_VARIABLES if os.environ.get(v)), "")
+            self._key_from = next((v for v in API_KEY_VARIABLES if os.environ.get(v)), None)
+            api_key = os.environ[self._key_from] if self._key_from else ""
         self._key = Secret(api_key)
         if revision is None and log is not None:
             log(
@@ -166,6 +327,61 @@ class OpenAIGenerator:
         """HTTP requests sent over the generator's life (every attempt counts)."""
         return self.traffic.requests
 
+    # -- the preflight -------------------------------------------------------------------------------
+
+    def check(self, *, timeout: float = PREFLIGHT_TIMEOUT) -> None:
+        """Preflight: one ``GET {base}/models`` within ``timeout`` seconds, so that a run stops at
+        once, with one line, when the server is unreachable or silent
+        (:class:`~pytest_novelty.infra.errors.PreflightError`), refuses the key or needs one that is
+        not set (naming the variable to set), answers anything but a model list (404: the base URL
+        is wrong; 5xx: the server is unwell), or does not list ``NAME``
+        (:class:`~pytest_novelty.infra.errors.ConfigError` on ``--model``, with the names it lists).
+        A 429 passes: the server is there, and the run's requests wait as it asks.
+        """
+        where = f"{self.name} at {self.base_url}"
+        if not self._key and urlsplit(self.base_url).hostname == OPENAI_HOST:
+            raise PreflightError(f"{where} needs a key and none is set; {self._set_key_hint()}")
+        response = run_coroutine(self._get_models(timeout, where))
+        status = response.status_code
+        if status in (401, 403):
+            raise PreflightError(self._refused(f"HTTP {status}: {self._message(response)}"))
+        if status == 404:
+            raise PreflightError(
+                f"{where}: GET /models found nothing (HTTP 404: {self._message(response)}); check --model-base-url "
+                "(usually ending in /v1)"
+            )
+        if status == 429:
+            return
+        if status != 200:
+            raise PreflightError(f"{where} answered GET /models with HTTP {status}: {self._message(response)}")
+        names = _listed_models(response)
+        if names is None:
+            raise PreflightError(f"{where}: GET /models did not answer a model list: {_short(response.text)}")
+        if self.model not in names:
+            listed = ", ".join(repr(n) for n in names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+            raise ConfigError(
+                f"{where} does not serve {self.model!r}{did_you_mean(self.model, names)}; "
+                f"it lists {listed or 'no models'} (pass the name it lists, as openai:NAME)",
+                field="--model",
+            )
+
+    async def _get_models(self, timeout: float, where: str) -> httpx.Response:
+        import httpx
+
+        once = Connection(timeout=timeout, concurrency=1, retry=RetryPolicy(max_attempts=1))
+        async with once.client(self._send_to, Traffic(), headers=self._headers()) as client:
+            try:
+                return await client.get(self._send_to + "/models")
+            except httpx.TimeoutException:
+                raise PreflightError(
+                    f"{where} did not answer GET /models within {timeout:g} s: the server accepts connections "
+                    "but does not answer (stuck, overloaded or still starting?)"
+                ) from None
+            except httpx.TransportError as error:
+                raise PreflightError(
+                    f"cannot reach {where} ({failure_reason(error)}); is the server running and --model-base-url right?"
+                ) from None
+
     # -- requests ------------------------------------------------------------------------------------
 
     def body(self, text: str, seed: int, settings: GenerationSettings) -> tuple[str, dict[str, Any]]:
@@ -185,33 +401,98 @@ class OpenAIGenerator:
             return "/chat/completions", {**body, "messages": json.loads(text[len(CHAT) :])}
         return "/completions", {**body, "prompt": text}
 
-    async def _sample_all(self, batch: Batch) -> list[str]:
-        headers = {"Authorization": f"Bearer {self._key.reveal()}"} if self._key.reveal() else {}
-        done = [0, 0]  # rows answered, tokens
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._key.reveal()}"} if self._key.reveal() else {}
 
-        async with self.connection.client(self._send_to, self.traffic, headers=headers) as client:
+    async def _sample_all(self, batch: Batch) -> list[str]:
+        done = [0, 0]  # rows answered, tokens
+        waiting: dict[int, float] = {}  # row -> when its request was sent
+
+        async with self.connection.client(
+            self._send_to, self.traffic, headers=self._headers(), accept=self._reject, on_wait=self._retrying
+        ) as client:
 
             async def row(i: int) -> str:
-                text, tokens = await self._request(client, *self.body(batch.texts[i], batch.seeds[i], batch.settings))
+                waiting[i] = time.monotonic()
+                try:
+                    path, body = self.body(batch.texts[i], batch.seeds[i], batch.settings)
+                    text, tokens = await self._request(client, path, body)
+                finally:
+                    del waiting[i]
                 done[0] += 1
                 done[1] += tokens
                 self.tokens_generated += tokens
-                batch.finished(i, text)
+                batch.finished(i, text)  # only a checked answer reaches the caller's cache
                 batch.step(done[0], done[1])
                 return text
 
-            return await fan_out(len(batch), row, concurrency=self.connection.concurrency)
+            watch = asyncio.ensure_future(self._watch(waiting))
+            try:
+                return await fan_out(len(batch), row, concurrency=self.connection.concurrency)
+            finally:
+                watch.cancel()
+                await asyncio.gather(watch, return_exceptions=True)
+
+    async def _watch(self, waiting: dict[int, float]) -> None:
+        """While requests are outstanding, say every :attr:`notify_every` seconds that the run is
+        waiting for the server, once the oldest has waited that long."""
+        attempts, bound = silent_server_bound(self.connection)
+        while True:
+            await asyncio.sleep(self.notify_every / 5)
+            if not waiting:
+                continue
+            oldest = time.monotonic() - min(waiting.values())
+            if oldest >= self.notify_every:
+                self._announce(
+                    "waiting",
+                    f"[novelty] {self.name} at {self.base_url}: waiting for {len(waiting)} "
+                    f"answer{'s' if len(waiting) != 1 else ''}, the oldest for {oldest:.0f} s (a request times "
+                    f"out after {self.connection.timeout:g} s; a row with no answer stops the run after "
+                    f"{attempts} attempts, at most {bound:.0f} s)"
+                )
+
+    def _retrying(self, problem: str, attempt: int, wait: float) -> None:
+        """The HTTP client waits before attempt ``attempt + 1``: say so in the run log."""
+        policy = self.connection.retry
+        self._announce(
+            "retry",
+            f"[novelty] {self.name} at {self.base_url}: {self._scrub(problem)}; retrying (attempt {attempt + 1} "
+            f"of {policy.max_attempts}, giving up after {policy.max_retry_time:g} s)"
+        )
+
+    def _announce(self, kind: str, line: str) -> None:
+        """One line to the run log, at most one of each ``kind`` (waits, retries) every
+        :attr:`notify_every` seconds, however many rows have something to say."""
+        now = time.monotonic()
+        if self.log is None or now - self._last_notice.get(kind, -math.inf) < self.notify_every:
+            return
+        self._last_notice[kind] = now
+        self.log(line)
+
+    def _reject(self, response: httpx.Response) -> str | None:
+        """The ``accept`` check of the HTTP client: why a 200 reply holds no answer, or None."""
+        try:
+            read_reply(_json(response), chat=response.request.url.path.endswith("/chat/completions"))
+        except BadReply as problem:
+            return self._scrub(str(problem))
+        return None
 
     async def _request(self, client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> tuple[str, int]:
         """One row's answer and its token count (the client retries; see the module doc)."""
         where = f"{self.name} at {self.base_url}{path}"
         reply = await post_json(client, self._send_to + path, body)
+        tried = f"after {reply.attempts} attempt{'s' if reply.attempts != 1 else ''}"
         if reply.response is not None:
             if reply.status == 200:
-                return self._answer(reply.response, path)
+                try:
+                    text, tokens = read_reply(_json(reply.response), chat=path == "/chat/completions")
+                except BadReply as problem:
+                    why, url = self._scrub(str(problem)), f"{self.base_url}{path}"
+                    raise HarnessError(f"{self.name}: no usable answer from {url} {tried} ({why})") from None
+                return text, tokens if tokens is not None else len(text.split())
             reason = f"{reply.problem}: {self._message(reply.response)}"
             if reply.status in (401, 403):
-                raise HarnessError(f"{where}: the endpoint refused the key ({reason}); set {API_KEY_VARIABLES[0]}")
+                raise HarnessError(self._refused(reason, path))
             if reply.status == 404:
                 raise HarnessError(
                     f"{where}: not found ({reason}); check --model-base-url "
@@ -219,23 +500,26 @@ class OpenAIGenerator:
                 )
             if not is_retryable(reply.response.status_code):
                 raise HarnessError(f"{where}: the server refused the request ({reason})")
-        else:
+        hint = ""
+        if reply.response is None:
             reason = reply.problem
-        tried = f"after {reply.attempts} attempts"
-        raise HarnessError(f"{self.name}: no answer from {self.base_url}{path} {tried} ({reason})")
+            if reason == "timed out":
+                reason = f"timed out after {self.connection.timeout:g} s each"
+                hint = f"; for a server that needs longer per answer, pass --model '{self.name}?timeout=SECONDS'"
+        raise HarnessError(f"{self.name}: no answer from {self.base_url}{path} {tried} ({reason}){hint}")
 
-    def _answer(self, response: httpx.Response, path: str) -> tuple[str, int]:
-        try:
-            data = response.json()
-            choice = data["choices"][0]
-            text = choice["message"]["content"] if path == "/chat/completions" else choice["text"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise HarnessError(
-                f"{self.name} at {self.base_url}{path}: not an OpenAI-style answer: {response.text[:200]!r}"
-            ) from None
-        usage = data.get("usage") if isinstance(data, dict) else None
-        tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-        return str(text or ""), int(tokens) if isinstance(tokens, int) else len(str(text or "").split())
+    def _refused(self, reason: str, path: str = "") -> str:
+        """The one line for a 401/403: what was refused, and the variable to set."""
+        where = f"{self.name} at {self.base_url}{path}"
+        if not self._key:
+            return f"{where}: the endpoint needs a key and none is set ({reason}); {self._set_key_hint()}"
+        return (
+            f"{where}: the endpoint refused the key from {self._key_from} ({reason}); "
+            f"set {API_KEY_VARIABLES[0]} to a key it accepts"
+        )
+
+    def _set_key_hint(self) -> str:
+        return f"set {API_KEY_VARIABLES[0]} (or {API_KEY_VARIABLES[1]})"
 
     def _message(self, response: httpx.Response) -> str:
         """The server's error message, short and without the key."""
@@ -249,3 +533,23 @@ class OpenAIGenerator:
 
     def _scrub(self, text: str) -> str:
         return self._key.hide(text)
+
+
+def _json(response: httpx.Response) -> Any:
+    """The reply's JSON, or :class:`BadReply` when it is not JSON."""
+    try:
+        return json.loads(response.content)
+    except ValueError:
+        raise BadReply(f"the reply is not JSON: {_short(response.content[:120].decode('utf-8', 'replace'))}") from None
+
+
+def _listed_models(response: httpx.Response) -> list[str] | None:
+    """The model ids of a ``GET /models`` answer (``{"data": [{"id": ...}, ...]}``), or None."""
+    try:
+        data = json.loads(response.content)
+    except ValueError:
+        return None
+    entries = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return None
+    return [str(e["id"]) for e in entries if isinstance(e, dict) and "id" in e]

@@ -1,7 +1,8 @@
 """Errors that reach the user as one clear line instead of a traceback.
 
 Every layer raises these for bad input or a broken environment; the plugin and the command line
-turn them into a single message (pytest's ``UsageError`` or an ``error:`` line and exit code 2).
+turn them into a single message with the same exit status: :data:`USAGE_EXIT_STATUS` (4) for a
+:class:`ConfigError`, :data:`HARNESS_EXIT_STATUS` (8) for a :class:`HarnessError`.
 Every message is redacted (:func:`pytest_novelty.infra.redact.redact`) when the error is made, so no
 key reaches a terminal, a log or a report through an error.
 
@@ -17,7 +18,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 HARNESS_EXIT_STATUS = 8
-"""pytest's exit status when any harness error happened (pytest itself uses 0-6)."""
+"""The exit status of a run with any harness error, pytest's and the command line's (pytest itself uses 0-6)."""
+USAGE_EXIT_STATUS = 4
+"""The exit status of bad input: pytest's own for a usage error, and the command line's too."""
 
 
 class NoveltyError(Exception):
@@ -35,6 +38,8 @@ class ConfigError(NoveltyError):
     def __init__(self, message: str, *, path: str | Path | None = None, field: str | None = None) -> None:
         self.path = None if path is None else str(path)
         self.field = field
+        self.detail = message
+        """The message without the file and field it is about."""
         where = ""
         if self.path and field:
             where = f"{self.path}: {field}: "

@@ -252,7 +252,8 @@ class Connection:
         """A fresh client for requests to ``url`` (within one event loop), retrying as :attr:`retry` says.
 
         ``accept(response)`` may reject a 200 answer worth another attempt by returning the problem
-        in words; ``on_wait(problem, attempt, seconds)`` hears of each wait; ``traffic`` counts.
+        in words (``response.request`` is the request it answers); ``on_wait(problem, attempt,
+        seconds)`` hears of each wait; ``traffic`` counts.
         """
         import httpx
 
@@ -493,6 +494,7 @@ class RetryTransport:
                 problem, failure = failure_reason(error), error
             else:
                 await response.aread()
+                response.request = request  # what ``accept`` may read (the client sets it only later)
                 request.extensions[ATTEMPTS] = (attempts.number, attempts.spent)
                 if is_retryable(response.status_code):
                     problem, failure, server_wait = f"HTTP {response.status_code}", None, retry_after(response.headers)

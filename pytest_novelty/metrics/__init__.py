@@ -5,11 +5,16 @@ tested to the last digit) on their own. Each function documents its formula and 
 
 * :mod:`.novelty`: per-generation novelty, the harmonic mean of quality and originality, with
   too-short generations at 0, and the coverage and unscored shares;
-* :mod:`.stats`: NaN-aware means, the top-fraction mean and a paired bootstrap / t-test comparison;
+* :mod:`.stats`: NaN-aware means, the top-fraction mean, the paired comparison (bootstrap over
+  prompts, t interval) and Holm's step-down over a run's p-values;
 * :mod:`.noveltybench`: NoveltyBench's greedy partition, distinct_k and utility_k;
-* :mod:`.tail`: q@Tail(α) with Novelty Overall and Novelty at Peak.
+* :mod:`.tail`: q@Tail(α) with Novelty Overall and Novelty at Peak;
+* :mod:`.uncertainty`: the confidence interval of every gated statistic, clustered by prompt;
+* :mod:`.power`: the smallest regression a paired comparison detects, and the prompts it needs;
+* :mod:`.consistency`: how consistent a judge is with itself over its samples of one answer.
 """
 
+from pytest_novelty.metrics.consistency import JudgeConsistency, judge_consistency
 from pytest_novelty.metrics.novelty import (
     coverage,
     gated_novelty,
@@ -19,20 +24,21 @@ from pytest_novelty.metrics.novelty import (
 )
 from pytest_novelty.metrics.noveltybench import (
     DEFAULT_PATIENCE,
-    NOVELTYBENCH_K,
-    NOVELTYBENCH_MAX_NEW_TOKENS,
-    NOVELTYBENCH_TEMPERATURE,
     BatchEquivalence,
     Equivalence,
     distinct_k,
     partition,
     utility_k,
 )
+from pytest_novelty.metrics.power import Detectable, detectable, detectable_effect, prompts_needed
 from pytest_novelty.metrics.stats import (
     DEFAULT_BOOTSTRAP_RESAMPLES,
     MeanSummary,
     PairedTest,
+    holm,
+    holm_adjusted,
     mean_excluding_nan,
+    paired_bootstrap,
     paired_test,
     top_fraction_mean,
 )
@@ -43,29 +49,38 @@ from pytest_novelty.metrics.tail import (
     q_at_tail,
     tail_prompts,
 )
+from pytest_novelty.metrics.uncertainty import Interval, suite_intervals
 
 __all__ = [
     "DEFAULT_BOOTSTRAP_RESAMPLES",
     "DEFAULT_PATIENCE",
-    "NOVELTYBENCH_K",
-    "NOVELTYBENCH_MAX_NEW_TOKENS",
-    "NOVELTYBENCH_TEMPERATURE",
     "BatchEquivalence",
+    "Detectable",
     "Equivalence",
+    "Interval",
+    "JudgeConsistency",
     "MeanSummary",
     "PairedTest",
     "PerPrompt",
     "coverage",
+    "detectable",
+    "detectable_effect",
     "distinct_k",
     "gated_novelty",
+    "holm",
+    "holm_adjusted",
+    "judge_consistency",
     "mean_excluding_nan",
     "novelty",
     "originality_counting_short",
+    "paired_bootstrap",
     "paired_test",
     "partition",
     "peak_prompts",
     "prompt_scores",
+    "prompts_needed",
     "q_at_tail",
+    "suite_intervals",
     "tail_prompts",
     "top_fraction_mean",
     "unscored_share",

@@ -78,10 +78,11 @@ def gated_novelty(quality: ArrayLike, originality: ArrayLike) -> NDArray[np.floa
     """Per-generation novelty as the gate counts it: :func:`novelty` with too-short generations at 0.
 
     A generation with no n-gram of the order gets originality 0 (see
-    :func:`originality_counting_short`), and the harmonic mean of any quality with 0 is 0, so its
-    novelty is 0 even when the judge gave it no score: 2·q·0 / (q + 0) = 0 for every q in [0, 1].
-    Elsewhere an unscored generation (quality NaN) stays NaN and is left out of the means (the
-    ``unscored`` share says how many).
+    :func:`originality_counting_short`). The harmonic mean of any quality with 0 is 0, so every
+    generation whose originality is 0, too short or copied whole, has novelty 0 even when the judge
+    gave it no score: 2·q·0 / (q + 0) = 0 for every q in [0, 1], and the missing score could not
+    change it. Only an unscored generation with some originality above 0 (quality NaN) stays NaN
+    and is left out of the means (the ``unscored`` share says how many).
     """
     o = originality_counting_short(originality)
     result = novelty(quality, o)

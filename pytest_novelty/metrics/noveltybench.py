@@ -22,10 +22,8 @@ from numpy.typing import ArrayLike
 
 from pytest_novelty.metrics._validate import as_vector, check_fraction
 
-#: Samples per prompt, sampling temperature and generation length used by NoveltyBench.
-NOVELTYBENCH_K = 10
-NOVELTYBENCH_TEMPERATURE = 1.0
-NOVELTYBENCH_MAX_NEW_TOKENS = 512
+# NoveltyBench's own protocol samples k = 10 answers per prompt at temperature 1.0, up to 512 new
+# tokens; a suite sets its own (``[generation] samples``), and these metrics take any k.
 
 #: Patience p of utility_k: the weight of the i-th generation is p**i.
 DEFAULT_PATIENCE = 0.8

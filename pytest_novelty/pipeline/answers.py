@@ -89,18 +89,23 @@ def generate_answers(
 
 
 def _too_long(suite: Suite, gen: Any, prompts: list[Prompt], texts: list[str], exc: Any) -> ConfigError:
-    """Name the prompt that does not fit the context: its file and line, and what made it long."""
+    """Name the prompt that does not fit the context (see :func:`too_long`)."""
+    return too_long(suite, prompts, gen.token_counts(texts), exc.context)
+
+
+def too_long(suite: Suite, prompts: list[Prompt], counts: list[int], context: int) -> ConfigError:
+    """The error for the longest of ``prompts`` (their model inputs are ``counts`` tokens long),
+    which does not fit a context of ``context`` tokens: its file and line, and what made it long."""
     from pytest_novelty.suites.loaders import locate_prompt
 
-    counts = gen.token_counts(texts)
-    worst = max(range(len(texts)), key=lambda i: counts[i])
+    worst = max(range(len(prompts)), key=lambda i: counts[i])
     where = locate_prompt(suite.prompts.source, prompts[worst].id, base_dir=suite.base_dir)
     examples = suite.prompting.examples if suite.prompting.method in ("few-shot", "novel-examples") else 0
     fix = f"use fewer in-context examples (prompting.examples = {examples})" if examples else (
         "shorten the prompt or leave it out")
     return ConfigError(
         f"{where}: the model input is {counts[worst]} tokens, beyond the model's context of "
-        f"{exc.context} tokens; {fix}",
+        f"{context} tokens; {fix}",
         path=suite.path,
         field="prompting.examples" if examples else "prompts.source",
     )

@@ -1,7 +1,8 @@
 """The run configuration: session-wide settings from the command line (they override the suite files).
 
 :meth:`RunConfig.from_options` is the one place it is built, from pytest's options or the
-``pytest-novelty run`` arguments (both use the same ``novelty_*`` names).
+``pytest-novelty run`` arguments: both are parsed from :data:`pytest_novelty.pipeline.options.OPTIONS`,
+whose ``field`` entries name the settings below.
 """
 
 from __future__ import annotations
@@ -19,22 +20,6 @@ Log = Callable[[str], None]
 
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-# RunConfig field -> the option's destination name (pytest's ``config.option`` and the CLI's namespace).
-_OPTIONS = {
-    "device": "novelty_device",
-    "generator": "novelty_generator",
-    "gpus_per_worker": "novelty_gpus_per_worker",
-    "base_model": "novelty_base_model",
-    "model_base_url": "novelty_model_base_url",
-    "model_revision": "novelty_model_revision",
-    "originality": "novelty_originality",
-    "judge": "novelty_judge",
-    "judge_base_url": "novelty_judge_base_url",
-    "trust_remote_code": "novelty_trust_remote_code",
-    "seed": "novelty_seed",
-}
 
 
 @dataclass
@@ -65,6 +50,8 @@ class RunConfig:
         An option the namespace lacks keeps the field's default; ``settings`` (``worker``, ``log``,
         ``progress``) are passed through as given.
         """
-        given = {name: getattr(options, dest, None) for name, dest in _OPTIONS.items()}
+        from pytest_novelty.pipeline.options import OPTIONS
+
+        given = {o.field: getattr(options, o.dest, None) for o in OPTIONS if o.field}
         found = {name: value for name, value in given.items() if value is not None}
         return cls(model=model, cache_dir=cache_dir, **found, **settings)

@@ -67,10 +67,51 @@ def _arrays(result: SuiteResult, n: int) -> dict[str, Any]:
     }
 
 
-def suite_data(result: SuiteResult, baseline: SuiteResult | None) -> dict[str, Any]:
-    """Plain, JSON-ready arrays of one suite for the report (they may cross from an xdist worker)."""
+def detectable_json(result: SuiteResult, alpha: float) -> dict[str, Any]:
+    """What a paired comparison of this suite can detect, per gated metric: the smallest drop a
+    snapshot or baseline regression test at ``alpha`` (the α each of the run's tests is held to)
+    finds with 80 % power, from this run's own per-prompt variance
+    (:func:`pytest_novelty.metrics.power.detectable`), with the suite's tolerance beside it and,
+    when the tolerance is the smaller, how many prompts would detect it."""
+    import numpy as np
+
+    from pytest_novelty.metrics.power import detectable
+    from pytest_novelty.metrics.table import family, values_of
+
+    suite, measured = result.suite, result.measured
+    out: dict[str, Any] = {}
+    for threshold in suite.thresholds:
+        metric = threshold.metric
+        fam = family(metric)
+        values: Any = values_of(metric, result.quality, result.originality)
+        if fam.per_prompt_only:
+            if metric not in measured.per_prompt:
+                continue
+            values = np.asarray(measured.per_prompt[metric], dtype=float).reshape(-1, 1)
+        elif fam.name == "q_at_tail":
+            index = {p.id: i for i, p in enumerate(result.prompts)}
+            rows = [index[i] for i in measured.tail_ids.get(metric, []) if i in index]
+            if not rows:
+                continue
+            values = np.asarray(result.quality, dtype=float)[rows]
+        found = detectable(values, alpha=alpha, top_fraction=fam.top_fraction)
+        tolerance = suite.gate.tolerance_abs if threshold.tolerance_abs is None else threshold.tolerance_abs
+        entry = {**found.as_dict(), "tolerance": tolerance}
+        if found.effect == found.effect and tolerance > 0 and tolerance < found.effect:  # NaN-safe
+            entry["prompts_for_tolerance"] = found.prompts_for(tolerance)
+        out[metric] = entry
+    return out
+
+
+def suite_data(result: SuiteResult, baseline: SuiteResult | None, *, alpha: float | None = None) -> dict[str, Any]:
+    """Plain, JSON-ready arrays of one suite for the report (they may cross from an xdist worker);
+    ``alpha`` (the α each of the run's regression tests is held to) adds what the suite can detect."""
     n = result.measured.order
     data: dict[str, Any] = {**_arrays(result, n), "n": n, "info": info_json(result)}
+    if alpha is not None:
+        data["detectable"] = detectable_json(result, alpha)
+    # Every value the metrics step computed (gated or not), for the trackers and report.json.
+    data["metrics"] = {k: None if math.isnan(v) else float(v) for k, v in result.metrics.items()}
     if baseline is not None:
         data["baseline"] = {**_arrays(baseline, n), "model": baseline.model}
     return data

@@ -8,11 +8,13 @@ from typing import Any
 
 import numpy as np
 
+from pytest_novelty.metrics.table import FAMILIES
 from pytest_novelty.pipeline.results import SuiteMetrics, SuiteScores
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
 
-NOVELTYBENCH = ("distinct_k", "utility_k")
+NOVELTYBENCH = tuple(name for name, f in FAMILIES.items() if f.per_prompt_only)
+"""The families that need several samples per prompt and an equivalence check (NoveltyBench's)."""
 
 
 def gated_order(suite: Suite) -> int:
@@ -48,6 +50,7 @@ def measure(
     """
     from pytest_novelty.metrics import gated_novelty
     from pytest_novelty.metrics.suite import suite_metrics
+    from pytest_novelty.metrics.uncertainty import suite_intervals
 
     gated = [t.metric for t in suite.thresholds if equivalent is not None or t.base not in NOVELTYBENCH]
     values, per_prompt, tails = suite_metrics(
@@ -61,4 +64,8 @@ def measure(
         pool_novelty=pool_novelty,
     )
     novelty = {n: gated_novelty(scores.quality, orig) for n, orig in scores.originality.items()}
-    return SuiteMetrics(values, per_prompt, tails, order=gated_order(suite), novelty=novelty)
+    intervals = suite_intervals(
+        quality=scores.quality, originality=scores.originality, metrics=[m for m in gated if m in values],
+        per_prompt=per_prompt, prompt_ids=[p.id for p in prompts], tails=tails, confidence=1.0 - suite.gate.alpha,
+    )  # fmt: skip
+    return SuiteMetrics(values, per_prompt, tails, order=gated_order(suite), novelty=novelty, intervals=intervals)

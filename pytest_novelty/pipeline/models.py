@@ -98,7 +98,7 @@ class SessionModels:
         describes."""
         if suite.scoring.calibration is None:
             return None
-        from pytest_novelty.scoring.judges.calibrate import suite_agreement
+        from pytest_novelty.pipeline.calibration import suite_agreement
 
         key = (self.judge_spec(suite), suite.scoring.judge_samples, suite.scoring.judge_temperature,
                suite.scoring.calibration, suite.base_dir, suite.task)

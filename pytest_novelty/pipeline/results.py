@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_novelty.metrics.uncertainty import Interval
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
 
@@ -83,6 +84,9 @@ class SuiteMetrics:
     tail_ids: dict[str, list[str]]  # each q_at_tail@α metric's tail prompts
     order: int  # the n-gram order the suite gates on and the report shows
     novelty: dict[int, np.ndarray]  # per-generation gated novelty by n (too short: 0, unscored: NaN)
+    intervals: dict[str, Interval] = field(default_factory=dict)
+    """Each gated metric's interval at the suite's 1 − α, clustered by prompt
+    (:func:`pytest_novelty.metrics.uncertainty.suite_intervals`; q@Tail on the suite's own tail)."""
 
     @property
     def shares(self) -> dict[str, float]:

@@ -45,13 +45,18 @@ def score_answers(
         judge=judge,
         index=spec,
         units=units,
-        longest_copied=[{"generation": flat[i], **rows[i]} for i in ranked],
+        longest_copied=[_copied(i, flat, rows, prompts, shape[1]) for i in ranked],
         unscored_reasons=reasons,
         lookups=looked_up + prompts_looked_up,
         judge_requests=requests,
         seconds_originality=t_orig,
         seconds_judge=time.perf_counter() - start - t_orig,
     )
+
+
+def _copied(i: int, flat: list[str], rows: list[dict[str, Any]], prompts: list[Prompt], samples: int) -> dict[str, Any]:
+    """The ``i``-th answer's longest corpus span, with the answer, its prompt's id and its sample index."""
+    return {"generation": flat[i], "prompt": prompts[i // samples].id, "sample": i % samples, **rows[i]}
 
 
 def originality_column(rows: list[dict[str, Any]], n: int) -> np.ndarray:

@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_novelty.generation import GENERATORS
-from pytest_novelty.infra.errors import ConfigError, NoveltyError
+from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
+from pytest_novelty.pipeline.options import PYTEST, ini_settings, offered
 from pytest_novelty.plugin.state import NoveltyState
 from pytest_novelty.suites.schema import Suite, load_suites
 
 if TYPE_CHECKING:
-    from pytest_novelty.pipeline.runner import SuiteResult
+    from pytest_novelty.pipeline.results import SuiteResult
+    from pytest_novelty.pipeline.session import Baseline
 
 
 STATE = pytest.StashKey[NoveltyState]()
@@ -38,155 +39,16 @@ SUITE = pytest.StashKey[Suite]()
 SHORT_NAMES = pytest.StashKey[tuple[str, ...]]()
 
 
-class Option:
-    """One command-line option of the plugin.
-
-    ``name`` gives the option ``--novelty-NAME`` and the destination ``config.option.novelty_NAME``
-    (dashes become underscores); ``short`` is the spelling users type (``--model``), registered only
-    where the host project and the other plugins leave it free; the remaining keywords go to
-    ``parser.addoption`` for both spellings.
-    """
-
-    def __init__(self, name: str, *, short: str | None = None, **settings: Any) -> None:
-        self.long = f"--novelty-{name}"
-        self.short = short
-        self.dest = "novelty_" + name.replace("-", "_")
-        self.settings = settings
-
-    @property
-    def takes_value(self) -> bool:
-        """Whether the option reads a value (so ``--option VALUE`` can hold a path)."""
-        return self.settings.get("action", "store") == "store"
-
-
-#: Every option, in ``--help`` order. To add one: a line here, then read ``config.option.novelty_NAME``.
-OPTIONS: tuple[Option, ...] = (
-    Option(
-        "model",
-        short="--model",
-        metavar="PATH_OR_ID",
-        help="checkpoint to gate: a local Hugging Face folder, a hub id, or 'demo' / 'demo-early'",
-    ),
-    Option(
-        "model-series",
-        short="--model-series",
-        metavar="RUN_DIR",
-        help="gate the newest checkpoint-<step> of RUN_DIR (or of a quoted glob) and report the whole series",
-    ),
-    Option(
-        "model-base-url",
-        short="--model-base-url",
-        metavar="URL",
-        help="OpenAI-compatible endpoint of a served --model openai:NAME (vLLM, SGLang, TGI, transformers serve)",
-    ),
-    Option(
-        "model-revision",
-        short="--model-revision",
-        metavar="REV",
-        help="revision of the served model's weights, part of its cache key (pin it when they change)",
-    ),
-    Option(
-        "base-model",
-        short="--base-model",
-        metavar="PATH_OR_ID",
-        help="base checkpoint of a PEFT adapter --model (default: the adapter config's base_model_name_or_path)",
-    ),
-    Option(
-        "device",
-        short="--device",
-        metavar="DEVICE",
-        default="auto",
-        help="where the model runs: auto (CUDA when available, else CPU), cpu, cuda, cuda:N",
-    ),
-    Option(
-        "generator",
-        short="--generator",
-        default="hf",
-        choices=GENERATORS,
-        help="generation backend: hf (transformers; default), vllm (faster on GPUs, when installed) "
-        "or auto (vllm where it can run, else hf)",
-    ),
-    Option("suites", metavar="DIR", help="folder of suite files (*.toml)"),
-    Option(
-        "cache",
-        metavar="DIR",
-        help="cache folder for demo assets, generations and scores (default ~/.cache/pytest-novelty)",
-    ),
-    Option(
-        "originality",
-        short="--originality",
-        metavar="SPEC",
-        help="originality backend for every suite: infini-gram:DIR, ngram-set:DIR, infini-gram-api:INDEX, ...",
-    ),
-    Option("judge", short="--judge", metavar="SPEC", help="quality judge for every suite: rules, openai:MODEL, ..."),
-    Option(
-        "judge-base-url",
-        short="--judge-base-url",
-        metavar="URL",
-        help="OpenAI-compatible endpoint for openai: judges (default $OPENAI_BASE_URL)",
-    ),
-    Option(
-        "trust-remote-code",
-        short="--trust-remote-code",
-        action="store_true",
-        help="allow a checkpoint to run the Python code it ships (review it first)",
-    ),
-    Option(
-        "gpus-per-worker",
-        short="--gpus-per-worker",
-        metavar="N",
-        type=int,
-        default=1,
-        help="GPUs given to each pytest-xdist worker (for models spread over several devices)",
-    ),
-    Option(
-        "seed",
-        metavar="N",
-        type=int,
-        default=None,
-        help="override every suite's generation seed (a different seed must not look like a regression)",
-    ),
-    Option(
-        "baseline-model",
-        short="--baseline-model",
-        metavar="PATH_OR_ID",
-        help="also generate and score this checkpoint on the same prompts and compare paired",
-    ),
-    Option(
-        "snapshots",
-        action="store_true",
-        default=None,
-        help="compare every case with its accepted snapshot (on with --snapshot-update)",
-    ),
-    Option(
-        "snapshot-dir",
-        metavar="DIR",
-        help="where snapshots live (default: __novelty_snapshots__ beside each suite file)",
-    ),
-    Option(
-        "rerecord",
-        action="store_true",
-        help="with --snapshot-update: re-record every snapshot, even those within tolerance",
-    ),
-    Option(
-        "cache-clear",
-        action="store_true",
-        help="remove cached generations, scores and judge answers before the run (keeps the built demo)",
-    ),
-    Option("report", metavar="DIR", help="write report.json, report.md and plots into DIR"),
-)
-
 GROUP = "novelty"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """The ``--novelty-`` names and ini settings (the short names follow the host's conftests)."""
     group = parser.getgroup(GROUP, "pytest-novelty: gate checkpoints on the novelty of their output")
-    for option in OPTIONS:
-        group.addoption(option.long, dest=option.dest, **option.settings)
-    parser.addini("novelty_snapshots", "compare cases with their snapshots", type="bool", default=False)
-    parser.addini("novelty_suites", "folder of suite files, relative to the rootdir", default="")
-    parser.addini("novelty_cache", "cache folder for pytest-novelty", default="")
+    for option in offered(PYTEST):
+        group.addoption(option.long, **option.settings())
+    for ini in ini_settings():
+        parser.addini(ini.name, ini.help, type=ini.type, default=ini.default)  # type: ignore[arg-type]
 
 
 @pytest.hookimpl(wrapper=True)
@@ -203,12 +65,12 @@ def pytest_load_initial_conftests(
     result = yield
     group = parser.getgroup(GROUP)
     registered = []
-    for option in OPTIONS:
+    for option in offered(PYTEST):
         if option.short is None:
             continue
-        settings = {**option.settings, "help": f"short for {option.long}"}
+        settings = {**option.settings(), "help": f"short for {option.long}"}
         try:
-            group.addoption(option.short, dest=option.dest, **settings)
+            group.addoption(option.short, **settings)
         except argparse.ArgumentError:
             continue  # the host project or another plugin owns this name: it keeps it
         registered.append(option.short)
@@ -257,9 +119,9 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """
     if hasattr(config, "workerinput") or config.option.help or config.option.version:
         return None
-    names = {o.long for o in OPTIONS if o.takes_value}
+    names = {o.long for o in offered(PYTEST) if o.takes_value}
     short = config.stash.get(SHORT_NAMES, ())
-    names |= {o.short for o in OPTIONS if o.takes_value and o.short in short}
+    names |= {o.short for o in offered(PYTEST) if o.takes_value and o.short in short}
     params = config.invocation_params
     fixed = attach_path_values([str(a) for a in params.args], names, Path(params.dir))
     if fixed is None:
@@ -268,10 +130,12 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 
 def _suites_dir(config: pytest.Config) -> Path:
-    opt = config.option.novelty_suites or config.getini("novelty_suites")
-    if opt:
-        path = Path(opt)
-        return path if path.is_absolute() else (Path(config.invocation_params.dir) / path).resolve()
+    if config.option.novelty_suites:  # on the command line: relative to where pytest runs
+        return (Path(config.invocation_params.dir) / Path(config.option.novelty_suites).expanduser()).resolve()
+    ini = config.getini("novelty_suites")
+    if ini:  # in the ini file: relative to the folder that holds it (the rootdir without one)
+        base = config.inipath.parent if config.inipath is not None else config.rootpath
+        return (base / Path(str(ini)).expanduser()).resolve()
     # The folder pytest runs from first, then the rootdir.
     for base in (Path(config.invocation_params.dir), config.rootpath):
         local = base / "suites"
@@ -291,29 +155,51 @@ def _cache_dir(config: pytest.Config) -> Path:
     return default_cache_dir()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    if config.option.novelty_model_series:
-        from pytest_novelty.pipeline.series import configure_series
+    """Check every option and model, prepare the demo, and hold the session's state.
 
+    Runs first, before pytest-xdist sets up its workers: bad input stops the run at once
+    (``ERROR: ...``, exit 4); a harness error found now (the demo cannot be prepared, a service of
+    the run is down: the xdist controller checks them here, before any worker starts) keeps every
+    case from running, says so in one line, and exits with the harness status.
+    """
+    from pytest_novelty.plugin.series import SERIES, configure_series
+
+    if config.option.novelty_model_series:
         configure_series(config)  # the newest checkpoint becomes --model
     if not config.option.novelty_model:
         return
-    if config.option.novelty_report and not hasattr(config, "workerinput"):
-        from pytest_novelty.report.json_report import write_placeholder  # no stale "all passed" report
-
-        write_placeholder(config.option.novelty_report, "the run stopped before its summary (see pytest's output)")
+    worker = hasattr(config, "workerinput")
+    stopped: HarnessError | None = None
     try:
+        from pytest_novelty.pipeline.preflight import check_models, check_options
+
+        config.option.novelty_model = check_options(config.option, model=config.option.novelty_model)
+        if config.option.novelty_log and not worker:
+            from pytest_novelty.integrations import check_trackers
+
+            check_trackers(config.option.novelty_log)  # a bad spec or a missing extra: one line, exit 4
+        if config.option.novelty_report and not worker:
+            from pytest_novelty.report.json_report import write_placeholder  # no stale "all passed" report
+
+            write_placeholder(config.option.novelty_report, "the run stopped before its summary (see pytest's output)")
         folder = _suites_dir(config)
         suites = load_suites(folder)
         cache_dir = _cache_dir(config)
-        if config.option.novelty_cache_clear and not hasattr(config, "workerinput"):
+        if config.option.novelty_cache_clear and not worker:
             from pytest_novelty.infra.cache import clear_cache
 
             clear_cache(cache_dir)
-        for model in (config.option.novelty_model, config.option.novelty_baseline_model):
-            if model:
-                _check_model(config, model, cache_dir, suites)
-    except NoveltyError as exc:
+        series = config.stash.get(SERIES, None) or []
+        models = [config.option.novelty_model, *(c.path for c in series[:-1])]
+        if worker:  # the controller prepared the demo and checked the folders
+            models = [m for m in models if m not in ("demo", "demo-early")]
+        try:
+            check_models(config.option, models, config.option.novelty_baseline_model, cache_dir, suites)
+        except HarnessError as exc:
+            stopped = exc
+    except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     _place_worker(config)
     _configure_snapshots(config)
@@ -321,30 +207,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = state
     config.pluginmanager.register(state, "novelty-state")
     config.add_cleanup(lambda: config.pluginmanager.unregister(state))
+    if stopped is not None:
+        state.stop(stopped)
+    elif not worker and config.getoption("dist", "no") != "no" and not config.option.collectonly:
+        # The xdist controller collects nothing: it checks every suite's services before workers start.
+        state.preflight([run for suite in suites for run in suite.runs()])
+    if state.stopped is not None:
+        config.option.dist = "no"  # no worker starts: this process deselects every case and says why
+    if config.pluginmanager.hasplugin("html"):  # pytest-html: the suites' tables and plots in its report
+        from pytest_novelty.integrations.html import register_html
+
+        register_html(config, state.final_rows, lambda: state.suite_data)
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --model X` with no paths: run the suites, not the project's own tests.
         config.args = [str(folder)]
-
-
-def _check_model(config: pytest.Config, model: str, cache_dir: Path, suites: list[Suite]) -> None:
-    """Fail fast on a missing checkpoint; build the demo on the controller, before workers start."""
-    from pytest_novelty.pipeline import demo
-
-    if model in demo.DEMO_MODELS:
-        if not hasattr(config, "workerinput"):
-            demo.ensure_demo(cache_dir)
-        return
-    from pytest_novelty.generation import check_model, is_served
-
-    opt = config.option
-    check_model(
-        model, trust_remote_code=opt.novelty_trust_remote_code, base_model=opt.novelty_base_model,
-        base_url=opt.novelty_model_base_url,
-    )  # fmt: skip
-    if is_served(model) and not opt.novelty_originality and any(s.scoring.originality == "auto" for s in suites):
-        from pytest_novelty.pipeline.runner import SERVED_NEEDS_ORIGINALITY
-
-        raise ConfigError(SERVED_NEEDS_ORIGINALITY, field="--originality")
 
 
 def _configure_snapshots(config: pytest.Config) -> None:
@@ -490,10 +366,10 @@ def novelty_result(novelty_state: NoveltyState, novelty_suite: Suite, request: p
 @pytest.fixture
 def novelty_baseline(
     novelty_state: NoveltyState, novelty_suite: Suite, request: pytest.FixtureRequest
-) -> SuiteResult | None:
-    """The baseline checkpoint's result for the suite, when --baseline-model is given."""
+) -> Baseline | None:
+    """What the suite is compared with, paired: the baseline checkpoint or the human references."""
     try:
-        return novelty_state.baseline_result(novelty_suite)
+        return novelty_state.baseline(novelty_suite)
     except NoveltyError as exc:
         error = exc
     novelty_state.harness_failure(error, request.node, " in the baseline")

@@ -8,9 +8,8 @@ prints one table and writes one report.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import pytest
 
@@ -20,9 +19,12 @@ from pytest_novelty.infra.progress import ProgressSink
 from pytest_novelty.suites.schema import Suite
 
 if TYPE_CHECKING:
-    from pytest_novelty.pipeline.runner import Runner, SessionModels, SuiteResult
+    from pytest_novelty.gate.case import CaseOutcome
+    from pytest_novelty.pipeline.config import RunConfig
+    from pytest_novelty.pipeline.results import SuiteResult
+    from pytest_novelty.pipeline.runner import Runner
+    from pytest_novelty.pipeline.session import Baseline
 
-T = TypeVar("T")
 
 _WORKER_KEY = "novelty_suites"
 _REPAIRS_KEY = "novelty_cache_repairs"
@@ -34,26 +36,40 @@ class NoveltyState:
     """What one pytest session knows about the checkpoint(s) it gates."""
 
     def __init__(self, config: pytest.Config, suites: list[Suite], cache_dir: Path) -> None:
+        from pytest_novelty.pipeline.session import ResultsSession
+        from pytest_novelty.plugin.series import SERIES
+
         self.config = config
         self.suites = {s.path.resolve(): s for s in suites}
         self.cache_dir = cache_dir
-        self._runners: dict[str, Runner] = {}
-        self._models: SessionModels | None = None
-        self._results: dict[tuple[str, str], SuiteResult | NoveltyError] = {}
-        self._rounds: dict[tuple[str, str], list[SuiteResult] | NoveltyError] = {}
+        self.series = config.stash.get(SERIES, None)  # --model-series: the checkpoints, newest last
+        self.session = ResultsSession(
+            self._run_config,
+            model=str(config.option.novelty_model),
+            baseline_model=self.baseline_model,
+            series=self.series,
+        )
         self._outcomes: dict[str, tuple[str, str]] = {}  # node id -> (passed | failed | error, message)
         self._node_rows: dict[str, dict[str, Any]] = {}
         self._announced: set[str] = set()
+        self._tails: dict[str, dict[str, list[str]]] = {}  # suite -> q@Tail metric -> its frozen tail
         self.suite_data: dict[str, dict[str, Any]] = {}
+        self.pytest_session: pytest.Session | None = None
         self.stopped: str | None = None
         """Why the run stopped before any case ran (a preflight failure), for the report."""
         self.worker_repairs = 0
         """Damaged cache entries the xdist workers dropped (each process counts its own)."""
         self.harness_errors: dict[str, str] = {}
         """Each distinct harness error's message, and the first case (node id) it stopped."""
-        from pytest_novelty.pipeline.series import SERIES
-
-        self.series = config.stash.get(SERIES, None)  # --model-series: the checkpoints, newest last
+        self.internal_error = False
+        """Whether the plugin itself raised an unexpected error (pytest's INTERNALERROR)."""
+        self.bad_input: str | None = None
+        """Bad input found only while a case ran (a prompt too long for the context, say)."""
+        self.exit_status: int | None = None
+        """The status the run exits with, once the session has finished."""
+        self.comparisons = 1
+        """How many regression tests the run's selected cases make (set when collection ends)."""
+        self._said = False
 
     # -- running suites -------------------------------------------------------------------------
 
@@ -62,20 +78,17 @@ class NoveltyState:
         model = self.config.option.novelty_baseline_model
         return None if model is None else str(model)
 
-    def runner(self, model: str) -> Runner:
-        """One runner per checkpoint (candidate, and baseline when given); all share the session's
-        scoring models (judges, equivalence checks, indexes), so each loads once."""
-        if model not in self._runners:
-            from pytest_novelty.pipeline.runner import RunConfig, Runner, SessionModels
+    def _run_config(self, model: str) -> RunConfig:
+        from pytest_novelty.pipeline.config import RunConfig
 
-            config = RunConfig.from_options(
-                self.config.option, model=model, cache_dir=self.cache_dir, worker=self.worker or "main",
-                log=self.log, progress=self.progress_sink(),
-            )
-            if self._models is None:
-                self._models = SessionModels(config)
-            self._runners[model] = Runner(config, self._models)
-        return self._runners[model]
+        return RunConfig.from_options(
+            self.config.option, model=model, cache_dir=self.cache_dir, worker=self.worker or "main",
+            log=self.log, progress=self.progress_sink(),
+        )
+
+    def runner(self, model: str) -> Runner:
+        """The session's runner of ``model`` (see :meth:`ResultsSession.runner`)."""
+        return self.session.runner(model)
 
     @property
     def worker(self) -> str | None:
@@ -106,75 +119,50 @@ class NoveltyState:
         else:
             reporter.write_line(line)
 
-    @staticmethod
-    def _memo(store: dict[tuple[str, str], T | NoveltyError], key: tuple[str, str], compute: Callable[[], T]) -> T:
-        """Compute once per key; an error is remembered and raised again for the other cases."""
-        if key not in store:
-            try:
-                store[key] = compute()
-            except NoveltyError as exc:
-                store[key] = exc
-        value = store[key]
-        if isinstance(value, NoveltyError):
-            raise value
-        return value
-
-    def _denial_rounds(self, model: str, suite: Suite) -> list[SuiteResult]:
-        """All rounds of a denial-prompting suite, run once (each round depends on the one before)."""
-        from pytest_novelty.pipeline.denial import open_extractor_for, run_denial
-
-        def rounds() -> list[SuiteResult]:
-            runner = self.runner(model)
-            return run_denial(runner, suite, open_extractor_for(runner.config, suite))
-
-        return self._memo(self._rounds, (model, suite.name.rsplit("[round=", 1)[0]), rounds)
-
-    def baseline_result(self, suite: Suite) -> SuiteResult | None:
-        """What the candidate is compared with, paired: the baseline checkpoint on the same prompts
-        and settings when one is given, else the dataset's human references when the suite asks
-        for them (``[gate] reference = true``), else nothing."""
-        if self.baseline_model is not None:
-            return self.model_result(self.baseline_model, suite)  # a denial round: the baseline's same round
-        if suite.gate.reference:
-            runner = self.runner(self.config.option.novelty_model)
-            return self._memo(self._results, ("human references", suite.name), lambda: runner.references(suite))
-        return None
+    def baseline(self, suite: Suite) -> Baseline | None:
+        """What the candidate is compared with (see :meth:`ResultsSession.baseline`)."""
+        return self.session.baseline(suite)
 
     def result(self, suite: Suite) -> SuiteResult:
-        """The candidate's result (computed once per suite); with a baseline, its outputs rank q@Tail."""
-        baseline = self.baseline_result(suite)
-        pool = None if baseline is None else baseline.originality.get(4)
-        model = self.config.option.novelty_model
-        result = self.model_result(model, suite, pool)
-        if suite.scoring.calibration is not None and result.judge_agreement is None:
-            from dataclasses import replace
-
-            result = replace(result, judge_agreement=self.runner(model).judge_agreement(suite))
+        """The candidate's result (computed once per suite); its report data is kept, and with a
+        series every earlier checkpoint is generated and scored now too (the series' table is
+        assembled when the session ends, on the tails the cases were judged on)."""
+        result = self.session.result(suite)
         if suite.name not in self.suite_data:
             from pytest_novelty.pipeline.export import suite_data
 
-            self.suite_data[suite.name] = suite_data(result, baseline)
+            base = self.session.baseline(suite)
+            self.suite_data[suite.name] = suite_data(
+                result, None if base is None else base.result, alpha=suite.gate.alpha / self.comparisons
+            )
             if self.series:
-                from pytest_novelty.pipeline.series import suite_series
-
-                earlier = zip(self.series[:-1], self.earlier_results(suite), strict=True)
-                self.suite_data[suite.name]["series"] = suite_series([*earlier, (self.series[-1], result)])
+                self.session.earlier(suite)
         return result
 
-    def model_result(self, model: str, suite: Suite, pool: Any = None) -> SuiteResult:
-        """One checkpoint's result on a suite (computed once; denial rounds run together)."""
-        if suite.denial_round is not None:
-            return self._denial_rounds(model, suite)[suite.denial_round - 1]
-        return self._memo(self._results, (model, suite.name), lambda: self.runner(model).run(suite, pool_novelty=pool))
+    def earlier(self, suite: Suite) -> list[SuiteResult]:
+        """With --model-series, every earlier checkpoint's result on ``suite``, in step order."""
+        return self.session.earlier(suite)
 
-    def earlier_results(self, suite: Suite) -> list[SuiteResult]:
-        """With --model-series, the results of every checkpoint before the candidate, in step order.
-        Their runners are let go after each use (a model loads only when a generation is not cached)."""
-        results = []
-        for checkpoint in (self.series or [])[:-1]:
-            results.append(self.model_result(checkpoint.path, suite))
-            self._runners.pop(checkpoint.path, None)
-        return results
+    def decided(self, outcome: CaseOutcome) -> None:
+        """Keep what a decided case tells the series: the frozen tail its q@Tail value was taken on."""
+        if outcome.tail_ids is not None:
+            self._tails.setdefault(outcome.suite, {})[outcome.metric] = list(outcome.tail_ids)
+
+    def _assemble_series(self) -> None:
+        """Each suite's series table, on the tails its cases were judged on (see gate.series)."""
+        if not self.series:
+            return
+        from pytest_novelty.gate.series import suite_series
+
+        for suite in (run for s in self.suites.values() for run in s.runs()):
+            data = self.suite_data.get(suite.name)
+            if data is None or "series" in data:
+                continue
+            try:
+                results = [*self.session.earlier(suite), self.session.result(suite)]
+            except NoveltyError:
+                continue  # the suite's cases already report the harness error
+            data["series"] = suite_series(list(zip(self.series, results, strict=True)), self._tails.get(suite.name))
 
     def announce(self, suite: Suite, result: SuiteResult) -> str | None:
         """The line saying where and how a suite ran, once per suite (None after the first time)."""
@@ -188,9 +176,11 @@ class NoveltyState:
     # -- harness errors -------------------------------------------------------------------------
 
     def preflight(self, suites: list[Suite]) -> None:
-        """Check the services the run needs once (see :mod:`pytest_novelty.pipeline.preflight`); a failure
-        ends the run at once with one line: a usage error for bad configuration, else the
-        harness exit status."""
+        """Check the services the run needs once (see :mod:`pytest_novelty.pipeline.preflight`).
+
+        Bad configuration is a usage error (``ERROR: ...``, exit 4); a broken service stops the run
+        before any case with one line (:meth:`stop`), and the run exits with the harness status.
+        """
         if not suites:
             return
         from pytest_novelty.pipeline.preflight import preflight
@@ -201,11 +191,19 @@ class NoveltyState:
                 preflight(self.runner(model), suites)
         except ConfigError as exc:
             self.stopped = f"configuration error: {exc}"
-            pytest.exit(f"novelty: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+            raise pytest.UsageError(str(exc)) from None
         except HarnessError as exc:
-            self.harness_errors.setdefault(str(exc), "preflight")
-            self.stopped = f"harness error before any case ran: {exc}"
-            pytest.exit(f"novelty harness error: {exc}", returncode=HARNESS_EXIT_STATUS)
+            self.stop(exc)
+
+    def stop(self, exc: HarnessError) -> None:
+        """No case will run: a harness error found before any (a preflight, the demo's preparation)."""
+        self.harness_errors.setdefault(str(exc), "preflight")
+        self.stopped = f"harness error before any case ran: {exc}"
+
+    def _say_stopped(self) -> None:
+        if self.stopped is not None and not self._said:
+            self._said = True
+            self.config.get_terminal_writer().line(f"novelty: {self.stopped}", red=True, bold=True)
 
     def harness_failure(self, exc: NoveltyError, item: pytest.Item, what: str = "") -> NoReturn:
         """Stop a case on a harness error: the cause in full once, later cases point to the first.
@@ -214,6 +212,8 @@ class NoveltyState:
         controller and the JUnit file as a user property; ``--tb=long`` shows the full trace.
         """
         message = str(exc)
+        if isinstance(exc, ConfigError):
+            self.bad_input = self.bad_input or message
         first = self.harness_errors.setdefault(message, item.nodeid)
         item.user_properties.append((HARNESS_PROPERTY, message))
         if self.config.option.tbstyle == "long":
@@ -223,34 +223,63 @@ class NoveltyState:
         pytest.fail(f"harness error{what} (not a gate failure): the same as in {first}", pytrace=False)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Preflight for the suites of the selected cases (one process, no xdist)."""
-        if self.worker or _distributed(self.config) or self.config.option.collectonly:
-            return
+        """Count the run's regression tests (each is held to α / their number) and preflight the
+        suites of the selected cases (one process, no xdist); a run stopped before any case
+        deselects every case, so none runs and none is counted as a verdict."""
+        from pytest_novelty.gate.case import compared_cases
+        from pytest_novelty.gate.snapshot import snapshot_settings
+
+        cases: dict[str, Suite] = {}
         suites: dict[str, Suite] = {}
         for item in session.items:
             callspec = getattr(item, "callspec", None)
             suite = callspec.params.get("novelty_suite") if callspec is not None else None
             if isinstance(suite, Suite):
                 suites.setdefault(suite.name, suite)
-        self.preflight(list(suites.values()))
+                cases[item.nodeid] = suite
+        counted = compared_cases(list(cases.values()), baseline=self.baseline_model is not None,
+                                 snapshots=snapshot_settings(self.config).enabled, series=bool(self.series))
+        self.comparisons = max(1, counted)
+        if self.worker or self.config.option.collectonly:
+            return
+        if self.stopped is None:
+            self.preflight(list(suites.values()))
+        if self.stopped is not None:
+            self.config.hook.pytest_deselected(items=list(session.items))
+            session.items[:] = []
+            self._say_stopped()
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection(self, session: pytest.Session) -> None:
-        """Preflight on the xdist controller, which collects nothing itself: every suite it knows of."""
-        if not self.worker and _distributed(self.config) and not self.config.option.collectonly:
-            self.preflight([run for suite in self.suites.values() for run in suite.runs()])
+    def pytest_internalerror(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """An unexpected error inside the plugin is a harness error too (it decides nothing)."""
+        if any("pytest_novelty" in str(entry.path) for entry in excinfo.traceback):
+            self.internal_error = True
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """A run with a harness error exits with :data:`HARNESS_EXIT_STATUS`, not as a gate verdict."""
+        """A run with a harness error exits with :data:`HARNESS_EXIT_STATUS`, not as a gate verdict:
+        a case that errored or crashed (no verdict), a run stopped before any case, or an internal
+        error of the plugin. Bad input found in a case is the usage status. ``report.json`` and
+        ``report.md`` record the status the run exits with (:attr:`exit_status`)."""
+        self._assemble_series()
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
             workeroutput[_WORKER_KEY] = self.suite_data
             workeroutput[_REPAIRS_KEY] = repaired()
-        if self.harness_errors and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-            session.exitstatus = HARNESS_EXIT_STATUS
+        no_verdict = any(outcome == "error" for outcome, _ in self._outcomes.values())
+        decided = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
+        if self.bad_input and session.exitstatus in decided:
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        else:
+            harness = (self.harness_errors or no_verdict or self.stopped) and session.exitstatus in decided
+            internal = self.internal_error and session.exitstatus == pytest.ExitCode.INTERNAL_ERROR
+            if harness or internal:
+                session.exitstatus = HARNESS_EXIT_STATUS
+        self.exit_status = int(session.exitstatus)
 
     # -- hooks ----------------------------------------------------------------------------------
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.pytest_session = session  # the terminal summary may still change its exit status (--novelty-log)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect each case's numbers and pytest's outcome for it, on the controller too under xdist.
@@ -274,7 +303,9 @@ class NoveltyState:
             self._outcomes[report.nodeid] = ("passed" if report.passed else "failed", "")
         elif report.failed and report.when != "call":
             what = "worker crashed" if report.when not in ("setup", "teardown") else "harness error"
-            self._outcomes[report.nodeid] = ("error", f"{what}: {_last_line(report.longreprtext)}")
+            last = _last_line(report.longreprtext)
+            message = last if last.startswith(what) else f"{what}: {last}"
+            self._outcomes[report.nodeid] = ("error", message)
         elif report.skipped and report.nodeid not in self._outcomes:
             self._outcomes[report.nodeid] = ("skipped", _last_line(report.longreprtext))
 
@@ -320,38 +351,40 @@ class NoveltyState:
             return
         rows = self.final_rows()
         if rows:
-            from pytest_novelty.report.terminal import SHARES_LEGEND, render_table, shares_note
+            from pytest_novelty.report.terminal import gate_summary
 
             terminalreporter.section("novelty gate")
-            headers = {str(r["suite"]): str(r["header"]) for r in rows if r.get("header")}
-            notes = {name: shares_note(data) for name, data in self.suite_data.items()}
-            for line in render_table(rows, headers, notes):
-                terminalreporter.line(line)
-            if any(notes.values()):
-                terminalreporter.line(SHARES_LEGEND)
-            from pytest_novelty.report.series import series_tables
-
-            for line in series_tables(self.suite_data):  # --model-series
-                terminalreporter.line(line)
             # Every damaged entry this run met, wherever it was read: the suites' runs, the preflight,
             # the checkpoint and index memos, in this process and in every xdist worker.
-            work = _work_summary(self.suite_data, repaired() + self.worker_repairs)
-            if work:
-                terminalreporter.line(work)
+            for line in gate_summary(rows, self.suite_data, repaired() + self.worker_repairs):
+                terminalreporter.line(line)
         folder = self.config.option.novelty_report
         if folder:
             # Written on every run, from pytest's outcomes: errors and crashes included.
             from pytest_novelty.report import write_report
 
+            self._say_stopped()
             if self.stopped is not None and not rows:  # no case ran: no verdict, and why
                 from pytest_novelty.report.json_report import write_placeholder
 
                 write_placeholder(Path(folder), self.stopped)
                 terminalreporter.line(f"novelty report: {folder} (no verdict)")
                 return
-            versions = {**self.versions(), "pytest exit status": int(exitstatus)}
+            status = self.exit_status if self.exit_status is not None else int(exitstatus)
+            versions = {**self.versions(), "exit status": status}
             files = write_report(Path(folder), rows, cast(Any, self.suite_data), versions)
             terminalreporter.line(f"novelty report: {files.json.parent}")
+        if self.config.option.novelty_log and rows:  # --novelty-log: the trackers read the report
+            from pytest_novelty.integrations import log_session
+
+            logged = log_session(
+                self.config.option.novelty_log, rows, self.suite_data,
+                {**self.versions(), "exit status": self.exit_status if self.exit_status is not None else exitstatus},
+                report_dir=folder or None, write=terminalreporter.line,
+            )  # fmt: skip
+            session = self.pytest_session
+            if logged.status and session and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+                session.exitstatus = logged.status
 
     def versions(self) -> dict[str, Any]:
         """What produced the numbers, for report.json."""
@@ -414,27 +447,3 @@ def _last_line(text: str) -> str:
     """The last non-empty line of a failure's text (pytest puts the message there)."""
     lines = [line.strip() for line in str(text).splitlines() if line.strip()]
     return lines[-1] if lines else ""
-
-
-def _work_summary(suite_data: dict[str, dict[str, Any]], repairs: int = 0) -> str:
-    """One line with the work a run did: what a warm rerun should show as zeros."""
-    infos = [d.get("info", {}) for d in suite_data.values()]
-    if not infos:
-        return ""
-    from pytest_novelty.pipeline.export import batches_text
-
-    generated = sum(int(i.get("generated_rows", 0)) for i in infos)
-    batches = sum(int(i.get("generated_batches", 0)) for i in infos)
-    cached = sum(int(i.get("cached_rows", 0)) for i in infos)
-    lookups = sum(int(i.get("originality_lookups", 0)) for i in infos)
-    judged = sum(int(i.get("judge_requests", 0)) for i in infos)
-    warning = f"; warning: {repairs} damaged cache entries dropped and recomputed" if repairs else ""
-    line = (
-        f"novelty work done: {generated} samples generated in {batches_text(batches)} ({cached} from cache), "
-        f"{lookups} originality lookups, {judged} judge requests{warning}"
-    )
-    earlier = [e for d in suite_data.values() for e in (d.get("series") or [])[:-1]]
-    if earlier:  # --model-series: the checkpoints before the candidate
-        made, kept = sum(int(e["generated_rows"]) for e in earlier), sum(int(e["cached_rows"]) for e in earlier)
-        line += f"; earlier checkpoints: {made} samples generated ({kept} from cache)"
-    return line

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -86,6 +86,10 @@ def _suite_entry(data: SuiteData) -> dict[str, Any]:
     entry["candidate"] = {**candidate, "summary": _summary(candidate)}
     if raw.get("shares"):
         entry["shares"] = dict(raw["shares"])
+    if raw.get("metrics"):
+        entry["metrics"] = dict(raw["metrics"])
+    if raw.get("detectable") is not None:  # metric -> the smallest drop a comparison detects (80 % power)
+        entry["detectable"] = dict(raw["detectable"])
     if raw.get("baseline"):
         baseline = dict(raw["baseline"])
         entry["baseline"] = {**baseline, "summary": _summary(baseline)}
@@ -132,7 +136,7 @@ def build_report(
     ``plots`` maps suite → plot kind → file; files are stored relative to the report folder by
     their name. ``created`` defaults to now (UTC).
     """
-    stamp = (created or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+    stamp = (created or datetime.now(UTC)).isoformat(timespec="seconds")
     report = {
         "format": REPORT_FORMAT,
         "created": stamp,

@@ -80,7 +80,7 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             cells += [
                 _num(row.get("baseline")),
                 _num(row.get("delta"), signed=True),
-                format_ci(row.get("ci")),
+                format_ci(row.get("delta_ci")),
                 format_p(row.get("p_value")),
                 pairs_cell(row),
             ]
@@ -112,9 +112,7 @@ def render_markdown(
         if counts["failed"]:
             parts.append(f"{counts['failed']} of {counts['cases']} cases failed")
         if counts["errors"]:
-            errors = counts["errors"]
-            plural = "s" if errors != 1 else ""
-            parts.append(f"{errors} of {counts['cases']} cases had a harness error{plural} (no verdict)")
+            parts.append(f"{counts['errors']} of {counts['cases']} cases reached no verdict (harness error)")
         headline = "**" + "; ".join(parts) + "**"
     elif not counts["cases"]:
         headline = "**no case ran**"

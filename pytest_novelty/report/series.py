@@ -1,7 +1,7 @@
 """The checkpoint-series part of the report: a table per suite, ``<suite>-series.png`` and
 ``report.json["series"]``.
 
-Reads the ``series`` list that :func:`pytest_novelty.pipeline.series.suite_series` puts in a suite's data
+Reads the ``series`` list that :func:`pytest_novelty.gate.series.suite_series` puts in a suite's data
 (one entry per checkpoint, in step order) and nothing else, so it works the same on the xdist
 controller as in one process.
 """
@@ -43,11 +43,10 @@ def _change(change: Mapping[str, Any] | None, metric: str) -> str:
         return ""
     text = f" ({float(change['delta']):+.4f}"
     ci = change.get("ci")
-    if ci and None not in ci:
-        # top10_novelty has no per-prompt form: its paired test (and CI) is on per-prompt novelty.
-        paired_on = str(change.get("paired_on", metric))
-        note = f" on {paired_on}" if paired_on.startswith("novelty@") and metric != paired_on else ""
-        text += f" [{float(ci[0]):+.4f}, {float(ci[1]):+.4f}]{note}"
+    if ci and None not in ci:  # the interval of the gated statistic's change (see gate.series)
+        text += f" [{float(ci[0]):+.4f}, {float(ci[1]):+.4f}]"
+    if change.get("status") == "regressed":
+        text += ", regression"
     return text + ")"
 
 

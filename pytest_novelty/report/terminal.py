@@ -3,7 +3,7 @@
 Rows are plain dicts. Every row carries ``suite``, ``metric``, ``value``, ``op``, ``threshold`` and
 ``passed`` (the case's overall outcome, as pytest decided it); ``outcome`` is pytest's word for it
 (``passed``, ``failed``, ``error`` for a harness error or a crashed worker). A row compared with a
-snapshot or a baseline checkpoint also carries ``baseline``, ``delta``, ``ci`` ([low, high] or
+snapshot or a baseline checkpoint also carries ``baseline``, ``delta``, ``delta_ci`` ([low, high] or
 None), ``p_value``, ``n_pairs``, ``test``, ``status`` (see
 :data:`pytest_novelty.gate.regression.STATUSES`) and ``verdict`` (the status in words). A q@Tail
 row carries ``tail``: which frozen tail it was judged on. Without any compared row the table keeps
@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-COMPARISON_KEYS = ("baseline", "delta", "ci", "verdict")
+COMPARISON_KEYS = ("baseline", "delta", "delta_ci", "verdict")
 
 
 def _fmt(value: Any) -> str:
@@ -41,13 +41,44 @@ def format_ci(ci: Sequence[float] | None) -> str:
     return f"[{low:+.3f}, {high:+.3f}]"
 
 
+def value_ci(row: Mapping[str, Any]) -> str:
+    """The value's interval, ``[0.290, 0.388]``; empty where none was computed."""
+    ci = row.get("ci")
+    if not ci or any(b is None for b in ci):
+        return "" if not ci else "n/a"
+    return f"[{float(ci[0]):.3f}, {float(ci[1]):.3f}]"
+
+
+def value_ci_heading(rows: Iterable[Mapping[str, Any]]) -> str:
+    """``95% CI``: the column of the values' intervals, at the rows' confidence."""
+    levels = sorted({float(r["confidence"]) for r in rows if r.get("confidence")})
+    return f"{100 * levels[0]:g}% CI" if len(levels) == 1 else "CI"
+
+
+def mode_notes(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One line per threshold mode other than ``point`` in use, saying how it decides."""
+    modes = sorted({str(r.get("threshold_mode")) for r in rows if r.get("threshold_mode") not in (None, "point")})
+    words = {
+        "lenient": "lenient thresholds fail only when the whole interval lies on the wrong side of the bound",
+        "strict": "strict thresholds pass only when the whole interval lies on the right side of the bound",
+    }
+    return [words[m] for m in modes if m in words]
+
+
+NOISE_LEGEND = "within noise: the value's interval contains the bound (another run could land on the other side)"
+
+
 def has_comparison(rows: Iterable[Mapping[str, Any]]) -> bool:
     """Whether any row was compared with a snapshot or a baseline (and so needs those columns)."""
     return any(any(row.get(key) is not None for key in COMPARISON_KEYS) for row in rows)
 
 
 def threshold_met(row: Mapping[str, Any]) -> bool:
-    """Whether the row's value meets its threshold (a row without one meets it; NaN never does)."""
+    """Whether the row's threshold passed, as the case decided it (its mode may read the value's
+    interval); for a row without that decision, whether the value meets the bound (a row without a
+    threshold meets it; NaN never does)."""
+    if row.get("threshold_passed") is not None:
+        return bool(row["threshold_passed"])
     if row.get("op") is None or row.get("threshold") is None:
         return True
     value = row.get("value")
@@ -71,8 +102,11 @@ def verdict_text(row: Mapping[str, Any]) -> str:
     if is_error(row):
         return "ERROR (harness, no verdict)"
     notes = []
+    noise = " (within noise)" if row.get("within_noise") else ""
     if not threshold_met(row):
-        notes.append(f"FAIL {row['op']} {row['threshold']:g}")
+        notes.append(f"FAIL {row['op']} {row['threshold']:g}{noise}")
+    elif noise:
+        notes.append(f"pass{noise}")
     if row.get("status") == "regressed":
         notes.append("FAIL regression")
     elif row.get("verdict"):
@@ -100,7 +134,7 @@ def _threshold_cell(row: Mapping[str, Any]) -> str:
 
 def pairs_cell(row: Mapping[str, Any]) -> str:
     """How many paired prompts the significance test used; empty where no test ran."""
-    return "" if row.get("n_pairs") is None or not (row.get("ci") or row.get("test")) else str(row["n_pairs"])
+    return "" if row.get("n_pairs") is None or not (row.get("delta_ci") or row.get("test")) else str(row["n_pairs"])
 
 
 def format_p(value: Any) -> str:
@@ -122,18 +156,20 @@ def _comparison_table(
         if notes and notes.get(suite):
             lines.append(f"  {suite}: {notes[suite]}")
     cells: list[tuple[str, ...]] = [
-        ("suite", "metric", "value", "threshold", "baseline", "delta", "CI", "p", "pairs", "verdict")
-    ]
+        ("suite", "metric", "value", value_ci_heading(rows), "threshold", "baseline", "delta", "delta CI", "p",
+         "pairs", "verdict")
+    ]  # fmt: skip
     for row in sorted(rows, key=lambda r: (str(r["suite"]), str(r["metric"]), str(r.get("op")))):
         cells.append(
             (
                 str(row["suite"]),
                 metric_cell(row),
                 _fmt(row.get("value")),
+                value_ci(row),
                 _threshold_cell(row),
                 _fmt(row.get("baseline")),
                 _signed(row.get("delta")),
-                format_ci(row.get("ci")),
+                format_ci(row.get("delta_ci")),
                 format_p(row.get("p_value")),
                 pairs_cell(row),
                 verdict_text(row),
@@ -154,7 +190,7 @@ def render_table(
     ``headers`` maps a suite name to a line shown with it (model, judge, originality units);
     ``notes`` to a second line (the coverage and unscored shares every suite shows). Rows without
     comparison fields give one block per suite with columns metric, value, threshold, result; as
-    soon as one row carries ``baseline``/``delta``/``ci``/``verdict`` the table has one row per
+    soon as one row carries ``baseline``/``delta``/``delta_ci``/``verdict`` the table has one row per
     case with columns suite, metric, value, threshold, baseline, delta, CI and verdict.
     """
     rows = list(rows)
@@ -165,10 +201,14 @@ def render_table(
         by_suite.setdefault(str(row["suite"]), []).append(row)
     lines: list[str] = []
     for suite in sorted(by_suite):
-        cells: list[tuple[str, ...]] = [("metric", "value", "threshold", "result")]
+        cells: list[tuple[str, ...]] = [("metric", "value", value_ci_heading(rows), "threshold", "result")]
         for row in sorted(by_suite[suite], key=lambda r: str(r["metric"])):
             verdict = "ERROR" if is_error(row) else "pass" if row.get("passed", True) else "FAIL"
-            cells.append((metric_cell(row), _fmt(row.get("value")), _threshold_cell(row), verdict))
+            if row.get("within_noise") and not is_error(row):
+                verdict += " (within noise)"
+            cells.append(
+                (metric_cell(row), _fmt(row.get("value")), value_ci(row), _threshold_cell(row), verdict)
+            )
         lines.append(f"suite {suite}" + (f"  ({headers[suite]})" if headers and suite in headers else ""))
         if notes and notes.get(suite):
             lines.append(f"  {notes[suite]}")
@@ -208,3 +248,72 @@ def shares_note(data: Mapping[str, Any]) -> str:
     if unscored is not None:
         parts.append(f"unscored {unscored:.4f} ({round(unscored * total)} of {total} answers)")
     return ", ".join(parts)
+
+
+def detectable_lines(suite: str, detectable: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """``story: detects a drop of 0.075 in novelty@5, ...``, and the metrics whose tolerance lies
+    below what the suite can detect, with the prompts that would detect it."""
+    from pytest_novelty.metrics.power import CONSTANT
+
+    # A metric that did not vary in this run (no answer unscored, say) gives no noise to plan with.
+    found = {m: d for m, d in sorted(detectable.items()) if d.get("effect") is not None and d.get("basis") != CONSTANT}
+    if not found:
+        return []
+    first = next(iter(found.values()))
+    effects = ", ".join(f"{d['effect']:.3f} in {m}" for m, d in found.items())
+    lines = [f"{suite}: detects a drop of {effects} (paired, {100 * float(first['power']):g} % power at alpha "
+             f"{float(first['alpha']):.2g})"]
+    short = [f"{m} ({d['tolerance']:g}: {d['prompts_for_tolerance']} prompts)"
+             for m, d in found.items() if d.get("prompts_for_tolerance")]
+    if short:
+        lines.append(f"  {suite}: tolerance below what it can detect, prompts needed for it: {', '.join(short)}")
+    return lines
+
+
+def work_summary(suite_data: Mapping[str, Mapping[str, Any]], repairs: int = 0) -> str:
+    """One line with the work a run did: what a warm rerun should show as zeros."""
+    from pytest_novelty.pipeline.export import batches_text
+
+    infos = [d.get("info", {}) for d in suite_data.values()]
+    if not infos:
+        return ""
+    batches = sum(int(i.get("generated_batches", 0)) for i in infos)
+    line = (
+        f"novelty work done: {sum(int(i.get('generated_rows', 0)) for i in infos)} samples generated in "
+        f"{batches_text(batches)} ({sum(int(i.get('cached_rows', 0)) for i in infos)} from cache), "
+        f"{sum(int(i.get('originality_lookups', 0)) for i in infos)} originality lookups, "
+        f"{sum(int(i.get('judge_requests', 0)) for i in infos)} judge requests"
+    )
+    if repairs:
+        line += f"; warning: {repairs} damaged cache entries dropped and recomputed"
+    earlier = [e for d in suite_data.values() for e in (d.get("series") or [])[:-1]]
+    if earlier:  # --model-series: the checkpoints before the candidate
+        made, kept = sum(int(e["generated_rows"]) for e in earlier), sum(int(e["cached_rows"]) for e in earlier)
+        line += f"; earlier checkpoints: {made} samples generated ({kept} from cache)"
+    return line
+
+
+def gate_summary(
+    rows: Sequence[Mapping[str, Any]], suite_data: Mapping[str, Mapping[str, Any]], repairs: int = 0
+) -> list[str]:
+    """The lines every front end prints at the end of a run: the table of cases (with each suite's
+    header and shares), the shares' legend, the series tables and the work line."""
+    from pytest_novelty.report.series import series_tables
+
+    lines: list[str] = []
+    if rows:
+        headers = {str(r["suite"]): str(r["header"]) for r in rows if r.get("header")}
+        notes = {name: shares_note(data) for name, data in suite_data.items()}
+        lines += render_table(rows, headers, notes)
+        if any(notes.values()):
+            lines.append(SHARES_LEGEND)
+        if any(r.get("within_noise") for r in rows):
+            lines.append(NOISE_LEGEND)
+        lines += mode_notes(rows)
+        for name in sorted(suite_data):
+            lines += detectable_lines(name, suite_data[name].get("detectable") or {})
+        lines += series_tables(suite_data)
+    work = work_summary(suite_data, repairs)
+    if work:
+        lines.append(work)
+    return lines

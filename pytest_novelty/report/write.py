@@ -10,6 +10,7 @@ from pytest_novelty.report.json_report import ReportFiles, SuiteData, write_json
 from pytest_novelty.report.markdown import write_markdown_report
 from pytest_novelty.report.plots import write_plots
 from pytest_novelty.report.series import series_tables, write_series_plots
+from pytest_novelty.report.spans import spans_markdown
 from pytest_novelty.report.terminal import has_comparison, shares_note
 
 
@@ -47,6 +48,6 @@ def write_report(
         )
     md_path = write_markdown_report(
         folder, rows, versions, plots=plots, step_summary=step_summary, suites=suites, plot_note=note,
-        sections=series_tables(suites_data),
+        sections=[*series_tables(suites_data), *spans_markdown(suites_data)],
     )
     return ReportFiles(json=json_path, markdown=md_path, plots=plots)

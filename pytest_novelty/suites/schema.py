@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-import sys
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,11 +18,6 @@ from typing import Any
 
 from pytest_novelty.infra.errors import ConfigError, did_you_mean
 from pytest_novelty.suites.prompts import TASKS
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 SWEEPABLE = (
     "generation.temperature",
@@ -35,6 +30,8 @@ PROMPTING_METHODS = ("few-shot", "chat", "ask-novelty", "denial", "novel-example
 BOUNDED_METRICS = ("novelty", "top10_novelty", "originality", "coverage", "quality", "unscored", "q_at_tail")
 COUNT_METRICS = ("distinct_k", "utility_k")
 GATE_AGAINST = ("series-best",)
+#: How a threshold case decides given its interval (see :mod:`pytest_novelty.gate.thresholds`).
+THRESHOLD_MODES = ("point", "lenient", "strict")
 _METRIC_RE = re.compile(r"^(?P<base>[a-z0-9_]+?)(?:@(?P<arg>[0-9.]+))?$")
 
 
@@ -105,6 +102,7 @@ class GateSettings:
     min_judge_agreement: float | None = None  # Spearman rho on scoring.calibration that quality gates need
     against: str | None = None  # "series-best": compare with the best earlier checkpoint of --model-series
     tail: Path | None = None  # a frozen q@Tail tail (JSON list of prompt ids) when no snapshot or baseline has one
+    threshold_mode: str = "point"  # one of THRESHOLD_MODES: the value, or its interval, against the bound
 
 
 @dataclass(frozen=True)
@@ -156,8 +154,17 @@ class Suite:
     description: str = ""
     sweep: tuple[str, tuple[float, ...]] | None = None
     sweep_value: float | None = None
+    """The swept parameter's value in this run of a ``[sweep]`` suite (None: not a sweep value)."""
     denial_round: int | None = None
+    """The 1-based round of a denial-prompting suite (None: not a round)."""
     variants: tuple[Suite, ...] = ()
+    family_name: str = ""
+    """The suite file's own name when this is one of its runs (a sweep value, a denial round)."""
+
+    @property
+    def family(self) -> str:
+        """The suite file's name, shared by all its runs: ``story`` for ``story[temperature=0.7]``."""
+        return self.family_name or self.name
 
     @property
     def base_dir(self) -> Path:
@@ -187,7 +194,10 @@ _SECTIONS: dict[str, tuple[type, set[str]]] = {
     ),
     "gate": (
         GateSettings,
-        {"alpha", "tolerance_abs", "tolerance_rel", "reference", "min_judge_agreement", "against", "tail"},
+        {
+            "alpha", "tolerance_abs", "tolerance_rel", "reference", "min_judge_agreement", "against", "tail",
+            "threshold_mode",
+        },
     ),
 }
 _TOP_KEYS = {"name", "task", "description", "thresholds", "sweep", *_SECTIONS}
@@ -410,7 +420,7 @@ def _parse_sweep(path: Path, data: Mapping[str, Any], base: Suite) -> Suite:
             detail = str(exc).removeprefix(f"{path}: ")
             message = f"value {value!r} of the sweep is invalid: {detail}"
             raise ConfigError(message, path=path, field="sweep.values") from None
-        variants.append(replace(variant, sweep_value=float(value)))
+        variants.append(replace(variant, sweep_value=float(value), family_name=base.name))
     return replace(base, sweep=(parameter, tuple(float(v) for v in values)), variants=tuple(variants))
 
 
@@ -443,6 +453,7 @@ def parse_suite(data: Mapping[str, Any], path: Path) -> Suite:
         min_judge_agreement=_min_judge_agreement(gc, parsed["scoring"]),
         against=gc.choice("against", "series-best", GATE_AGAINST) if "against" in gc.table else None,
         tail=_tail_file(gc, path),
+        threshold_mode=gc.choice("threshold_mode", "point", THRESHOLD_MODES),
     )
     raw_thresholds = top.get("thresholds", list, [])
     if not raw_thresholds:
@@ -464,7 +475,8 @@ def parse_suite(data: Mapping[str, Any], path: Path) -> Suite:
         if "sweep" in data:
             raise top.fail("sweep", "a denial-prompting suite cannot also sweep; split it into two suites")
         rounds = tuple(
-            replace(suite, name=f"{name}[round={r}]", denial_round=r) for r in range(1, suite.prompting.rounds + 1)
+            replace(suite, name=f"{name}[round={r}]", denial_round=r, family_name=name)
+            for r in range(1, suite.prompting.rounds + 1)
         )
         return replace(suite, variants=rounds)
     return _parse_sweep(path, data, suite) if "sweep" in data else suite

@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-# The comparison imports scipy lazily; an in-process pytester run that imported it first would drop
-# it from sys.modules afterwards, and scipy's extension modules cannot be loaded twice.
-pytest.importorskip("scipy.stats")
+# The comparison imports scipy (a hard dependency) lazily; an in-process pytester run that imported
+# it first would drop it from sys.modules afterwards, and scipy's extension modules cannot be loaded
+# twice: import it here, before any pytester run, instead.
+import scipy.stats  # noqa: F401
 
 from pytest_novelty.gate.regression import MetricRecord
 from pytest_novelty.gate.snapshot import NO_SNAPSHOT, ROOT_ENV

@@ -40,6 +40,15 @@ def test_greedy_completions_equal_the_local_checkpoint(served: Served, tiny_chec
 
 
 @pytest.mark.slow
+def test_the_preflight_finds_the_name_a_real_server_lists(served: Served) -> None:
+    """``transformers serve`` lists the checkpoint it serves under the path it was given."""
+    OpenAIGenerator(f"openai:{served.model}", base_url=served.url).check()
+    with pytest.raises(ConfigError) as caught:
+        OpenAIGenerator("openai:tiny", base_url=served.url).check()
+    assert f"does not serve 'tiny'; it lists {served.model!r}" in str(caught.value)
+
+
+@pytest.mark.slow
 def test_pytest_gates_a_served_model(
     pytester: pytest.Pytester, served: Served, tiny_index: Path, tmp_path: Path
 ) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.plugin import OPTIONS
+from pytest_novelty.pipeline.options import OPTIONS
 
 # A host project that defines two of the plugin's short names for its own purposes, as many ML
 # repositories do.

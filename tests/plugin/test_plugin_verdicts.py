@@ -63,7 +63,8 @@ def test_q_at_tail_threshold_and_regression_use_the_snapshots_tail(
     assert row["value"] == pytest.approx(row["compared_value"])
     assert row["tail_source"] == "snapshot" and "snapshot's tail" in row["tail"]
     assert "The plots show the candidate only" in (report / "report.md").read_text()
-    assert row["n_pairs"] in (None, len(other)) or row["n_pairs"] <= len(other)
+    # The comparison paired the prompts of the snapshot's tail, every one of which the candidate has.
+    assert row["n_pairs"] == len(other) and row["tail"] == f"snapshot's tail, {len(other)} prompts"
 
 
 CRASH = """

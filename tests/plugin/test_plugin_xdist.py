@@ -10,9 +10,16 @@ pytestmark = pytest.mark.slow
 
 
 def test_two_workers_merge_one_table(pytester: pytest.Pytester, novelty_args: list[str]) -> None:
-    result = pytester.runpytest_subprocess(*novelty_args, "-n", "2", "--dist", "loadscope")
+    """Without --dist, the plugin keeps a suite's cases on one worker (xdist's own default would
+    spread them): both cases of the one suite run on the same worker, which generated once."""
+    import re
+
+    result = pytester.runpytest_subprocess(*novelty_args, "-n", "2", "-v")
     result.assert_outcomes(passed=2)
     out = result.stdout.str()
+    workers = set(re.findall(r"\[(gw\d)\] \[ *\d+%\] PASSED .*test_metric", out))
+    assert len(workers) == 1, out
+    assert len(re.findall(r"\[novelty gw\d\] story: ", out)) == 1, out
     assert out.count("novelty gate") == 1
     result.stdout.fnmatch_lines(["suite story*", "*originality@4*pass*", "*quality*pass*"])
 

@@ -284,13 +284,15 @@ def test_classifier_needs_two_labels(tmp_path: Path, torch_one_thread: None) -> 
         open_equivalence(f"classifier:{folder}")
 
 
-def test_a_cuda_device_without_cuda_is_one_line(tmp_path: Path, torch_one_thread: None) -> None:
+def test_a_cuda_device_without_cuda_is_one_line(
+    tmp_path: Path, torch_one_thread: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Equivalence models resolve ``--device`` like generators do (one resolver): asking for CUDA on a
-    machine without it names the option and the fix instead of failing inside torch."""
+    machine without it names the option and the fix instead of failing inside torch. A machine with
+    CUDA is made to look like one without (torch says so), so the test runs everywhere."""
     import torch
 
-    if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     folder = build_classifier(tmp_path / "classifier")
     with pytest.raises(ConfigError, match=r"^--device: CUDA is not available on this machine; use --device cpu$"):
         open_equivalence(f"classifier:{folder}", device="cuda")

@@ -11,12 +11,16 @@ the rest, so the fakes behave alike:
   requests (``-1``: all) whose query text contains ``match``; the handler asks
   :meth:`FakeServer._take_fault` for the fault of each request and acts it out;
 - JSON replies that tolerate a client that has already hung up, and dropped connections.
+
+:class:`SilentServer` is the other kind of broken server: it accepts every connection, reads
+what comes, and never answers (a process that is stuck, or a port forwarded to nothing).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import selectors
 import socket
 import threading
 from dataclasses import dataclass
@@ -206,3 +210,86 @@ class FakeHandler(BaseHTTPRequestHandler):
         self.close_connection = True
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
+
+
+class SilentServer:
+    """A TCP server on 127.0.0.1 that accepts connections and never answers (see the module doc).
+
+    ``path`` is what :attr:`url` ends in (``/v1`` for an OpenAI-style base URL);
+    :attr:`connections` counts the connections accepted, :attr:`received` the bytes read.
+    """
+
+    def __init__(self, path: str = "/") -> None:
+        self.path = path
+        self.connections = 0
+        self.received = 0
+        self._listener: socket.socket | None = None
+        self._url: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """The URL to give the client (it stays the same once the server stopped: nothing listens there then)."""
+        assert self._url is not None, "start the server first"
+        return self._url
+
+    def start(self) -> SilentServer:
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(256)
+        listener.setblocking(False)
+        self._listener = listener
+        host, port = listener.getsockname()[:2]
+        self._url = f"http://{host}:{port}{self.path}"
+        self._thread = threading.Thread(target=self._serve, name="silent-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def _serve(self) -> None:
+        assert self._listener is not None
+        selector = selectors.DefaultSelector()
+        selector.register(self._listener, selectors.EVENT_READ)
+        held: list[socket.socket] = []
+        try:
+            while not self._stop.is_set():
+                for key, _ in selector.select(timeout=0.05):
+                    if key.fileobj is self._listener:
+                        with contextlib.suppress(BlockingIOError):
+                            conn, _ = self._listener.accept()
+                            conn.setblocking(False)
+                            held.append(conn)
+                            self.connections += 1
+                            selector.register(conn, selectors.EVENT_READ)
+                        continue
+                    conn = key.fileobj
+                    assert isinstance(conn, socket.socket)
+                    try:
+                        data = conn.recv(65536)
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        data = b""
+                    if not data:  # the client gave up: forget it
+                        selector.unregister(conn)
+                        conn.close()
+                        continue
+                    self.received += len(data)
+        finally:
+            selector.close()
+            for conn in held:
+                with contextlib.suppress(OSError):
+                    conn.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._listener is not None:
+            self._listener.close()
+
+    def __enter__(self) -> SilentServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

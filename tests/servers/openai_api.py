@@ -1,12 +1,13 @@
-"""A fake OpenAI-compatible chat server on 127.0.0.1 for judge tests and benchmarks.
+"""A fake OpenAI-compatible server on 127.0.0.1 for judge, served-model tests and benchmarks.
 
 It is a real HTTP server (:class:`~tests.servers.base.FakeServer`: ``http.server`` in a background
 thread, HTTP/1.1 keep-alive), so the ``openai`` client talks to it exactly as to a hosted endpoint. It speaks
-``POST /v1/chat/completions`` (``model``, ``messages``, ``n``, ``temperature``) and
+``POST /v1/chat/completions`` (``model``, ``messages``, ``n``, ``temperature``),
+``POST /v1/completions`` (``model``, ``prompt``: what a served base model is asked) and
 ``GET /v1/models``, answers with OpenAI-shaped JSON, and counts every request.
 
 Faults are injected with :meth:`FakeOpenAI.inject`, optionally only for requests whose last user
-message contains a marker string, for a given number of requests:
+message (or completion prompt) contains a marker string, for a given number of requests:
 
 - ``status``: answer with an HTTP error (429, 500, 503, ...), optionally with ``Retry-After`` and
   an error ``message`` of your choosing;
@@ -14,6 +15,12 @@ message contains a marker string, for a given number of requests:
   connection without answering;
 - ``delay``: extra latency before a normal answer;
 - ``no_score``: answer with prose that has no score; ``out_of_range``: answer ``Score: 9``;
+- replies without an answer, each a well-formed HTTP 200: ``null_text`` (``"text": null``, or a
+  chat message with ``"content": null``), ``no_text`` (the key left out), ``no_choices`` (an empty
+  ``choices`` list), ``error_finish`` (the reply cut short with ``finish_reason`` ``message`` or
+  ``"error"``), ``empty_no_finish`` (``""`` with no ``finish_reason``);
+- ``empty_stop``: the legitimate empty answer (``""`` with ``finish_reason: "stop"``, a model that
+  ends its answer at once);
 - ``garbage``: HTTP 200 whose body is not JSON (a proxy's error page).
 
 Server-wide behaviours: ``latency`` before every answer, ``n_mode`` (``"support"``, ``"ignore"``
@@ -41,7 +48,12 @@ from tests.servers.base import FakeHandler, FakeServer, Fault
 
 __all__ = ["FAULT_KINDS", "FakeOpenAI", "Fault", "default_reply"]
 
-FAULT_KINDS = ("status", "hang", "drop", "delay", "no_score", "out_of_range", "garbage")
+FAULT_KINDS = (
+    "status", "hang", "drop", "delay", "no_score", "out_of_range",
+    "null_text", "no_text", "no_choices", "error_finish", "empty_no_finish", "empty_stop", "garbage",
+)  # fmt: skip
+REPLY_FAULTS = frozenset({"null_text", "no_text", "no_choices", "error_finish", "empty_no_finish", "empty_stop"})
+"""The faults that change the shape of an HTTP 200 reply (see the module doc)."""
 
 
 def default_reply(prompt: str, choice: int) -> str:
@@ -74,9 +86,11 @@ class _Handler(FakeHandler):
         self._error(401, f"Incorrect API key provided: {given}.", "invalid_api_key", kind="authentication_error")
 
     def post(self, raw: bytes) -> None:
-        if self.path.split("?", 1)[0].rstrip("/") != "/v1/chat/completions":
+        route = self.path.split("?", 1)[0].rstrip("/")
+        if route not in ("/v1/chat/completions", "/v1/completions"):
             self._error(404, f"no route {self.path}", "not_found")
             return
+        chat = route == "/v1/chat/completions"
         try:
             body = json.loads(raw)
         except ValueError:
@@ -85,7 +99,7 @@ class _Handler(FakeHandler):
         fake = self.fake
         authorized = self._authorized()
         fake._record_chat(body if isinstance(body, dict) else {"invalid": True}, authorized)
-        problem = _validate(body)
+        problem = _validate(body) if chat else _validate_completion(body)
         if problem:
             self._error(400, problem[1], "invalid_request_error", param=problem[0])
             return
@@ -108,7 +122,7 @@ class _Handler(FakeHandler):
             message = "Only a single choice is supported: 'n' must be 1."
             self._error(400, message, "unsupported_value", param="n")
             return
-        prompt = _last_user_message(body)
+        prompt = _last_user_message(body) if chat else str(body["prompt"])
         fault = fake._take_fault(prompt)
         if fake.latency:
             time.sleep(fake.latency)
@@ -139,7 +153,10 @@ class _Handler(FakeHandler):
                 texts.append("Excellent work.\nScore: 9")
             else:
                 texts.append(fake.reply(prompt, choice))
-        self._send(200, _completion(body["model"], texts))
+        reply = _completion(body["model"], texts) if chat else _text_completion(body["model"], texts)
+        if fault is not None and fault.kind in REPLY_FAULTS:
+            _break_reply(reply, fault, chat)
+        self._send(200, reply)
 
     def _error(
         self,
@@ -222,6 +239,39 @@ def _validate(body: Any) -> tuple[str | None, str] | None:
     return None
 
 
+def _validate_completion(body: Any) -> tuple[str | None, str] | None:
+    """Return (param, message) for a completion request the real API would reject, else None."""
+    if not isinstance(body, dict):
+        return None, "the body must be a JSON object"
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        return "model", "'model' is required"
+    if not isinstance(body.get("prompt"), str):
+        return "prompt", "'prompt' must be a string"
+    return None
+
+
+def _break_reply(reply: dict[str, Any], fault: Fault, chat: bool) -> None:
+    """Turn a good reply into the one ``fault`` names (see the module doc), in place."""
+    if fault.kind == "no_choices":
+        reply["choices"] = []
+        return
+    for choice in reply["choices"]:
+        holder, key = (choice["message"], "content") if chat else (choice, "text")
+        if fault.kind == "null_text":
+            holder[key] = None
+        elif fault.kind == "no_text":
+            del holder[key]
+        elif fault.kind == "error_finish":
+            holder[key] = holder[key][:5]  # cut short by the failure
+            choice["finish_reason"] = fault.message or "error"
+        elif fault.kind == "empty_no_finish":
+            holder[key] = ""
+            choice["finish_reason"] = None
+        elif fault.kind == "empty_stop":
+            holder[key] = ""
+            choice["finish_reason"] = "stop"
+
+
 def _last_user_message(body: dict[str, Any]) -> str:
     for message in reversed(body["messages"]):
         if message["role"] == "user":
@@ -239,12 +289,28 @@ def _completion(model: str, texts: list[str]) -> dict[str, Any]:
         }
         for i, text in enumerate(texts)
     ]
-    used = sum(len(text.split()) for text in texts)
     return {
         "id": f"chatcmpl-fake-{time.monotonic_ns()}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
         "choices": choices,
-        "usage": {"prompt_tokens": 10, "completion_tokens": used, "total_tokens": 10 + used},
+        "usage": _usage(texts),
     }
+
+
+def _text_completion(model: str, texts: list[str]) -> dict[str, Any]:
+    choices = [{"index": i, "text": text, "finish_reason": "stop", "logprobs": None} for i, text in enumerate(texts)]
+    return {
+        "id": f"cmpl-fake-{time.monotonic_ns()}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "usage": _usage(texts),
+    }
+
+
+def _usage(texts: list[str]) -> dict[str, int]:
+    used = sum(len(text.split()) for text in texts)
+    return {"prompt_tokens": 10, "completion_tokens": used, "total_tokens": 10 + used}

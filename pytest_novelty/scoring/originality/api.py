@@ -25,6 +25,10 @@ endpoint has no limit unless given one); every attempt counts. Before its first 
 says how many count queries it will send and how long that takes at the rate
 (:meth:`~_CountApiBackend.announce`): from the fewest (every position's first question) to the
 most (every order at every position), as the search stops as soon as the answers decide.
+
+The preflight (:meth:`_CountApiBackend.check`) asks one real count (the first token of "the" for
+the API, the word ``the`` for mini) within 10 seconds, so that an unreachable or silent service, a
+refused query or an unknown index name stops the run before anything is generated.
 """
 
 from __future__ import annotations
@@ -38,11 +42,11 @@ from pathlib import Path
 from typing import Any, Unpack
 from urllib.parse import urlsplit
 
-from pytest_novelty.infra.errors import ConfigError, HarnessError
+from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
 from pytest_novelty.infra.http import CONNECTION_OPTIONS, Connection, ConnectionOptions
 from pytest_novelty.scoring.originality.backend import BACKENDS, MatchBounds, Span, check_ns
 from pytest_novelty.scoring.originality.cache import CountCache
-from pytest_novelty.scoring.originality.client import JsonClient
+from pytest_novelty.scoring.originality.client import PREFLIGHT_TIMEOUT, JsonClient
 from pytest_novelty.scoring.originality.search import decide_thresholds
 from pytest_novelty.scoring.originality.tokenization import Encoding, SurfaceWords, Tokenizer, load_hf_tokenizer
 
@@ -131,6 +135,21 @@ class _CountApiBackend:
 
     def _key(self, enc: Encoding, i: int, n: int) -> Hashable:
         raise NotImplementedError
+
+    def _probe(self) -> Hashable:
+        """The query the preflight asks: a common one, cheap for the service."""
+        raise NotImplementedError
+
+    def check(self, *, timeout: float = PREFLIGHT_TIMEOUT) -> None:
+        """Preflight: one real count query (see the module doc); :class:`~pytest_novelty.infra.errors.PreflightError`
+        in one line when the service cannot answer it, names no count, or knows no such index."""
+        answer = self.client.check(self._payload(self._probe()), timeout=timeout)
+        count = answer.get("count")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise PreflightError(
+                f"the {self.service} API at {self.url} answered a test query for index {self.index!r} "
+                f"without a count: {str(answer)[:200]}"
+            )
 
     def _ask(self, queries: list[Hashable], progress: bool) -> dict[Hashable, bool]:
         names = {q: self._cache_key(q) for q in queries}
@@ -279,6 +298,10 @@ class InfiniGramApiBackend(_CountApiBackend):
     def _key(self, enc: Encoding, i: int, n: int) -> Hashable:
         return tuple(int(t) for t in enc.ids[i : i + n])
 
+    def _probe(self) -> Hashable:
+        ids = self.tokenizer.encode(["the"])[0].ids
+        return (int(ids[0]),) if len(ids) else (0,)
+
     def _cache_key(self, query: Hashable) -> str:
         assert isinstance(query, tuple)
         return ",".join(map(str, query))
@@ -322,6 +345,9 @@ class InfiniGramMiniBackend(_CountApiBackend):
 
     def _key(self, enc: Encoding, i: int, n: int) -> Hashable:
         return mini_query(enc, i, n)
+
+    def _probe(self) -> Hashable:
+        return " the "
 
     def _cache_key(self, query: Hashable) -> str:
         return str(query)

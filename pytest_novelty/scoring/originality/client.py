@@ -9,6 +9,11 @@ honoured, else exponential backoff with jitter). Other HTTP errors fail at once;
 says is redacted before it is shown. When a request has used up its attempts the whole batch stops
 (the requests in flight are cancelled) and :class:`~pytest_novelty.infra.errors.HarnessError` names the
 endpoint and the last problem, so a dead server fails a run quickly and clearly.
+
+:meth:`JsonClient.check` is the preflight: one real query, answered within
+:data:`PREFLIGHT_TIMEOUT` seconds (a blip gets one quick retry within that time), so that an
+unreachable, silent or refusing service stops the run in seconds with one
+:class:`~pytest_novelty.infra.errors.PreflightError` line.
 """
 
 from __future__ import annotations
@@ -18,13 +23,26 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from pytest_novelty.infra.errors import ConfigError, HarnessError
-from pytest_novelty.infra.http import Connection, Traffic, fan_out, is_retryable, post_json, run_coroutine, scrub
+from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
+from pytest_novelty.infra.http import (
+    Connection,
+    RetryPolicy,
+    Traffic,
+    fan_out,
+    is_retryable,
+    post_json,
+    run_coroutine,
+    scrub,
+)
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["JsonClient"]
+__all__ = ["PREFLIGHT_TIMEOUT", "JsonClient"]
+
+PREFLIGHT_TIMEOUT = 10.0
+"""Seconds the preflight query may take, its retries included: a service that cannot answer one
+count in that time will not answer a suite's either."""
 
 
 def _problem(response: httpx.Response) -> str | None:
@@ -52,6 +70,34 @@ class JsonClient:
         self.connection = connection
         self.traffic = Traffic()
         """HTTP requests sent (every attempt counts) and retries, over the client's life."""
+
+    def check(self, payload: dict[str, Any], *, timeout: float = PREFLIGHT_TIMEOUT) -> dict[str, Any]:
+        """Preflight: POST ``payload`` once (a second attempt after a quick backoff if time is left)
+        within ``timeout`` seconds; its decoded answer, or :class:`PreflightError` in one line
+        (unreachable, silent, refused, or answering with an error)."""
+        probe = Connection(
+            timeout=timeout, concurrency=1, retry=RetryPolicy(max_attempts=2, backoff=0.5, max_retry_time=timeout)
+        )
+        return run_coroutine(self._check(probe, payload))
+
+    async def _check(self, probe: Connection, payload: dict[str, Any]) -> dict[str, Any]:
+        where = f"{self.name} at {scrub(self.url)}"
+        async with probe.client(self.url, self.traffic, accept=_problem) as client:
+            reply = await post_json(client, self.url, payload)
+        if reply.response is None:
+            if reply.problem == "timed out":
+                raise PreflightError(
+                    f"{where} did not answer a test query within {probe.timeout:g} s: it accepts connections but "
+                    f"does not answer; {self.hint.rstrip('; ')}"
+                )
+            raise PreflightError(f"cannot reach {where} ({reply.problem}); {self.hint.rstrip('; ')}")
+        if reply.status != 200:
+            body = scrub(reply.response.content[:200].decode("utf-8", "replace"))
+            raise PreflightError(f"{where} answered a test query with {reply.problem}: {' '.join(body.split())}")
+        problem = _problem(reply.response)
+        if problem:
+            raise PreflightError(f"{where} answered a test query, but {problem}")
+        return dict(reply.response.json())
 
     def post(self, payload: dict[str, Any]) -> dict[str, Any]:
         """POST ``payload`` with retries; the decoded answer, or :class:`HarnessError`."""

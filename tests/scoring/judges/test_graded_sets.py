@@ -9,7 +9,7 @@ import pytest
 
 from pytest_novelty.cli import main
 from pytest_novelty.infra.errors import ConfigError
-from pytest_novelty.scoring.judges.calibrate import read_calibration_file
+from pytest_novelty.pipeline.calibration import read_calibration_file
 from pytest_novelty.scoring.judges.graded_sets import MACGYVER_GRADES, graded_rows
 
 DATASETS = Path(__file__).resolve().parents[3].parent / "shared" / "datasets"

@@ -116,13 +116,13 @@ def test_bad_calibration_file_names_file_line_and_field(
     tmp_path: Path, line: dict[str, object], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     graded = write(tmp_path / "bad.jsonl", [line])
-    assert main(["judge", "calibrate", "--task", "open", str(graded)]) == 2
+    assert main(["judge", "calibrate", "--task", "open", str(graded)]) == 4  # bad input: the status pytest gives it too
     err = capsys.readouterr().err
     assert str(graded) in err and message in err
 
 
 def test_missing_file_points_to_the_builder(tmp_path: Path) -> None:
-    from pytest_novelty.scoring.judges.calibrate import read_calibration_file
+    from pytest_novelty.pipeline.calibration import read_calibration_file
 
     with pytest.raises(ConfigError, match="judge calibration-file"):
         read_calibration_file(tmp_path / "absent.jsonl")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_novelty.cli.judge import add_commands
 from pytest_novelty.infra.errors import ConfigError
-from pytest_novelty.scoring.judges.cli import add_commands
 from tests.scoring.judges.judge_helpers import SECRET
 from tests.servers.openai_api import FakeOpenAI
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_novelty.infra.errors import ConfigError, HarnessError
+from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
 from pytest_novelty.scoring.originality import open_backend, score_texts
 from pytest_novelty.scoring.originality.api import InfiniGramApiBackend, InfiniGramMiniBackend, default_api_tokenizer
 from pytest_novelty.scoring.text import word_spans
@@ -23,6 +23,7 @@ from tests.scoring.originality.originality_helpers import (
     splice_text,
     train_tokenizer,
 )
+from tests.servers.base import SilentServer
 from tests.servers.infinigram_api import FakeInfiniGram
 
 INDEX = "v4_fake_llama"
@@ -234,3 +235,53 @@ def test_unavailable_default_tokenizer_names_the_fix(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ConfigError, match=r"cannot load the tokenizer 'meta-llama/Llama-2-7b-hf'.*local folder"):
         open_backend("infini-gram-api:v4_no_such_cache_llama")
+
+
+# -- the preflight: one real query, in seconds ------------------------------------------------------
+
+
+def test_preflight_asks_one_real_count(world: World, api: Callable[..., InfiniGramApiBackend], tmp_path: Path) -> None:
+    with world.server() as server:
+        api(server).check()
+        (body,) = server.requests
+    assert (body["index"], body["query_type"], len(body["query_ids"])) == (INDEX, "count", 1)
+    with world.server() as server:
+        open_backend(f"infini-gram-mini:{MINI}?url={server.url}", cache_dir=tmp_path).check()  # type: ignore[attr-defined]
+        assert server.requests == [{"index": MINI, "query_type": "count", "query": " the "}]
+
+
+def test_preflight_names_an_index_the_service_does_not_know(world: World, tmp_path: Path) -> None:
+    with world.server() as server:
+        backend = open_backend(f"infini-gram-mini:v2_nope?url={server.url}", cache_dir=tmp_path)
+        with pytest.raises(PreflightError) as caught:
+            backend.check()  # type: ignore[attr-defined]
+    assert str(caught.value) == (
+        f"the infini-gram-mini API at {server.url} answered a test query, but the answer reports an error: "
+        "Invalid index: 'v2_nope'"
+    )
+    assert server.request_count == 2  # one quick retry: an error answer may be a passing overload
+
+
+def test_preflight_rides_out_one_blip(world: World, api: Callable[..., InfiniGramApiBackend]) -> None:
+    with world.server() as server:
+        server.inject("status", status=503, times=1)
+        api(server).check()
+    assert server.request_count == 2
+
+
+def test_preflight_names_a_refusing_service(world: World, api: Callable[..., InfiniGramApiBackend]) -> None:
+    with world.server() as server:
+        server.inject("status", status=403, times=-1, message="blocked for this address")
+        with pytest.raises(PreflightError, match=r"answered a test query with HTTP 403: .*blocked for this address"):
+            api(server).check()
+
+
+def test_preflight_names_a_silent_service_within_its_timeout(world: World) -> None:
+    with SilentServer() as silent:
+        backend = open_backend(f"infini-gram-api:{INDEX}", url=silent.url, tokenizer=str(world.tokenizer))
+        with pytest.raises(PreflightError) as caught:
+            backend.check(timeout=0.3)  # type: ignore[attr-defined]
+    assert str(caught.value).startswith(
+        f"the infini-gram API at {silent.url} did not answer a test query within 0.3 s: it accepts connections"
+    )
+    assert silent.connections == 1  # no time was left for a second attempt

@@ -191,8 +191,8 @@ def nested_parser(argv: Sequence[str]) -> argparse.ArgumentParser | None:
 
 def run_calibrate_command(args: argparse.Namespace) -> int:
     """``judge calibrate``: score the graded items (or count calls with ``--dry-run``) and report agreement."""
+    from pytest_novelty.pipeline.calibration import calibrate, read_calibration_file
     from pytest_novelty.scoring.judges import dry_run
-    from pytest_novelty.scoring.judges.calibrate import calibrate, read_calibration_file
 
     if args.resamples < 1:
         raise ConfigError(f"must be at least 1, got {args.resamples}", field="--resamples")

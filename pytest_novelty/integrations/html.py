@@ -1,0 +1,191 @@
+"""The gate in pytest-html's report (``pytest --model ... --html=report.html``), through its hooks.
+
+When pytest-html is installed the plugin registers :class:`NoveltyHtml`, which uses the hooks
+pytest-html documents for changing its report:
+
+* ``pytest_html_results_table_header`` / ``pytest_html_results_table_row``: three columns in the
+  results table, each case's **value**, **bound** and **comparison** (baseline, delta, its
+  confidence interval, p, verdict), read from the row the case recorded;
+* ``pytest_html_results_summary``: after the summary, one section per suite with its table of
+  cases, its series (each checkpoint's gated values with the paired change from the previous one
+  and its interval), its longest copied spans and its plots, embedded as PNG data so the report
+  stays one file with ``--self-contained-html``.
+
+The section is built from the same rows and suite data as ``report.json`` (through
+:class:`~pytest_novelty.integrations.run.TrackedRun`); the plots are drawn by the report layer
+into a temporary folder, since pytest-html writes its file before the novelty report is written.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_novelty.integrations.run import Case, TrackedRun
+
+#: The columns added to the results table, after the test's id.
+COLUMNS = ("value", "bound", "comparison")
+_AFTER = 2  # pytest-html's columns: result, test, duration, links
+
+
+def _row(report: Any) -> Mapping[str, Any] | None:
+    for name, value in getattr(report, "user_properties", ()):
+        if name == "novelty" and isinstance(value, Mapping):
+            return value
+    return None
+
+
+class NoveltyHtml:
+    """pytest-html hooks; ``rows`` and ``suites`` give the session's case rows and suite data."""
+
+    def __init__(self, rows: Callable[[], Sequence[Mapping[str, Any]]],
+                 suites: Callable[[], Mapping[str, Any]]) -> None:  # fmt: skip
+        self.rows, self.suites = rows, suites
+
+    def pytest_html_results_table_header(self, cells: list[str]) -> None:
+        for offset, name in enumerate(COLUMNS):
+            cells.insert(_AFTER + offset, f'<th class="novelty-{name}">{name}</th>')
+
+    def pytest_html_results_table_row(self, report: Any, cells: list[str]) -> None:
+        row = _row(report)
+        case = Case.from_row(row) if row is not None else None
+        texts = ("", "", "") if case is None else (
+            "n/a" if case.value is None else f"{case.value:.4f}", case.bound, case.comparison,
+        )  # fmt: skip
+        for offset, (name, text) in enumerate(zip(COLUMNS, texts, strict=True)):
+            cells.insert(_AFTER + offset, f'<td class="novelty-{name}">{html.escape(text)}</td>')
+
+    def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str],
+                                    session: pytest.Session) -> None:  # fmt: skip
+        rows = list(self.rows())
+        if rows:
+            postfix.append(render_sections(rows, self.suites()))
+
+
+def register_html(config: pytest.Config, rows: Callable[[], Sequence[Mapping[str, Any]]],
+                  suites: Callable[[], Mapping[str, Any]]) -> None:  # fmt: skip
+    """Register the hooks for this session (unregistered at the config's cleanup)."""
+    hooks = NoveltyHtml(rows, suites)
+    config.pluginmanager.register(hooks, "novelty-html")
+    config.add_cleanup(lambda: config.pluginmanager.unregister(hooks))
+
+
+def render_sections(rows: Sequence[Mapping[str, Any]], suites_data: Mapping[str, Any]) -> str:
+    """The HTML of every suite's section (tables, series, copied spans, plots)."""
+    from pytest_novelty.infra.redact import redact_data
+    from pytest_novelty.report.json_report import build_report
+    from pytest_novelty.report.plots import write_plots
+    from pytest_novelty.report.series import write_series_plots
+
+    rows, suites_data = redact_data(list(rows)), redact_data(dict(suites_data))
+    with tempfile.TemporaryDirectory(prefix="novelty-html-") as folder:
+        plots = write_plots(folder, suites_data)
+        for suite, kinds in write_series_plots(folder, suites_data).items():
+            plots.setdefault(suite, {}).update(kinds)
+        report = build_report(rows, suites_data, None, plots=plots)
+        run = TrackedRun.from_report(report, folder)
+        series = _series_by_suite(report.get("series") or [])
+        parts = ['<div class="novelty">', STYLE, "<h2>Novelty gate</h2>"]
+        for suite in run.suites:
+            parts.append(_suite_section(run, suite, series.get(suite, [])))
+        parts.append("</div>")
+        return "\n".join(parts)
+
+
+#: The section's own look (pytest-html's style sheet does not cover these tables).
+STYLE = """<style>
+.novelty table { border-collapse: collapse; margin: 0.5em 0 1em; }
+.novelty th, .novelty td { border: 1px solid #ccc; padding: 2px 8px; text-align: left; vertical-align: top; }
+.novelty th { background: #f4f4f4; }
+.novelty-plots figure { display: inline-block; margin: 0 1em 1em 0; }
+.novelty-plots img { width: 480px; }
+.novelty-plots figcaption { color: #666; font-size: 90%; }
+</style>"""
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _table(head: Sequence[str], body: Sequence[Sequence[str]], css: str) -> str:
+    """An HTML table; cells are escaped here."""
+    header = "".join(f"<th>{_esc(h)}</th>" for h in head)
+    lines = [f'<table class="{css}"><thead><tr>{header}</tr></thead><tbody>']
+    lines += ["<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>" for cells in body]
+    return "\n".join([*lines, "</tbody></table>"])
+
+
+def _suite_section(run: TrackedRun, suite: str, series: list[dict[str, Any]]) -> str:
+    parts = [f'<section class="novelty-suite" id="novelty-{_esc(suite)}"><h3>Suite {_esc(suite)}</h3>']
+    cases = [
+        ("n/a" if c.value is None else f"{c.value:.4f}", c.bound, c.outcome,
+         c.comparison or ("" if c.outcome == "passed" else c.message))
+        for c in run.cases_of(suite)
+    ]  # fmt: skip
+    if cases:
+        body = [(c.metric, *cells) for c, cells in zip(run.cases_of(suite), cases, strict=True)]
+        parts.append(_table(("metric", "value", "bound", "outcome", "comparison"), body, "novelty-cases"))
+    values = run.gated.scalars.get(suite, {})
+    shown = {k: v for k, v in values.items() if k not in {c.metric for c in run.cases_of(suite)}}
+    if shown:
+        parts.append("<p>Also measured: " + _esc(", ".join(f"{k} {v:.4f}" for k, v in sorted(shown.items()))) + "</p>")
+    if series:
+        parts.append("<h4>Series (change from the previous checkpoint, paired, with its CI)</h4>")
+        parts.append(_series_table(series))
+    spans = run.spans.get(suite) or ()
+    if spans:
+        parts.append("<h4>Longest copied spans</h4>")
+        spans_body: list[tuple[str, ...]] = [
+            (s.size, s.text, "n/a" if s.document is None else str(s.document),
+             f"{s.source}: {s.answer_excerpt()}")
+            for s in spans
+        ]  # fmt: skip
+        parts.append(_table(("length", "copied text", "corpus document", "answer"), spans_body, "novelty-spans"))
+    figures = []
+    for kind, path in sorted(run.plots.get(suite, {}).items()):
+        data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+        label = f"{suite} {kind.replace('_', ' ')}"
+        figures.append(f'<figure><img class="novelty-plot" alt="{_esc(label)}" src="data:image/png;base64,{data}"/>'
+                       f"<figcaption>{_esc(label)}</figcaption></figure>")
+    if figures:
+        parts.append('<div class="novelty-plots">' + "".join(figures) + "</div>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _series_by_suite(series: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for entry in sorted(series, key=lambda e: int(e["step"])):
+        for suite, values in dict(entry.get("suites") or {}).items():
+            out.setdefault(str(suite), []).append({"step": entry["step"], "model": entry.get("model"), **values})
+    return out
+
+
+def _change(change: Mapping[str, Any] | None) -> str:
+    if not change or change.get("delta") is None:
+        return ""
+    text = f" ({float(change['delta']):+.4f}"
+    ci = change.get("ci")
+    if ci and None not in ci:
+        text += f" [{float(ci[0]):+.4f}, {float(ci[1]):+.4f}]"
+    return text + ")"
+
+
+def _series_table(entries: list[dict[str, Any]]) -> str:
+    metrics = list(entries[-1].get("metrics") or {})
+    body = []
+    for entry in entries:
+        values, changes = entry.get("metrics") or {}, entry.get("change") or {}
+        cells = [str(entry["step"])]
+        for metric in metrics:
+            value = values.get(metric)
+            cells.append(("n/a" if value is None else f"{float(value):.4f}") + _change(changes.get(metric)))
+        cells.append(Path(str(entry.get("model") or "")).name)
+        body.append(cells)
+    return _table(("step", *metrics, "checkpoint"), body, "novelty-series")

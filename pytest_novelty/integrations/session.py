@@ -1,0 +1,42 @@
+"""The plugin's one call into the integrations: log a finished session's report to the trackers.
+
+:func:`log_session` takes what the plugin has at its terminal summary (the case rows, the suites'
+data and the versions, from which ``report.json`` is written) and logs them to every
+``--novelty-log`` tracker. The report folder of ``--novelty-report`` is read back when there is
+one; without it the report (with its plots) is written to a temporary folder first, so the
+trackers always read the same files a reviewer would.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_novelty.integrations.base import Logged, log_run
+from pytest_novelty.integrations.run import TrackedRun
+
+
+def log_session(
+    specs: Sequence[str],
+    rows: Sequence[Mapping[str, Any]],
+    suites_data: Mapping[str, Any],
+    versions: Mapping[str, Any],
+    *,
+    report_dir: str | Path | None = None,
+    write: Callable[[str], None] | None = None,
+) -> Logged:
+    """Log one session to every tracker in ``specs``; see :func:`~pytest_novelty.integrations.base.log_run`.
+
+    ``report_dir`` is the folder the session's report was just written to, if any.
+    """
+    from pytest_novelty.report.json_report import JSON_NAME
+
+    if report_dir is not None and (Path(report_dir) / JSON_NAME).is_file():
+        return log_run(specs, TrackedRun.from_report_file(Path(report_dir) / JSON_NAME), write)
+    from pytest_novelty.report import write_report
+
+    with tempfile.TemporaryDirectory(prefix="novelty-log-") as folder:
+        files = write_report(folder, rows, suites_data, versions, step_summary=False)
+        return log_run(specs, TrackedRun.from_report_file(files.json), write)

@@ -1,0 +1,79 @@
+"""``--novelty-log wandb:PROJECT?entity=E&name=N&group=G``: the gate's results as a Weights & Biases run.
+
+Through the ``wandb`` client library (the ``wandb`` extra), with W&B's own conventions: the key
+comes from ``WANDB_API_KEY`` or ``wandb login``, ``WANDB_MODE=offline`` keeps the run on disk
+(under ``WANDB_DIR``, for ``wandb sync`` later), and nothing here reads or prints a credential.
+W&B's own console output is silenced; the run's id and where it went are one line of ours.
+
+One W&B run per gate run, in PROJECT (``entity``, run ``name`` and ``group`` as options; a
+training run's checkpoints gated one by one can share a group). It holds:
+
+* the run's identity (checkpoint, content identity, suites, judge, index, units) as its config;
+* the same scalars as the TensorBoard log, ``novelty/<suite>/<metric>``, each checkpoint of a
+  series at its own step (W&B's ``step``), and ``novelty/passed`` and the case counts at the
+  gated step (also in the run summary);
+* at the gated step: a table of cases per run (``novelty/cases``: suite, metric, value, bound,
+  outcome, comparison, message), a table of copied spans (``novelty/copied_spans``) and the
+  suites' plots as images (``novelty/<suite>/<plot>``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_novelty.integrations.base import TRACKERS, installed, require
+from pytest_novelty.integrations.run import PREFIX, TrackedRun
+
+CASE_COLUMNS = ("suite", "metric", "value", "bound", "outcome", "comparison", "message")
+SPAN_COLUMNS = ("suite", "length", "units", "text", "document", "prompt", "sample", "answer")
+
+
+@TRACKERS.register(
+    "wandb", argument="PROJECT", needs="a project name", options={"entity": str, "name": str, "group": str},
+    summary="a Weights & Biases run",
+)  # fmt: skip
+class WandbTracker:
+    """Logs a run to one new W&B run in ``project``."""
+
+    def __init__(self, project: str, *, entity: str | None = None, name: str | None = None,
+                 group: str | None = None) -> None:  # fmt: skip
+        self.project, self.entity, self.name, self.group = project, entity, name, group
+        self.spec = f"wandb:{project}"
+
+    def check(self) -> None:
+        installed("wandb", "wandb", self.spec)
+
+    def log(self, run: TrackedRun) -> str:
+        wandb: Any = require("wandb", "wandb", self.spec)
+        settings = wandb.Settings(silent=True, console="off")
+        active = wandb.init(
+            project=self.project, entity=self.entity, name=self.name, group=self.group,
+            config=dict(run.identity), job_type="novelty-gate", settings=settings,
+        )  # fmt: skip
+        try:
+            for point in run.points[:-1]:
+                active.log(point.flat(), step=point.step)
+            gated = {**run.gated.flat(), **run.summary_scalars()}
+            gated[f"{PREFIX}/cases"] = wandb.Table(
+                columns=list(CASE_COLUMNS),
+                data=[[c.as_dict()[k] for k in CASE_COLUMNS] for s in run.suites for c in run.cases_of(s)],
+            )
+            spans = [span.as_dict() for suite in run.suites for span in run.spans.get(suite, ())]
+            if spans:
+                gated[f"{PREFIX}/copied_spans"] = wandb.Table(
+                    columns=list(SPAN_COLUMNS), data=[[s[k] for k in SPAN_COLUMNS] for s in spans]
+                )
+            for suite in run.suites:
+                for kind, path in sorted(run.plots.get(suite, {}).items()):
+                    gated[f"{PREFIX}/{suite}/{kind}"] = wandb.Image(str(path), caption=f"{suite} {kind}")
+            active.log(gated, step=run.step)
+            for key, value in run.summary_scalars().items():
+                active.summary[key] = value
+            run_id, mode = active.id, str(getattr(active.settings, "mode", "") or "")
+            folder = str(getattr(active.settings, "sync_dir", "") or "")
+        except BaseException:
+            active.finish(exit_code=1)
+            raise
+        active.finish()
+        where = f"offline in {folder}; `wandb sync` uploads it" if mode in ("offline", "dryrun") else "online"
+        return f"wandb: run {run_id} in project {self.project} at step {run.step} ({where})"

@@ -1,0 +1,101 @@
+"""The metric table: what every gated metric is, declared once, for every layer that asks.
+
+A metric name is ``FAMILY`` or ``FAMILY@ARG`` (``novelty@5``, ``q_at_tail@0.1``). Each family says
+
+* its argument: an n-gram order (``n``), a tail fraction (``alpha``) or none;
+* whether it is computed from the judge's quality scores (``uses_quality``: then a judge that does
+  not agree with people makes it meaningless, :mod:`pytest_novelty.gate.agreement`);
+* the per-prompt series its paired comparison pairs on (``per_prompt``: its own, ``novelty@n``
+  for the top-10 % mean, which has no per-prompt form, ``quality`` for q@Tail, on the tail);
+* its top fraction (0.1 for ``top10_novelty``: the comparison resamples that statistic itself);
+* whether it is a share (``coverage``, ``unscored``: Wilson intervals) and its range.
+
+:func:`values_of` gives the per-generation array a metric averages (what its interval resamples and
+what the power of a comparison is computed from), so that knowledge also lives here once.
+The suite file's validation (:mod:`pytest_novelty.suites.schema`, a layer to the left) keeps its own
+list of names; a test checks that the two agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from pytest_novelty.metrics.novelty import gated_novelty, originality_counting_short
+
+__all__ = ["FAMILIES", "MetricFamily", "family", "values_of"]
+
+
+@dataclass(frozen=True)
+class MetricFamily:
+    """One family of gated metrics (see the module doc)."""
+
+    name: str
+    argument: str | None
+    uses_quality: bool
+    per_prompt: str
+    top_fraction: float | None = None
+    share: bool = False
+    low: float = 0.0
+    high: float | None = 1.0
+    """The largest value; None where it depends on the suite (distinct_k: its samples per prompt)."""
+    per_prompt_only: bool = False
+    """One value per prompt (NoveltyBench's), not a mean over generations."""
+
+    def paired_on(self, metric: str) -> str:
+        """The per-prompt series ``metric``'s paired comparison pairs on."""
+        arg = metric.partition("@")[2]
+        return self.per_prompt.format(arg=arg, metric=metric)
+
+
+FAMILIES: dict[str, MetricFamily] = {
+    f.name: f
+    for f in (
+        MetricFamily("novelty", "n", True, "{metric}"),
+        MetricFamily("top10_novelty", "n", True, "novelty@{arg}", top_fraction=0.1),
+        MetricFamily("originality", "n", False, "{metric}"),
+        MetricFamily("coverage", "n", False, "{metric}", share=True),
+        MetricFamily("quality", None, True, "quality"),
+        MetricFamily("unscored", None, False, "unscored", share=True),
+        MetricFamily("q_at_tail", "alpha", True, "quality"),
+        MetricFamily("distinct_k", None, False, "distinct_k", low=1.0, high=None, per_prompt_only=True),
+        MetricFamily("utility_k", None, True, "utility_k", high=10.0, per_prompt_only=True),
+    )
+}
+
+
+def family(metric: str) -> MetricFamily:
+    """The family of ``metric`` (``novelty@5`` → novelty); ``KeyError`` for an unknown one."""
+    return FAMILIES[metric.partition("@")[0]]
+
+
+def values_of(
+    metric: str, quality: ArrayLike, originality: Mapping[int, ArrayLike]
+) -> NDArray[np.float64] | None:
+    """The (prompts × samples) per-generation values ``metric`` averages, as the gate counts them:
+    quality (NaN unscored), originality and novelty with too-short answers at 0, the 0/1 indicator
+    of a share. None for the per-prompt families (their values are the per-prompt series) and for
+    q@Tail (its values are quality, on the tail's rows)."""
+    fam = family(metric)
+    q = np.asarray(quality, dtype=float)
+    if fam.name == "quality":
+        return q
+    if fam.name == "unscored":
+        return np.isnan(q).astype(float)
+    if fam.argument != "n":
+        return None
+    orig = np.asarray(originality[int(metric.partition("@")[2])], dtype=float)
+    if fam.name == "coverage":
+        return (~np.isnan(orig)).astype(float)
+    if fam.name == "originality":
+        return originality_counting_short(orig)
+    return gated_novelty(q, orig)  # novelty and the top-10 % of it
+
+
+def is_missing(value: float | None) -> bool:
+    """Whether a metric value is absent (None or NaN)."""
+    return value is None or math.isnan(value)

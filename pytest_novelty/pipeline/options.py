@@ -1,0 +1,212 @@
+"""Every option of a run, declared once: pytest's options, the command line's arguments and
+:class:`~pytest_novelty.pipeline.config.RunConfig` are built from :data:`OPTIONS`.
+
+An :class:`Option` named ``NAME`` is
+
+- ``--novelty-NAME`` in pytest (``config.option.novelty_NAME``), and its ``short`` spelling
+  (``--model``) where the host project and the other plugins leave that name free;
+- ``--NAME`` (or its ``short`` spelling) in ``pytest-novelty run``, with the same destination
+  ``novelty_NAME``, so one namespace shape serves both front ends;
+- the ini setting ``ini`` when it has one (pytest only; the option wins);
+- the :class:`~pytest_novelty.pipeline.config.RunConfig` field ``field`` when it sets one.
+
+``where`` says which front ends offer it: a few belong to one only (pytest has syrupy's own
+``--snapshot-update``; the command line has ``--suite`` where pytest has ``-k``). This module imports
+nothing heavy: the plugin reads it when pytest starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_novelty.generation import GENERATORS
+
+__all__ = ["OPTIONS", "Option", "add_arguments", "by_name", "ini_settings", "offered"]
+
+UNSET: Any = object()
+"""The default of an option that declares none (see :attr:`Option.default`)."""
+
+PYTEST = "pytest"
+CLI = "cli"
+BOTH = (PYTEST, CLI)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a run (see the module doc)."""
+
+    name: str
+    help: str
+    short: str | None = None
+    """The spelling users type where it is free (``--model``); None: only ``--novelty-NAME`` in pytest."""
+    metavar: str | None = None
+    type: Any = None
+    default: Any = UNSET
+    """The value when the option is not given: None for a value option, False for a flag (unless set)."""
+    action: str = "store"
+    choices: tuple[str, ...] | None = None
+    field: str | None = None
+    """The ``RunConfig`` field this option sets, if any."""
+    ini: str | None = None
+    """The pytest ini setting that gives it a default (``novelty_suites``), if any."""
+    ini_help: str = ""
+    where: tuple[str, ...] = BOTH
+
+    @property
+    def long(self) -> str:
+        """The pytest spelling, ``--novelty-NAME``."""
+        return f"--novelty-{self.name}"
+
+    @property
+    def dest(self) -> str:
+        """Where the value lands in a parsed namespace: ``novelty_NAME``."""
+        return "novelty_" + self.name.replace("-", "_")
+
+    @property
+    def cli_flag(self) -> str:
+        """The command line's spelling: the short one, else ``--NAME``."""
+        return self.short or f"--{self.name}"
+
+    @property
+    def takes_value(self) -> bool:
+        """Whether the option reads a value (so ``--option VALUE`` can hold a path)."""
+        return self.action in ("store", "append")
+
+    def settings(self) -> dict[str, Any]:
+        """The keywords for ``parser.addoption`` / ``add_argument`` (without the names)."""
+        out: dict[str, Any] = {"dest": self.dest, "help": self.help, "action": self.action}
+        if self.takes_value:
+            for key in ("metavar", "type", "choices"):
+                if getattr(self, key) is not None:
+                    out[key] = getattr(self, key)
+        default = self.default
+        if default is UNSET:
+            default = False if self.action == "store_true" else None
+        out["default"] = default
+        return out
+
+
+def _positive(text: str) -> int:
+    """An integer of at least 1 (argparse type): ``--gpus-per-worker 0`` is refused at once."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+#: Every option, in ``--help`` order. To add one: a line here, then read its ``dest`` (or its field).
+OPTIONS: tuple[Option, ...] = (
+    Option("model", short="--model", metavar="PATH_OR_ID",
+           help="checkpoint to gate: a local Hugging Face folder, a hub id, or 'demo' / 'demo-early'"),
+    Option("model-series", short="--model-series", metavar="RUN_DIR",
+           help="gate the newest checkpoint-<step> of RUN_DIR (or of a quoted glob) and report the whole series"),
+    Option("model-base-url", short="--model-base-url", metavar="URL", field="model_base_url",
+           help="OpenAI-compatible endpoint of a served --model openai:NAME (vLLM, SGLang, TGI, transformers serve)"),
+    Option("model-revision", short="--model-revision", metavar="REV", field="model_revision",
+           help="revision of a hub id (as org/name@REV) or of a served model's weights (part of its cache key)"),
+    Option("base-model", short="--base-model", metavar="PATH_OR_ID", field="base_model",
+           help="base checkpoint of a PEFT adapter --model (default: the adapter config's base_model_name_or_path)"),
+    Option("device", short="--device", metavar="DEVICE", default="auto", field="device",
+           help="where the model runs: auto (CUDA when available, else CPU), cpu, cuda, cuda:N"),
+    Option("generator", short="--generator", default="hf", choices=GENERATORS, field="generator",
+           help="generation backend: hf (transformers; default), vllm (faster on GPUs, when installed) "
+           "or auto (vllm where it can run, else hf)"),
+    Option("suites", metavar="DIR", ini="novelty_suites",
+           ini_help="folder of suite files, relative to the folder holding the ini file (the rootdir)",
+           help="folder of suite files (*.toml); default: ./suites, else the bundled ones"),
+    Option("suite", metavar="NAME", action="append", where=(CLI,),
+           help="run only this suite (repeatable; under pytest select with -k)"),
+    Option("cache", metavar="DIR", ini="novelty_cache", ini_help="cache folder for pytest-novelty",
+           help="cache folder for demo assets, generations and scores (default ~/.cache/pytest-novelty)"),
+    Option("originality", short="--originality", metavar="SPEC", field="originality",
+           help="originality backend for every suite: infini-gram:DIR, ngram-set:DIR, infini-gram-api:INDEX, ..."),
+    Option("judge", short="--judge", metavar="SPEC", field="judge",
+           help="quality judge for every suite: rules, openai:MODEL, ..."),
+    Option("judge-base-url", short="--judge-base-url", metavar="URL", field="judge_base_url",
+           help="OpenAI-compatible endpoint for openai: judges (default $OPENAI_BASE_URL)"),
+    Option("trust-remote-code", short="--trust-remote-code", action="store_true", field="trust_remote_code",
+           help="allow a checkpoint to run the Python code it ships (review it first)"),
+    Option("gpus-per-worker", short="--gpus-per-worker", metavar="N", type=_positive, default=1,
+           field="gpus_per_worker",
+           help="GPUs one model is spread over (one per pytest-xdist worker group; at least 1)"),
+    Option("seed", metavar="N", type=_integer, field="seed",
+           help="override every suite's generation seed (a different seed must not look like a regression)"),
+    Option("baseline-model", short="--baseline-model", metavar="PATH_OR_ID",
+           help="also generate and score this checkpoint on the same prompts and compare paired"),
+    Option("snapshots", action="store_true", default=None, ini="novelty_snapshots",
+           ini_help="compare cases with their snapshots",
+           help="compare every case with its accepted snapshot (on with --snapshot-update)"),
+    Option("snapshot-update", action="store_true", where=(CLI,),
+           help="accept this run's values as the new snapshots where they differ (pytest: syrupy's own option)"),
+    Option("snapshot-dir", metavar="DIR",
+           help="where snapshots live (default: __novelty_snapshots__ beside each suite file)"),
+    Option("rerecord", action="store_true",
+           help="with --snapshot-update: re-record every snapshot, even those within tolerance"),
+    Option("threshold-mode", metavar="MODE", choices=("point", "lenient", "strict"),
+           help="how a threshold case reads its value's interval (default: each suite's [gate] threshold_mode): "
+           "point (the value), lenient (fail only when the whole interval is on the wrong side), strict (pass "
+           "only when the whole interval is on the right side)"),
+    Option("cache-clear", action="store_true",
+           help="remove cached generations, scores and judge answers before the run (keeps the built demo)"),
+    Option("report", metavar="DIR", help="write report.json, report.md and plots into DIR"),
+    Option("log", metavar="SPEC", action="append",
+           help="also log the results to a tracker (repeatable): tensorboard:DIR, wandb:PROJECT, mlflow:URI"),
+    Option("output", metavar="FILE", where=(CLI,),
+           help="also write each suite's prompts, answers and metrics to this JSON file"),
+)
+
+
+def by_name(name: str) -> Option:
+    """The option called ``name`` (``KeyError`` when there is none)."""
+    for option in OPTIONS:
+        if option.name == name:
+            return option
+    raise KeyError(name)
+
+
+def offered(where: str) -> Iterator[Option]:
+    """The options one front end (``"pytest"`` or ``"cli"``) offers, in ``--help`` order."""
+    return (o for o in OPTIONS if where in o.where)
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, exclusive: tuple[str, ...] = ("model", "model-series")) -> None:
+    """The command line's ``run`` arguments, from :data:`OPTIONS`; ``exclusive`` names form a required,
+    mutually exclusive group (one checkpoint or one series)."""
+    group = parser.add_mutually_exclusive_group(required=True) if exclusive else None
+    for option in offered(CLI):
+        target: Any = group if group is not None and option.name in exclusive else parser
+        target.add_argument(option.cli_flag, **option.settings())
+
+
+@dataclass(frozen=True)
+class Ini:
+    """One pytest ini setting taken from the table."""
+
+    name: str
+    help: str
+    type: str | None = None
+    default: Any = field(default="")
+
+
+def ini_settings() -> list[Ini]:
+    """The ini settings the table declares (for ``parser.addini``)."""
+    out = []
+    for option in offered(PYTEST):
+        if option.ini:
+            boolean = option.action == "store_true"
+            out.append(Ini(option.ini, option.ini_help or option.help, "bool" if boolean else None,
+                           False if boolean else ""))
+    return out

@@ -1,0 +1,33 @@
+"""``--model-series`` in a pytest session: the checkpoints found, checked, and the newest made ``--model``."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_novelty.infra.errors import NoveltyError
+from pytest_novelty.pipeline.series import Checkpoint, find_checkpoints
+
+SERIES = pytest.StashKey[list[Checkpoint]]()
+"""The session's series, in step order (set by :func:`configure_series`)."""
+
+
+def configure_series(config: pytest.Config) -> None:
+    """``--model-series``: find the checkpoints, check each, and make the newest the candidate
+    (``--model``); the list goes to ``config.stash[SERIES]``. Bad input is a ``UsageError``."""
+    spec = str(config.option.novelty_model_series)
+    try:
+        checkpoints = find_checkpoints(spec)
+    except NoveltyError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    # An xdist worker receives the controller's options, --model already set to the newest checkpoint.
+    if config.option.novelty_model and config.option.novelty_model != checkpoints[-1].path:
+        raise pytest.UsageError("give --model or --model-series, not both: the series' newest checkpoint is the model")
+    try:
+        from pytest_novelty.generation.hf import check_checkpoint
+
+        for checkpoint in checkpoints:
+            check_checkpoint(checkpoint.path, trust_remote_code=config.option.novelty_trust_remote_code)
+    except NoveltyError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[SERIES] = checkpoints
+    config.option.novelty_model = checkpoints[-1].path

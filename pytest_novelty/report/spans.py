@@ -1,0 +1,117 @@
+"""What was copied: each suite's longest spans found verbatim in the training corpus.
+
+The scoring step keeps, per suite, the answers with the longest run of units that occurs in the
+originality index (``info["longest_copied"]`` of a suite's report data, see
+:func:`pytest_novelty.pipeline.scores.score_answers`): the span's text, its length in the suite's
+originality units (words or tokens), the number of one corpus document that contains it, and the
+answer it came from (its prompt id and sample index). This module reads those entries into
+:class:`CopiedSpan` values and renders them for ``report.md``; the HTML report and the trackers
+read the same values. A span of length 0 (nothing copied) is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: Characters of an answer shown beside its span in tables (the whole answer is in report.json).
+ANSWER_CHARS = 160
+
+
+@dataclass(frozen=True)
+class CopiedSpan:
+    """One copied span: where it came from and how long it is."""
+
+    suite: str
+    text: str
+    length: int
+    """Length in ``units``: the n-gram units of the suite's originality backend."""
+    units: str
+    document: int | None
+    """The number of one corpus document that contains the span (None when the backend cannot tell)."""
+    answer: str
+    prompt: str | None = None
+    """The id of the prompt the answer replied to (None in reports written before it was kept)."""
+    sample: int | None = None
+
+    @property
+    def size(self) -> str:
+        """The length with its units: ``32 words``, ``1 word``."""
+        units = self.units[:-1] if self.length == 1 and self.units.endswith("s") else self.units
+        return f"{self.length} {units}"
+
+    @property
+    def source(self) -> str:
+        """Which answer, in words: ``prompt p3, sample 1``."""
+        if self.prompt is None:
+            return "answer"
+        return f"prompt {self.prompt}" + ("" if self.sample is None else f", sample {self.sample}")
+
+    def answer_excerpt(self, limit: int = ANSWER_CHARS) -> str:
+        """The answer on one line, cut at ``limit`` characters."""
+        flat = " ".join(self.answer.split())
+        return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what the trackers store)."""
+        return {
+            "suite": self.suite, "text": self.text, "length": self.length, "units": self.units,
+            "document": self.document, "prompt": self.prompt, "sample": self.sample, "answer": self.answer,
+        }  # fmt: skip
+
+
+def _span(suite: str, units: str, entry: Mapping[str, Any]) -> CopiedSpan | None:
+    length = int(entry.get("longest_span") or 0)
+    if length <= 0:
+        return None
+    document = entry.get("longest_span_doc")
+    sample = entry.get("sample")
+    prompt = entry.get("prompt")
+    return CopiedSpan(
+        suite=suite,
+        text=str(entry.get("longest_span_text") or ""),
+        length=length,
+        units=units,
+        document=None if document is None else int(document),
+        answer=str(entry.get("generation") or ""),
+        prompt=None if prompt is None else str(prompt),
+        sample=None if sample is None else int(sample),
+    )
+
+
+def copied_spans(suites: Mapping[str, Mapping[str, Any]] | None) -> dict[str, list[CopiedSpan]]:
+    """Per suite (sorted by name), its copied spans, longest first; suites without any are left out.
+
+    ``suites`` maps a suite to its report data (the plugin's suite data, or ``report.json``'s
+    ``suites``): each has ``info`` with ``longest_copied`` and ``units``.
+    """
+    out: dict[str, list[CopiedSpan]] = {}
+    for name, data in sorted((suites or {}).items()):
+        info = dict(data).get("info") or {}
+        units = str(info.get("units") or "units")
+        spans = [s for s in (_span(name, units, e) for e in info.get("longest_copied") or []) if s is not None]
+        if spans:
+            out[name] = sorted(spans, key=lambda s: -s.length)
+    return out
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.replace("|", "\\|").split())
+
+
+def spans_markdown(suites: Mapping[str, Mapping[str, Any]] | None) -> list[str]:
+    """``report.md``'s section: per suite, a table of its longest copied spans."""
+    spans = copied_spans(suites)
+    if not spans:
+        return []
+    lines = ["", "### Longest copied spans", "",
+             "Runs of the answers found verbatim in the training corpus, longest first.", ""]
+    for suite, found in spans.items():
+        lines += [f"Suite {suite}:", "", "| length | copied text | corpus document | answer |", "|---|---|---|---|"]
+        for span in found:
+            document = "n/a" if span.document is None else str(span.document)
+            answer = f"{span.source}: {span.answer_excerpt()}"
+            lines.append(f"| {span.size} | {_cell(span.text)} | {document} | {_cell(answer)} |")
+        lines.append("")
+    return lines[:-1]

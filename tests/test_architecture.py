@@ -1,0 +1,81 @@
+"""The package's layers hold: every import goes to its own layer or to one to its left, and the map
+in ARCHITECTURE.md names every module.
+
+The rule is read from the code as it is (every ``import`` and ``from ... import`` of a
+``pytest_novelty`` module, type-only imports included, wherever they stand), so a new import that
+runs against the flow of data fails here with the two modules named.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "pytest_novelty"
+
+# The layers, left to right: a module may import from its own layer and from those before it.
+LAYERS = ("infra", "suites", "generation", "scoring", "metrics", "pipeline", "gate", "report", "front ends")
+FRONT_ENDS = ("plugin", "cli", "integrations")
+# The metrics are pure functions over arrays: they import no other layer at all.
+ISOLATED = {"metrics"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else ""
+    if top in FRONT_ENDS or top == "":
+        return "front ends"  # the package root re-exports for users, like a front end
+    assert top in LAYERS, f"{module} is in no layer; add it to ARCHITECTURE.md and to LAYERS here"
+    return top
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    """(line, imported pytest_novelty module) for every import in ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("pytest_novelty")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("pytest_novelty"):
+            if node.module == "pytest_novelty":
+                found += [(node.lineno, f"pytest_novelty.{a.name}") for a in node.names]
+            else:
+                found.append((node.lineno, node.module))
+    return found
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_import_flows_from_right_to_left() -> None:
+    wrong = []
+    for path in MODULES:
+        importer = module_name(path)
+        mine = layer_of(importer)
+        for line, imported in imports_of(path):
+            theirs = layer_of(imported)
+            if theirs == mine:
+                continue
+            if mine in ISOLATED or LAYERS.index(theirs) > LAYERS.index(mine):
+                wrong.append(f"{path.relative_to(REPO)}:{line}: {mine} imports {imported} ({theirs})")
+    assert not wrong, "imports against the flow of data:\n" + "\n".join(wrong)
+
+
+def test_the_rule_catches_an_import_against_the_flow(tmp_path: Path) -> None:
+    """The check above can fail: an import from gate inside metrics is found."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from pytest_novelty.gate.case import decide\n")
+    ((_line, imported),) = imports_of(bad)
+    assert layer_of(imported) == "gate" and LAYERS.index("gate") > LAYERS.index("metrics")
+
+
+def test_the_map_names_every_module() -> None:
+    text = (REPO / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    rels = [p.relative_to(PACKAGE).as_posix() for p in MODULES if p.stat().st_size or p.name != "__init__.py"]
+    missing = [rel for rel in rels if f"`{rel}`" not in text]
+    assert not missing, f"ARCHITECTURE.md does not list {', '.join(missing)}"

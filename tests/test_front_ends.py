@@ -1,0 +1,143 @@
+"""``pytest --model demo`` and ``pytest-novelty run --model demo`` decide every case alike.
+
+Both front ends call the one case decision (``gate/case.py``) on one results session
+(``pipeline/session.py``), so each case has the same outcome, value, comparison and exit status:
+plain, against a baseline checkpoint, against human references, and against the accepted snapshots
+(the command line reads and writes the very files syrupy does). Bad input is exit 4 and a broken
+harness exit 8 in both.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import copy_demo
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main(args: list[str]) -> int:
+    """``pytest-novelty ARGS`` in its own process, as a user runs it; its exit status."""
+    return subprocess.run([sys.executable, "-m", "pytest_novelty.cli", *args], check=False).returncode
+
+
+@pytest.fixture(scope="module")
+def demo_cache(tmp_path_factory: pytest.TempPathFactory, demo_assets: Path) -> Path:
+    """A private cache holding a copy of the prepared demo (both front ends share it: warm runs)."""
+    return copy_demo(demo_assets, tmp_path_factory.mktemp("front-ends-cache"))
+
+
+def _outcomes(report: Path) -> dict[tuple[str, str, str], tuple[Any, ...]]:
+    """Each case of a report: whether it passed, its value, its comparison's status and delta."""
+    rows = json.loads((report / "report.json").read_text())["rows"]
+    return {
+        (r["suite"], r["metric"], r["op"]): (r["passed"], r.get("outcome"), r["value"], r.get("status"),
+                                             r.get("delta"), r.get("against"))
+        for r in rows
+    }  # fmt: skip
+
+
+def _both(pytester: pytest.Pytester, cache: Path, suites: Path, *args: str, cli: tuple[str, ...] = ()) -> tuple[
+    tuple[int, dict[tuple[str, str, str], tuple[Any, ...]]], tuple[int, dict[tuple[str, str, str], tuple[Any, ...]]]
+]:
+    """Run the same gate through pytest and through the command line; their exit statuses and cases."""
+    via_pytest, via_cli = pytester.path / "report-pytest", pytester.path / "report-cli"
+    result = pytester.runpytest_subprocess(
+        "--model", "demo", f"--novelty-suites={suites}", f"--novelty-cache={cache}",
+        f"--novelty-report={via_pytest}", "-p", "no:cacheprovider", *args,
+    )  # fmt: skip
+    status = main(["run", "--model", "demo", "--suites", str(suites), "--cache", str(cache),
+                   "--report", str(via_cli), *(cli or args)])  # fmt: skip
+    return (int(result.ret), _outcomes(via_pytest)), (status, _outcomes(via_cli))
+
+
+def test_plain_and_baseline_cases_agree(pytester: pytest.Pytester, demo_cache: Path) -> None:
+    suites = REPO / "suites"
+    (ret, cases), (status, same) = _both(pytester, demo_cache, suites)
+    assert ret == status == 0 and cases == same and len(cases) == 18
+    # Against the weaker checkpoint of the same run, as a baseline: paired comparisons on every case.
+    (ret, cases), (status, same) = _both(pytester, demo_cache, suites, "--baseline-model", "demo-early")
+    assert cases == same and ret == status
+    assert {case[5] for case in cases.values()} == {"baseline"}
+    assert all(case[3] is not None for case in cases.values())  # every case was compared
+
+
+def test_reference_cases_agree(pytester: pytest.Pytester, demo_cache: Path, tmp_path: Path) -> None:
+    """A suite compared with its prompts' human references decides alike in both front ends."""
+    folder = tmp_path / "suites"
+    folder.mkdir()
+    prompts = [json.loads(line) for line in (REPO / "suites" / "data" / "story.jsonl").read_text().splitlines()][:12]
+    rows = [{**p, "reference": f"{p['meta']['characters'][0]} smiled. They played all day and it was fun."}
+            for p in prompts]  # fmt: skip
+    (folder / "refs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    story = (REPO / "suites" / "story.toml").read_text()
+    story = story.replace('source = "builtin:story"', 'source = "jsonl:refs.jsonl"').replace("limit = 100", "")
+    story = story.replace('tail = "data/story-tail.json"', "reference = true")
+    (folder / "story.toml").write_text(story)
+    (ret, cases), (status, same) = _both(pytester, demo_cache, folder)
+    assert cases == same and ret == status
+    assert {case[5] for case in cases.values()} == {"human references"}
+
+
+def test_snapshot_cases_agree_on_the_same_files(pytester: pytest.Pytester, demo_cache: Path, tmp_path: Path) -> None:
+    """Snapshots accepted under pytest are read by the command line, and the other way round."""
+    suites = tmp_path / "suites"
+    shutil.copytree(REPO / "suites", suites)
+    snapshots = tmp_path / "snapshots"
+    accept = pytester.runpytest_subprocess(
+        "--model", "demo", f"--novelty-suites={suites}", f"--novelty-cache={demo_cache}",
+        f"--novelty-snapshot-dir={snapshots}", "--snapshot-update", "-p", "no:cacheprovider",
+    )  # fmt: skip
+    assert accept.ret == 0 and len(list(snapshots.rglob("*.novelty.jsonc"))) == 18
+    (ret, cases), (status, same) = _both(
+        pytester, demo_cache, suites, "--novelty-snapshots", f"--novelty-snapshot-dir={snapshots}",
+        "--model", "demo-early", cli=("--snapshots", "--snapshot-dir", str(snapshots), "--model", "demo-early"),
+    )  # fmt: skip
+    assert cases == same and ret == status == 1  # the early checkpoint regresses against demo's snapshots
+    assert {case[5] for case in cases.values()} == {"snapshot"}
+    assert any(case[3] == "regressed" for case in cases.values())
+    # The command line accepts new snapshots in the same files; pytest then compares with them.
+    for path in snapshots.rglob("*.novelty.jsonc"):
+        path.unlink()
+    assert main(["run", "--model", "demo", "--suites", str(suites), "--cache", str(demo_cache),
+                 "--snapshot-update", "--snapshot-dir", str(snapshots)]) == 0  # fmt: skip
+    assert len(list(snapshots.rglob("*.novelty.jsonc"))) == 18
+    again = pytester.runpytest_subprocess(
+        "--model", "demo", f"--novelty-suites={suites}", f"--novelty-cache={demo_cache}", "--novelty-snapshots",
+        f"--novelty-snapshot-dir={snapshots}", "-p", "no:cacheprovider",
+    )  # fmt: skip
+    assert again.ret == 0
+    again.stdout.no_fnmatch_line("*no snapshot for this case*")
+
+
+def test_bad_input_and_harness_errors_give_the_same_status(
+    pytester: pytest.Pytester, demo_cache: Path, tmp_path: Path
+) -> None:
+    suites = tmp_path / "suites"
+    shutil.copytree(REPO / "suites", suites)
+    (ret, _), (status, _) = _both_status(pytester, demo_cache, suites, "--judge", "rulez")
+    assert ret == status == 4
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"  # nothing listens once closed
+    args = ("--judge", "openai:judge-model", "--judge-base-url", dead)
+    (ret, _), (status, _) = _both_status(pytester, demo_cache, suites, *args)
+    assert ret == status == 8
+
+
+def _both_status(pytester: pytest.Pytester, cache: Path, suites: Path, *args: str) -> tuple[tuple[int, None], ...]:
+    result = pytester.runpytest_subprocess(
+        "--model", "demo", f"--novelty-suites={suites}", f"--novelty-cache={cache}", "-p", "no:cacheprovider", *args
+    )
+    status = main(["run", "--model", "demo", "--suites", str(suites), "--cache", str(cache), *args])
+    return (int(result.ret), None), (status, None)
