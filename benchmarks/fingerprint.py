@@ -11,9 +11,11 @@ about ``--gb`` gigabytes in a temporary folder, then measures, each over every l
 - plain read and identity with the page cache warm (the files were just read);
 - identity with a memo: once to fill it, then the warm (memoised) call a rerun makes.
 
-Goals: cold identity within 80 % of the cold read speed, memoised call under 0.1 s. The folder is
+Goals: cold identity at least 95 % of the cold read speed; warm identity at least 1.8 x what
+SHA-256 does on one core (measured here, now); the memoised call under 0.1 s. The folder is
 deleted at the end, whatever happens. The load average is printed beside the figures: on a shared
-machine other processes slow hashing more than reading.
+machine other processes slow hashing more than reading. ``--repeat N`` measures each figure N
+times and keeps the best (the least disturbed by other processes).
 """
 
 from __future__ import annotations
@@ -115,6 +117,7 @@ def main() -> None:
     parser.add_argument("--gb", type=float, default=2.5, help="checkpoint size in GB (default 2.5, at least 2)")
     parser.add_argument("--shard-mb", type=int, default=500, help="weight shard size in MB (default 500)")
     parser.add_argument("--dir", default=None, help="where to save the temporary checkpoint (default: the temp folder)")
+    parser.add_argument("--repeat", type=int, default=1, help="measure each figure this many times, keep the best")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="novelty-fingerprint-", dir=args.dir) as tmp:
         folder = Path(tmp) / "ckpt"
@@ -127,27 +130,33 @@ def main() -> None:
         print(f"checkpoint: {total / 1e9:.2f} GB, {shards} shards, saved in {time.perf_counter() - start:.0f}s; "
               f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")  # fmt: skip
 
-        drop_cached_pages(files)
-        read_cold = plain_read(files)
-        drop_cached_pages(files)
-        ident_cold, ident = timed_identity(folder)
-        read_warm = plain_read(files)  # the identity just read them: the page cache is warm
-        ident_warm, again = timed_identity(folder)
-        assert again == ident
+        read_cold = ident_cold = read_warm = ident_warm = float("inf")
+        ident = ""
+        for _ in range(max(1, args.repeat)):
+            drop_cached_pages(files)
+            read_cold = min(read_cold, plain_read(files))
+            drop_cached_pages(files)
+            seconds, ident = timed_identity(folder)
+            ident_cold = min(ident_cold, seconds)
+            read_warm = min(read_warm, plain_read(files))  # the identity just read them: the page cache is warm
+            seconds, again = timed_identity(folder)
+            ident_warm = min(ident_warm, seconds)
+            assert again == ident
         memo = memo_at(Path(tmp) / "memo")
         fill, _ = timed_identity(folder, memo)
         memoised, same = timed_identity(folder, memo)
         assert same == ident
+        sha = max(sha256_speed() for _ in range(max(1, args.repeat)))
 
         def rate(seconds: float) -> str:
             return f"{mb / seconds:7,.0f} MB/s ({seconds:5.2f}s)"
 
         print(f"page cache cold (evicted): plain read {rate(read_cold)}   identity {rate(ident_cold)}   "
-              f"identity/read {read_cold / ident_cold:.0%} (goal >= 80%)")  # fmt: skip
+              f"identity/read {read_cold / ident_cold:.0%} (goal >= 95%)")  # fmt: skip
         print(f"page cache warm:           plain read {rate(read_warm)}   identity {rate(ident_warm)}   "
               f"identity/read {read_warm / ident_warm:.0%}")  # fmt: skip
-        print(f"sha256 on one core now: {sha256_speed():,.0f} MB/s over {os.cpu_count()} cores; "
-              f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
+        print(f"sha256 on one core now: {sha:,.0f} MB/s over {os.cpu_count()} cores; warm identity "
+              f"{mb / ident_warm / sha:.2f} x that (goal >= 1.8 x); load {os.getloadavg()[0]:.2f}")  # fmt: skip
         print(f"memoised (a rerun): {memoised * 1000:.1f} ms (goal < 100 ms; filling the memo took {fill:.2f}s); "
               f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
         shutil.rmtree(folder)

@@ -1,27 +1,100 @@
-"""Throughput of the openai: judge: 1,000 items x 5 samples against a local endpoint with 200 ms latency.
+"""Throughput of the openai: judge against its latency floor, with and without injected faults.
 
-Starts the test suite's fake OpenAI-compatible server on 127.0.0.1, answering every request after
-200 ms, scores 1,000 distinct items with 5 samples each (one ``n=5`` request per item) at the
-judge's default concurrency, with an on-disk cache in a temporary folder, then scores them again
-from the cache. The target is under 15 s for the first pass; the exit status is 1 if it is missed.
+Starts the test suite's fake OpenAI-compatible server on 127.0.0.1 in a process of its own (an
+endpoint never shares the judge's interpreter; ``--same-process`` puts it back in this one, as
+the first version of this benchmark did), answering every request after ``--latency`` seconds.
+Scores ``--items`` distinct items with ``--samples`` samples each (one ``n=samples`` request per
+item) at ``--concurrency``, with an on-disk cache in a temporary folder, then scores them again
+from the cache (no request may be sent).
+
+The floor is what the latency alone costs: requests sent x latency / concurrency. The goal is
+1.25 x the floor without faults. ``--faults F`` injects faults into a share F of the items, one
+kind each in turn: 429 with ``Retry-After: --retry-after``, 503, and a reply without a score;
+every such item needs one more request, and the goal is then 1.5 x the floor counted over the
+requests actually sent. The exit status is 1 when a goal is missed or a rerun sends a request.
 
     python benchmarks/judge.py [--items 1000] [--samples 5] [--latency 0.2] [--concurrency 32]
+                               [--faults 0.1] [--retry-after 1] [--same-process]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_novelty.scoring.judges import JudgeItem, OpenAIJudge
 from tests.servers.openai_api import FakeOpenAI
 
-TARGET_SECONDS = 15.0
+FAULTS = ("429", "503", "no_score")
+
+
+def fault_of(i: int, share: float) -> str | None:
+    """The fault item ``i`` meets (spread evenly over the items), or None."""
+    if share <= 0:
+        return None
+    every = max(1, round(1 / share))
+    return FAULTS[(i // every) % len(FAULTS)] if i % every == 0 else None
+
+
+def marker(i: int) -> str:
+    return f"[item {i}]"
+
+
+def _arm(server: FakeOpenAI, items: int, share: float, retry_after: float) -> None:
+    for i in range(items):
+        kind = fault_of(i, share)
+        if kind == "429":
+            server.inject("status", status=429, retry_after=retry_after, match=marker(i), message="rate limited")
+        elif kind == "503":
+            server.inject("status", status=503, match=marker(i), message="overloaded")
+        elif kind == "no_score":
+            server.inject("no_score", match=marker(i))
+
+
+def _serve(pipe: Connection, latency: float, items: int, share: float, retry_after: float) -> None:
+    """The server process: start, arm the faults, say the URL, count requests until told to stop."""
+    with FakeOpenAI(latency=latency) as server:
+        _arm(server, items, share, retry_after)
+        pipe.send(server.url)
+        while pipe.recv() == "count":
+            pipe.send(server.request_count)
+
+
+@contextmanager
+def endpoint(args: argparse.Namespace) -> Iterator[tuple[str, Any]]:
+    """(URL, a function that returns the requests received so far)."""
+    if args.same_process:
+        with FakeOpenAI(latency=args.latency) as server:
+            _arm(server, args.items, args.faults, args.retry_after)
+            yield server.url, lambda: server.request_count
+        return
+    ours, theirs = multiprocessing.get_context("spawn").Pipe()
+    child = multiprocessing.get_context("spawn").Process(
+        target=_serve, args=(theirs, args.latency, args.items, args.faults, args.retry_after), daemon=True
+    )
+    child.start()
+    try:
+        url = ours.recv()
+
+        def count() -> int:
+            ours.send("count")
+            return int(ours.recv())
+
+        yield url, count
+    finally:
+        ours.send("stop")
+        child.join(timeout=10)
 
 
 def main() -> int:
@@ -30,43 +103,51 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--faults", type=float, default=0.0, help="share of items that meet a fault (0-1)")
+    parser.add_argument("--retry-after", type=float, default=1.0, help="seconds a 429 asks to wait")
+    parser.add_argument("--same-process", action="store_true", help="run the server in this process")
     args = parser.parse_args()
 
     items = [
-        JudgeItem("story", f"Story {i}: Once upon a time, Tom found a map.", f"Tom followed the map {i} miles.")
+        JudgeItem("story", f"Story {i}: Once upon a time, Tom found a map. {marker(i)}", f"Tom walked {i} miles.")
         for i in range(args.items)
     ]
-    with FakeOpenAI(latency=args.latency) as server, tempfile.TemporaryDirectory() as cache:
+    with endpoint(args) as (url, request_count), tempfile.TemporaryDirectory() as cache:
         judge = OpenAIJudge(
             "judge-model",
-            base_url=server.url,
+            base_url=url,
             api_key="benchmark",
             samples=args.samples,
             concurrency=args.concurrency,
             cache_dir=Path(cache),
         )
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         results = judge.score(items)
-        first = time.perf_counter() - start
-        requests = server.request_count
+        first, first_cpu = time.perf_counter() - start, time.process_time() - cpu
+        requests = request_count()
         start = time.perf_counter()
         judge.score(items)
         rerun = time.perf_counter() - start
-        rerun_requests = server.request_count - requests
+        rerun_requests = request_count() - requests
 
     scored = sum(r.quality is not None and len(r.scores) == args.samples for r in results)
-    floor = args.items / args.concurrency * args.latency
+    floor = requests * args.latency / args.concurrency
+    goal = 1.5 if args.faults > 0 else 1.25
+    where = "this process" if args.same_process else "its own process"
     print(
         f"judge benchmark: {args.items} items x {args.samples} samples, {args.latency * 1000:.0f} ms latency, "
-        f"concurrency {args.concurrency}"
+        f"concurrency {args.concurrency}, faults in {args.faults:.0%} of the items, server in {where}; "
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}"
     )
     print(
-        f"  first pass: {first:.2f} s ({requests} requests, {scored}/{args.items} items fully scored, "
-        f"latency floor {floor:.2f} s, target < {TARGET_SECONDS:.0f} s)"
+        f"  first pass: {first:.2f} s, {first / floor:.2f} x the floor of {floor:.2f} s "
+        f"({requests} requests x {args.latency:g} s / {args.concurrency}; goal <= {goal:g} x); "
+        f"{scored}/{args.items} items fully scored; judge process CPU {first_cpu:.2f} s "
+        f"({first_cpu / max(requests, 1) * 1000:.2f} ms per request)"
     )
     print(f"  rerun from the cache: {rerun:.2f} s ({rerun_requests} requests)")
-    ok = first < TARGET_SECONDS and scored == args.items and rerun_requests == 0
-    print("  result:", "OK" if ok else "MISSED")
+    ok = first <= goal * floor and scored == args.items and rerun_requests == 0
+    print("  result:", "OK" if ok else "MISSED", f"(load {os.getloadavg()[0]:.2f})")
     return 0 if ok else 1
 
 

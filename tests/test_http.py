@@ -225,10 +225,21 @@ def test_the_transport_honours_the_proxy_settings(monkeypatch: pytest.MonkeyPatc
 def test_connection_options_are_checked_by_name() -> None:
     assert Connection.of({}, concurrency=4, timeout=9.0) == Connection(9.0, 4, RetryPolicy())
     assert Connection.of({"max_attempts": 2}).retry.max_attempts == 2
-    for bad, field in [({"concurrency": 0}, "concurrency"), ({"timeout": 0}, "timeout"), ({"backoff": -1}, "backoff")]:
+    assert Connection.of({"rate": 5}).rate == 5.0 and Connection.of({}).rate == 0.0  # 0: no limit
+    bad_options = [({"concurrency": 0}, "concurrency"), ({"timeout": 0}, "timeout"), ({"backoff": -1}, "backoff")]
+    for bad, field in [*bad_options, ({"rate": -2}, "rate")]:
         with pytest.raises(ConfigError, match=field) as caught:
             Connection.of(bad)  # type: ignore[arg-type]
         assert caught.value.field == field
+
+
+def test_every_remote_backend_takes_a_rate() -> None:
+    from pytest_novelty.scoring.concepts import open_concept_extractor
+    from pytest_novelty.scoring.judges import open_judge
+
+    assert open_judge("openai:judge-model?rate=3", base_url="http://127.0.0.1:9/v1").connection.rate == 3.0  # type: ignore[attr-defined]
+    extractor = open_concept_extractor("openai:judge-model?rate=0.5", base_url="http://127.0.0.1:9/v1")
+    assert extractor.connection.rate == 0.5  # type: ignore[attr-defined]
 
 
 def test_judges_and_served_models_send_through_the_one_transport() -> None:
@@ -247,3 +258,48 @@ def test_judges_and_served_models_send_through_the_one_transport() -> None:
         chat = generator.render([{"role": "user", "content": "Tell a story"}])
         generator.sample(Batch([chat], [3], GenerationSettings(max_new_tokens=4)))
         assert (generator.traffic.requests, generator.traffic.retries) == (2, 1)
+
+
+def test_compressed_answers_are_decoded_once_and_connections_are_reused() -> None:
+    """Answers go through one-connection lanes read whole: a gzip body (as OpenAI sends) reaches
+    the caller decoded, and many requests share the ``concurrency`` kept-alive connections."""
+    import gzip
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    peers: set[int] = set()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            peers.add(self.client_address[1])
+            data = gzip.compress(json.dumps({"echo": body, "pad": "x" * 2000}).encode())
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+
+        async def go() -> list[Any]:
+            async with Connection.of({"concurrency": 3}).client(url, Traffic()) as http:
+                replies = await asyncio.gather(*(post_json(http, url, {"n": i}) for i in range(30)))
+            return [reply.response.json() for reply in replies if reply.response is not None]
+
+        answers = run_coroutine(go())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [a["echo"]["n"] for a in answers] == list(range(30)) and answers[0]["pad"] == "x" * 2000
+    assert 1 <= len(peers) <= 3

@@ -159,7 +159,7 @@ def test_the_runner_keeps_the_memo_in_its_cache(checkpoint: Path, tmp_path: Path
     cache = tmp_path / "cache"
     gen = Runner(RunConfig(model=str(checkpoint), cache_dir=cache, device="cpu", log=lambda line: None)).generator()
     weights = checkpoint / "model.safetensors"
-    assert identity_memo(cache).get(stat_key(weights)) == gen.identity.files["model.safetensors"]
+    assert identity_memo(cache).get(stat_key(weights, "blake3")) == gen.identity.files["model.safetensors"]
     assert gen.identity.description == f"ckpt @ {gen.fingerprint[:8]}"
 
 
@@ -254,3 +254,59 @@ def test_offline_pytest_run_on_an_unknown_hub_model_ends_fast_in_few_lines(tmp_p
     assert proc.returncode != 0 and took < 30
     assert len(lines) <= 3, lines
     assert "huggingface-cli download someorg/some-model" in proc.stdout + proc.stderr
+
+
+# -- hashing ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("algorithm", ["sha256", "blake3"])
+@pytest.mark.parametrize("ahead", [1, 3])
+def test_file_digests_read_ahead_equal_the_whole_file_hashed_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, algorithm: str, ahead: int
+) -> None:
+    """Blocks read at their own offsets on helper threads hash to the digest of the whole file, at
+    every size around the block boundaries, and progress hears every byte."""
+    import hashlib
+
+    import blake3
+
+    from pytest_novelty.infra import identity
+
+    block = 1024
+    monkeypatch.setattr(identity, "READ_SIZE", block)
+    monkeypatch.setattr(identity, "READ_AHEAD", ahead)
+    data = os.urandom(7 * block + 3)
+    for size in (0, 1, block - 1, block, block + 1, 3 * block, 7 * block + 3):
+        path = tmp_path / f"f{size}"
+        path.write_bytes(data[:size])
+        heard: list[int] = []
+        digest = identity.file_digest(path, algorithm, heard.append)
+        whole = hashlib.sha256(data[:size]) if algorithm == "sha256" else blake3.blake3(data[:size])
+        assert digest == whole.hexdigest() and sum(heard) == size, size
+
+
+def test_identity_format_2_never_meets_format_1(checkpoint: Path, tmp_path: Path) -> None:
+    """Checkpoint files are hashed with BLAKE3 now: the identity differs from the SHA-256 one a
+    cache may hold answers under (never misread), and a memo of SHA-256 digests (the old key, same
+    length) is not taken for BLAKE3 ones: every file is read again."""
+    import hashlib
+
+    import blake3
+
+    from pytest_novelty.infra.identity import checkpoint_identity, identity_memo, loaded_files, stat_key
+
+    files = loaded_files(checkpoint)
+    memo = identity_memo(tmp_path / "cache")
+    old = {f: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+    for f, digest in old.items():
+        memo.put(stat_key(f), digest)  # what format 1 remembered, under its key
+    format_1 = hashlib.sha256(b"pytest-novelty checkpoint identity 1\0")
+    for f in files:
+        format_1.update(f"{f.relative_to(checkpoint).as_posix()}\0{old[f]}\0".encode())
+    with opened_under(checkpoint) as opened:
+        ident = checkpoint_identity(checkpoint, memo=memo)
+    assert {Path(p).name for p in opened} == {f.name for f in files}  # the SHA-256 memo was not used
+    blake = {f.relative_to(checkpoint).as_posix(): blake3.blake3(f.read_bytes()).hexdigest() for f in files}
+    assert ident.files == blake
+    assert ident.id != format_1.hexdigest()[:24]
+    assert checkpoint_identity(checkpoint, memo=memo) == ident

@@ -79,13 +79,19 @@ def lookup(models: SessionModels, spec: str, texts: list[str], ns: list[int], wh
     identity = models.index_identity(spec)
     out: list[dict[str, Any]] = []
     looked_up = 0
+    chunks = []
+    for start in range(0, len(texts), LOOKUP_CHUNK):
+        chunk = texts[start : start + LOOKUP_CHUNK]
+        fits = functools.partial(_scores_fit, count=len(chunk), ns=ns)
+        scores = Cache(config.cache_dir).namespace("originality-scores", validate=fits)
+        key = stable_hash(identity, ns, chunk)
+        chunks.append((chunk, scores, key, scores.get(key)))
+    pending = [text for chunk, _, _, cached in chunks if cached is None for text in chunk]
+    announce = getattr(models.backend(spec), "announce", None) if pending else None
+    if callable(announce):  # a web API: how many requests, and how long at its rate, before the first
+        announce(pending, ns, config.log)
     with config.progress.bar(len(texts), what, unit="text") as bar:
-        for start in range(0, len(texts), LOOKUP_CHUNK):
-            chunk = texts[start : start + LOOKUP_CHUNK]
-            fits = functools.partial(_scores_fit, count=len(chunk), ns=ns)
-            scores = Cache(config.cache_dir).namespace("originality-scores", validate=fits)
-            key = stable_hash(identity, ns, chunk)
-            cached = scores.get(key)
+        for chunk, scores, key, cached in chunks:
             if cached is None:
                 fresh = [_score_row(r, ns) for r in score_texts(models.backend(spec), chunk, ns)]
                 looked_up += len(chunk)

@@ -217,11 +217,10 @@ class OpenAIConceptExtractor(_CachedExtractor, OpenAIChat):
     async def _ask(self, client: Any, semaphore: asyncio.Semaphore, messages: list[Message]) -> str | _Failed:
         """One request with bounded retries: the reply's text, or why there is none."""
         try:
-            response = await self._create(client, semaphore, lambda: self._body(messages))
+            choices = await self._create(client, semaphore, lambda: self._body(messages))
         except RequestFailed as failure:
             return _Failed(str(failure))
-        choices = response.choices or []
-        return (choices[0].message.content or "") if choices else ""
+        return choices[0] if choices else ""
 
 
 # -- hf: ----------------------------------------------------------------------------------------

@@ -8,10 +8,13 @@ lives here, once:
   URL (``OPENAI_BASE_URL`` by default) and the key (``OPENAI_API_KEY``), held so that it never
   appears in a repr, an error or a cache; a fresh ``AsyncOpenAI`` client per run, on the harness's
   one HTTP client (:meth:`pytest_novelty.infra.http.Connection.client`), which retries 408, 409, 425,
-  429, 5xx, timeouts and connection errors with exponential backoff and jitter, honouring
+  429, 5xx, timeouts, connection errors and 200 answers that are not JSON with exponential backoff
+  and jitter, honouring
   ``Retry-After``, for at most ``max_attempts`` attempts and ``max_retry_time`` seconds in all,
   each wait announced through ``notify`` (the package's own retries are off); and
-  :meth:`OpenAIChat._create`, one request and what its failure means: a model that rejects
+  :meth:`OpenAIChat._create`, one request (the package's plain ``post`` of the chat route: the
+  typed request transform and response models cost a third of a judge's CPU, and only the choices'
+  texts are read) and what its failure means: a model that rejects
   ``temperature`` is asked again without it, for the rest of the client's life; a rejected key or
   an unknown model stops the run (:class:`~pytest_novelty.infra.errors.HarnessError`), and so does an
   endpoint that fails the first requests of a run with no success at all (unreachable, hanging,
@@ -34,6 +37,7 @@ Only the layers below scoring are imported (errors, suites, generation), and hea
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import re
@@ -48,6 +52,7 @@ from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightErro
 from pytest_novelty.infra.http import (
     Connection,
     ConnectionOptions,
+    Held,
     RetryPolicy,
     Secret,
     Traffic,
@@ -186,7 +191,9 @@ class OpenAIChat:
             max_retries=0,
             timeout=connection.timeout,
             # A plain httpx client: openai 1.x and 2.x are built on httpx, 3.x takes it as a "legacy" one.
-            http_client=cast(Any, connection.client(self._endpoint, self.traffic, on_wait=self._waiting)),
+            http_client=cast(
+                Any, connection.client(self._endpoint, self.traffic, accept=_not_json, on_wait=self._waiting)
+            ),
         )
 
     def check(self, *, timeout: float = PREFLIGHT_TIMEOUT) -> None:
@@ -243,8 +250,9 @@ class OpenAIChat:
         *,
         adapt: Callable[[Any, dict[str, Any]], bool] | None = None,
         fatal_unreachable: Callable[[], bool] | None = None,
-    ) -> Any:
-        """One logical request (the HTTP client retries it); the response, or ``None`` if ``prepare`` declined.
+    ) -> list[str] | None:
+        """One logical request (the HTTP client retries it); the texts of the reply's choices, in
+        order, or ``None`` if ``prepare`` declined.
 
         ``prepare`` runs under ``semaphore`` before each sending and returns the body to send (or
         ``None`` to send nothing), so a request that waited for its turn uses what the requests
@@ -254,17 +262,22 @@ class OpenAIChat:
         is true, the run stops with a :class:`~pytest_novelty.infra.errors.HarnessError`. Raises
         :class:`RequestFailed` otherwise.
         """
+        import httpx
         import openai
 
         while True:
             body: dict[str, Any] = {}
             try:
-                async with semaphore:
+                async with Held(semaphore):  # given up while the request waits to be retried
                     prepared = prepare()
                     if prepared is None:
                         return None
                     body = prepared
-                    return await client.chat.completions.create(**body)
+                    # The plain POST the ``openai`` package offers for any route: no typed request
+                    # transform and no response models (they were a third of a judge's CPU); its
+                    # errors are the package's own, as below.
+                    response = await client.post("/chat/completions", cast_to=httpx.Response, body=body)
+                return _choice_texts(response)
             except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
                 raise HarnessError(self._refused(error)) from None
             except openai.NotFoundError:
@@ -336,6 +349,32 @@ class OpenAIChat:
     def _scrub(self, text: str) -> str:
         """``text`` with the key, and anything that looks like a key, replaced by ``***``."""
         return self._api_key.hide(text)
+
+
+def _not_json(response: Any) -> str | None:
+    """Why a 200 answer is worth another attempt: it is not JSON (a proxy's error page); else None."""
+    try:
+        json.loads(response.content)
+    except ValueError:
+        return "the answer is not JSON"
+    return None
+
+
+def _choice_texts(response: Any) -> list[str]:
+    """The message text of each choice of a chat completion answer (``""`` for a missing one)."""
+    try:
+        answer = json.loads(response.content)
+    except ValueError:
+        raise RequestFailed(f"the reply is not JSON: {redact(response.text[:120])!r}") from None
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if not isinstance(choices, list):
+        raise RequestFailed(f"the reply has no choices: {redact(str(answer)[:120])!r}")
+    texts = []
+    for choice in choices:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        texts.append(content if isinstance(content, str) else "")
+    return texts
 
 
 # -- hf: ----------------------------------------------------------------------------------------

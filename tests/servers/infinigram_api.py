@@ -21,6 +21,10 @@ client with a shorter timeout gives up), ``status`` (HTTP ``status``, e.g. 429 w
 connection without answering), ``garbage`` (HTTP 200 whose body is not JSON). ``fail_rate``
 injects a random fault into that share of requests (seeded, reproducible).
 
+Rate-limited mode (``rate=R``): like the public services, at most ``R`` requests a second from
+a token bucket of ``burst`` tokens (default ``R``), counted as requests arrive; one beyond it is
+answered 429 with ``Retry-After: 1`` and counted in :attr:`FakeInfiniGram.limited`.
+
 Usage::
 
     with FakeInfiniGram(token_indexes={"v4_fake_llama": docs}) as server:
@@ -74,6 +78,9 @@ class _Handler(FakeHandler):
         except ValueError:
             body = raw.decode("utf-8", "replace")
         fake._record(body if isinstance(body, dict) else {"raw": body})
+        if not fake._admit():
+            self._send(429, {"detail": "Too many requests: slow down"}, {"Retry-After": "1"})
+            return
         query = body.get("query", body.get("query_ids", "")) if isinstance(body, dict) else body
         fault = fake._take_fault(json.dumps(query))
         if fake.latency:
@@ -117,8 +124,16 @@ class FakeInfiniGram(FakeServer):
         fail_rate: float = 0.0,
         fail_kinds: Sequence[str] = ("status", "error", "drop", "garbage"),
         seed: int = 0,
+        rate: float | None = None,
+        burst: float | None = None,
     ) -> None:
         super().__init__()
+        self.rate = rate
+        self.burst = float(burst if burst is not None else max(1.0, rate or 1.0))
+        self._tokens = self.burst
+        self._filled = time.monotonic()
+        self.limited = 0
+        """How many requests were refused with 429 for coming above the rate (rate-limited mode)."""
         self.token_indexes = {k: [list(d) for d in v] for k, v in (token_indexes or {}).items()}
         self.text_indexes = dict(text_indexes or {})
         self.tokenizer = tokenizer
@@ -128,6 +143,20 @@ class FakeInfiniGram(FakeServer):
         self._rng = random.Random(seed)
         self.faulted = 0
         """How many requests got a fault instead of an answer."""
+
+    def _admit(self) -> bool:
+        """Whether a request arriving now is within the rate (always, without one)."""
+        if not self.rate:
+            return True
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self.burst, self._tokens + (now - self._filled) * self.rate)
+            self._filled = now
+            if self._tokens >= 1:
+                self._tokens -= 1
+                return True
+            self.limited += 1
+            return False
 
     def clear_faults(self) -> None:
         """Remove every pending fault and stop injecting random ones."""

@@ -20,7 +20,8 @@ message (or completion prompt) contains a marker string, for a given number of r
   ``choices`` list), ``error_finish`` (the reply cut short with ``finish_reason`` ``message`` or
   ``"error"``), ``empty_no_finish`` (``""`` with no ``finish_reason``);
 - ``empty_stop``: the legitimate empty answer (``""`` with ``finish_reason: "stop"``, a model that
-  ends its answer at once).
+  ends its answer at once);
+- ``garbage``: HTTP 200 whose body is not JSON (a proxy's error page).
 
 Server-wide behaviours: ``latency`` before every answer, ``n_mode`` (``"support"``, ``"ignore"``
 returns a single choice, ``"reject"`` answers 400 to ``n > 1``), ``reject_temperature`` (400 like a
@@ -49,7 +50,7 @@ __all__ = ["FAULT_KINDS", "FakeOpenAI", "Fault", "default_reply"]
 
 FAULT_KINDS = (
     "status", "hang", "drop", "delay", "no_score", "out_of_range",
-    "null_text", "no_text", "no_choices", "error_finish", "empty_no_finish", "empty_stop",
+    "null_text", "no_text", "no_choices", "error_finish", "empty_no_finish", "empty_stop", "garbage",
 )  # fmt: skip
 REPLY_FAULTS = frozenset({"null_text", "no_text", "no_choices", "error_finish", "empty_no_finish", "empty_stop"})
 """The faults that change the shape of an HTTP 200 reply (see the module doc)."""
@@ -139,6 +140,9 @@ class _Handler(FakeHandler):
                 return
             if fault.kind == "delay":
                 time.sleep(fault.seconds)
+            if fault.kind == "garbage":
+                self._send(200, b"<html><body>502 Bad Gateway</body></html>")
+                return
         if fake.n_mode == "ignore":
             n = 1
         texts = []

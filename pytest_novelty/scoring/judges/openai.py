@@ -14,14 +14,17 @@ How a run goes, per item:
   remembered;
 - each reply is parsed (:mod:`.parsing`); a sample without a valid 0-5 score is asked again, at
   most ``max_reasks`` more times, after which it is recorded as failed;
-- requests run concurrently under a semaphore of ``concurrency``. 429, 5xx, 408/409, timeouts and
-  connection errors are retried with exponential backoff and jitter, honouring ``Retry-After``
+- requests run concurrently under a semaphore of ``concurrency`` (a request waiting to be retried
+  gives its place to the next: :class:`~pytest_novelty.infra.http.Held`). 429, 5xx, 408/409,
+  timeouts, connection errors and 200 answers that are not JSON are retried with exponential
+  backoff and jitter, honouring ``Retry-After``
   (capped at two minutes), for at most ``max_attempts`` attempts and ``max_retry_time`` seconds
   (default 120) per request; each attempt waits at most ``timeout`` seconds (default 60: a rubric
   reply of a few hundred tokens, with room for a loaded server); the client's own retries are
   switched off so that these are the only ones. While requests wait, a line says so at most
   every ten seconds (``notify``, the run log);
-- every answer (scored, or failed after all re-asks) is committed to the cache at once, keyed by
+- every answer (scored, or failed after all re-asks) is committed to the cache at once (by a
+  thread of its own, so that writing never stalls the requests in flight), keyed by
   (model, endpoint's scheme, host, port and path, rubric version, temperature, max_tokens,
   max_reasks, samples, task, prompt, response, sample index; see
   :func:`~.cache.judge_key`): answers from one endpoint are never used for another. A rerun makes no
@@ -48,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Unpack
@@ -71,12 +75,14 @@ __all__ = ["DEFAULT_BASE_URL", "OpenAIJudge"]
 
 @dataclass
 class _Run:
-    """Per-run state: the semaphore (bound to the run's event loop), budget and request count."""
+    """Per-run state: the semaphore (bound to the run's event loop), budget and request count,
+    and the thread that writes answers to the cache (None: the cache is in memory)."""
 
     semaphore: asyncio.Semaphore
     budget: int | None
     requests: int = 0
     succeeded: bool = False
+    writer: ThreadPoolExecutor | None = None
 
 
 @JUDGES.register(
@@ -168,6 +174,10 @@ class OpenAIJudge(OpenAIChat):
         keys = [self._keys(item) for item in items]
         cached = self.cache.get_many(key for item_keys in keys for key in item_keys)
         run = _Run(asyncio.Semaphore(self.connection.concurrency), self.budget)
+        if self.cache.store is not None:
+            # Writing an entry (a few file operations) would stall every request in flight for its
+            # duration; a thread of its own writes each answer as it arrives, while the loop goes on.
+            run.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="novelty-judge-cache")
         client = self._client()
         # Identical items (same task, prompt and response) are judged once and share the result.
         first: dict[str, int] = {}
@@ -196,6 +206,8 @@ class OpenAIJudge(OpenAIChat):
             await asyncio.gather(*tasks, return_exceptions=True)
             bar.close()
             await client.close()
+            if run.writer is not None:
+                run.writer.shutdown(wait=True)
 
     async def _score_item(
         self, client: Any, run: _Run, item: JudgeItem, keys: list[str], cached: dict[str, dict[str, Any]]
@@ -220,11 +232,18 @@ class OpenAIJudge(OpenAIChat):
                         continue
                     answer = {"score": None, "error": f"{NO_SCORE} ({unparsable}, asked {1 + self.max_reasks} times)"}
                     answer["reply"] = reply
-                answers[sample] = self.cache.put(keys[sample], answer)  # another run's answer if it was first
+                answers[sample] = await self._store(run, keys[sample], answer)
             pending = [s for s in pending if s not in answers]
         scores = [answers[s]["score"] for s in sorted(answers) if answers[s]["score"] is not None]
         errors = [answers[s]["error"] for s in sorted(answers) if answers[s]["error"]] + errors
         return rubric_result(scores, self.spec, errors)
+
+    async def _store(self, run: _Run, key: str, answer: dict[str, Any]) -> dict[str, Any]:
+        """Commit ``answer`` to the cache (on the run's writer thread); the stored answer, which is
+        another run's when it was first."""
+        if run.writer is None:
+            return self.cache.put(key, answer)
+        return await asyncio.get_running_loop().run_in_executor(run.writer, self.cache.put, key, answer)
 
     async def _complete(self, client: Any, run: _Run, messages: list[dict[str, str]], n: int) -> list[str]:
         """Get up to ``n`` replies, in one request when the server honours ``n``, else one per sample."""
@@ -267,10 +286,10 @@ class OpenAIJudge(OpenAIChat):
                 return True
             return False
 
-        response = await self._create(
+        replies = await self._create(
             client, run.semaphore, prepare, adapt=adapt, fatal_unreachable=lambda: not run.succeeded
         )
-        if response is None:
+        if replies is None:
             return []
         run.succeeded = True
-        return [choice.message.content or "" for choice in response.choices]
+        return replies

@@ -19,6 +19,13 @@ persistent :class:`~.cache.CountCache`.
 Endpoints come from the ``url`` option, else ``$PYTEST_NOVELTY_INFINIGRAM_API_URL`` /
 ``$PYTEST_NOVELTY_INFINIGRAM_MINI_URL``, else the public addresses.
 
+The public services document a limit of about :data:`PUBLIC_RATE` requests per second per client
+address, so requests to them keep that rate unless the ``rate`` option says otherwise (another
+endpoint has no limit unless given one); every attempt counts. Before its first request a run
+says how many count queries it will send and how long that takes at the rate
+(:meth:`~_CountApiBackend.announce`): from the fewest (every position's first question) to the
+most (every order at every position), as the search stops as soon as the answers decide.
+
 The preflight (:meth:`_CountApiBackend.check`) asks one real count (the first token of "the" for
 the API, the word ``the`` for mini) within 10 seconds, so that an unreachable or silent service, a
 refused query or an unknown index name stops the run before anything is generated.
@@ -29,24 +36,38 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Unpack
+from urllib.parse import urlsplit
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
 from pytest_novelty.infra.http import CONNECTION_OPTIONS, Connection, ConnectionOptions
-from pytest_novelty.scoring.originality.backend import BACKENDS, MatchBounds, Span
+from pytest_novelty.scoring.originality.backend import BACKENDS, MatchBounds, Span, check_ns
 from pytest_novelty.scoring.originality.cache import CountCache
 from pytest_novelty.scoring.originality.client import PREFLIGHT_TIMEOUT, JsonClient
 from pytest_novelty.scoring.originality.search import decide_thresholds
 from pytest_novelty.scoring.originality.tokenization import Encoding, SurfaceWords, Tokenizer, load_hf_tokenizer
 
-__all__ = ["API_URL", "MINI_URL", "InfiniGramApiBackend", "InfiniGramMiniBackend", "default_api_tokenizer"]
+__all__ = [
+    "API_URL",
+    "MINI_URL",
+    "PUBLIC_RATE",
+    "InfiniGramApiBackend",
+    "InfiniGramMiniBackend",
+    "QueryPlan",
+    "default_api_tokenizer",
+]
 
 API_URL = "https://api.infini-gram.io/"
 MINI_URL = "https://api-mini.infini-gram.io/"
 API_URL_ENV = "PYTEST_NOVELTY_INFINIGRAM_API_URL"
 MINI_URL_ENV = "PYTEST_NOVELTY_INFINIGRAM_MINI_URL"
+
+PUBLIC_RATE = 5.0
+"""Requests per second the public services allow one client address (their documentation)."""
+_PUBLIC_HOSTS = frozenset({"api.infini-gram.io", "api-mini.infini-gram.io"})
 
 _TOKENIZERS = {"llama": "meta-llama/Llama-2-7b-hf", "gpt2": "gpt2", "olmo": "allenai/OLMo-7B-hf"}
 _WORD_CHAR = re.compile(r"\w")
@@ -82,17 +103,19 @@ class _CountApiBackend:
         **connection: Unpack[ConnectionOptions],
     ) -> None:
         """``connection``: how the API is reached (:class:`~pytest_novelty.infra.http.ConnectionOptions`;
-        by default 8 queries in flight, 30 s each, 6 attempts within 120 s)."""
+        by default 8 queries in flight, 30 s each, 6 attempts within 120 s, and for the public
+        hosts at most :data:`PUBLIC_RATE` requests a second)."""
         if not index.strip():
             raise ConfigError(f"{self.prefix} needs an index name, as in {self.prefix}:INDEX", field="originality")
         self.spec = spec or f"{self.prefix}:{index}"
         self.index = index
         self.url = url or os.environ.get(self.url_env) or self.default_url
+        public = {"rate": PUBLIC_RATE} if urlsplit(self.url).hostname in _PUBLIC_HOSTS else {}
         self.client = JsonClient(
             self.url,
             name=f"the {self.service} API",
             hint=f"check the address (option url= or ${self.url_env}) and the network; ",
-            connection=Connection.of(connection, timeout=30.0, concurrency=8),
+            connection=Connection.of(connection, timeout=30.0, concurrency=8, **public),
         )
         self.cache = CountCache(cache_dir, self.service, index)
         self.questions = 0
@@ -154,6 +177,42 @@ class _CountApiBackend:
             bar.close()
         return answers
 
+    def plan(self, texts: Sequence[str], ns: Sequence[int]) -> QueryPlan:
+        """The count queries scoring ``texts`` at ``ns`` takes, from the cache as it is now.
+
+        The fewest: the first question at every position (its smallest order that fits), asked
+        in the first round whatever the answers; the most: every order at every position, each
+        distinct question once. Cached answers are not asked again.
+        """
+        orders = check_ns(ns)
+        first: set[Hashable] = set()
+        every: set[Hashable] = set()
+        for enc in self.tokenizer.encode(list(texts)):
+            k = len(enc)
+            for i in range(k):
+                fitting = [n for n in orders if i + n <= k]
+                if fitting:
+                    first.add(self._key(enc, i, fitting[0]))
+                    every.update(self._key(enc, i, n) for n in fitting)
+        names = {q: self._cache_key(q) for q in every}
+        cached = self.cache.get_many(names.values())
+        return QueryPlan(
+            service=self.prefix,
+            texts=len(texts),
+            fewest=sum(names[q] not in cached for q in first),
+            most=sum(names[q] not in cached for q in every),
+            reused=len(cached),
+            rate=self.client.connection.rate,
+            concurrency=self.client.connection.concurrency,
+        )
+
+    def announce(self, texts: Sequence[str], ns: Sequence[int], log: Callable[[str], None]) -> QueryPlan:
+        """Before the first request: tell ``log`` how many count queries scoring ``texts`` sends
+        and how long that takes at the rate (:meth:`plan`)."""
+        plan = self.plan(texts, ns)
+        log(plan.line())
+        return plan
+
     def match_bounds(
         self, encodings: Sequence[Encoding], ns: Sequence[int], *, progress: bool = False
     ) -> list[MatchBounds]:
@@ -172,6 +231,46 @@ class _CountApiBackend:
     def close(self) -> None:
         """Close connections and the cache."""
         self.cache.close()
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """What scoring a batch will ask a web API: between ``fewest`` and ``most`` count queries (the
+    answers decide where), ``reused`` answers already cached, at ``rate`` a second (0: no limit)."""
+
+    service: str
+    texts: int
+    fewest: int
+    most: int
+    reused: int
+    rate: float
+    concurrency: int
+
+    def line(self) -> str:
+        """The plan in one line, e.g. ``infini-gram-api: 4,200 to 12,600 count queries for 512
+        texts (~14 min to ~42 min at 5/s); 1,200 cached answers reused``."""
+        count = f"{self.fewest:,}" if self.fewest == self.most else f"{self.fewest:,} to {self.most:,}"
+        if self.rate:
+            fewest, most = (_duration(max(0, q - 1) / self.rate) for q in (self.fewest, self.most))
+            when = f"~{fewest}" if fewest == most else f"~{fewest} to ~{most}"
+            pace = f"{when} at {self.rate:g}/s"
+        else:
+            pace = f"{self.concurrency} in flight, no rate limit"
+        return (
+            f"[novelty] {self.service}: {count} count queries for {self.texts:,} texts ({pace}); "
+            f"{self.reused:,} cached answers reused"
+        )
+
+
+def _duration(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``2 h 20 min``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    if minutes < 90:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
 
 
 _API_OPTIONS: dict[str, type | None] = {"url": str, **CONNECTION_OPTIONS}

@@ -42,7 +42,7 @@ import numpy as np
 from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.scoring.originality.backend import MatchBounds, Span, check_ns
 from pytest_novelty.scoring.originality.index import IndexInfo, engine_path, register_local
-from pytest_novelty.scoring.originality.suffixarray import byte_keys, longest_prefixes, open_shards
+from pytest_novelty.scoring.originality.suffixarray import longest_prefixes, open_shards
 from pytest_novelty.scoring.originality.tokenization import Encoding, Tokenizer, load_hf_tokenizer
 
 __all__ = ["METHODS", "InfiniGramBackend", "check_same_tokenizer", "unit_lengths"]
@@ -79,6 +79,44 @@ def unit_lengths(token_lengths: np.ndarray, unit_pos: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     ends = starts + token_lengths[starts]
     return np.searchsorted(unit_pos, ends, side="right") - 1 - np.arange(len(starts))
+
+
+class _Batch:
+    """The texts of one call laid end to end, for lookups of the whole batch at once.
+
+    Unit slots: text ``t``'s units are slots ``first[t] .. first[t] + len - 1``, followed by one gap
+    slot, so that no run of slots crosses from one text into the next. ``ids`` is every token, one
+    zero between texts (the gap slot's token; never part of a query); ``left[s]`` the units of
+    the text from slot ``s`` on (0 for a gap slot).
+    """
+
+    def __init__(self, encodings: Sequence[Encoding]) -> None:
+        units = np.array([len(enc) for enc in encodings], dtype=np.int64)
+        tokens = np.array([len(enc.ids) for enc in encodings], dtype=np.int64)
+        self.first = np.concatenate([[0], np.cumsum(units + 1)[:-1]]).astype(np.int64)
+        token_first = np.concatenate([[0], np.cumsum(tokens + 1)[:-1]]).astype(np.int64)
+        slots = int((units + 1).sum())
+        self.slot = np.arange(slots, dtype=np.int64)
+        # pos[s]: the batch token where slot s starts (a gap slot: the text's end, its zero token)
+        self.pos = np.concatenate(
+            [np.asarray(enc.unit_pos, dtype=np.int64) + off for enc, off in zip(encodings, token_first, strict=True)]
+            or [np.zeros(0, dtype=np.int64)]
+        )
+        text = np.repeat(np.arange(len(encodings)), units + 1)
+        self.left = (self.first + units)[text] - self.slot if slots else np.zeros(0, dtype=np.int64)
+        gap = np.zeros(1, dtype=np.int64)
+        self.ids = np.concatenate(
+            [part for enc in encodings for part in (np.asarray(enc.ids, dtype=np.int64), gap)] + [gap]
+        )
+        self.one_token_units = bool((units == tokens).all())
+
+    def token_at(self, slot: np.ndarray) -> np.ndarray:
+        """The batch token where each slot starts."""
+        return self.pos[slot]
+
+    def units_within(self, slot: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """How many whole units from each slot the first ``tokens`` tokens from it cover."""
+        return np.searchsorted(self.pos, self.pos[slot] + tokens, side="right") - 1 - slot
 
 
 @register_local(
@@ -218,8 +256,8 @@ class InfiniGramBackend:
             flat = np.concatenate([np.asarray(r, dtype=np.int64) for r in runs])
             rows = np.repeat(np.arange(len(runs)), lengths)
             cols = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-            queries[rows, cols] = byte_keys(flat, self.width)
-        return longest_prefixes(self._shards, queries, lengths)
+            queries[rows, cols] = flat
+        return longest_prefixes(self._shards, queries, lengths, workers=self.workers)
 
     def _self_check(self) -> bool:
         """Runs of the corpus itself must be found whole: a cheap check of the file format."""
@@ -238,68 +276,52 @@ class InfiniGramBackend:
         found = self._lookup(runs)[0]
         return bool((found == np.array([len(r) for r in runs])).all())
 
-    def _unit_found(self, items: Sequence[tuple[Encoding, int, int]]) -> np.ndarray:
-        """For each ``(encoding, i, end)``: the longest run of whole units from ``i`` (before ``end``) that occurs."""
-        runs = [enc.ids[enc.unit_pos[i] : enc.unit_pos[end]] for enc, i, end in items]
-        found = self._lookup(runs)[0] if runs else np.zeros(0, dtype=np.int64)
-        return np.array(
-            [
-                int(np.searchsorted(enc.unit_pos, enc.unit_pos[i] + got, side="right")) - 1 - i
-                for (enc, i, _), got in zip(items, found.tolist(), strict=True)
-            ],
-            dtype=np.int64,
-        )
-
-    def _capped(self, encodings: Sequence[Encoding], cap: int) -> list[np.ndarray]:
-        """``min(L_i, cap)`` per unit: one batched lookup for every position of every text."""
-        if all(enc.unit_pos[-1] == len(enc) for enc in encodings):
-            return self._capped_one_token_units(encodings, cap)
-        runs: list[np.ndarray] = []
-        for enc in encodings:
-            k = len(enc)
-            ends = enc.unit_pos[np.minimum(np.arange(k) + cap, k)]
-            runs.extend(enc.ids[a:b] for a, b in zip(enc.unit_pos[:-1].tolist(), ends.tolist(), strict=True))
-        found = self._lookup(runs)[0] if runs else np.zeros(0, dtype=np.int64)
-        out, at = [], 0
-        for enc in encodings:
-            k = len(enc)
-            starts = enc.unit_pos[:-1]
-            out.append(np.searchsorted(enc.unit_pos, starts + found[at : at + k], side="right") - 1 - np.arange(k))
-            at += k
-        return out
-
-    def _capped_one_token_units(self, encodings: Sequence[Encoding], cap: int) -> list[np.ndarray]:
-        """:meth:`_capped` when every unit is one token: the queries are sliding windows."""
-        sizes = np.array([len(enc) for enc in encodings], dtype=np.int64)
-        total = int(sizes.sum())
-        if not total:
-            return [np.zeros(0, dtype=np.int64) for _ in encodings]
-        ids = np.concatenate([np.asarray(enc.ids, dtype=np.int64) for enc in encodings] + [np.zeros(cap, np.int64)])
-        windows = np.lib.stride_tricks.sliding_window_view(byte_keys(ids, self.width), cap)[:total]
-        remaining = np.repeat(np.cumsum(sizes), sizes) - np.arange(total)
-        found = longest_prefixes(self._shards, windows, np.minimum(remaining, cap))[0]
-        return np.split(found, np.cumsum(sizes)[:-1])
-
     def _by_suffix_array(self, encodings: Sequence[Encoding], cap: int) -> list[MatchBounds]:
-        lengths = self._capped(encodings, cap)
-        runs: list[tuple[int, int, int, int]] = []  # (text, a, b, e): positions a..b reach the cap, end by e
-        for t, (enc, length) in enumerate(zip(encodings, lengths, strict=True)):
-            k = len(enc)
-            full = (length >= cap) & (np.arange(k) + cap <= k)
-            edges = np.diff(np.concatenate([[0], full.astype(np.int8), [0]]))
-            for a, after in zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist(), strict=True):
-                runs.append((t, a, after - 1, k if after >= k else after + int(length[after])))
-        whole = self._unit_found([(encodings[t], a, e) for t, a, _, e in runs])
-        rest = [(t, a, b, e) for (t, a, b, e), got in zip(runs, whole.tolist(), strict=True) if got < e - a]
-        self.split_runs += len(rest)
-        for (t, a, b, e), got in zip(runs, whole.tolist(), strict=True):
-            lengths[t][a : b + 1] = e - np.arange(a, b + 1) if got == e - a else cap
-            lengths[t][a] = got
-        items = [(t, i, e) for t, a, b, e in rest for i in range(a + 1, b + 1)]
-        found = self._unit_found([(encodings[t], i, e) for t, i, e in items])
-        for (t, i, _), got in zip(items, found.tolist(), strict=True):
-            lengths[t][i] = got
-        return [MatchBounds.exact(length) for length in lengths]
+        batch = _Batch(encodings)
+        lengths = self._capped(batch, cap)  # min(L_i, cap) per unit, on the batch's layout
+        # Runs a..b of positions that reach the cap (and have cap units left), ending by e.
+        full = np.zeros(len(lengths) + 1, dtype=bool)
+        full[:-1] = (lengths >= cap) & (batch.left >= cap)
+        edges = np.diff(np.concatenate([[False], full]).astype(np.int8))
+        a, after = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+        b = after - 1
+        # The slot after a run is a unit of the same text, or the gap after the text's last unit.
+        e = np.where(batch.left[after] == 0, after, after + lengths[after])
+        whole = self._unit_found(batch, a, e)
+        one = whole == e - a
+        self.split_runs += int((~one).sum())
+        # A run that is one passage: L_i = e - i throughout; else each position is looked up to e.
+        counts = b - a + 1
+        offset = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        at = np.repeat(a, counts) + offset  # every position of every run
+        ends, inside = np.repeat(e, counts), np.repeat(one, counts)
+        lengths[at[inside]] = ends[inside] - at[inside]
+        lengths[a] = whole
+        rest = ~inside & (offset > 0)
+        lengths[at[rest]] = self._unit_found(batch, at[rest], ends[rest])
+        return [MatchBounds.exact(lengths[lo : lo + len(enc)]) for enc, lo in zip(encodings, batch.first, strict=True)]
+
+    def _unit_found(self, batch: _Batch, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """For each unit slot ``start`` (on the batch's layout): the longest run of whole units from
+        it, before slot ``end``, that occurs in the corpus."""
+        if not len(start):
+            return np.zeros(0, dtype=np.int64)
+        first, stop = batch.token_at(start), batch.token_at(end)
+        width = stop - first
+        columns = max(1, int(width.max()))
+        tokens = batch.ids[np.minimum(first[:, None] + np.arange(columns)[None, :], len(batch.ids) - 1)]
+        found = longest_prefixes(self._shards, tokens, width, workers=self.workers)[0]
+        return batch.units_within(start, found)
+
+    def _capped(self, batch: _Batch, cap: int) -> np.ndarray:
+        """``min(L_i, cap)`` per unit slot: one batched lookup for every position of every text."""
+        if batch.one_token_units:
+            # every unit is one token: the queries are sliding windows over the batch's tokens
+            ids = np.concatenate([batch.ids, np.zeros(cap, dtype=np.int64)])
+            windows = np.lib.stride_tricks.sliding_window_view(ids, cap)[: len(batch.slot)]
+            return longest_prefixes(self._shards, windows, np.minimum(batch.left, cap), workers=self.workers)[0]
+        stop = batch.slot + np.minimum(batch.left, cap)
+        return self._unit_found(batch, batch.slot, stop)
 
     # -- the Protocol --------------------------------------------------------------------------
 

@@ -219,3 +219,27 @@ def test_identical_items_are_judged_once(server: FakeOpenAI, make_judge: Build) 
     assert server.request_count == 3
     assert results[0] == results[2] and results[1] == results[4]
     assert make_judge().score([]) == []
+
+
+def test_a_request_told_to_wait_lets_the_next_one_go(make_judge: Build) -> None:
+    """With one request in flight allowed, a 429 with Retry-After gives up the place while it
+    waits: the second item is sent during the first one's wait, not after it."""
+    with FakeOpenAI() as server:
+        server.inject("status", status=429, retry_after=0.5, match="item-0:", message="slow down")
+        results = make_judge(base_url=server.url, concurrency=1).score(items(2))
+        order = ["item-0" if "item-0:" in body["messages"][-1]["content"] else "item-1" for body in server.requests]
+    assert all(r.quality is not None for r in results)
+    assert order == ["item-0", "item-1", "item-0"]
+    assert server.max_in_flight == 1
+
+
+def test_a_reply_that_is_not_json_is_a_counted_failure(make_judge: Build) -> None:
+    """A 200 whose body is not JSON (a proxy's error page) is tried again; one that stays so leaves
+    the item unscored with the reason, and the others are scored."""
+    with FakeOpenAI() as server:
+        server.inject("garbage", match="item-1:", times=1)
+        server.inject("garbage", match="item-0:", times=-1)
+        [broken, fine] = make_judge(base_url=server.url, max_attempts=3).score(items(2))
+        assert (requests_for(server, "item-0:"), requests_for(server, "item-1:")) == (3, 2)
+    assert broken.quality is None and "the reply is not JSON" in (broken.error or "")
+    assert fine.quality is not None
