@@ -116,3 +116,12 @@ def copy_demo(assets: Path, cache: Path) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     shutil.copytree(assets, cache / assets.name)
     return cache
+
+
+@pytest.fixture(scope="session")
+def demo_run_cache(tmp_path_factory: pytest.TempPathFactory, demo_assets: Path) -> Path:
+    """One private cache for the tests that run the demo's own suites (``pytest --model demo``):
+    a copy of the prepared demo in which the first such test generates and scores, and the others
+    reuse its answers (one per pytest-xdist worker). Tests that change what is generated, or damage
+    a file, take a cache of their own."""
+    return copy_demo(demo_assets, tmp_path_factory.mktemp("demo-runs"))

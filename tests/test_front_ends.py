@@ -19,8 +19,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import copy_demo
-
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,10 +29,10 @@ def main(args: list[str]) -> int:
     return subprocess.run([sys.executable, "-m", "pytest_novelty.cli", *args], check=False).returncode
 
 
-@pytest.fixture(scope="module")
-def demo_cache(tmp_path_factory: pytest.TempPathFactory, demo_assets: Path) -> Path:
-    """A private cache holding a copy of the prepared demo (both front ends share it: warm runs)."""
-    return copy_demo(demo_assets, tmp_path_factory.mktemp("front-ends-cache"))
+@pytest.fixture
+def demo_cache(demo_run_cache: Path) -> Path:
+    """The shared cache of the demo's runs (see tests/conftest.py)."""
+    return demo_run_cache
 
 
 def _outcomes(report: Path) -> dict[tuple[str, str, str], tuple[Any, ...]]:

@@ -10,16 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import copy_demo
-
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def demo_cache(tmp_path_factory: pytest.TempPathFactory, demo_assets: Path) -> Path:
-    return copy_demo(demo_assets, tmp_path_factory.mktemp("noise-cache"))
+@pytest.fixture
+def demo_cache(demo_run_cache: Path) -> Path:
+    """The shared cache of the demo's runs (see tests/conftest.py)."""
+    return demo_run_cache
 
 
 def run(pytester: pytest.Pytester, cache: Path, *args: str) -> pytest.RunResult:

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_novelty.gate.case import header
 from pytest_novelty.pipeline.results import SuiteAnswers, SuiteMetrics, SuiteScores
 from pytest_novelty.pipeline.runner import RunConfig, Runner, SuiteResult
-from pytest_novelty.plugin.items import header
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import parse_suite
 

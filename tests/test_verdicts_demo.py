@@ -151,8 +151,8 @@ def test_a_demo_early_report_against_demo_adds_up_and_agrees_with_pytest(
         assert verdict_fails == (not outcomes[label]), label
         if row["baseline"] is not None and row["value"] is not None:
             assert math.isclose(row["value"] - row["baseline"], row["delta"], abs_tol=2e-6), row
-        if row.get("ci"):
-            low, high = row["ci"]
+        if row.get("delta_ci"):  # the change's interval ("ci" is the value's own)
+            low, high = row["delta_ci"]
             assert (row["status"] == "regressed") == (high < 0 if row["op"] == ">=" else low > 0), row
             assert row["n_pairs"] >= 2 and row["test"].startswith("paired bootstrap")
             if row["metric"].startswith("top10_novelty"):

@@ -76,8 +76,10 @@ def test_a_series_shows_its_table_with_intervals_and_each_comparison(series_logg
     tests = _tests(page)
     for row in report["rows"]:  # compared with the best earlier checkpoint of the series
         cells = _cells(tests, f"story-{row['metric']}{row['op']}{row['threshold']:g}")
-        verdict = row["verdict"]
-        assert cells["comparison"] == f"baseline {row['baseline']:.4f}, delta {row['delta']:+.4f}, {verdict}"
+        verdict, (low, high) = row["verdict"], row["delta_ci"]  # every comparison carries its interval
+        ci = f"CI [{low:+.4f}, {high:+.4f}]"
+        p = "p < 0.0001" if row["p_value"] < 0.0001 else f"p {row['p_value']:.4f}"
+        assert cells["comparison"] == f"baseline {row['baseline']:.4f}, delta {row['delta']:+.4f}, {ci}, {p}, {verdict}"
     section = _section(page, "story")
     series = re.search(r'<table class="novelty-series">(.*?)</table>', section, re.S)
     assert series is not None

@@ -39,7 +39,7 @@ def _report() -> dict:
              "outcome": "passed", "passed": True},
             {"suite": "story", "metric": "novelty@5", "op": ">=", "threshold": 0.3, "value": 0.31,
              "outcome": "failed", "passed": False, "message": "story novelty@5: regression", "baseline": 0.44,
-             "delta": -0.13, "ci": [-0.159, -0.101], "p_value": 0.00002, "status": "regressed",
+             "delta": -0.13, "delta_ci": [-0.159, -0.101], "p_value": 0.00002, "status": "regressed",
              "verdict": "regressed"},
         ],
         "suites": {"story": {

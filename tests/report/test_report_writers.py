@@ -37,7 +37,7 @@ def rows() -> list[dict[str, Any]]:
             "passed": False,
             "baseline": 0.612,
             "delta": -0.068,
-            "ci": [-0.09, -0.05],
+            "delta_ci": [-0.09, -0.05],
             "p_value": 0.0004,
             "status": "regressed",
             "verdict": "regression",
@@ -53,7 +53,7 @@ def rows() -> list[dict[str, Any]]:
             "passed": True,
             "baseline": 0.42,
             "delta": -0.01,
-            "ci": None,
+            "delta_ci": None,
             "p_value": None,
             "status": "within_tolerance",
             "verdict": "within tolerance",
@@ -113,7 +113,7 @@ def test_report_json_holds_everything(report: ReportFiles) -> None:
         "complete": True,
     }
     by_metric = {r["metric"]: r for r in data["rows"]}
-    assert by_metric["quality"]["ci"] == [-0.09, -0.05]
+    assert by_metric["quality"]["delta_ci"] == [-0.09, -0.05]
     assert by_metric["originality@4"]["value"] is None
     poetry = data["suites"]["poetry"]
     assert poetry["n"] == 5 and poetry["info"] == {"prompts": 12}
@@ -213,7 +213,8 @@ def test_terminal_table_shows_comparison_columns() -> None:
     text = "\n".join(lines)
     assert lines[0] == "suite poetry: model ckpt-b, judge rules"
     header = next(line for line in lines if "metric" in line).split()
-    assert header == ["suite", "metric", "value", "threshold", "baseline", "delta", "CI", "p", "pairs", "verdict"]
+    assert header == ["suite", "metric", "value", "CI", "threshold", "baseline", "delta", "delta", "CI", "p", "pairs",
+                      "verdict"]  # fmt: skip
     quality = next(line for line in lines if "quality" in line)
     for cell in ("poetry", "0.5440", ">= 0.3", "0.6120", "-0.0680", "[-0.090, -0.050]", "FAIL regression"):
         assert cell in quality, cell
@@ -227,8 +228,9 @@ def test_terminal_table_keeps_its_layout_without_comparisons() -> None:
         {"suite": "s", "metric": "quality", "value": 0.5, "op": ">=", "threshold": 0.3, "passed": True},
         {"suite": "s", "metric": "novelty@4", "value": 0.1, "op": ">=", "threshold": 0.3, "passed": False},
     ]
+    plain[0]["ci"], plain[0]["confidence"], plain[0]["within_noise"] = [0.25, 0.75], 0.95, True
     lines = render_table(plain, {"s": "model m"})
     assert lines[0] == "suite s  (model m)"
-    assert lines[1].split() == ["metric", "value", "threshold", "result"]
-    assert lines[3].split() == ["novelty@4", "0.1000", ">=", "0.3", "FAIL"]
-    assert lines[4].split() == ["quality", "0.5000", ">=", "0.3", "pass"]
+    assert lines[1].split() == ["metric", "value", "95%", "CI", "threshold", "result"]
+    assert lines[3].split() == ["novelty@4", "0.1000", ">=", "0.3", "FAIL"]  # no interval given: none shown
+    assert lines[4].split() == ["quality", "0.5000", "[0.250,", "0.750]", ">=", "0.3", "pass", "(within", "noise)"]
