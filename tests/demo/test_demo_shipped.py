@@ -126,6 +126,7 @@ def test_what_a_rebuild_must_match_ignores_float_noise_but_not_layout(tmp_path: 
 
 
 @pytest.mark.slow
+@pytest.mark.rebuild
 def test_a_rebuild_from_scratch_writes_the_demo_that_the_shipped_weights_give(
     demo_assets: Path, tmp_path: Path
 ) -> None:
