@@ -37,7 +37,7 @@ from pytest_novelty.suites.schema import GenerationSettings
 
 @pytest.fixture
 def shapes() -> Registry[tuple[str, ...]]:
-    registry: Registry[tuple[str, ...]] = Registry("shape", field="--shape")
+    registry: Registry[tuple[str, ...]] = Registry("shape", field="--shape", settings=("colour",))
 
     @registry.register("dot")
     def dot() -> tuple[str, ...]:
@@ -55,6 +55,12 @@ def test_a_spec_opens_its_backend_with_the_settings_it_names(shapes: Registry[tu
     assert shapes.open("line:3?width=2&dashed=yes", colour="red") == ("line", "3", "red", "2", "True")
     assert shapes.open("line:3?width=2", options={"width": 5}) == ("line", "3", "black", "5", "False")
     assert shapes.usage() == "dot or line:LENGTH"
+
+
+def test_a_setting_the_registry_does_not_pass_is_an_error_not_dropped(shapes: Registry[tuple[str, ...]]) -> None:
+    """A misspelt setting used to vanish (the factory did not name it, so it was left out)."""
+    with pytest.raises(TypeError, match=r"shape factories take no setting 'color' \(did you mean 'colour'\?\)"):
+        shapes.open("line:3", color="red")
 
 
 @pytest.mark.parametrize(

@@ -195,7 +195,8 @@ GENERATOR_BACKENDS: Registry[Generator] = Registry(
 ``factory(model, load)``, ``load`` being a :class:`LoadSettings`."""
 
 MODEL_SOURCES: Registry[Generator] = Registry(
-    "model source", field="--model", builtins=("pytest_novelty.generation.openai",)
+    "model source", field="--model", builtins=("pytest_novelty.generation.openai",),
+    settings=("base_url", "revision", "log"),
 )
 """``--model PREFIX:NAME`` values that are not checkpoints (``openai:NAME``: a served model); a
 factory is called as ``factory(name, base_url=..., revision=..., log=...)``, and the backend's

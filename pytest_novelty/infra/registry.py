@@ -79,12 +79,17 @@ class Registry(Generic[T]):
     ``what`` names the kind in messages ("judge", "originality backend"); ``field`` is where a
     :class:`~pytest_novelty.infra.errors.ConfigError` points (the option or suite key the spec came
     from); ``builtins`` are the modules whose decorators register the built-in backends, imported
-    on the first lookup.
+    on the first lookup. ``settings`` names the keyword settings callers hand every factory of the
+    kind (each factory takes those it has a use for); a call with any other is a ``TypeError``
+    naming it, with a did-you-mean, so a misspelt setting never vanishes.
     """
 
-    def __init__(self, what: str, *, field: str | None = None, builtins: Sequence[str] = ()) -> None:
+    def __init__(
+        self, what: str, *, field: str | None = None, builtins: Sequence[str] = (), settings: Sequence[str] = ()
+    ) -> None:
         self.what = what
         self.field = field
+        self.settings = frozenset(settings)
         self._builtins = tuple(builtins)
         self._loaded = False
         self._backends: dict[str, Backend[T]] = {}
@@ -225,6 +230,12 @@ class Registry(Generic[T]):
 
     def call(self, parsed: Spec[T], *args: Any, options: Mapping[str, Any] | None = None, **settings: Any) -> T:
         """Open the backend of an already parsed spec (see :meth:`register` for the call)."""
+        unknown = sorted(set(settings) - self.settings)
+        if unknown:
+            raise TypeError(
+                f"{self.what} factories take no setting {unknown[0]!r}{did_you_mean(unknown[0], self.settings)}; "
+                f"the settings this registry passes: {', '.join(sorted(self.settings)) or 'none'}"
+            )
         checked = self.options(parsed, options or {})
         factory = parsed.backend.factory
         leading = (parsed.argument,) if parsed.backend.argument is not None else ()

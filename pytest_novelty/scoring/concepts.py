@@ -66,7 +66,7 @@ __all__ = [
 
 KINDS = ("openai", "hf")
 """The built-in extractors; :data:`CONCEPT_EXTRACTORS` holds these and any registered since."""
-CONCEPT_EXTRACTORS: Registry[ConceptExtractor] = Registry("concept extractor")
+CONCEPT_EXTRACTORS: Registry[ConceptExtractor] = Registry("concept extractor", settings=("cache_dir", "base_url"))
 """Concept extractors by spec prefix; a factory is called as ``factory(argument, cache_dir=...,
 base_url=..., **options)`` (the settings it names)."""
 PLAIN_CUE = "Concepts:\n-"

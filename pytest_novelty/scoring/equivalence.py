@@ -106,7 +106,9 @@ class Equivalence(Protocol):
         ...
 
 
-EQUIVALENCE_CHECKS: Registry[Equivalence] = Registry("equivalence check")
+EQUIVALENCE_CHECKS: Registry[Equivalence] = Registry(
+    "equivalence check", settings=("threshold", "device", "batch_size", "trust_remote_code")
+)
 """Equivalence checks by spec prefix; a factory is called as
 ``factory(argument, threshold=..., device=..., batch_size=...)`` (the settings it names)."""
 

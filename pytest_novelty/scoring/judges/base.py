@@ -83,6 +83,7 @@ JUDGES: Registry[Judge] = Registry(
         "pytest_novelty.scoring.judges.hf",
         "pytest_novelty.scoring.judges.reward",
     ),
+    settings=("cache_dir", "samples", "temperature", "base_url", "budget", "concurrency"),
 )
 """Judges by spec prefix; a judge module registers itself with ``@JUDGES.register("NAME", ...)``."""
 

@@ -84,6 +84,7 @@ BACKENDS: Registry[OriginalityBackend] = Registry(
         "pytest_novelty.scoring.originality.ngramset",
         "pytest_novelty.scoring.originality.api",
     ),
+    settings=("cache_dir",),
 )
 """Originality backends by spec prefix; a backend module registers itself with
 ``@BACKENDS.register("NAME", argument=..., options=...)``; its factory is called as
