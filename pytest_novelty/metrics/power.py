@@ -42,6 +42,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pytest_novelty.metrics._validate import as_float_array, ceil_fraction, check_fraction
+from pytest_novelty.metrics.uncertainty import rows_of as _rows
 from pytest_novelty.metrics.uncertainty import t_quantile
 
 #: Power the detectable effect is computed for unless told otherwise.
@@ -94,15 +95,6 @@ def prompts_needed(
         else:
             low = middle
     return high
-
-
-def _rows(values: ArrayLike, name: str) -> NDArray[np.float64]:
-    array = as_float_array(values, name)
-    if array.ndim == 1:
-        array = array[:, None]
-    if array.ndim != 2:
-        raise ValueError(f"{name} must be (prompts × samples) or one value per prompt, got shape {array.shape}")
-    return array
 
 
 def paired_sd(before: ArrayLike, after: ArrayLike) -> float:

@@ -447,7 +447,7 @@ def bootstrap_interval(
     return interval_of(draws, confidence=confidence, method=method, bounds=bounds)
 
 
-def _rows(values: ArrayLike, name: str) -> Array:
+def rows_of(values: ArrayLike, name: str) -> Array:
     """``values`` as a (prompts × samples) float array; a 1-D input is one value per prompt."""
     array = as_float_array(values, name)
     if array.ndim == 1:
@@ -611,7 +611,7 @@ def per_resample(values: ArrayLike, function: Callable[[Array], float]) -> Clust
     ``function`` called on it: general, and slower than the vectorised statistics (one Python call
     per resample). It has no linearisation, so its intervals use the ``t`` method.
     """
-    rows = _rows(values, "values")
+    rows = rows_of(values, "values")
 
     def statistic(weights: Array) -> Array:
         return np.array([function(np.repeat(rows, np.rint(w).astype(np.int64), axis=0)) for w in weights])
@@ -638,7 +638,7 @@ def mean_interval(
     interval that treats every generation as independent (too narrow when samples of a prompt are
     correlated; the simulation test shows by how much).
     """
-    rows = _rows(values, "values")
+    rows = rows_of(values, "values")
     return bootstrap_interval(
         RatioStatistic.mean_of(rows), rows.shape[0], confidence=confidence, n_boot=n_boot, seed=seed,
         method=method, bounds=bounds,
@@ -659,7 +659,7 @@ def share_interval(
     generations (module docstring); ``n_boot`` and ``seed`` are then unused. A bootstrap method
     (:data:`METHODS`) resamples prompts instead, clipped to [0, 1].
     """
-    rows = _rows(np.asarray(mask, dtype=bool).astype(np.float64), "mask")
+    rows = rows_of(np.asarray(mask, dtype=bool).astype(np.float64), "mask")
     if method != WILSON:
         return mean_interval(rows, confidence=confidence, n_boot=n_boot, seed=seed, method=method, bounds=(0.0, 1.0))
     level = _check_confidence(confidence)
@@ -691,7 +691,7 @@ def top_fraction_interval(
     bounds: tuple[float, float] | None = (0.0, 1.0),
 ) -> Interval:
     """Interval of the top-fraction mean (``top10_novelty@n`` for 0.1) of a (prompts × samples) array."""
-    rows = _rows(values, "values")
+    rows = rows_of(values, "values")
     return bootstrap_interval(
         TopFractionStatistic(rows, fraction), rows.shape[0], confidence=confidence, n_boot=n_boot, seed=seed,
         method=method, bounds=bounds,
@@ -748,7 +748,7 @@ def suite_intervals(
     everything else the studentized bootstrap, all with the same ``seed``, so a rerun gives the same
     intervals. Raises ``ValueError`` for a metric it has no statistic for or inputs it lacks.
     """
-    q = _rows(quality, "quality")
+    q = rows_of(quality, "quality")
     level = _check_confidence(confidence)
 
     def mean(values: ArrayLike, bounds: tuple[float, float]) -> Interval:
@@ -763,7 +763,7 @@ def suite_intervals(
         if base in ("coverage", "originality", "novelty", "top10_novelty"):
             if not arg.isdigit() or int(arg) not in originality:
                 raise ValueError(f"{name}: no originality at that n-gram order")
-            orig = _rows(originality[int(arg)], f"originality@{arg}")
+            orig = rows_of(originality[int(arg)], f"originality@{arg}")
             if orig.shape != q.shape:
                 raise ValueError(f"originality@{arg} has shape {orig.shape}, quality {q.shape}")
             if base == "coverage":

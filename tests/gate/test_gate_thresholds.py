@@ -12,6 +12,7 @@ from pytest_novelty.gate import check_threshold
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.metrics.uncertainty import Interval, mean_interval
 from pytest_novelty.suites.schema import THRESHOLD_MODES, Threshold, load_suite
+from tests.gate.test_gate_verdicts import SUITE as VERDICT_SUITE
 
 MIN = Threshold("novelty@5", ">=", 0.30)
 MAX = Threshold("unscored", "<=", 0.05)
@@ -115,31 +116,24 @@ def test_modes_need_an_interval_and_a_known_name() -> None:
         check_threshold("s", MIN, {"novelty@5": 0.3}, interval=(0.4, 0.2))
 
 
-SUITE = """
-task = "story"
-[prompts]
-source = "builtin:story"
-[gate]
-{gate}
-[[thresholds]]
-metric = "novelty@5"
-min = 0.3
-"""
+def _suite(gate: str) -> str:
+    """The one-threshold suite of the verdict tests, with a ``[gate]`` table of ``gate``."""
+    return VERDICT_SUITE.format(metric="novelty@5", bound="min = 0.3", gate=gate)
 
 
 def test_the_suite_file_sets_the_threshold_mode(tmp_path: Path) -> None:
     path = tmp_path / "s.toml"
-    path.write_text(SUITE.format(gate=""))
+    path.write_text(_suite(""))
     assert load_suite(path).gate.threshold_mode == "point"
     for mode in THRESHOLD_MODES:
-        path.write_text(SUITE.format(gate=f'threshold_mode = "{mode}"'))
+        path.write_text(_suite(f'threshold_mode = "{mode}"'))
         assert load_suite(path).gate.threshold_mode == mode
 
 
 @pytest.mark.parametrize(("value", "words"), [('"strictt"', "did you mean 'strict'"), ("1", "expected str")])
 def test_a_bad_threshold_mode_names_the_key_and_the_choices(tmp_path: Path, value: str, words: str) -> None:
     path = tmp_path / "s.toml"
-    path.write_text(SUITE.format(gate=f"threshold_mode = {value}"))
+    path.write_text(_suite(f"threshold_mode = {value}"))
     with pytest.raises(ConfigError, match=words) as info:
         load_suite(path)
     assert "gate.threshold_mode" in str(info.value) and str(path) in str(info.value)
