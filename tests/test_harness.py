@@ -142,3 +142,25 @@ def test_preflight_resolves_a_hub_id_before_anything_loads(monkeypatch: pytest.M
         check_checkpoint_identity("org/model")
     assert "\n" not in str(caught.value)
     check_checkpoint_identity("demo")  # not a hub id: nothing to resolve
+
+
+def test_a_judge_inconsistent_with_itself_is_a_warning_in_the_table(
+    config: RunConfig, tmp_path: Path, judge_server: FakeOpenAI
+) -> None:
+    """The fake judge scores each of an answer's 5 samples one point higher than the last (mod 6), so
+    every answer's samples span four or more points: the table warns, naming the bound."""
+    from pytest_novelty.pipeline.export import suite_data
+    from pytest_novelty.report.terminal import gate_summary
+
+    write_suite(tmp_path)
+    text = suite_toml(max_new_tokens=8, ngrams=[4], judge="openai:judge-model", judge_samples=5,
+                      scoring="max_judge_spread = 0.5")  # fmt: skip
+    (tmp_path / "story.toml").write_text(text)
+    result = Runner(replace(config, judge_base_url=judge_server.url)).run(load_suite(tmp_path / "story.toml"))
+    consistency = result.measured.judge_consistency
+    assert consistency is not None and consistency.answers == 8 and consistency.wide_share == 1.0
+    assert consistency.mean_sd > 1.0
+    row = {"suite": "story", "metric": "quality", "op": ">=", "threshold": 0.0, "value": 0.5, "passed": True}
+    (warning,) = [line for line in gate_summary([row], {"story": suite_data(result, None)}) if "consistency" in line]
+    assert warning.startswith("warning: story: judge consistency: mean sd")
+    assert "100% of 8 answers span 2+ points, above scoring.max_judge_spread = 0.5" in warning

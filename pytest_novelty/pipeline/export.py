@@ -45,6 +45,9 @@ def info_json(result: SuiteResult) -> dict[str, Any]:
     }
     if result.judge_agreement is not None:
         info["judge_agreement"] = result.judge_agreement
+    consistency = result.measured.judge_consistency
+    if consistency is not None:
+        info["judge_consistency"] = {**consistency.as_dict(), "max_spread": result.suite.scoring.max_judge_spread}
     if result.denial is not None:
         info["round"] = result.denial.number
         info["forbidden"] = result.denial.counts

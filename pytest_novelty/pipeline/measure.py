@@ -49,6 +49,7 @@ def measure(
     candidate's own outputs do.
     """
     from pytest_novelty.metrics import gated_novelty
+    from pytest_novelty.metrics.consistency import judge_consistency
     from pytest_novelty.metrics.suite import suite_metrics
     from pytest_novelty.metrics.uncertainty import suite_intervals
 
@@ -68,4 +69,8 @@ def measure(
         quality=scores.quality, originality=scores.originality, metrics=[m for m in gated if m in values],
         per_prompt=per_prompt, prompt_ids=[p.id for p in prompts], tails=tails, confidence=1.0 - suite.gate.alpha,
     )  # fmt: skip
-    return SuiteMetrics(values, per_prompt, tails, order=gated_order(suite), novelty=novelty, intervals=intervals)
+    consistency = judge_consistency(scores.judge_samples) if scores.judge_samples else None
+    if consistency is not None and not consistency.answers:
+        consistency = None  # one sample per answer: nothing to say
+    return SuiteMetrics(values, per_prompt, tails, order=gated_order(suite), novelty=novelty, intervals=intervals,
+                        judge_consistency=consistency)

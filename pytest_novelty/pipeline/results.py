@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_novelty.metrics.consistency import JudgeConsistency
 from pytest_novelty.metrics.uncertainty import Interval
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
@@ -69,6 +70,7 @@ class SuiteScores:
     units: str = ""  # what the n-grams were counted in
     longest_copied: list[dict[str, Any]] = field(default_factory=list)  # the 3 longest corpus spans
     unscored_reasons: list[list[Any]] = field(default_factory=list)  # [reason, answers], most first
+    judge_samples: list[list[float]] = field(default_factory=list)  # per answer (flat), the judge's sample scores
     lookups: int = 0  # texts sent to the originality backend (not from cache)
     judge_requests: int = 0
     seconds_originality: float = 0.0
@@ -84,6 +86,8 @@ class SuiteMetrics:
     tail_ids: dict[str, list[str]]  # each q_at_tail@α metric's tail prompts
     order: int  # the n-gram order the suite gates on and the report shows
     novelty: dict[int, np.ndarray]  # per-generation gated novelty by n (too short: 0, unscored: NaN)
+    judge_consistency: JudgeConsistency | None = None
+    """How consistent the judge is with itself over its samples of one answer (None: one sample each)."""
     intervals: dict[str, Interval] = field(default_factory=dict)
     """Each gated metric's interval at the suite's 1 − α, clustered by prompt
     (:func:`pytest_novelty.metrics.uncertainty.suite_intervals`; q@Tail on the suite's own tail)."""

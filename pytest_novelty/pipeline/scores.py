@@ -37,7 +37,7 @@ def score_answers(
     prompt_rows, prompts_looked_up = lookup(models, spec, texts, [4], f"{suite.name}: prompt novelty")
     ranked = sorted(range(len(rows)), key=lambda i: -rows[i]["longest_span"])[:3]
     t_orig = time.perf_counter() - start
-    quality, judge, requests, reasons = judge_answers(models, suite, prompts, answers)
+    quality, judge, requests, reasons, samples = judge_answers(models, suite, prompts, answers)
     return SuiteScores(
         originality=originality,
         quality=quality,
@@ -47,6 +47,7 @@ def score_answers(
         units=units,
         longest_copied=[_copied(i, flat, rows, prompts, shape[1]) for i in ranked],
         unscored_reasons=reasons,
+        judge_samples=samples,
         lookups=looked_up + prompts_looked_up,
         judge_requests=requests,
         seconds_originality=t_orig,
@@ -103,9 +104,10 @@ def lookup(models: SessionModels, spec: str, texts: list[str], ns: list[int], wh
 
 def judge_answers(
     models: SessionModels, suite: Suite, prompts: list[Prompt], answers: list[list[str]]
-) -> tuple[np.ndarray, str, int, list[list[Any]]]:
+) -> tuple[np.ndarray, str, int, list[list[Any]], list[list[float]]]:
     """Quality per answer (NaN where the judge gave no score), the judge's description, the
-    requests it sent, and the reasons for unscored answers, most frequent first.
+    requests it sent, the reasons for unscored answers, most frequent first, and every answer's
+    sample scores (on the judge's own scale: how consistent it is with itself).
 
     More unscored answers than ``scoring.max_unscored`` allows is a harness error naming the
     most frequent reasons: the judge, not the model, failed.
@@ -137,7 +139,8 @@ def judge_answers(
         )
     if unscored:
         models.config.log(f"[novelty] {suite.name}: {unscored} of {len(items)} answers unscored: {named}")
-    return flat.reshape(len(answers), -1), str(getattr(judge, "description", judge.spec)), sent, reasons
+    samples = [[float(v) for v in (r.scores or [])] for r in results]
+    return flat.reshape(len(answers), -1), str(getattr(judge, "description", judge.spec)), sent, reasons, samples
 
 
 def unscored_reasons(results: list[Any]) -> list[list[Any]]:

@@ -282,6 +282,19 @@ def detectable_lines(suite: str, detectable: Mapping[str, Mapping[str, Any]]) ->
     return lines
 
 
+def consistency_lines(suite: str, consistency: Mapping[str, Any] | None) -> list[str]:
+    """How consistent the suite's judge was with itself, and a warning when too many answers' samples
+    disagree by two points or more (``[scoring] max_judge_spread``)."""
+    if not consistency or consistency.get("wide_share") is None:
+        return []
+    share, bound = float(consistency["wide_share"]), float(consistency.get("max_spread", 1.0))
+    line = (f"{suite}: judge consistency: mean sd {float(consistency['mean_sd']):.2f} points over the samples of "
+            f"one answer, {share:.0%} of {consistency['answers']} answers span {consistency['span']:g}+ points")
+    if share > bound:
+        return [f"warning: {line}, above scoring.max_judge_spread = {bound:g}: the judge is inconsistent with itself"]
+    return [line]
+
+
 def work_summary(suite_data: Mapping[str, Mapping[str, Any]], repairs: int = 0) -> str:
     """One line with the work a run did: what a warm rerun should show as zeros."""
     from pytest_novelty.pipeline.export import batches_text
@@ -328,6 +341,7 @@ def gate_summary(
         lines += mode_notes(rows)
         for name in sorted(suite_data):
             lines += detectable_lines(name, suite_data[name].get("detectable") or {})
+            lines += consistency_lines(name, (suite_data[name].get("info") or {}).get("judge_consistency"))
         lines += series_tables(suite_data)
     work = work_summary(suite_data, repairs)
     if work:

@@ -89,6 +89,9 @@ class Scoring:
     max_unscored: float = 0.05
     """The largest share of answers the judge may leave unscored before the suite is a harness error."""
     calibration: str | None = None  # human-graded JSON Lines to measure the judge's agreement on
+    max_judge_spread: float = 0.25
+    """The largest share of answers whose judge samples span 2 points or more before the table warns
+    that the judge is inconsistent with itself."""
 
 
 @dataclass(frozen=True)
@@ -223,7 +226,7 @@ _SECTIONS: dict[str, tuple[type, set[str]]] = {
         Scoring,
         {
             "ngrams", "originality", "judge", "judge_samples", "judge_temperature", "equivalence", "max_unscored",
-            "calibration",
+            "calibration", "max_judge_spread",
         },
     ),
     "gate": (
@@ -344,6 +347,7 @@ def _parse_scoring(path: Path, data: Mapping[str, Any]) -> Scoring:
         equivalence=c.get("equivalence", str, "unigram"),
         max_unscored=c.number("max_unscored", 0.05, low=0.0, high=1.0),
         calibration=_calibration(c, path),
+        max_judge_spread=c.number("max_judge_spread", 0.25, low=0.0, high=1.0),
     )
 
 
