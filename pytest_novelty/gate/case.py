@@ -138,6 +138,7 @@ class CaseOutcome:
         row["confidence"] = self.confidence
         if self.tail is not None:
             row["tail"], row["tail_source"] = self.tail, self.tail_source
+            row["tail_ids"] = None if self.tail_ids is None else list(self.tail_ids)
         if self.judge_agreement:
             row["judge_agreement"] = self.judge_agreement
         if self.comparison is not None and not self.snapshot_written:  # a written snapshot replaced it

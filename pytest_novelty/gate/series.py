@@ -17,32 +17,54 @@ earlier checkpoint of ``[gate] against = "series-best"`` is chosen the same way
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from pytest_novelty.gate.regression import FrozenTail, compare, result_record
+from pytest_novelty.gate.regression import MetricRecord, compare, result_record
 
 if TYPE_CHECKING:
     from pytest_novelty.pipeline.results import SuiteResult
     from pytest_novelty.pipeline.series import Checkpoint
-    from pytest_novelty.suites.schema import Threshold
 
-__all__ = ["paired_change", "suite_series"]
+__all__ = ["on_tail", "series_entries", "series_part", "suite_series"]
 
 
 def _finite(value: Any) -> float | None:
     return None if value is None or not math.isfinite(float(value)) else round(float(value), 6)
 
 
-def paired_change(
-    before: SuiteResult, after: SuiteResult, threshold: Threshold, tail: FrozenTail | None = None
-) -> dict[str, Any]:
-    """``after`` against ``before`` on one gated metric, as a regression check of the gate would see
-    it (see the module doc): ``delta`` (after − before), the ``ci`` of the change of the gated
-    statistic at the suite's 1 − α, ``p_value``, ``n_pairs``, ``status`` and ``test`` (which
-    statistic the bootstrap resampled)."""
-    comparison = compare(result_record(before, threshold, tail=tail), result_record(after, threshold, tail=tail))
+def on_tail(record: MetricRecord, tail: Sequence[str] | None) -> MetricRecord:
+    """``record`` as the case that froze ``tail`` measures it: a q@Tail record's value is the mean of
+    its per-prompt quality over the tail's prompts it has (NaN left out), and it carries the tail;
+    any other record, or no tail, is returned as it is."""
+    if tail is None or not record.metric.startswith("q_at_tail@"):
+        return record
+    known = [i for i in dict.fromkeys(tail) if i in record.per_prompt]
+    values = [record.per_prompt[i] for i in known if not math.isnan(record.per_prompt[i])]
+    value = sum(values) / len(values) if values else None
+    return replace(record, value=value, tail_ids=list(tail))
+
+
+def series_part(result: SuiteResult) -> dict[str, Any]:
+    """One checkpoint's part of its suite's series, JSON-ready (it may cross from the xdist worker that
+    generated it to the controller, which puts the series together): each gated metric's record (what
+    any comparison of it reads), the suite means, and the generation work."""
+    return {
+        "records": {t.metric: json.loads(result_record(result, t).to_json()) for t in result.suite.thresholds},
+        "means": _means(result),
+        "generated_rows": result.generated.work.rows,
+        "cached_rows": result.generated.work.cached_rows,
+    }
+
+
+def _comparison(before: MetricRecord, after: MetricRecord) -> dict[str, Any]:
+    """``after`` against ``before`` as a regression check of the gate would see it: ``delta``, the
+    ``ci`` of the gated statistic's change at the suite's 1 − α, ``p_value``, ``n_pairs``, ``status``
+    and ``test`` (which statistic the bootstrap resampled)."""
+    comparison = compare(before, after)
     return {
         "delta": _finite(comparison.delta),
         "ci": None if comparison.ci is None else [_finite(comparison.ci[0]), _finite(comparison.ci[1])],
@@ -51,6 +73,47 @@ def paired_change(
         "status": comparison.status,
         "test": comparison.test or None,
     }
+
+
+def series_entries(
+    parts: Sequence[tuple[Checkpoint, Mapping[str, Any]]], tails: Mapping[str, Sequence[str]] | None = None
+) -> list[dict[str, Any]]:
+    """One JSON-ready entry per checkpoint, in step order, from each checkpoint's :func:`series_part`:
+    step, model, the gated ``metrics``, the ``means`` of quality, originality and novelty, the
+    ``change`` of each gated metric from the previous checkpoint (None for the first), and the
+    generation work the checkpoint took.
+
+    ``tails`` maps each q@Tail metric to the frozen tail its case was judged on (the prompt ids);
+    without one, the newest checkpoint's own tail is the frozen one, as the gate would take it.
+    """
+    ordered = sorted(parts, key=lambda pair: pair[0].step)
+    if not ordered:
+        return []
+    newest = ordered[-1][1]["records"]
+    frozen = {
+        metric: list((tails or {}).get(metric) or record.get("tail_ids") or [])
+        for metric, record in newest.items()
+        if metric.startswith("q_at_tail@")
+    }
+    entries: list[dict[str, Any]] = []
+    previous: dict[str, MetricRecord] | None = None
+    for checkpoint, part in ordered:
+        records = {m: on_tail(MetricRecord.from_json(json.dumps(r)), frozen.get(m)) for m, r in part["records"].items()}
+        entries.append(
+            {
+                "step": checkpoint.step,
+                "model": checkpoint.path,
+                "metrics": {m: _finite(r.value) for m, r in records.items()},
+                "means": dict(part["means"]),
+                "change": None
+                if previous is None
+                else {m: _comparison(previous[m], r) for m, r in records.items() if m in previous},
+                "generated_rows": part["generated_rows"],
+                "cached_rows": part["cached_rows"],
+            }
+        )
+        previous = records
+    return entries
 
 
 def _means(result: SuiteResult) -> dict[str, float | None]:
@@ -72,41 +135,5 @@ def _means(result: SuiteResult) -> dict[str, float | None]:
 def suite_series(
     results: Sequence[tuple[Checkpoint, SuiteResult]], tails: Mapping[str, Sequence[str]] | None = None
 ) -> list[dict[str, Any]]:
-    """One JSON-ready entry per checkpoint, in step order: step, model, the gated ``metrics``, the
-    ``means`` of quality, originality and novelty, the ``change`` of each gated metric from the
-    previous checkpoint (None for the first), and the generation work the checkpoint took.
-
-    ``tails`` maps each q@Tail metric to the frozen tail its case was judged on (the prompt ids);
-    without one, the candidate's (the newest checkpoint's) own tail is the frozen one, as the gate
-    would take it.
-    """
-    ordered = sorted(results, key=lambda pair: pair[0].step)
-    frozen: dict[str, FrozenTail] = {}
-    if ordered:
-        newest = ordered[-1][1]
-        for threshold in newest.suite.thresholds:
-            if threshold.base == "q_at_tail":
-                ids = (tails or {}).get(threshold.metric) or newest.measured.tail_ids.get(threshold.metric) or []
-                frozen[threshold.metric] = FrozenTail(list(ids), "candidate")
-    entries = []
-    previous: SuiteResult | None = None
-    for checkpoint, result in ordered:
-        thresholds = result.suite.thresholds
-        values = {}
-        for t in thresholds:
-            values[t.metric] = _finite(result_record(result, t, tail=frozen.get(t.metric)).value)
-        entries.append(
-            {
-                "step": checkpoint.step,
-                "model": checkpoint.path,
-                "metrics": values,
-                "means": _means(result),
-                "change": None
-                if previous is None
-                else {t.metric: paired_change(previous, result, t, frozen.get(t.metric)) for t in thresholds},
-                "generated_rows": result.generated.work.rows,
-                "cached_rows": result.generated.work.cached_rows,
-            }
-        )
-        previous = result
-    return entries
+    """:func:`series_entries` of results at hand (one process): each checkpoint's :func:`series_part`."""
+    return series_entries([(checkpoint, series_part(result)) for checkpoint, result in results], tails)

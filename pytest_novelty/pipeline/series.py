@@ -29,6 +29,11 @@ class Checkpoint:
     step: int
     path: str
 
+    @property
+    def name(self) -> str:
+        """The checkpoint's folder name (``checkpoint-400``)."""
+        return Path(self.path).name
+
 
 def find_checkpoints(spec: str) -> list[Checkpoint]:
     """The checkpoints of a run folder (``checkpoint-<step>`` subfolders) or of a glob, in step order.

@@ -24,7 +24,7 @@ import pytest
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
 from pytest_novelty.pipeline.options import PYTEST, ini_settings, offered
-from pytest_novelty.plugin.state import NoveltyState
+from pytest_novelty.plugin.state import NoveltyState, spread_series
 from pytest_novelty.suites.schema import Suite, load_suites
 
 if TYPE_CHECKING:
@@ -264,10 +264,11 @@ def _place_worker(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Keep each suite file on one worker: its cases share one generation run.
+    """Keep each suite file on one worker: its cases share one generation run; each earlier
+    checkpoint of a series is a scope of its own.
 
-    xdist's default ``load`` becomes ``loadscope`` (one scope per suite file); a ``--dist`` given
-    on the command line is kept.
+    xdist's default ``load`` becomes a ``loadscope`` scheduling (one scope per suite file, one per
+    (checkpoint, suite) of a series); a ``--dist`` given on the command line is kept.
     """
     if config.stash.get(STATE, None) is None or config.getvalue("dist") != "load":
         return None
@@ -275,7 +276,31 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    return LoadScopeScheduling(config, log)
+    class SuiteScheduling(LoadScopeScheduling):
+        """One scope per suite file, and one per earlier checkpoint of a series on a suite: a
+        series' checkpoints are spread over the workers."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if "::test_checkpoint[" in nodeid else str(super()._split_scope(nodeid))
+
+        def remove_node(self, node: Any) -> str | None:
+            """A crashed worker's unfinished items go back to the queue, the one it died on excepted
+            (xdist has reported it as crashed; as its ``load`` scheduling does). xdist's own
+            ``loadscope`` puts back the whole workload, finished scopes too: a replacement worker
+            then gets a scope with nothing left to run and the session waits for it forever."""
+            workload = self.assigned_work.pop(node)
+            pending = [nodeid for unit in workload.values() for nodeid, done in unit.items() if not done]
+            if not pending:
+                return None
+            crashed = pending[0]
+            for scope, unit in workload.items():
+                if any(not done and nodeid != crashed for nodeid, done in unit.items()):
+                    self.workqueue[scope] = {nodeid: done or nodeid == crashed for nodeid, done in unit.items()}
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return crashed
+
+    return SuiteScheduling(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -308,8 +333,13 @@ class SuiteFile(pytest.Module):
     The module object is given through the node's public ``obj`` attribute, so the cases are real
     ``pytest.Function`` items (syrupy derives each snapshot's place from them) parametrized by
     :func:`pytest_generate_tests`; the suite itself is in the node's stash under :data:`SUITE`.
+    With ``--model-series`` the module also holds one ``test_checkpoint`` item per earlier
+    checkpoint and suite run; without a series it holds none.
     """
 
+    def collect(self) -> list[pytest.Item | pytest.Collector]:
+        nodes = list(super().collect())
+        return [n for n in nodes if not n.name.startswith("test_checkpoint") or "[" in n.name]
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     state = parent.config.stash.get(STATE, None)
@@ -327,12 +357,22 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "novelty_threshold" not in metafunc.fixturenames:
-        return
     module = metafunc.definition.getparent(SuiteFile)
     if module is None:
         return
     suite = module.stash[SUITE]
+    if "novelty_checkpoint" in metafunc.fixturenames:  # --model-series: each earlier checkpoint, each run
+        from pytest_novelty.plugin.series import SERIES
+
+        earlier = (metafunc.config.stash.get(SERIES, None) or [])[:-1]
+        pairs = [(run, checkpoint) for run in suite.runs() if spread_series(run) for checkpoint in earlier]
+        if pairs:
+            metafunc.parametrize(
+                ("novelty_suite", "novelty_checkpoint"), pairs, ids=[f"{run.name}@{c.step}" for run, c in pairs]
+            )
+        return
+    if "novelty_threshold" not in metafunc.fixturenames:
+        return
     cases = [(run, threshold) for run in suite.runs() for threshold in run.thresholds]
     metafunc.parametrize(
         ("novelty_suite", "novelty_threshold"), cases, ids=[f"{run.name}-{t.label}" for run, t in cases]

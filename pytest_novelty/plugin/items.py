@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pytest_novelty.gate.regression import MetricRecord
     from pytest_novelty.gate.snapshot import SnapshotOutcome
     from pytest_novelty.pipeline.results import SuiteResult
+    from pytest_novelty.pipeline.series import Checkpoint
     from pytest_novelty.pipeline.session import Baseline
     from pytest_novelty.suites.schema import Suite, Threshold
 
@@ -80,9 +81,33 @@ def test_metric(
         error = exc
     if error is not None:
         state.harness_failure(error, request.node)
-    state.decided(outcome)
     for warning in outcome.warnings:
         warnings.warn(NoveltyDriftWarning(warning), stacklevel=2)
     request.node.user_properties.append(("novelty", redact_data(outcome.row())))
     if outcome.failures:
         pytest.fail("\n".join(outcome.failures), pytrace=False)
+
+
+def test_checkpoint(novelty_suite: Suite, novelty_checkpoint: Checkpoint, request: pytest.FixtureRequest) -> None:
+    """One earlier checkpoint of ``--model-series`` on one suite, generated and scored here: its own
+    unit of work, so that pytest-xdist's workers gate several checkpoints at once. Its part of the
+    series goes to the controller, which puts the series together when the run ends."""
+    from pytest_novelty.gate.series import series_part
+    from pytest_novelty.pipeline.export import work_line
+    from pytest_novelty.plugin import STATE
+    from pytest_novelty.plugin.state import SERIES_PROPERTY
+
+    state = request.config.stash[STATE]
+    suite, checkpoint = novelty_suite, novelty_checkpoint
+    error: NoveltyError | None = None
+    try:
+        result = state.session.model_result(checkpoint.path, suite.first)
+    except NoveltyError as exc:
+        error = exc
+    if error is not None:
+        state.harness_failure(error, request.node)
+    part = {"suite": suite.name, "step": checkpoint.step, "model": checkpoint.path, "part": series_part(result)}
+    request.node.user_properties.append((SERIES_PROPERTY, part))
+    request.node.user_properties.append(("novelty_work", work_line(f"{suite.name} @ {checkpoint.name}", result)))
+    state.session.release(checkpoint.path)
+

@@ -19,7 +19,6 @@ from pytest_novelty.infra.progress import ProgressSink
 from pytest_novelty.suites.schema import Suite
 
 if TYPE_CHECKING:
-    from pytest_novelty.gate.case import CaseOutcome
     from pytest_novelty.pipeline.config import RunConfig
     from pytest_novelty.pipeline.results import SuiteResult
     from pytest_novelty.pipeline.runner import Runner
@@ -30,6 +29,8 @@ _WORKER_KEY = "novelty_suites"
 _REPAIRS_KEY = "novelty_cache_repairs"
 HARNESS_PROPERTY = "novelty_harness"
 """The user property that carries a harness error's message to the controller (and JUnit)."""
+SERIES_PROPERTY = "novelty_series"
+"""The user property that carries one earlier checkpoint's part of a series to the controller."""
 
 
 class NoveltyState:
@@ -52,7 +53,8 @@ class NoveltyState:
         self._outcomes: dict[str, tuple[str, str]] = {}  # node id -> (passed | failed | error, message)
         self._node_rows: dict[str, dict[str, Any]] = {}
         self._announced: set[str] = set()
-        self._tails: dict[str, dict[str, list[str]]] = {}  # suite -> q@Tail metric -> its frozen tail
+        self._series_parts: dict[str, dict[int, dict[str, Any]]] = {}  # suite -> step -> a checkpoint's part
+        self.series_gaps: dict[str, str] = {}  # suite -> why its series could not be put together
         self.suite_data: dict[str, dict[str, Any]] = {}
         self.pytest_session: pytest.Session | None = None
         self.stopped: str | None = None
@@ -124,9 +126,9 @@ class NoveltyState:
         return self.session.baseline(suite)
 
     def result(self, suite: Suite) -> SuiteResult:
-        """The candidate's result (computed once per suite); its report data is kept, and with a
-        series every earlier checkpoint is generated and scored now too (the series' table is
-        assembled when the session ends, on the tails the cases were judged on)."""
+        """The candidate's result (computed once per suite); its report data is kept, with its part
+        of the series (the earlier checkpoints are ``test_checkpoint`` items of their own, and the
+        series is put together when the session ends, on the tails the cases were judged on)."""
         result = self.session.result(suite)
         if suite.name not in self.suite_data:
             from pytest_novelty.pipeline.export import suite_data
@@ -136,7 +138,13 @@ class NoveltyState:
                 result, None if base is None else base.result, alpha=suite.gate.alpha / self.comparisons
             )
             if self.series:
-                self.session.earlier(suite)
+                from pytest_novelty.gate.series import series_part
+
+                data = self.suite_data[suite.name]
+                data["series_part"] = series_part(result)
+                if spread_series(suite) is False:  # its cases need the earlier checkpoints: scored here
+                    steps = [c.step for c in self.series[:-1]]
+                    data["earlier_parts"] = dict(zip(steps, map(series_part, self.earlier(suite)), strict=True))
         return result
 
     def earlier(self, suite: Suite) -> list[SuiteResult]:
@@ -151,26 +159,28 @@ class NoveltyState:
 
             data["repeats"] = repeats_json(self.session, suite, repeats)
 
-    def decided(self, outcome: CaseOutcome) -> None:
-        """Keep what a decided case tells the series: the frozen tail its q@Tail value was taken on."""
-        if outcome.tail_ids is not None:
-            self._tails.setdefault(outcome.suite, {})[outcome.metric] = list(outcome.tail_ids)
-
-    def _assemble_series(self) -> None:
-        """Each suite's series table, on the tails its cases were judged on (see gate.series)."""
+    def _assemble_series(self, rows: list[dict[str, Any]]) -> None:
+        """Each suite's series, on the controller (or the one process): the candidate's part from its
+        suite's data, every earlier checkpoint's from its ``test_checkpoint`` item, compared on the
+        tails the cases were judged on (see :mod:`pytest_novelty.gate.series`)."""
         if not self.series:
             return
-        from pytest_novelty.gate.series import suite_series
+        from pytest_novelty.gate.series import series_entries
 
-        for suite in (run for s in self.suites.values() for run in s.runs()):
-            data = self.suite_data.get(suite.name)
-            if data is None or "series" in data:
+        newest = self.series[-1]
+        for name in sorted({*self.suite_data, *self._series_parts}):  # a crashed worker's suite has no data
+            data = self.suite_data.get(name, {})
+            parts = data.get("earlier_parts") or self._series_parts.get(name, {})
+            missing = [c.step for c in self.series[:-1] if c.step not in parts]
+            missing += [] if "series_part" in data else [newest.step]
+            if missing:  # its failed item reports the harness error
+                steps = ", ".join(map(str, missing))
+                self.series_gaps[name] = f"no series for suite {name}: no result for step {steps} (harness error)"
                 continue
-            try:
-                results = [*self.session.earlier(suite), self.session.result(suite)]
-            except NoveltyError:
-                continue  # the suite's cases already report the harness error
-            data["series"] = suite_series(list(zip(self.series, results, strict=True)), self._tails.get(suite.name))
+            tails = {str(r["metric"]): list(r["tail_ids"]) for r in rows
+                     if r.get("suite") == name and r.get("tail_ids")}
+            ordered = [(c, parts[c.step]) for c in self.series[:-1]] + [(newest, data["series_part"])]
+            data["series"] = series_entries(ordered, tails)
 
     def announce(self, suite: Suite, result: SuiteResult) -> str | None:
         """The line saying where and how a suite ran, once per suite (None after the first time)."""
@@ -268,11 +278,12 @@ class NoveltyState:
         a case that errored or crashed (no verdict), a run stopped before any case, or an internal
         error of the plugin. Bad input found in a case is the usage status. ``report.json`` and
         ``report.md`` record the status the run exits with (:attr:`exit_status`)."""
-        self._assemble_series()
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
             workeroutput[_WORKER_KEY] = self.suite_data
             workeroutput[_REPAIRS_KEY] = repaired()
+        else:  # before pytest-html writes its page (its own sessionfinish runs after this one)
+            self._assemble_series(self.final_rows())
         no_verdict = any(outcome == "error" for outcome, _ in self._outcomes.values())
         decided = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
         if self.bad_input and session.exitstatus in decided:
@@ -298,9 +309,15 @@ class NoveltyState:
         for name, value in report.user_properties:
             if name == HARNESS_PROPERTY and report.failed:
                 self.harness_errors.setdefault(str(value), report.nodeid)
+        told = any(name == HARNESS_PROPERTY for name, _ in report.user_properties)
+        if report.failed and "::test_checkpoint[" in report.nodeid and not told:
+            # a series checkpoint has no verdict of its own: any failure of its item is the harness's
+            self.harness_errors.setdefault(f"{report.nodeid}: {_last_line(report.longreprtext)}", report.nodeid)
         case = _case_key(report.nodeid)
         if report.when == "call":
             for name, value in report.user_properties:
+                if name == SERIES_PROPERTY and isinstance(value, dict) and report.passed:
+                    self._series_parts.setdefault(str(value["suite"]), {})[int(value["step"])] = value["part"]
                 if name == "novelty" and isinstance(value, dict) and case:
                     self._node_rows[report.nodeid] = value
                 elif name == "novelty_work" and getattr(report, "node", None) is not None:
@@ -365,6 +382,8 @@ class NoveltyState:
             # Every damaged entry this run met, wherever it was read: the suites' runs, the preflight,
             # the checkpoint and index memos, in this process and in every xdist worker.
             for line in gate_summary(rows, self.suite_data, repaired() + self.worker_repairs):
+                terminalreporter.line(line)
+            for line in self.series_gaps.values():
                 terminalreporter.line(line)
         folder = self.config.option.novelty_report
         if folder:
@@ -441,6 +460,14 @@ class _TerminalStream:
         # pytest's capture has moved file descriptor 2 by now; its terminal writer knows whether the
         # session writes to a terminal (and honours --color / NO_COLOR for it).
         return bool(self.config.get_terminal_writer().hasmarkup)
+
+
+def spread_series(suite: Suite) -> bool:
+    """Whether a series' earlier checkpoints on ``suite`` are units of work of their own
+    (``test_checkpoint`` items that xdist spreads over its workers). A suite gated against the
+    series' best earlier checkpoint needs them all before its cases decide, so they are scored
+    where its cases run, one after another."""
+    return suite.gate.against != "series-best"
 
 
 def _case_key(nodeid: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -63,7 +64,7 @@ def test_series_scores_every_checkpoint_and_gates_the_newest(
 ) -> None:
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(*series_args(novelty_args, run_dir), "--novelty-report", str(report))
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=4)  # 2 cases, and the 2 earlier checkpoints as units of work
     result.stdout.fnmatch_lines(["*Series of suite story*", "| step | originality@4 | quality | checkpoint |"])
     data = json.loads((report / "report.json").read_text())
     assert data["versions"]["model"] == str(run_dir / "checkpoint-400")
@@ -88,7 +89,7 @@ def test_series_scores_every_checkpoint_and_gates_the_newest(
     # A nightly run after one more checkpoint: only the new one is generated, and it is the candidate.
     reseeded(tiny_checkpoint, run_dir / "checkpoint-600", 7)
     result = pytester.runpytest_subprocess(*series_args(novelty_args, run_dir), "--novelty-report", str(report))
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=5)
     data = json.loads((report / "report.json").read_text())
     assert data["versions"]["model"] == str(run_dir / "checkpoint-600")
     generated = {entry["step"]: entry["suites"]["story"]["generated_rows"] for entry in data["series"]}
@@ -106,7 +107,7 @@ def test_quoted_glob_selects_the_folders(
     report = pytester.path / "report"
     args = series_args(novelty_args, f"{run_dir}/step_*")
     result = pytester.runpytest_subprocess(*args, "--novelty-report", str(report))
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=4)
     assert [e["step"] for e in json.loads((report / "report.json").read_text())["series"]] == [60, 200, 400]
 
 
@@ -176,8 +177,58 @@ def test_series_under_xdist_reaches_the_controller_report(
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(*series_args(novelty_args, run_dir), "-n", "2",
                                            "--novelty-report", str(report))
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=8)  # 4 cases, and 2 earlier checkpoints × 2 suites
     series = json.loads((report / "report.json").read_text())["series"]
     assert [e["step"] for e in series] == [60, 200, 400]
     assert all(set(e["suites"]) == {"story", "tale"} for e in series)
     assert (report / "story-series.png").is_file() and (report / "tale-series.png").is_file()
+
+
+def _series(report: Path) -> list[dict[str, object]]:
+    return list(json.loads((report / "report.json").read_text())["series"])
+
+
+def test_a_series_is_spread_over_the_workers_and_merged_as_one_process_would(
+    pytester: pytest.Pytester, novelty_args: list[str], run_dir: Path, tmp_path: Path
+) -> None:
+    """Under ``-n 2`` each earlier checkpoint is a unit of work of its own: both workers score
+    checkpoints, and the series the controller puts together is the one a single process makes."""
+    args = series_args(novelty_args, run_dir)
+    one, two = pytester.path / "one", pytester.path / "two"
+    single = pytester.runpytest_subprocess(*args, f"--novelty-cache={tmp_path / 'c1'}", f"--novelty-report={one}")
+    single.assert_outcomes(passed=4)
+    spread = pytester.runpytest_subprocess(*args, f"--novelty-cache={tmp_path / 'c2'}", f"--novelty-report={two}",
+                                           "-n", "2", "-v")  # fmt: skip
+    spread.assert_outcomes(passed=4)
+    ran = re.findall(r"\[(gw\d)\] \[\s*\d+%\] PASSED \S+::test_checkpoint\[story@(\d+)\]", spread.stdout.str())
+    assert sorted(step for _, step in ran) == ["200", "60"]
+    assert {worker for worker, _ in ran} == {"gw0", "gw1"}  # both workers did series work
+    assert _series(two) == _series(one)
+    work = re.findall(r"\[novelty (gw\d)\] story @ checkpoint-(\d+):", spread.stdout.str())
+    assert sorted(work) == sorted(ran)  # each worker's work line names the checkpoint it scored
+    spread.stdout.fnmatch_lines(["*Series of suite story*"])
+
+
+CHECKPOINT_CRASH = """
+import os
+
+
+def pytest_runtest_call(item):
+    # A worker that dies while it scores one checkpoint of the series, as an out-of-memory kill would.
+    if os.environ.get("PYTEST_XDIST_WORKER") and "test_checkpoint[story@200]" in item.nodeid:
+        os._exit(3)
+"""
+
+
+def test_a_checkpoint_that_crashes_its_worker_is_a_harness_error(
+    pytester: pytest.Pytester, novelty_args: list[str], run_dir: Path
+) -> None:
+    pytester.makeconftest(CHECKPOINT_CRASH)
+    report = pytester.path / "report"
+    result = pytester.runpytest_subprocess(*series_args(novelty_args, run_dir), "-n", "2",
+                                           f"--novelty-report={report}")  # fmt: skip
+    assert result.ret == 8, result.stdout.str()  # not a pass of the candidate's cases, and not a gate failure
+    data = json.loads((report / "report.json").read_text())
+    assert data["versions"]["exit status"] == 8
+    assert not data.get("series")  # no series with a hole in it
+    result.stdout.fnmatch_lines(["no series for suite story: no result for step 200* (harness error)"])
