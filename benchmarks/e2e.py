@@ -26,8 +26,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run(cache: Path, *extra: str) -> tuple[float, str]:
-    cmd = [sys.executable, "-m", "pytest", "--model", "demo", f"--novelty-cache={cache}", "-p", "no:cacheprovider"]
-    cmd += extra
+    return run_pytest("--model", "demo", f"--novelty-cache={cache}", "-p", "no:cacheprovider", *extra)
+
+
+def run_pytest(*args: str) -> tuple[float, str]:
+    """(wall seconds, stdout) of ``python -m pytest ARGS`` in the repository; stops on a failed run."""
+    cmd = [sys.executable, "-m", "pytest", *args]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=dict(os.environ))
     seconds = time.perf_counter() - start

@@ -157,35 +157,11 @@ def bare_client(url: str, requests: int, samples: int, concurrency: int) -> floa
 
 
 @contextmanager
-def endpoint(args: argparse.Namespace) -> Iterator[tuple[str, Any]]:
-    """(URL, a function that returns the requests received so far)."""
-    if args.server == "lean":
-        ours, theirs = multiprocessing.get_context("spawn").Pipe()
-        child = multiprocessing.get_context("spawn").Process(
-            target=_serve_lean, args=(theirs, args.latency), daemon=True
-        )
-        child.start()
-        try:
-            url = ours.recv()
-
-            def counted() -> int:
-                ours.send("count")
-                return int(ours.recv())
-
-            yield url, counted
-        finally:
-            ours.send("stop")
-            child.join(timeout=10)
-        return
-    if args.same_process:
-        with FakeOpenAI(latency=args.latency) as server:
-            _arm(server, args.items, args.faults, args.retry_after)
-            yield server.url, lambda: server.request_count
-        return
+def spawned(target: Any, *args: Any) -> Iterator[tuple[str, Any]]:
+    """Run ``target(pipe, *args)`` in a process of its own, which sends its URL and then answers
+    each ``"count"`` with its request count; (URL, a function that asks for that count)."""
     ours, theirs = multiprocessing.get_context("spawn").Pipe()
-    child = multiprocessing.get_context("spawn").Process(
-        target=_serve, args=(theirs, args.latency, args.items, args.faults, args.retry_after), daemon=True
-    )
+    child = multiprocessing.get_context("spawn").Process(target=target, args=(theirs, *args), daemon=True)
     child.start()
     try:
         url = ours.recv()
@@ -198,6 +174,21 @@ def endpoint(args: argparse.Namespace) -> Iterator[tuple[str, Any]]:
     finally:
         ours.send("stop")
         child.join(timeout=10)
+
+
+@contextmanager
+def endpoint(args: argparse.Namespace) -> Iterator[tuple[str, Any]]:
+    """(URL, a function that returns the requests received so far)."""
+    if args.server == "lean":
+        with spawned(_serve_lean, args.latency) as served:
+            yield served
+    elif args.same_process:
+        with FakeOpenAI(latency=args.latency) as server:
+            _arm(server, args.items, args.faults, args.retry_after)
+            yield server.url, lambda: server.request_count
+    else:
+        with spawned(_serve, args.latency, args.items, args.faults, args.retry_after) as served:
+            yield served
 
 
 def main() -> int:

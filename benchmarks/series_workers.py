@@ -19,16 +19,13 @@ import argparse
 import json
 import os
 import re
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
+
+from e2e import run_pytest  # this folder's own: python benchmarks/series_workers.py puts it on the path
 
 from pytest_novelty.infra.storage import default_cache_dir
 from pytest_novelty.pipeline import demo
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def noisy_copy(source: Path, dest: Path, seed: int, scale: float = 2e-3) -> None:
@@ -57,16 +54,9 @@ def make_run(folder: Path, built: Path, checkpoints: int) -> list[int]:
 
 
 def run(run_dir: Path, index: Path, out: Path, select: str, *extra: str) -> tuple[float, str]:
-    cmd = [sys.executable, "-m", "pytest", f"--model-series={run_dir}", f"--originality=infini-gram:{index}",
-           f"--novelty-cache={out / 'cache'}", f"--novelty-report={out / 'report'}", "-p", "no:cacheprovider",
-           "-k", select, *extra]  # fmt: skip
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=dict(os.environ))
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        print(proc.stdout[-3000:], proc.stderr[-2000:])
-        raise SystemExit(f"pytest exited {proc.returncode}")
-    return seconds, proc.stdout
+    return run_pytest(f"--model-series={run_dir}", f"--originality=infini-gram:{index}",
+                      f"--novelty-cache={out / 'cache'}", f"--novelty-report={out / 'report'}",
+                      "-p", "no:cacheprovider", "-k", select, *extra)  # fmt: skip
 
 
 def main() -> None:
