@@ -55,6 +55,7 @@ class NoveltyState:
         self._announced: set[str] = set()
         self._series_parts: dict[str, dict[int, dict[str, Any]]] = {}  # suite -> step -> a checkpoint's part
         self.series_gaps: dict[str, str] = {}  # suite -> why its series could not be put together
+        self._series_failed: set[str] = set()  # "suite@step" of each series checkpoint whose item failed
         self.suite_data: dict[str, dict[str, Any]] = {}
         self.pytest_session: pytest.Session | None = None
         self.stopped: str | None = None
@@ -173,9 +174,13 @@ class NoveltyState:
             parts = data.get("earlier_parts") or self._series_parts.get(name, {})
             missing = [c.step for c in self.series[:-1] if c.step not in parts]
             missing += [] if "series_part" in data else [newest.step]
-            if missing:  # its failed item reports the harness error
+            if missing:
                 steps = ", ".join(map(str, missing))
-                self.series_gaps[name] = f"no series for suite {name}: no result for step {steps} (harness error)"
+                failed = any(f"{name}@{step}" in self._series_failed for step in missing) or any(
+                    r.get("suite") == name and r.get("outcome") == "error" for r in rows
+                )
+                why = "harness error" if failed else "not selected: a series needs the suite's cases and checkpoints"
+                self.series_gaps[name] = f"no series for suite {name}: no result for step {steps} ({why})"
                 continue
             tails = {str(r["metric"]): list(r["tail_ids"]) for r in rows
                      if r.get("suite") == name and r.get("tail_ids")}
@@ -310,9 +315,10 @@ class NoveltyState:
             if name == HARNESS_PROPERTY and report.failed:
                 self.harness_errors.setdefault(str(value), report.nodeid)
         told = any(name == HARNESS_PROPERTY for name, _ in report.user_properties)
-        if report.failed and "::test_checkpoint[" in report.nodeid and not told:
-            # a series checkpoint has no verdict of its own: any failure of its item is the harness's
-            self.harness_errors.setdefault(f"{report.nodeid}: {_last_line(report.longreprtext)}", report.nodeid)
+        if report.failed and "::test_checkpoint[" in report.nodeid:
+            self._series_failed.add(report.nodeid.rpartition("[")[2].rstrip("]"))  # "story@200"
+            if not told:  # a series checkpoint has no verdict of its own: any failure of its item is the harness's
+                self.harness_errors.setdefault(f"{report.nodeid}: {_last_line(report.longreprtext)}", report.nodeid)
         case = _case_key(report.nodeid)
         if report.when == "call":
             for name, value in report.user_properties:

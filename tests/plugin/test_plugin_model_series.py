@@ -232,3 +232,17 @@ def test_a_checkpoint_that_crashes_its_worker_is_a_harness_error(
     assert data["versions"]["exit status"] == 8
     assert not data.get("series")  # no series with a hole in it
     result.stdout.fnmatch_lines(["no series for suite story: no result for step 200* (harness error)"])
+
+
+def test_a_selection_without_the_checkpoints_says_why_there_is_no_series(
+    pytester: pytest.Pytester, novelty_args: list[str], run_dir: Path
+) -> None:
+    """``-k`` that keeps a case and drops the checkpoints' items is no harness error: the cases
+    decide as usual and the summary says the series was not selected."""
+    report = pytester.path / "report"
+    result = pytester.runpytest_subprocess(*series_args(novelty_args, run_dir), "-k", "quality",
+                                           f"--novelty-report={report}")  # fmt: skip
+    result.assert_outcomes(passed=1, deselected=3)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["no series for suite story: no result for step 60, 200 (not selected: *)"])
+    assert not json.loads((report / "report.json").read_text()).get("series")
