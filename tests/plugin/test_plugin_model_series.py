@@ -246,3 +246,20 @@ def test_a_selection_without_the_checkpoints_says_why_there_is_no_series(
     assert result.ret == 0
     result.stdout.fnmatch_lines(["no series for suite story: no result for step 60, 200 (not selected: *)"])
     assert not json.loads((report / "report.json").read_text()).get("series")
+
+
+def test_series_best_under_xdist_scores_its_checkpoints_with_its_cases(
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, run_dir: Path
+) -> None:
+    """A suite gated against the series' best has no ``test_checkpoint`` items (its cases need every
+    checkpoint first); its series still reaches the controller from the worker that ran its cases."""
+    (suite_dir / "story.toml").write_text(SERIES_BEST)
+    report = pytester.path / "report"
+    result = pytester.runpytest_subprocess(*series_args(novelty_args, run_dir), "-n", "2", "-v",
+                                           f"--novelty-report={report}")  # fmt: skip
+    result.assert_outcomes(passed=1)
+    assert "test_checkpoint" not in result.stdout.str()
+    data = json.loads((report / "report.json").read_text())
+    assert [e["step"] for e in data["series"]] == [60, 200, 400]
+    (row,) = data["rows"]
+    assert row["against"] in {str(run_dir / "checkpoint-60"), str(run_dir / "checkpoint-200")}
