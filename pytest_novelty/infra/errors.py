@@ -62,3 +62,10 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return " (did you mean 'x'?)" for the closest choice, or an empty string."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def last_line(text: str) -> str:
+    """The last non-empty line of a message or a failure's text (where pytest and most tools put
+    the cause), stripped; '' when there is none."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[-1] if lines else ""

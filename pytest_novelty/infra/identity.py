@@ -50,6 +50,7 @@ from urllib.parse import urlparse
 
 from pytest_novelty.infra.cache import Cache, Namespace
 from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.progress import to_stderr
 from pytest_novelty.infra.storage import read_json
 
 __all__ = [
@@ -343,7 +344,7 @@ def hash_files(
     todo = sorted((f for f in files if f not in digests), key=lambda f: -f.stat().st_size)
     if not todo:
         return digests
-    progress = _Progress(what, sum(f.stat().st_size for f in todo), on_progress, log or _stderr)
+    progress = _Progress(what, sum(f.stat().st_size for f in todo), on_progress, log or to_stderr)
     if algorithm == "blake3":
         workers = min(len(todo), BLAKE3_FILES)
     else:  # twice as many threads as cores, so that one thread's wait for the disk overlaps another's hashing
@@ -555,16 +556,12 @@ def resolve_hub(model: str) -> HubRevision:
 # -- the entry point ----------------------------------------------------------------------------
 
 
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 def checkpoint_identity(
     model: str | Path,
     *,
     memo: Memo | None = None,
     on_progress: Callable[[int, int], None] | None = None,
-    log: Callable[[str], None] = _stderr,
+    log: Callable[[str], None] = to_stderr,
     base: str | None = None,
 ) -> Identity:
     """The identity of a checkpoint folder or hub id (see the module docstring).

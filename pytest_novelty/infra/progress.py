@@ -13,6 +13,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 
+def to_stderr(line: str) -> None:
+    """Write one line to stderr at once: where progress and notices go outside pytest (the command
+    line, the library used on its own); pytest's sessions pass their own terminal writer instead."""
+    print(line, file=sys.stderr, flush=True)
+
+
 class TextStream(Protocol):
     """What a bar writes to: a text stream (``sys.stderr``, or pytest's terminal past its capture)."""
 

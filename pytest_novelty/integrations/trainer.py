@@ -49,7 +49,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, ConfigError
+from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, ConfigError, last_line
 from pytest_novelty.integrations.run import TrackedRun
 
 logger = logging.getLogger(__name__)
@@ -191,7 +191,7 @@ class NoveltyGateCallback(TrainerCallback):
             done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         seconds = time.perf_counter() - start
         (folder / "pytest.log").write_text(done.stdout + done.stderr, encoding="utf-8")
-        message = _last_line(done.stdout + "\n" + done.stderr)
+        message = last_line(done.stdout + "\n" + done.stderr)
         if done.returncode not in (0, 1, HARNESS_EXIT_STATUS):
             raise ConfigError(
                 f"the gate of {checkpoint.name} ended with exit status {done.returncode}: {message} "
@@ -221,6 +221,3 @@ def _at_step(run: TrackedRun, step: int, checkpoint: Path) -> TrackedRun:
     return replace(run, points=(*run.points[:-1], gated))
 
 
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""

@@ -7,19 +7,14 @@ whose ``field`` entries name the settings below.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.infra.progress import QUIET, ProgressSink
+from pytest_novelty.infra.progress import QUIET, ProgressSink, to_stderr
 
 Log = Callable[[str], None]
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -40,7 +35,7 @@ class RunConfig:
     model_base_url: str | None = None  # the endpoint of a served model (--model openai:NAME)
     model_revision: str | None = None  # the served weights' revision, for the cache key
     worker: str = "main"  # the pytest-xdist worker running the suites (for the log and the report)
-    log: Log = _stderr
+    log: Log = to_stderr
     progress: ProgressSink = QUIET
 
     @classmethod

@@ -43,6 +43,7 @@ from types import ModuleType
 from typing import Any
 
 from pytest_novelty.infra.errors import HarnessError
+from pytest_novelty.infra.progress import to_stderr
 
 DEMO_MODELS = ("demo", "demo-early")
 DEMO_VERSION = "v2"  # v2: the index records checksums of its files
@@ -351,7 +352,7 @@ def ensure_demo(cache_dir: Path, *, log: Callable[[str], None] | None = None, pr
     from pytest_novelty.infra.identity import identity_memo
 
     target = demo_dir(cache_dir)
-    say = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    say = log or to_stderr
     memo = identity_memo(cache_dir)
     if is_built(cache_dir) and _usable(check_demo(cache_dir, memo=memo)):
         return target
