@@ -24,7 +24,7 @@ import pytest
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
 from pytest_novelty.pipeline.options import PYTEST, ini_settings, offered
-from pytest_novelty.plugin.state import NoveltyState, spread_series
+from pytest_novelty.plugin.state import NoveltyState, checkpoint_key, spread_series
 from pytest_novelty.suites.schema import Suite, load_suites
 
 if TYPE_CHECKING:
@@ -281,7 +281,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         series' checkpoints are spread over the workers."""
 
         def _split_scope(self, nodeid: str) -> str:
-            return nodeid if "::test_checkpoint[" in nodeid else str(super()._split_scope(nodeid))
+            return nodeid if checkpoint_key(nodeid) else str(super()._split_scope(nodeid))
 
         def remove_node(self, node: Any) -> str | None:
             """A crashed worker's unfinished items go back to the queue, the one it died on excepted

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 import pytest
 
 from pytest_novelty.infra.cache import repaired
-from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, ConfigError, HarnessError, NoveltyError
+from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, ConfigError, HarnessError, NoveltyError, last_line
 from pytest_novelty.infra.progress import ProgressSink
 from pytest_novelty.suites.schema import Suite
 
@@ -171,9 +171,11 @@ class NoveltyState:
         newest = self.series[-1]
         for name in sorted({*self.suite_data, *self._series_parts}):  # a crashed worker's suite has no data
             data = self.suite_data.get(name, {})
-            parts = data.get("earlier_parts") or self._series_parts.get(name, {})
+            # the parts are read once, here: the report and its writers never walk their records again
+            candidate = data.pop("series_part", None)
+            parts = data.pop("earlier_parts", None) or self._series_parts.get(name, {})
             missing = [c.step for c in self.series[:-1] if c.step not in parts]
-            missing += [] if "series_part" in data else [newest.step]
+            missing += [] if candidate is not None else [newest.step]
             if missing:
                 steps = ", ".join(map(str, missing))
                 failed = any(f"{name}@{step}" in self._series_failed for step in missing) or any(
@@ -184,7 +186,7 @@ class NoveltyState:
                 continue
             tails = {str(r["metric"]): list(r["tail_ids"]) for r in rows
                      if r.get("suite") == name and r.get("tail_ids")}
-            ordered = [(c, parts[c.step]) for c in self.series[:-1]] + [(newest, data["series_part"])]
+            ordered = [(c, parts[c.step]) for c in self.series[:-1]] + [(newest, candidate)]
             data["series"] = series_entries(ordered, tails)
 
     def announce(self, suite: Suite, result: SuiteResult) -> str | None:
@@ -311,14 +313,17 @@ class NoveltyState:
         The outcome is pytest's own: a failed setup or teardown (a harness error) and a crashed
         xdist worker (reported with ``when == "???"``) are errors, whatever the case's row said.
         """
+        told = False  # whether the item said what its harness error was
         for name, value in report.user_properties:
-            if name == HARNESS_PROPERTY and report.failed:
-                self.harness_errors.setdefault(str(value), report.nodeid)
-        told = any(name == HARNESS_PROPERTY for name, _ in report.user_properties)
-        if report.failed and "::test_checkpoint[" in report.nodeid:
-            self._series_failed.add(report.nodeid.rpartition("[")[2].rstrip("]"))  # "story@200"
+            if name == HARNESS_PROPERTY:
+                told = True
+                if report.failed:
+                    self.harness_errors.setdefault(str(value), report.nodeid)
+        checkpoint = checkpoint_key(report.nodeid)
+        if report.failed and checkpoint:
+            self._series_failed.add(checkpoint)
             if not told:  # a series checkpoint has no verdict of its own: any failure of its item is the harness's
-                self.harness_errors.setdefault(f"{report.nodeid}: {_last_line(report.longreprtext)}", report.nodeid)
+                self.harness_errors.setdefault(f"{report.nodeid}: {last_line(report.longreprtext)}", report.nodeid)
         case = _case_key(report.nodeid)
         if report.when == "call":
             for name, value in report.user_properties:
@@ -334,11 +339,11 @@ class NoveltyState:
             self._outcomes[report.nodeid] = ("passed" if report.passed else "failed", "")
         elif report.failed and report.when != "call":
             what = "worker crashed" if report.when not in ("setup", "teardown") else "harness error"
-            last = _last_line(report.longreprtext)
+            last = last_line(report.longreprtext)
             message = last if last.startswith(what) else f"{what}: {last}"
             self._outcomes[report.nodeid] = ("error", message)
         elif report.skipped and report.nodeid not in self._outcomes:
-            self._outcomes[report.nodeid] = ("skipped", _last_line(report.longreprtext))
+            self._outcomes[report.nodeid] = ("skipped", last_line(report.longreprtext))
 
     def final_rows(self) -> list[dict[str, Any]]:
         """One row per case pytest ran, with pytest's outcome: the rows the cases recorded, and a row
@@ -478,13 +483,19 @@ def spread_series(suite: Suite) -> bool:
 
 def _case_key(nodeid: str) -> str:
     """The parametrize id of a suite case (``story-novelty@5>=0.3``), '' for any other test."""
+    return _param_id(nodeid, "test_metric")
+
+
+def checkpoint_key(nodeid: str) -> str:
+    """The parametrize id of a series checkpoint's item (``story@200``), '' for any other test."""
+    return _param_id(nodeid, "test_checkpoint")
+
+
+def _param_id(nodeid: str, function: str) -> str:
+    """The parametrize id of ``function``'s item of a suite file, '' for any other test."""
     path, _, rest = nodeid.partition("::")
-    if not path.endswith(".toml") or not rest.startswith("test_metric[") or not rest.endswith("]"):
+    if not path.endswith(".toml") or not rest.startswith(f"{function}[") or not rest.endswith("]"):
         return ""
-    return rest[len("test_metric[") : -1]
+    return rest[len(function) + 1 : -1]
 
 
-def _last_line(text: str) -> str:
-    """The last non-empty line of a failure's text (pytest puts the message there)."""
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    return lines[-1] if lines else ""
