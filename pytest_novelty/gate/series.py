@@ -24,16 +24,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.gate.regression import MetricRecord, compare, result_record
+from pytest_novelty.infra.storage import json_float
 
 if TYPE_CHECKING:
     from pytest_novelty.pipeline.results import SuiteResult
     from pytest_novelty.pipeline.series import Checkpoint
 
 __all__ = ["on_tail", "series_entries", "series_part", "suite_series"]
-
-
-def _finite(value: Any) -> float | None:
-    return None if value is None or not math.isfinite(float(value)) else round(float(value), 6)
 
 
 def on_tail(record: MetricRecord, tail: Sequence[str] | None) -> MetricRecord:
@@ -66,9 +63,9 @@ def _comparison(before: MetricRecord, after: MetricRecord) -> dict[str, Any]:
     and ``test`` (which statistic the bootstrap resampled)."""
     comparison = compare(before, after)
     return {
-        "delta": _finite(comparison.delta),
-        "ci": None if comparison.ci is None else [_finite(comparison.ci[0]), _finite(comparison.ci[1])],
-        "p_value": _finite(comparison.p_value),
+        "delta": json_float(comparison.delta),
+        "ci": None if comparison.ci is None else [json_float(comparison.ci[0]), json_float(comparison.ci[1])],
+        "p_value": json_float(comparison.p_value),
         "n_pairs": comparison.n_pairs,
         "status": comparison.status,
         "test": comparison.test or None,
@@ -103,7 +100,7 @@ def series_entries(
             {
                 "step": checkpoint.step,
                 "model": checkpoint.path,
-                "metrics": {m: _finite(r.value) for m, r in records.items()},
+                "metrics": {m: json_float(r.value) for m, r in records.items()},
                 "means": dict(part["means"]),
                 "change": None
                 if previous is None
@@ -128,7 +125,7 @@ def _means(result: SuiteResult) -> dict[str, float | None]:
         (f"novelty@{n}", np.asarray(result.measured.novelty[n], dtype=float)),
     ):
         present = values[~np.isnan(values)]
-        out[name] = _finite(present.mean()) if present.size else None
+        out[name] = json_float(present.mean()) if present.size else None
     return out
 
 

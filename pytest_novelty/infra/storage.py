@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -63,6 +64,15 @@ def read_json(path: Path) -> Any | None:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def json_float(value: Any) -> float | None:
+    """A number as stored JSON holds it: rounded to 6 decimals; None for None, NaN and infinities
+    (JSON has no NaN; a missing value reads as missing)."""
+    if value is None:
+        return None
+    number = float(value)
+    return round(number, 6) if math.isfinite(number) else None
 
 
 def stable_hash(*parts: Any) -> str:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.infra.jsonlines import json_lines
+from pytest_novelty.infra.storage import json_float
 from pytest_novelty.metrics.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, Agreement, agreement
 from pytest_novelty.scoring.judges.base import Judge, JudgeItem
 
@@ -68,8 +69,8 @@ class Calibration:
         out: dict[str, Any] = {"n": a.n}
         for name in ("spearman", "kendall", "pairwise_accuracy"):
             estimate = getattr(a, name)
-            out[name] = _finite(estimate.value)
-            out[f"{name}_ci"] = [_finite(estimate.ci_low), _finite(estimate.ci_high)]
+            out[name] = json_float(estimate.value)
+            out[f"{name}_ci"] = [json_float(estimate.ci_low), json_float(estimate.ci_high)]
         out.update(
             {
                 "pairs": a.pairs,
@@ -81,7 +82,7 @@ class Calibration:
                 "file": self.path,
                 "bootstrap": {"resamples": a.resamples, "seed": a.seed, "confidence": a.confidence},
                 "calibration": [
-                    {"human": _finite(r.human), "count": r.count, "judge_mean": _finite(r.judge_mean)}
+                    {"human": json_float(r.human), "count": r.count, "judge_mean": json_float(r.judge_mean)}
                     for r in a.calibration
                 ],
             }
@@ -111,10 +112,6 @@ class Calibration:
         for reason, count in sorted(self.unscored.items(), key=lambda kv: -kv[1])[:3]:
             out.append(f"  unscored ({count}): {reason}")
         return out
-
-
-def _finite(value: float) -> float | None:
-    return round(float(value), 6) if math.isfinite(value) else None
 
 
 def _fmt(value: float) -> str:
