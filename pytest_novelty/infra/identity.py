@@ -38,7 +38,6 @@ import hashlib
 import os
 import re
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -50,7 +49,7 @@ from urllib.parse import urlparse
 
 from pytest_novelty.infra.cache import Cache, Namespace
 from pytest_novelty.infra.errors import ConfigError
-from pytest_novelty.infra.progress import to_stderr
+from pytest_novelty.infra.progress import notice, to_stderr
 from pytest_novelty.infra.storage import read_json
 
 __all__ = [
@@ -513,11 +512,9 @@ def _resolve(repo: str, revision: str | None, cache: str, offline: bool) -> HubR
             path=repo,
             field="--model",
         )
-    print(
+    notice(
         f"[novelty] {repo}: hub not checked (offline); using cached revision {wanted} = {sha[:8]}; cached answers "
-        f"are used on trust (pin {repo}@{sha} to make that explicit)",
-        file=sys.stderr,
-        flush=True,
+        f"are used on trust (pin {repo}@{sha} to make that explicit)"
     )
     return HubRevision(repo, wanted, sha, snapshot, trusted=True, offline=True)
 

@@ -9,6 +9,7 @@ leaves a clean log. They are drawn only on a terminal: in CI logs and on pytest-
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -17,6 +18,23 @@ def to_stderr(line: str) -> None:
     """Write one line to stderr at once: where progress and notices go outside pytest (the command
     line, the library used on its own); pytest's sessions pass their own terminal writer instead."""
     print(line, file=sys.stderr, flush=True)
+
+
+_notices: Callable[[str], None] = to_stderr
+
+
+def notice(line: str) -> None:
+    """A one-line notice from inside a layer (an index without checksums, a hub not checked, an
+    n-gram set's build): to the channel the front end chose (:func:`send_notices_to`), stderr by
+    default. The pytest plugin sends them to its terminal past pytest's output capture."""
+    _notices(line)
+
+
+def send_notices_to(channel: Callable[[str], None]) -> Callable[[str], None]:
+    """Make ``channel`` the one :func:`notice` writes to; returns the one it replaces."""
+    global _notices
+    previous, _notices = _notices, channel
+    return previous
 
 
 class TextStream(Protocol):

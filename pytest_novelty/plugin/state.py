@@ -107,20 +107,9 @@ class NoveltyState:
 
     def log(self, line: str) -> None:
         """Progress lines, on their own line even in the middle of a verbose test line (redacted)."""
-        from pytest_novelty.infra.redact import redact
-
-        line = redact(line)
         if self.worker:
             return  # a worker's output never reaches the terminal; the controller logs for it
-        reporter = self.config.pluginmanager.getplugin("terminalreporter")
-        if reporter is None:
-            return
-        capman = self.config.pluginmanager.getplugin("capturemanager")
-        if capman is not None:
-            with capman.global_and_fixture_disabled():
-                reporter.write_line(line)
-        else:
-            reporter.write_line(line)
+        terminal_line(self.config, line)
 
     def baseline(self, suite: Suite) -> Baseline | None:
         """What the candidate is compared with (see :meth:`ResultsSession.baseline`)."""
@@ -440,6 +429,22 @@ class NoveltyState:
             "index": ", ".join(sorted({str(i.get("originality")) for i in infos if i.get("originality")})),
             "originality units": ", ".join(sorted({str(i.get("units")) for i in infos if i.get("units")})),
         }
+
+
+def terminal_line(config: pytest.Config, line: str) -> None:
+    """``line``, redacted, on the terminal past pytest's output capture, on its own line even in the
+    middle of a verbose test line: the session's one channel for progress and notices."""
+    from pytest_novelty.infra.redact import redact
+
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+    if reporter is None:
+        return
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if capman is not None:
+        with capman.global_and_fixture_disabled():
+            reporter.write_line(redact(line))
+    else:
+        reporter.write_line(redact(line))
 
 
 def _distributed(config: pytest.Config) -> bool:

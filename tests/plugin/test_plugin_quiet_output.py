@@ -25,3 +25,27 @@ def test_tiny_demo_build_prints_only_its_own_lines(tmp_path: Path, capfd: pytest
     assert "Writing model shards" not in err
     # transformers' settings are as they were.
     assert hf_logging.get_verbosity() == verbosity and hf_logging.is_progress_bar_enabled() == bars
+
+
+@pytest.mark.slow
+def test_a_layers_notice_reaches_the_terminal_once_past_the_capture(
+    pytester: pytest.Pytester, novelty_args: list[str], tiny_index: Path
+) -> None:
+    """A notice from inside a layer (here: an index that records no checksums) is one line on
+    pytest's terminal, as the plugin's own lines are, not a write to a captured stderr."""
+    import json
+    import shutil
+
+    from pytest_novelty.scoring.originality.index import INFO_FILE
+
+    index = pytester.path / "old-index"
+    shutil.copytree(tiny_index, index)
+    meta = json.loads((index / INFO_FILE).read_text())
+    del meta["checksums"]
+    (index / INFO_FILE).write_text(json.dumps(meta))
+    args = [a if not a.startswith("--originality=") else f"--originality=infini-gram:{index}" for a in novelty_args]
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret == 0
+    notes = [line for line in result.outlines if "records no checksums" in line]
+    assert len(notes) == 1 and notes[0].startswith("[novelty] note: ")
+    assert not any("records no checksums" in line for line in result.errlines)

@@ -43,6 +43,7 @@ import numpy as np
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.infra.identity import hash_files
+from pytest_novelty.infra.progress import notice
 from pytest_novelty.scoring.originality.corpus import Document, iter_documents
 from pytest_novelty.scoring.originality.index import (
     FORMAT,
@@ -69,7 +70,7 @@ _CHUNK = 1 << 22
 
 def _say(progress: bool, message: str) -> None:
     if progress:
-        print(f"[novelty] {message}", file=sys.stderr, flush=True)
+        notice(f"[novelty] {message}")
 
 
 class _TokenFile:

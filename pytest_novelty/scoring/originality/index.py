@@ -18,7 +18,6 @@ import json
 import math
 import os
 import re
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import Any, Generic, TypeVar
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.infra.identity import Memo, hash_files
+from pytest_novelty.infra.progress import notice
 from pytest_novelty.scoring.originality.tokenization import Tokenizer, WordCodec, WordsTokenizer, load_hf_tokenizer
 
 B = TypeVar("B")
@@ -192,15 +192,20 @@ def read_index(path: Path, *, memo: Memo | None = None) -> IndexInfo:
     return info
 
 
+_NOTED: set[str] = set()
+"""The indexes this process has said it cannot verify byte for byte."""
+
+
 def _verify_checksums(info: IndexInfo, memo: Memo | None) -> None:
     """Compare every file with the size and SHA-256 recorded at build; a difference is a HarnessError."""
     recorded = info.meta.get("checksums")
     if not isinstance(recorded, dict) or not recorded:
-        print(
+        if str(info.path) in _NOTED:
+            return  # said once per process: the preflight and the run open the same index
+        _NOTED.add(str(info.path))
+        notice(
             f"[novelty] note: {info.path} records no checksums (built by an older version); only its sizes "
-            f"are checked; rebuild it to have every byte verified",
-            file=sys.stderr,
-            flush=True,
+            f"are checked; rebuild it to have every byte verified"
         )
         return
     files: list[Path] = []

@@ -15,7 +15,6 @@ largest n built (``L_i`` capped there); levels are added when a larger n is aske
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pytest_novelty.infra.progress import notice
 from pytest_novelty.scoring.originality.backend import MatchBounds, Span, check_ns
 from pytest_novelty.scoring.originality.index import IndexInfo, register_local
 from pytest_novelty.scoring.originality.local import check_same_tokenizer
@@ -208,11 +208,9 @@ class NgramSetBackend:
             self._levels.append(level)
             self.build_seconds += time.perf_counter() - start
             if self.progress:
-                print(
+                notice(
                     f"[novelty] n-gram set: {len(level.table):,} distinct {k}-grams "
-                    f"({time.perf_counter() - start:.1f}s)",
-                    file=sys.stderr,
-                    flush=True,
+                    f"({time.perf_counter() - start:.1f}s)"
                 )
 
     def match_bounds(
