@@ -79,3 +79,56 @@ def test_the_map_names_every_module() -> None:
     rels = [p.relative_to(PACKAGE).as_posix() for p in MODULES if p.stat().st_size or p.name != "__init__.py"]
     missing = [rel for rel in rels if f"`{rel}`" not in text]
     assert not missing, f"ARCHITECTURE.md does not list {', '.join(missing)}"
+
+
+# pytest and syrupy are the plugin's: the layers a front end builds on import neither, so the
+# command line (and anyone who calls the gate from Python) never loads them.
+TEST_FRAMEWORKS = ("pytest", "_pytest", "syrupy", "xdist", "pytest_html")
+WITHOUT_PYTEST = ("infra", "suites", "generation", "scoring", "metrics", "pipeline", "gate", "report")
+
+
+def framework_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) for every import of pytest, syrupy or a pytest plugin in ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        found += [(node.lineno, n) for n in names if n.split(".")[0] in TEST_FRAMEWORKS]
+    return found
+
+
+def test_no_layer_below_the_front_ends_imports_pytest_or_syrupy() -> None:
+    wrong = [
+        f"{path.relative_to(REPO)}:{line}: imports {name}"
+        for path in MODULES
+        if layer_of(module_name(path)) in WITHOUT_PYTEST
+        for line, name in framework_imports(path)
+    ]
+    assert not wrong, "pytest and syrupy belong to plugin/:\n" + "\n".join(wrong)
+
+
+def test_the_framework_rule_catches_an_import(tmp_path: Path) -> None:
+    """The check above can fail: a syrupy import, a pytest one and a plain one are told apart."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("import numpy\nfrom syrupy.extensions.single_file import X\nif True:\n    import pytest\n")
+    assert framework_imports(bad) == [(2, "syrupy.extensions.single_file"), (4, "pytest")]
+
+
+def test_the_command_line_and_the_gate_load_neither_pytest_nor_syrupy() -> None:
+    """Importing the command line, building its parser and importing every module of the gate and the
+    report loads neither framework (the modules' own lazy imports are the next check's business)."""
+    import subprocess
+    import sys
+
+    modules = [module_name(p) for p in MODULES if layer_of(module_name(p)) in ("gate", "report")]
+    code = (
+        "import importlib, sys\n"
+        "from pytest_novelty.cli import build_parser\n"
+        "build_parser()\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {TEST_FRAMEWORKS!r}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert done.stdout.strip() == "[]", done.stdout

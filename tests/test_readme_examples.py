@@ -56,7 +56,7 @@ def test_the_example_is_what_the_code_prints(name: str, demo_run_cache: Path) ->
 
 
 def test_the_workflow_uses_options_the_code_has() -> None:
-    from pytest_novelty.gate.snapshot import NoveltySnapshotExtension
+    from pytest_novelty.plugin.snapshots import NoveltySnapshotExtension
     from pytest_novelty.pipeline.options import OPTIONS
 
     text = (REPO / ".github" / "workflows" / "gate.yml").read_text(encoding="utf-8")

@@ -235,7 +235,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _configure_snapshots(config: pytest.Config) -> None:
     """Snapshot comparison: on with --novelty-snapshots, the ini setting, or --snapshot-update."""
-    from pytest_novelty.gate.snapshot import SETTINGS, SnapshotSettings
+    from pytest_novelty.plugin.snapshots import SETTINGS, SnapshotSettings
 
     opt = config.option
     enabled = opt.novelty_snapshots

@@ -12,7 +12,7 @@ every reason the decision gave.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -22,35 +22,10 @@ from pytest_novelty.infra.errors import NoveltyError
 from pytest_novelty.infra.redact import redact_data
 
 if TYPE_CHECKING:
-    from pytest_novelty.gate.regression import MetricRecord
-    from pytest_novelty.gate.snapshot import SnapshotOutcome
     from pytest_novelty.pipeline.results import SuiteResult
     from pytest_novelty.pipeline.series import Checkpoint
     from pytest_novelty.pipeline.session import Baseline
     from pytest_novelty.suites.schema import Suite, Threshold
-
-
-class SyrupyStore:
-    """The case's snapshot through syrupy's ``snapshot`` fixture, requested on first use."""
-
-    def __init__(self, request: pytest.FixtureRequest) -> None:
-        self.request = request
-
-    def _snapshot(self) -> Any:
-        return self.request.getfixturevalue("snapshot")
-
-    def stored(self) -> MetricRecord | None:
-        from pytest_novelty.gate.snapshot import stored_record
-
-        return stored_record(self._snapshot())
-
-    def check(self, record: MetricRecord, *, alpha: float | None = None, correction: str = "") -> SnapshotOutcome:
-        from pytest_novelty.gate.snapshot import check_snapshot
-
-        outcome = check_snapshot(self._snapshot(), record, alpha=alpha, correction=correction)
-        if outcome.harness_error is not None:  # a damaged snapshot: no verdict, never "no snapshot"
-            raise outcome.harness_error
-        return outcome
 
 
 def test_metric(
@@ -61,8 +36,8 @@ def test_metric(
     request: pytest.FixtureRequest,
 ) -> None:
     """The suite's value of the metric meets its threshold and has not regressed."""
-    from pytest_novelty.gate.snapshot import snapshot_settings
     from pytest_novelty.plugin import STATE
+    from pytest_novelty.plugin.snapshots import SyrupyStore, snapshot_settings
 
     state = request.config.stash[STATE]
     suite, threshold = novelty_suite, novelty_threshold

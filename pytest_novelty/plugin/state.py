@@ -241,7 +241,7 @@ class NoveltyState:
         suites of the selected cases (one process, no xdist); a run stopped before any case
         deselects every case, so none runs and none is counted as a verdict."""
         from pytest_novelty.gate.case import compared_cases
-        from pytest_novelty.gate.snapshot import snapshot_settings
+        from pytest_novelty.plugin.snapshots import snapshot_settings
 
         cases: dict[str, Suite] = {}
         suites: dict[str, Suite] = {}

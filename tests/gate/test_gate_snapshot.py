@@ -38,7 +38,7 @@ import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from pytest_novelty.gate.regression import MetricRecord
-from pytest_novelty.gate.snapshot import NoveltySnapshotExtension, RerecordingExtension
+from pytest_novelty.plugin.snapshots import NoveltySnapshotExtension, RerecordingExtension
 
 EXTENSION = RerecordingExtension if os.environ.get("RERECORD") else NoveltySnapshotExtension
 
@@ -224,7 +224,7 @@ from pathlib import Path
 import pytest
 
 from pytest_novelty.gate.regression import MetricRecord
-from pytest_novelty.gate.snapshot import check_snapshot
+from pytest_novelty.plugin.snapshots import check_snapshot
 
 
 def test_metric(snapshot, request):
