@@ -30,7 +30,8 @@ def main() -> int:
         any_count += sum(1 for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == "Any")
         any_count += sum(1 for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "Any")
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr"):
+            called = node.func if isinstance(node, ast.Call) else None
+            if isinstance(called, ast.Name) and called.id in ("getattr", "hasattr"):
                 probes += 1
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = (node.end_lineno or node.lineno) - node.lineno + 1

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pytest_novelty.report.json_report import read_records
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -35,9 +37,10 @@ def gate(cache: Path, suites: Path, snapshots: Path, *args: str) -> tuple[int, l
              "-p", "no:cacheprovider", "-q", *args],
             cwd=scratch, capture_output=True, text=True, check=False, env={**os.environ},
         )  # fmt: skip
-        rows = json.loads((report / "report.json").read_text())["rows"] if (report / "report.json").is_file() else []
-    failed = [f"{r['suite']} {r['metric']} ({r.get('status')}, delta {r.get('delta')})"
-              for r in rows if not r["passed"]]  # fmt: skip
+        written = report / "report.json"
+        cases = read_records(json.loads(written.read_text())) if written.is_file() else []
+    failed = [f"{c.suite} {c.metric} ({c.status}, delta {None if c.compared is None else c.compared.delta})"
+              for c in cases if not c.passed]  # fmt: skip
     return done.returncode, failed
 
 

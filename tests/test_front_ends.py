@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from pytest_novelty.report.json_report import read_records
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,11 +39,12 @@ def demo_cache(demo_run_cache: Path) -> Path:
 
 def _outcomes(report: Path) -> dict[tuple[str, str, str], tuple[Any, ...]]:
     """Each case of a report: whether it passed, its value, its comparison's status and delta."""
-    rows = json.loads((report / "report.json").read_text())["rows"]
+    cases = read_records(json.loads((report / "report.json").read_text()))
     return {
-        (r["suite"], r["metric"], r["op"]): (r["passed"], r.get("outcome"), r["value"], r.get("status"),
-                                             r.get("delta"), r.get("against"))
-        for r in rows
+        (c.suite, c.metric, c.op or ""): (c.passed, c.outcome, c.value, c.status,
+                                          None if c.compared is None else c.compared.delta,
+                                          None if c.compared is None else c.compared.against)
+        for c in cases
     }  # fmt: skip
 
 

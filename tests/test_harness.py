@@ -149,6 +149,7 @@ def test_a_judge_inconsistent_with_itself_is_a_warning_in_the_table(
 ) -> None:
     """The fake judge scores each of an answer's 5 samples one point higher than the last (mod 6), so
     every answer's samples span four or more points: the table warns, naming the bound."""
+    from pytest_novelty.gate.record import CaseRecord
     from pytest_novelty.pipeline.export import suite_data
     from pytest_novelty.report.terminal import gate_summary
 
@@ -160,7 +161,7 @@ def test_a_judge_inconsistent_with_itself_is_a_warning_in_the_table(
     consistency = result.measured.judge_consistency
     assert consistency is not None and consistency.answers == 8 and consistency.wide_share == 1.0
     assert consistency.mean_sd > 1.0
-    row = {"suite": "story", "metric": "quality", "op": ">=", "threshold": 0.0, "value": 0.5, "passed": True}
-    (warning,) = [line for line in gate_summary([row], {"story": suite_data(result, None)}) if "consistency" in line]
+    record = CaseRecord("story", "quality", ">=", 0.0, 0.5, "passed")
+    (warning,) = [line for line in gate_summary([record], {"story": suite_data(result, None)}) if "consistency" in line]
     assert warning.startswith("warning: story: judge consistency: mean sd")
     assert "100% of 8 answers span 2+ points, above scoring.max_judge_spread = 0.5" in warning

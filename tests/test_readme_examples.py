@@ -56,8 +56,8 @@ def test_the_example_is_what_the_code_prints(name: str, demo_run_cache: Path) ->
 
 
 def test_the_workflow_uses_options_the_code_has() -> None:
-    from pytest_novelty.plugin.snapshots import NoveltySnapshotExtension
     from pytest_novelty.pipeline.options import OPTIONS
+    from pytest_novelty.plugin.snapshots import NoveltySnapshotExtension
 
     text = (REPO / ".github" / "workflows" / "gate.yml").read_text(encoding="utf-8")
     ours = {o.long for o in OPTIONS} | {o.short for o in OPTIONS if o.short}

@@ -58,7 +58,7 @@ def entry(step: int, quality: float, change: dict | None) -> dict:
 
 
 SUITES = {
-    "story": {"series": [entry(200, 0.5, {"quality": {"delta": 0.1, "ci": [0.05, 0.15]}}), entry(60, 0.4, None)]},
+    "story": {"series": [entry(200, 0.5, {"quality": {"delta": 0.1, "delta_ci": [0.05, 0.15]}}), entry(60, 0.4, None)]},
     "poem": {"series": [entry(60, 0.2, None)]},
     "plain": {"quality": [[0.5]], "originality": [[0.5]]},
 }
@@ -80,7 +80,7 @@ def test_tables_show_values_and_paired_changes() -> None:
     top = {"s": {"series": [
         {"step": 1, "model": "c-1", "metrics": {"top10_novelty@5": 0.8}, "change": None},
         {"step": 2, "model": "c-2", "metrics": {"top10_novelty@5": 0.7},
-         "change": {"top10_novelty@5": {"delta": -0.1, "ci": [-0.3, -0.2], "status": "regressed"}}},
+         "change": {"top10_novelty@5": {"delta": -0.1, "delta_ci": [-0.3, -0.2], "status": "regressed"}}},
     ]}}
     # The interval is the gated statistic's own (the top-10 % bootstrap): no "on novelty@5" aside.
     assert "0.7000 (-0.1000 [-0.3000, -0.2000], regression)" in "\n".join(series_tables(top))

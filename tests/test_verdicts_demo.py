@@ -19,6 +19,7 @@ import pytest
 from pytest_novelty.gate import check_threshold
 from pytest_novelty.pipeline import demo
 from pytest_novelty.pipeline.runner import RunConfig, Runner, SuiteResult
+from pytest_novelty.report.json_report import read_records
 from pytest_novelty.suites.schema import Suite, load_suite
 from tests.conftest import copy_demo
 
@@ -138,30 +139,32 @@ def test_a_demo_early_report_against_demo_adds_up_and_agrees_with_pytest(
         name = case.get("name", "")
         outcomes[name[len("test_metric[") : -1]] = not any(child.tag in ("failure", "error") for child in case)
     data = json.loads((report / "report.json").read_text())
-    rows = data["rows"]
-    assert len(rows) == len(outcomes) == data["summary"]["cases"]
+    cases = read_records(data)
+    assert len(cases) == len(outcomes) == data["summary"]["cases"]
     assert data["summary"]["failed"] == sum(not ok for ok in outcomes.values())
-    for row in rows:
-        label = f"{row['suite']}-{row['metric']}{row['op']}{row['threshold']:g}"
-        assert row["passed"] == outcomes[label], label
-        verdict_fails = row["status"] == "regressed" or not (
-            row["value"] is not None
-            and (row["value"] >= row["threshold"] if row["op"] == ">=" else row["value"] <= row["threshold"])
+    for case in cases:
+        assert case.threshold is not None
+        label = f"{case.suite}-{case.label}"
+        assert case.passed == outcomes[label], label
+        verdict_fails = case.regressed or not (
+            case.value is not None
+            and (case.value >= case.threshold if case.op == ">=" else case.value <= case.threshold)
         )
         assert verdict_fails == (not outcomes[label]), label
-        if row["baseline"] is not None and row["value"] is not None:
-            assert math.isclose(row["value"] - row["baseline"], row["delta"], abs_tol=2e-6), row
-        if row.get("delta_ci"):  # the change's interval ("ci" is the value's own)
-            low, high = row["delta_ci"]
-            assert (row["status"] == "regressed") == (high < 0 if row["op"] == ">=" else low > 0), row
-            assert row["n_pairs"] >= 2 and row["test"].startswith("paired bootstrap")
-            if row["metric"].startswith("top10_novelty"):
-                assert "top 10 %" in row["test"]
-    warned = [r for r in rows if r["status"] in ("within_tolerance", "not_significant")]
+        compared = case.compared
+        if compared is not None and compared.accepted_value is not None and case.value is not None:
+            assert math.isclose(case.value - compared.accepted_value, compared.delta, abs_tol=2e-6), case
+        if compared is not None and compared.delta_ci:  # the change's interval (case.ci is the value's own)
+            low, high = compared.delta_ci
+            assert case.regressed == (high < 0 if case.op == ">=" else low > 0), case
+            assert compared.n_pairs >= 2 and compared.test.startswith("paired bootstrap")
+            if case.metric.startswith("top10_novelty"):
+                assert "top 10 %" in compared.test
+    warned = [c for c in cases if c.drifted]
     text = (report / "report.md").read_text()
     assert data["summary"]["warnings"] == len(warned)
-    for row in warned:
-        assert f"{row['suite']} {row['metric']}:" in text  # every counted drift warning is listed
+    for case in warned:
+        assert f"{case.suite} {case.metric}:" in text  # every counted drift warning is listed
     assert "['" not in text and "`[" not in text  # no Python reprs in the header
     assert data["suites"]["poetry"]["n"] == 4  # plots at the order poetry gates on
     assert set(data["plots"]["story"]) == {"quality_originality", "novelty_histogram"}

@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, USAGE_EXIT_STATUS, HarnessError, NoveltyError
 from pytest_novelty.infra.storage import default_cache_dir
@@ -40,13 +40,12 @@ def _cmd_demo_build(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     """Gate a checkpoint on every case pytest would run (each sweep value and each denial round),
-    decided by the same case decision, on the same results session, with the same exit statuses."""
-    from pytest_novelty.gate.case import decide_in, with_repeats
-    from pytest_novelty.gate.snapshot import SnapshotFile, snapshot_file
+    through the same case loop, on the same results session, with the same exit statuses."""
+    from pytest_novelty.gate.case import compared_cases
+    from pytest_novelty.gate.cases import CaseLoop, CaseSettings
     from pytest_novelty.infra.cache import clear_cache, repaired
     from pytest_novelty.infra.progress import ProgressSink
     from pytest_novelty.pipeline.config import RunConfig
-    from pytest_novelty.pipeline.export import repeats_json, suite_data
     from pytest_novelty.pipeline.preflight import check_models, check_options, preflight
     from pytest_novelty.pipeline.session import ResultsSession
     from pytest_novelty.report.terminal import gate_summary
@@ -74,67 +73,58 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for runner in filter(None, [session.candidate, session.baseline_runner()]):
         preflight(runner, runs)  # every service and input checked once, before any generation
     snapshots = bool(args.novelty_snapshots or args.novelty_snapshot_update)
-    from pytest_novelty.gate.case import compared_cases
-
-    comparisons = max(1, compared_cases([run for run in runs for _ in run.thresholds],
-                                        baseline=bool(args.novelty_baseline_model), snapshots=snapshots,
-                                        series=bool(checkpoints)))
-    root = Path(args.novelty_snapshot_dir).expanduser().resolve() if args.novelty_snapshot_dir else None
-    rows: list[dict[str, Any]] = []
-    data: dict[str, Any] = {}
-    exported: dict[str, Any] = {}
-    harness = False
-    for run in runs:
-        tails: dict[str, list[str]] = {}
-        try:
-            result = session.result(run)
-            base = session.baseline(run)
-            data[run.name] = suite_data(result, None if base is None else base.result,
-                                        alpha=run.gate.alpha / comparisons)
-            exported[run.name] = {"prompts": [p.id for p in result.prompts], "answers": result.answers,
-                                  "metrics": result.metrics}
-            for threshold in run.thresholds:
-                store = None
-                if snapshots:
-                    path = snapshot_file(run.path, f"{run.name}-{threshold.label}", root)
-                    store = SnapshotFile(path, update=args.novelty_snapshot_update, rerecord=args.novelty_rerecord)
-                outcome = decide_in(session, run, threshold, snapshot=store, mode=args.novelty_threshold_mode,
-                                    comparisons=comparisons)
-                outcome = with_repeats(session, run, threshold, outcome, args.novelty_repeat, snapshot=store,
-                                       mode=args.novelty_threshold_mode, comparisons=comparisons)
-                if args.novelty_repeat > 1 and "repeats" not in data[run.name]:
-                    data[run.name]["repeats"] = repeats_json(session, run, args.novelty_repeat)
-                if outcome.tail_ids is not None:
-                    tails[outcome.metric] = list(outcome.tail_ids)
-                rows.append({**outcome.row(), "outcome": "passed" if outcome.passed else "failed"})
-            if checkpoints:
-                from pytest_novelty.gate.series import suite_series
-
-                earlier = session.earlier(run)
-                series = suite_series(list(zip(checkpoints, [*earlier, result], strict=True)), tails)
-                data[run.name]["series"] = exported[run.name]["series"] = series
-        except HarnessError as exc:  # as under pytest: the suite's cases are errors, the others still run
-            harness = True
-            print(f"pytest-novelty: harness error in suite {run.name}: {exc}", file=sys.stderr)
-            rows.extend(_error_row(run, t, str(exc)) for t in run.thresholds if not _has_row(rows, run, t))
-    print("\n".join(gate_summary(rows, data, repaired())))
-    status = HARNESS_EXIT_STATUS if harness else (1 if any(not row["passed"] for row in rows) else 0)
+    cases = [run for run in runs for _ in run.thresholds]
+    comparisons = compared_cases(cases, baseline=bool(args.novelty_baseline_model), snapshots=snapshots,
+                                 series=bool(checkpoints))  # fmt: skip
+    settings = CaseSettings(args.novelty_threshold_mode, args.novelty_repeat, max(1, comparisons))
+    loop = CaseLoop(session, settings, series=checkpoints)
+    records, errors = loop.run(runs, _snapshot_stores(args) if snapshots else lambda run, threshold: None)
+    for line in errors:  # as under pytest: the suite's cases are errors, the others still ran
+        print(f"pytest-novelty: {line}", file=sys.stderr)
+    print("\n".join([*gate_summary(records, loop.suite_data, repaired()), *loop.series_gaps.values()]))
+    status = HARNESS_EXIT_STATUS if errors else (0 if all(r.passed for r in records) else 1)
+    versions = {"model": model, "exit status": status}
     if args.novelty_report:
         from pytest_novelty.report import write_report
 
-        files = write_report(Path(args.novelty_report), rows, data, {"model": model, "exit status": status})
+        files = write_report(Path(args.novelty_report), records, cast(Any, loop.suite_data), versions)
         print(f"novelty report: {files.json.parent}")
     if args.novelty_log:  # the trackers read the report, as under pytest
         from pytest_novelty.integrations import log_session
 
-        logged = log_session(args.novelty_log, rows, data, {"model": model, "exit status": status},
-                             report_dir=args.novelty_report, write=print)
+        logged = log_session(args.novelty_log, records, loop.suite_data, versions, report_dir=args.novelty_report,
+                             write=print)  # fmt: skip
         status = logged.status if logged.status and status in (0, 1) else status
     if args.novelty_output:
         from pytest_novelty.infra.storage import atomic_write_json
 
-        atomic_write_json(Path(args.novelty_output), exported)
+        atomic_write_json(Path(args.novelty_output), _exported(session, runs, loop.suite_data))
     return status
+
+
+def _snapshot_stores(args: argparse.Namespace) -> Any:
+    """Each case's snapshot file, read and written as syrupy would under pytest."""
+    from pytest_novelty.gate.snapshot import SnapshotFile, snapshot_file
+
+    root = Path(args.novelty_snapshot_dir).expanduser().resolve() if args.novelty_snapshot_dir else None
+
+    def store(run: Any, threshold: Any) -> SnapshotFile:
+        path = snapshot_file(run.path, f"{run.name}-{threshold.label}", root)
+        return SnapshotFile(path, update=args.novelty_snapshot_update, rerecord=args.novelty_rerecord)
+
+    return store
+
+
+def _exported(session: Any, runs: Sequence[Any], data: dict[str, Any]) -> dict[str, Any]:
+    """``--output``: each suite's prompt ids, answers and metrics (and series), for other tools."""
+    out = {}
+    for run in runs:
+        if run.name in data:  # a suite whose harness failed has nothing to export
+            result = session.result(run)
+            out[run.name] = {"prompts": [p.id for p in result.prompts], "answers": result.answers,
+                             "metrics": result.metrics, **({"series": data[run.name]["series"]}
+                                                           if "series" in data[run.name] else {})}  # fmt: skip
+    return out
 
 
 def _load_suites(args: argparse.Namespace) -> list[Any]:
@@ -154,16 +144,6 @@ def _load_suites(args: argparse.Namespace) -> list[Any]:
                               f"the suites are {', '.join(names)}", field="--suite")
         suites = [s for s in suites if s.name in wanted]
     return suites
-
-
-def _has_row(rows: list[dict[str, Any]], run: Any, threshold: Any) -> bool:
-    return any(r["suite"] == run.name and r["metric"] == threshold.metric and r["op"] == threshold.op for r in rows)
-
-
-def _error_row(run: Any, threshold: Any, message: str) -> dict[str, Any]:
-    """A case that reached no verdict: the harness failed before it could be decided."""
-    return {"suite": run.name, "metric": threshold.metric, "op": threshold.op, "threshold": threshold.value,
-            "value": None, "passed": False, "outcome": "error", "message": f"harness error: {message}"}
 
 
 def _cmd_cache(args: argparse.Namespace) -> int:

@@ -3,9 +3,9 @@
 :func:`decide` takes typed inputs (the suite run, the threshold, the candidate's
 :class:`~pytest_novelty.pipeline.results.SuiteResult`, and what it is compared with: a baseline
 checkpoint or the human references, the best earlier checkpoint of a series, or the accepted
-snapshot) and returns a :class:`CaseOutcome`. The pytest items (``plugin/items.py``) and
-``pytest-novelty run`` call it and nothing else decides; the terminal table, the report and the
-series read its outcomes. :func:`decide_in` gathers those inputs from a
+snapshot) and returns a :class:`~pytest_novelty.gate.record.CaseRecord`. The one loop of the cases
+calls it and nothing else decides; the terminal table, the report, the trackers and the series read
+its records. :func:`decide_in` gathers those inputs from a
 :class:`~pytest_novelty.pipeline.session.ResultsSession`, so both front ends pass the same ones.
 
 A case fails when any of these holds, and its message lists every reason:
@@ -21,18 +21,20 @@ A case fails when any of these holds, and its message lists every reason:
    :func:`pytest_novelty.gate.regression.result_record` on the same tail, so a snapshot, a baseline
    and a series checkpoint are compared on one statistic with one test.
 
-After a comparison the value shown is the compared value (for q@Tail: on the tail both share), so
-value − baseline = delta on every row.
+After a comparison the value decided on is the compared value (for q@Tail: on the tail both share),
+so value − accepted value = delta on every record.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_novelty.gate.agreement import agreement_failure, agreement_text
+from pytest_novelty.gate.record import CaseRecord, Repeats, TailUsed
 from pytest_novelty.gate.regression import (
     Comparison,
     FrozenTail,
@@ -43,6 +45,7 @@ from pytest_novelty.gate.regression import (
     result_record,
 )
 from pytest_novelty.gate.thresholds import check_threshold
+from pytest_novelty.pipeline.session import HUMAN_REFERENCES
 
 if TYPE_CHECKING:
     from pytest_novelty.gate.snapshot import SnapshotOutcome
@@ -50,7 +53,7 @@ if TYPE_CHECKING:
     from pytest_novelty.pipeline.session import Baseline, ResultsSession
     from pytest_novelty.suites.schema import Suite, Threshold
 
-__all__ = ["CaseOutcome", "SnapshotStore", "case_id", "decide", "decide_in", "frozen_tail", "header"]
+__all__ = ["SnapshotStore", "case_id", "decide", "decide_in", "frozen_tail", "header"]
 
 
 class SnapshotStore(Protocol):
@@ -64,111 +67,6 @@ class SnapshotStore(Protocol):
         """Compare ``record`` with the accepted one at ``alpha`` (after the run's ``correction``),
         writing it where the run accepts new snapshots."""
         ...
-
-
-@dataclass(frozen=True)
-class CaseOutcome:
-    """How one case was decided: its numbers, what it was compared with, and why it failed.
-
-    ``value`` is the value decided on (None when it could not be computed); ``failures`` the
-    reasons it failed, each a line (empty: it passed); ``message`` the threshold's verdict in words
-    (or the reason that replaced it); ``comparison`` the regression check, when one ran, against
-    ``against`` (``baseline``, ``human references``, ``snapshot`` or an earlier checkpoint's path);
-    ``warnings`` drifts that passed (within tolerance, or not significant).
-    """
-
-    suite: str
-    metric: str
-    op: str
-    threshold: float
-    value: float | None
-    message: str
-    failures: tuple[str, ...] = ()
-    header: str = ""
-    tail: str | None = None
-    tail_source: str | None = None
-    tail_ids: tuple[str, ...] | None = None
-    """For q@Tail: the ids of the frozen tail the case was judged on (the series reuses them)."""
-    comparison: Comparison | None = None
-    against: str | None = None
-    snapshot_written: bool = False
-    judge_agreement: str | None = None
-    warnings: tuple[str, ...] = field(default=())
-    ci: tuple[float, float] | None = None
-    """The interval of the value decided on, at the suite's 1 − α (None where none could be
-    computed); clustered by prompt (:mod:`pytest_novelty.metrics.uncertainty`)."""
-    confidence: float | None = None
-    within_noise: bool | None = None
-    """Whether the interval contains the bound: another run could land on the other side."""
-    mode: str = "point"
-    """The threshold mode that decided (``point``, ``lenient``, ``strict``)."""
-    threshold_passed: bool = True
-    """Whether the threshold alone passed, as its mode read it (a regression may still fail the case)."""
-    repeats: tuple[tuple[float | None, bool], ...] = ()
-    """With ``--novelty-repeat N``: (value, passed) of the case on each of the N independent sets of
-    samples, repeat 0 (the one that decides) first; empty without repeats."""
-
-    @property
-    def passed(self) -> bool:
-        """Whether the case passed (no reason to fail)."""
-        return not self.failures
-
-    @property
-    def label(self) -> str:
-        """``novelty@5>=0.3``: the threshold's label, as in the case's id."""
-        return f"{self.metric}{self.op}{self.threshold:g}"
-
-    def row(self) -> dict[str, Any]:
-        """The case as a JSON-ready row: what the table and the report show, and what crosses from
-        an xdist worker to the controller (NaN becomes None)."""
-        row: dict[str, Any] = {
-            "suite": self.suite,
-            "metric": self.metric,
-            "op": self.op,
-            "threshold": self.threshold,
-            "value": self.value,
-            "passed": self.passed,
-            "message": self.message,
-            "header": self.header,
-        }
-        row["ci"] = None if self.ci is None else [_finite(b) for b in self.ci]
-        row["within_noise"] = self.within_noise
-        row["threshold_mode"] = self.mode
-        row["threshold_passed"] = self.threshold_passed
-        row["confidence"] = self.confidence
-        if self.tail is not None:
-            row["tail"], row["tail_source"] = self.tail, self.tail_source
-            row["tail_ids"] = None if self.tail_ids is None else list(self.tail_ids)
-        if self.judge_agreement:
-            row["judge_agreement"] = self.judge_agreement
-        if self.comparison is not None and not self.snapshot_written:  # a written snapshot replaced it
-            compared = self.comparison.as_dict()
-            compared["delta_ci"] = compared.pop("ci")  # the change's interval; "ci" is the value's
-            row.update(compared)
-            if self.comparison.candidate_value is not None:
-                row["value"] = self.comparison.candidate_value
-        if self.against is not None:
-            row["against"] = self.against
-        if self.snapshot_written:
-            row["verdict"] = "snapshot written"
-        if self.repeats:
-            import statistics
-
-            values = [v for v, _ in self.repeats if v is not None]
-            row["repeats"] = {
-                "values": [v for v, _ in self.repeats],
-                "passed": [p for _, p in self.repeats],
-                "pass_rate": sum(p for _, p in self.repeats) / len(self.repeats),
-                "spread": [min(values), statistics.median(values), max(values)] if values else None,
-            }
-        value = row.get("value")
-        if isinstance(value, float) and math.isnan(value):
-            row["value"] = None
-        return row
-
-
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
 
 
 def case_id(suite: Suite, threshold: Threshold) -> str:
@@ -239,7 +137,7 @@ def decide(
     snapshot: SnapshotStore | None = None,
     mode: str | None = None,
     comparisons: int = 1,
-) -> CaseOutcome:
+) -> CaseRecord:
     """Decide one case (see the module doc for the rules, in order).
 
     ``baseline`` is the paired comparison the session found (a checkpoint or the human
@@ -275,50 +173,47 @@ def decide(
         )
         failures = [message]
     comparison: Comparison | None = None
-    against: str | None = None
     written = False
     candidate = result_record(result, threshold, suite=suite, tail=tail, metrics=metrics)
     alpha, correction = corrected_alpha(suite.gate.alpha, comparisons)
 
-    def compare_with(accepted: MetricRecord) -> Comparison:
-        return compare(accepted, candidate, alpha=alpha, correction=correction)
+    def compare_with(accepted: MetricRecord, against: str) -> Comparison:
+        return compare(accepted, candidate, alpha=alpha, correction=correction, against=against)
 
     if base is not None:
-        from pytest_novelty.pipeline.session import HUMAN_REFERENCES
-
-        comparison = compare_with(result_record(base, threshold, suite=suite, tail=tail))
         against = HUMAN_REFERENCES if baseline is not None and baseline.kind == "references" else "baseline"
+        comparison = compare_with(result_record(base, threshold, suite=suite, tail=tail), against)
         if not comparison.passed:
             failures.extend(comparison.lines())
     elif suite.gate.against == "series-best" and earlier:
         found = best_earlier(earlier, suite, threshold, tail)
         if found is not None:
             best, record = found
-            comparison, against = compare_with(record), best.model
+            comparison = compare_with(record, Path(best.model).name)
             if not comparison.passed:
                 failures.append(f"against the best earlier checkpoint of the series, {best.model}:")
                 failures.extend(comparison.lines())
     elif snapshot is not None:
         outcome = snapshot.check(candidate, alpha=alpha, correction=correction)
-        comparison, against, written = outcome.comparison, "snapshot", outcome.written
+        comparison, written = outcome.comparison, outcome.written
         failures.extend(outcome.lines)
     warnings = (comparison.message,) if comparison is not None and comparison.passed and comparison.warning else ()
     head = header(result) + (f", {agreement}" if agreement else "")
     value = metrics.get(threshold.metric, math.nan)
-    return CaseOutcome(
+    if comparison is not None and not written and comparison.candidate_value is not None:
+        value = comparison.candidate_value  # the compared value: value − accepted value = delta
+    return CaseRecord(
         suite=suite.name,
         metric=threshold.metric,
         op=threshold.op,
         threshold=threshold.value,
         value=None if value is None or math.isnan(value) else float(value),
+        outcome="failed" if failures else "passed",
         message=message,
         failures=tuple(failures),
         header=head,
-        tail=None if tail is None else tail.describe(len(used)),
-        tail_source=None if tail is None else tail.source,
-        tail_ids=None if tail is None else tuple(tail.ids),
+        tail=None if tail is None else TailUsed(tail.describe(len(used)), tail.source, tuple(tail.ids)),
         comparison=comparison,
-        against=against,
         snapshot_written=written,
         judge_agreement=agreement,
         warnings=warnings,
@@ -338,7 +233,7 @@ def decide_in(
     snapshot: SnapshotStore | None = None,
     mode: str | None = None,
     comparisons: int = 1,
-) -> CaseOutcome:
+) -> CaseRecord:
     """:func:`decide` with its inputs from ``session``: the candidate's result, the baseline or
     references, and the earlier checkpoints of a series (only when the suite compares with them)."""
     result = session.result(suite)
@@ -373,13 +268,13 @@ def with_repeats(
     session: ResultsSession,
     suite: Suite,
     threshold: Threshold,
-    first: CaseOutcome,
+    first: CaseRecord,
     repeats: int,
     *,
     snapshot: SnapshotStore | None = None,
     mode: str | None = None,
     comparisons: int = 1,
-) -> CaseOutcome:
+) -> CaseRecord:
     """``first`` (the case decided on repeat 0) with how it fares on ``repeats`` independent sets of
     samples (``--novelty-repeat``): each repeat is generated with its own seed
     (:meth:`pytest_novelty.suites.schema.Suite.repeated`) and decided exactly as repeat 0, against the
@@ -387,15 +282,12 @@ def with_repeats(
     of the value say how much it owes to the seed."""
     if repeats <= 1:
         return first
-    from dataclasses import replace
-
-    found = [(first.value, first.passed)]
+    found = [first]
     read_only = None if snapshot is None else ReadOnlySnapshot(snapshot)
     for index in range(1, repeats):
-        again = decide_in(session, suite.repeated(index), threshold, snapshot=read_only, mode=mode,
-                          comparisons=comparisons)
-        found.append((again.value, again.passed))
-    return replace(first, repeats=tuple(found))
+        found.append(decide_in(session, suite.repeated(index), threshold, snapshot=read_only, mode=mode,
+                               comparisons=comparisons))
+    return replace(first, repeats=Repeats(tuple(r.value for r in found), tuple(r.passed for r in found)))
 
 
 def corrected_alpha(alpha: float, comparisons: int) -> tuple[float, str]:

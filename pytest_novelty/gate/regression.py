@@ -198,17 +198,20 @@ class MetricRecord:
 class Comparison:
     """The verdict of :func:`compare`: one of :data:`STATUSES` and the numbers behind it.
 
-    ``delta`` is candidate − snapshot (NaN when either is missing); ``ci`` bounds the mean
-    per-prompt difference (candidate − snapshot) at level 1 − α and ``p_value`` is the paired
-    test's, both None when no test ran; ``n_pairs`` counts the prompts the test used; ``test``
-    names the test and the statistic it compared ("" when none ran).
+    ``accepted_value`` is the value the candidate is compared with (the snapshot's, the baseline
+    checkpoint's, the references', an earlier checkpoint's; ``against`` says which, in the words the
+    terminal and the report use) and ``candidate_value`` the candidate's on the same prompts (for
+    q@Tail: on the accepted tail). ``delta`` is candidate − accepted (NaN when either is missing);
+    ``delta_ci`` bounds the change of the gated statistic at level 1 − α and ``p_value`` is the paired
+    test's, both None when no test ran; ``n_pairs`` counts the prompts the test used; ``test`` names
+    the test and the statistic it compared ("" when none ran).
     """
 
     status: str
-    snapshot_value: float | None
+    accepted_value: float | None
     candidate_value: float | None
     tolerance: float
-    ci: tuple[float, float] | None
+    delta_ci: tuple[float, float] | None
     p_value: float | None
     n_pairs: int
     message: str
@@ -216,13 +219,14 @@ class Comparison:
     metric: str = ""
     alpha: float = 0.05
     test: str = ""
+    against: str = "snapshot"
 
     @property
     def delta(self) -> float:
-        """Candidate − snapshot; NaN when either value is missing."""
-        if self.snapshot_value is None or self.candidate_value is None:
+        """Candidate − accepted; NaN when either value is missing."""
+        if self.accepted_value is None or self.candidate_value is None:
             return math.nan
-        return self.candidate_value - self.snapshot_value
+        return self.candidate_value - self.accepted_value
 
     @property
     def passed(self) -> bool:
@@ -240,45 +244,77 @@ class Comparison:
         return _VERDICT_WORDS[self.status]
 
     def lines(self) -> list[str]:
-        """The comparison as three short lines, for a snapshot failure's explanation.
+        """The comparison as three short lines, for a failure's explanation.
 
         Kept short on purpose: pytest truncates assertion explanations beyond 8 lines outside CI.
         """
         confidence = f"{100 * (1 - self.alpha):g}%"
-        ci = f"[{self.ci[0]:+.4f}, {self.ci[1]:+.4f}]" if self.ci else "n/a"
+        ci = f"[{self.delta_ci[0]:+.4f}, {self.delta_ci[1]:+.4f}]" if self.delta_ci else "n/a"
         p = _format_p(self.p_value) if self.p_value is not None else "n/a"
         return [
             f"{self.suite} {self.metric}: {self.verdict}",
-            f"  snapshot value {_format_value(self.snapshot_value)}, new value "
+            f"  {self.against} value {_format_value(self.accepted_value)}, new value "
             f"{_format_value(self.candidate_value)}, delta {_format_delta(self.delta)}, "
             f"tolerance {self.tolerance:.4f}",
             f"  {confidence} CI {ci} over {self.n_pairs} paired prompts, p-value {p} (alpha {self.alpha:g}"
             + (f"; {self.test})" if self.test else ")"),
         ]
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly form (NaN becomes None), to merge into a report row and JUnit properties.
-
-        Keys do not clash with a threshold row's: the compared value is ``compared_value`` (for
-        q@Tail it is recomputed on the snapshot's tail) and the message is ``comparison``.
-        """
-
-        def clean(value: float | None) -> float | None:
-            return None if value is None or math.isnan(value) else value
-
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form (NaN becomes None); :meth:`from_json` reads it back. ``delta`` and
+        ``verdict`` are derived and written for readers of the file; they are not read back."""
         return {
+            "against": self.against,
             "status": self.status,
-            "baseline": clean(self.snapshot_value),
-            "compared_value": clean(self.candidate_value),
-            "delta": clean(self.delta),
-            "tolerance": self.tolerance,
-            "ci": list(self.ci) if self.ci else None,
-            "p_value": clean(self.p_value),
-            "n_pairs": self.n_pairs,
-            "test": self.test or None,
             "verdict": self.verdict,
-            "comparison": self.message,
+            "accepted_value": _clean(self.accepted_value),
+            "candidate_value": _clean(self.candidate_value),
+            "delta": _clean(self.delta),
+            "tolerance": _clean(self.tolerance),
+            "delta_ci": None if self.delta_ci is None else [_clean(b) for b in self.delta_ci],
+            "p_value": _clean(self.p_value),
+            "n_pairs": self.n_pairs,
+            "alpha": self.alpha,
+            "test": self.test,
+            "message": self.message,
+            "suite": self.suite,
+            "metric": self.metric,
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Comparison:
+        """The comparison :meth:`to_json` wrote; ``ValueError`` naming the field on anything else."""
+        try:
+            status = str(data["status"])
+            if status not in STATUSES:
+                raise ValueError(f"status {status!r} is none of {', '.join(STATUSES)}")
+            ci = data.get("delta_ci")
+            return cls(
+                status=status,
+                accepted_value=_optional_float(data.get("accepted_value")),
+                candidate_value=_optional_float(data.get("candidate_value")),
+                tolerance=float(data.get("tolerance") or 0.0),
+                delta_ci=None if ci is None or None in ci else (float(ci[0]), float(ci[1])),
+                p_value=_optional_float(data.get("p_value")),
+                n_pairs=int(data.get("n_pairs") or 0),
+                message=str(data.get("message") or ""),
+                suite=str(data.get("suite") or ""),
+                metric=str(data.get("metric") or ""),
+                alpha=float(data.get("alpha", 0.05)),
+                test=str(data.get("test") or ""),
+                against=str(data.get("against") or "snapshot"),
+            )
+        except (KeyError, TypeError, IndexError) as exc:
+            raise ValueError(f"malformed comparison: {exc!r}") from None
+
+
+def _clean(value: float | None) -> float | None:
+    """None for a missing or non-finite number, else the float."""
+    return None if value is None or not math.isfinite(float(value)) else float(value)
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _format_value(value: float | None) -> str:
@@ -317,14 +353,14 @@ def _values(snapshot: MetricRecord, candidate: MetricRecord) -> tuple[float, flo
     if not known:
         return _float(snapshot.value), math.nan, [], " (candidate has none of the snapshot's tail prompts)"
     candidate_value = _mean_over(candidate.per_prompt, known)
-    snapshot_value = _float(snapshot.value)
+    accepted_value = _float(snapshot.value)
     note = ""
     if len(known) < len(tail):
         note = f" (on {len(known)} of {len(tail)} tail prompts)"
         if all(i in snapshot.per_prompt for i in known):
-            snapshot_value = _mean_over(snapshot.per_prompt, known)
+            accepted_value = _mean_over(snapshot.per_prompt, known)
     shared = [i for i in known if i in snapshot.per_prompt]
-    return snapshot_value, candidate_value, shared, note
+    return accepted_value, candidate_value, shared, note
 
 
 def compare(
@@ -335,12 +371,15 @@ def compare(
     seed: int = 0,
     alpha: float | None = None,
     correction: str = "",
+    against: str = "snapshot",
 ) -> Comparison:
     """Judge ``candidate`` against the accepted ``snapshot`` (see the module docstring for the rules).
 
     Direction, tolerances and α come from the candidate (the suite file's current settings), or
     ``alpha`` when given: the α each of a run's comparisons is held to after a correction for the
-    run's number of comparisons, which ``correction`` names in the comparison's ``test``. A
+    run's number of comparisons, which ``correction`` names in the comparison's ``test``; ``against``
+    says in words what the accepted record is (``snapshot``, ``baseline``, ``references``, an
+    earlier checkpoint), for the comparison's explanation. A
     missing candidate value (nothing could be scored) against a present snapshot value is a
     regression; a snapshot without a value is beaten by any candidate value.
     """
@@ -374,10 +413,10 @@ def compare(
         )
         return Comparison(
             status=status,
-            snapshot_value=None if math.isnan(snap_value) else snap_value,
+            accepted_value=None if math.isnan(snap_value) else snap_value,
             candidate_value=None if math.isnan(cand_value) else cand_value,
             tolerance=tolerance,
-            ci=ci,
+            delta_ci=ci,
             p_value=p,
             n_pairs=n,
             message=message,
@@ -385,6 +424,7 @@ def compare(
             metric=candidate.metric,
             alpha=alpha,
             test=test,
+            against=against,
         )
 
     if math.isnan(snap_value) and math.isnan(cand_value):

@@ -59,12 +59,13 @@ def series_part(result: SuiteResult) -> dict[str, Any]:
 
 def _comparison(before: MetricRecord, after: MetricRecord) -> dict[str, Any]:
     """``after`` against ``before`` as a regression check of the gate would see it: ``delta``, the
-    ``ci`` of the gated statistic's change at the suite's 1 − α, ``p_value``, ``n_pairs``, ``status``
-    and ``test`` (which statistic the bootstrap resampled)."""
-    comparison = compare(before, after)
+    ``delta_ci`` of the gated statistic's change at the suite's 1 − α, ``p_value``, ``n_pairs``,
+    ``status`` and ``test`` (which statistic the bootstrap resampled)."""
+    comparison = compare(before, after, against="previous checkpoint")
+    ci = comparison.delta_ci
     return {
         "delta": json_float(comparison.delta),
-        "ci": None if comparison.ci is None else [json_float(comparison.ci[0]), json_float(comparison.ci[1])],
+        "delta_ci": None if ci is None else [json_float(ci[0]), json_float(ci[1])],
         "p_value": json_float(comparison.p_value),
         "n_pairs": comparison.n_pairs,
         "status": comparison.status,

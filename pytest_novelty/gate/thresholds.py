@@ -55,26 +55,6 @@ class Verdict:
         word = "pass" if self.passed else "FAIL"
         return f"{word} (within noise)" if self.within_noise else word
 
-    def as_dict(self) -> dict[str, object]:
-        """JSON-friendly form (NaN becomes None); ``ci``, ``within_noise`` and ``threshold_mode``
-        only when an interval was given, so a check without one reads as before."""
-        value = None if math.isnan(self.value) else self.value
-        row: dict[str, object] = {
-            "suite": self.suite,
-            "metric": self.metric,
-            "op": self.op,
-            "threshold": self.threshold,
-            "value": value,
-            "passed": self.passed,
-            "message": self.message,
-        }
-        if self.ci is not None:
-            row["ci"] = [b if math.isfinite(b) else None for b in self.ci]
-            row["within_noise"] = self.within_noise
-            row["threshold_mode"] = self.mode
-            row["confidence"] = self.confidence
-        return row
-
 
 def _bounds(interval: Interval | tuple[float, float]) -> tuple[float, float, float | None]:
     """(low, high, confidence) with an undefined interval read as (−inf, inf)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.integrations.base import TRACKERS, Logged, Tracker, check_trackers, log_run
-from pytest_novelty.integrations.run import Case, Point, TrackedRun, checkpoint_step
+from pytest_novelty.integrations.run import Point, TrackedRun, checkpoint_step
 from pytest_novelty.integrations.session import log_session
 
 if TYPE_CHECKING:
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TRACKERS",
-    "Case",
     "Logged",
     "NoveltyGateCallback",
     "Point",

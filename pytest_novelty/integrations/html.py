@@ -27,68 +27,67 @@ from typing import Any
 
 import pytest
 
-from pytest_novelty.integrations.run import Case, TrackedRun
+from pytest_novelty.gate.record import CaseRecord
+from pytest_novelty.integrations.run import TrackedRun
 
 #: The columns added to the results table, after the test's id.
 COLUMNS = ("value", "bound", "comparison")
 _AFTER = 2  # pytest-html's columns: result, test, duration, links
 
 
-def _row(report: Any) -> Mapping[str, Any] | None:
-    for name, value in getattr(report, "user_properties", ()):
+def _record(report: pytest.TestReport) -> CaseRecord | None:
+    """The case record a test report carries (the plugin's ``novelty`` user property), if any."""
+    for name, value in report.user_properties:
         if name == "novelty" and isinstance(value, Mapping):
-            return value
+            return CaseRecord.from_json(value)
     return None
 
 
 class NoveltyHtml:
-    """pytest-html hooks; ``rows`` and ``suites`` give the session's case rows and suite data."""
+    """pytest-html hooks; ``records`` and ``suites`` give the session's case records and suite data."""
 
-    def __init__(self, rows: Callable[[], Sequence[Mapping[str, Any]]],
+    def __init__(self, records: Callable[[], Sequence[CaseRecord]],
                  suites: Callable[[], Mapping[str, Any]]) -> None:  # fmt: skip
-        self.rows, self.suites = rows, suites
+        self.records, self.suites = records, suites
 
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
         for offset, name in enumerate(COLUMNS):
             cells.insert(_AFTER + offset, f'<th class="novelty-{name}">{name}</th>')
 
-    def pytest_html_results_table_row(self, report: Any, cells: list[str]) -> None:
-        row = _row(report)
-        case = Case.from_row(row) if row is not None else None
-        texts = ("", "", "") if case is None else (
-            "n/a" if case.value is None else f"{case.value:.4f}", case.bound, case.comparison,
-        )  # fmt: skip
+    def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
+        case = _record(report)
+        texts = ("", "", "") if case is None else (case.value_text(), case.bound, case.comparison_text())
         for offset, (name, text) in enumerate(zip(COLUMNS, texts, strict=True)):
             cells.insert(_AFTER + offset, f'<td class="novelty-{name}">{html.escape(text)}</td>')
 
     def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str],
                                     session: pytest.Session) -> None:  # fmt: skip
-        rows = list(self.rows())
-        if rows:
-            postfix.append(render_sections(rows, self.suites()))
+        records = list(self.records())
+        if records:
+            postfix.append(render_sections(records, self.suites()))
 
 
-def register_html(config: pytest.Config, rows: Callable[[], Sequence[Mapping[str, Any]]],
+def register_html(config: pytest.Config, records: Callable[[], Sequence[CaseRecord]],
                   suites: Callable[[], Mapping[str, Any]]) -> None:  # fmt: skip
     """Register the hooks for this session (unregistered at the config's cleanup)."""
-    hooks = NoveltyHtml(rows, suites)
+    hooks = NoveltyHtml(records, suites)
     config.pluginmanager.register(hooks, "novelty-html")
     config.add_cleanup(lambda: config.pluginmanager.unregister(hooks))
 
 
-def render_sections(rows: Sequence[Mapping[str, Any]], suites_data: Mapping[str, Any]) -> str:
+def render_sections(records: Sequence[CaseRecord], suites_data: Mapping[str, Any]) -> str:
     """The HTML of every suite's section (tables, series, copied spans, plots)."""
     from pytest_novelty.infra.redact import redact_data
     from pytest_novelty.report.json_report import build_report
     from pytest_novelty.report.plots import write_plots
     from pytest_novelty.report.series import write_series_plots
 
-    rows, suites_data = redact_data(list(rows)), redact_data(dict(suites_data))
+    records, suites_data = [r.redacted() for r in records], redact_data(dict(suites_data))
     with tempfile.TemporaryDirectory(prefix="novelty-html-") as folder:
         plots = write_plots(folder, suites_data)
         for suite, kinds in write_series_plots(folder, suites_data).items():
             plots.setdefault(suite, {}).update(kinds)
-        report = build_report(rows, suites_data, None, plots=plots)
+        report = build_report(records, suites_data, None, plots=plots)
         run = TrackedRun.from_report(report, folder)
         series = _series_by_suite(report.get("series") or [])
         parts = ['<div class="novelty">', STYLE, "<h2>Novelty gate</h2>"]
@@ -123,13 +122,9 @@ def _table(head: Sequence[str], body: Sequence[Sequence[str]], css: str) -> str:
 
 def _suite_section(run: TrackedRun, suite: str, series: list[dict[str, Any]]) -> str:
     parts = [f'<section class="novelty-suite" id="novelty-{_esc(suite)}"><h3>Suite {_esc(suite)}</h3>']
-    cases = [
-        ("n/a" if c.value is None else f"{c.value:.4f}", c.bound, c.outcome,
-         c.comparison or ("" if c.outcome == "passed" else c.message))
-        for c in run.cases_of(suite)
-    ]  # fmt: skip
-    if cases:
-        body = [(c.metric, *cells) for c, cells in zip(run.cases_of(suite), cases, strict=True)]
+    body = [(c.metric, c.value_text(), c.bound, c.outcome, c.comparison_text() or _unless_passed(c))
+            for c in run.cases_of(suite)]  # fmt: skip
+    if body:
         parts.append(_table(("metric", "value", "bound", "outcome", "comparison"), body, "novelty-cases"))
     values = run.gated.scalars.get(suite, {})
     shown = {k: v for k, v in values.items() if k not in {c.metric for c in run.cases_of(suite)}}
@@ -159,6 +154,11 @@ def _suite_section(run: TrackedRun, suite: str, series: list[dict[str, Any]]) ->
     return "\n".join(parts)
 
 
+def _unless_passed(case: CaseRecord) -> str:
+    """A case's message, shown where it did not simply pass (a failure, an error, a skip's reason)."""
+    return "" if case.outcome == "passed" else case.message
+
+
 def _series_by_suite(series: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for entry in sorted(series, key=lambda e: int(e["step"])):
@@ -171,7 +171,7 @@ def _change(change: Mapping[str, Any] | None) -> str:
     if not change or change.get("delta") is None:
         return ""
     text = f" ({float(change['delta']):+.4f}"
-    ci = change.get("ci")
+    ci = change.get("delta_ci")
     if ci and None not in ci:
         text += f" [{float(ci[0]):+.4f}, {float(ci[1]):+.4f}]"
     return text + ")"

@@ -89,7 +89,7 @@ class MlflowTracker:
                 client.log_batch(run_id, params=params[start : start + BATCH_PARAMS])
             for start in range(0, len(metrics), BATCH_METRICS):
                 client.log_batch(run_id, metrics=metrics[start : start + BATCH_METRICS])
-            cases = [c.as_dict() for suite in run.suites for c in run.cases_of(suite)]
+            cases = [c.brief() for suite in run.suites for c in run.cases_of(suite)]
             client.log_dict(run_id, {"step": run.step, "cases": cases}, f"{PREFIX}/cases.json")
             tables = [f"## {suite}\n\n{run.cases_markdown(suite)}\n" for suite in run.suites]
             client.log_text(run_id, "\n".join(tables), f"{PREFIX}/cases.md")

@@ -2,8 +2,9 @@
 
 The trackers, the Trainer callback and the HTML report read a :class:`TrackedRun` and nothing
 else; it is built by one adapter, :meth:`TrackedRun.from_report`, from the content of
-``report.json`` (:func:`pytest_novelty.report.json_report.build_report`, which the plugin writes
-from its case rows and suite data). No metric is computed here: every number is one the metrics
+``report.json`` (:func:`pytest_novelty.report.json_report.build_report`, which the front ends write
+from their case records and suite data); its cases are those records, read back as they were
+written. No metric is computed here: every number is one the metrics
 step or the case decided on.
 
 A run logs one or more :class:`Point` s, each a checkpoint at its training step:
@@ -29,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_novelty.gate.record import CaseRecord, sort_key
+from pytest_novelty.report.json_report import read_records
 from pytest_novelty.report.spans import CopiedSpan, copied_spans
 
 #: The prefix of every name the trackers log.
@@ -62,79 +65,6 @@ def _number(value: Any) -> float | None:
 
 
 @dataclass(frozen=True)
-class Case:
-    """One case as pytest decided it: the value, the bound, the outcome and any comparison."""
-
-    suite: str
-    metric: str
-    op: str | None
-    threshold: float | None
-    value: float | None
-    outcome: str
-    """``passed``, ``failed``, ``error`` (a harness error or a crashed worker) or ``skipped``."""
-    message: str = ""
-    baseline: float | None = None
-    delta: float | None = None
-    ci: tuple[float, float] | None = None
-    p_value: float | None = None
-    verdict: str = ""
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Case:
-        """A case from one of the report's rows."""
-        ci = row.get("delta_ci")  # the change's interval (a row's "ci" is its value's)
-        interval = None
-        if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_number(v) is not None for v in ci):
-            interval = (float(ci[0]), float(ci[1]))
-        outcome = str(row.get("outcome") or ("passed" if row.get("passed", True) else "failed"))
-        return cls(
-            suite=str(row.get("suite")),
-            metric=str(row.get("metric")),
-            op=None if row.get("op") is None else str(row["op"]),
-            threshold=_number(row.get("threshold")),
-            value=_number(row.get("value")),
-            outcome=outcome,
-            message=str(row.get("message") or ""),
-            baseline=_number(row.get("baseline")),
-            delta=_number(row.get("delta")),
-            ci=interval,
-            p_value=_number(row.get("p_value")),
-            verdict=str(row.get("verdict") or row.get("status") or ""),
-        )
-
-    @property
-    def bound(self) -> str:
-        """The threshold as written: ``>= 0.3``, or ``""`` for a case without one."""
-        return "" if self.op is None or self.threshold is None else f"{self.op} {self.threshold:g}"
-
-    @property
-    def comparison(self) -> str:
-        """The comparison in words (``baseline 0.4412, delta -0.1292, CI [-0.1586, -0.1010], p 0.0001,
-        regressed``), or ``""`` when the case was compared with nothing."""
-        if self.baseline is None and self.delta is None and not self.verdict:
-            return ""
-        parts = []
-        if self.baseline is not None:
-            parts.append(f"baseline {self.baseline:.4f}")
-        if self.delta is not None:
-            parts.append(f"delta {self.delta:+.4f}")
-        if self.ci is not None:
-            parts.append(f"CI [{self.ci[0]:+.4f}, {self.ci[1]:+.4f}]")
-        if self.p_value is not None:
-            parts.append("p < 0.0001" if self.p_value < 0.0001 else f"p {self.p_value:.4f}")
-        if self.verdict:
-            parts.append(self.verdict.replace("_", " "))
-        return ", ".join(parts)
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form, with the bound and the comparison in words."""
-        return {
-            "suite": self.suite, "metric": self.metric, "value": self.value, "bound": self.bound,
-            "outcome": self.outcome, "comparison": self.comparison, "message": self.message,
-        }  # fmt: skip
-
-
-@dataclass(frozen=True)
 class Point:
     """One checkpoint's values at its training step: suite → name → value."""
 
@@ -158,7 +88,7 @@ class TrackedRun:
     identity: Mapping[str, str]
     """What produced the numbers: model, its content identity, suites, judge, index, units, versions."""
     points: tuple[Point, ...]
-    cases: tuple[Case, ...]
+    cases: tuple[CaseRecord, ...]
     plots: Mapping[str, Mapping[str, Path]] = field(default_factory=dict)
     """Per suite, plot kind → PNG file."""
     spans: Mapping[str, tuple[CopiedSpan, ...]] = field(default_factory=dict)
@@ -182,27 +112,27 @@ class TrackedRun:
     @property
     def passed(self) -> bool:
         """Whether every case passed (an error or a failure makes it False)."""
-        return bool(self.cases) and all(c.outcome in ("passed", "skipped") for c in self.cases)
+        return bool(self.cases) and all(c.passed for c in self.cases)
 
     def summary_scalars(self) -> dict[str, float]:
         """Run-level values logged at the gated step: ``novelty/passed`` (1 when every case passed)
         and the numbers of failed and errored cases."""
         return {
             f"{PREFIX}/passed": 1.0 if self.passed else 0.0,
-            f"{PREFIX}/cases_failed": float(sum(c.outcome == "failed" for c in self.cases)),
-            f"{PREFIX}/cases_errored": float(sum(c.outcome == "error" for c in self.cases)),
+            f"{PREFIX}/cases_failed": float(sum(c.failed for c in self.cases)),
+            f"{PREFIX}/cases_errored": float(sum(c.is_error for c in self.cases)),
         }
 
-    def cases_of(self, suite: str) -> list[Case]:
-        return sorted((c for c in self.cases if c.suite == suite), key=lambda c: (c.metric, c.op or ""))
+    def cases_of(self, suite: str) -> list[CaseRecord]:
+        return sorted((c for c in self.cases if c.suite == suite), key=sort_key)
 
     def cases_markdown(self, suite: str) -> str:
         """The suite's cases as a Markdown table (metric, value, bound, outcome, comparison)."""
         lines = ["| metric | value | bound | outcome | comparison |", "|---|---|---|---|---|"]
         for case in self.cases_of(suite):
-            value = "n/a" if case.value is None else f"{case.value:.4f}"
-            comparison = case.comparison or (case.message if case.outcome == "error" else "")
-            lines.append(f"| {case.metric} | {value} | {case.bound} | {case.outcome} | {_cell(comparison)} |")
+            comparison = case.comparison_text() or (case.message if case.is_error else "")
+            cells = (case.metric, case.value_text(), case.bound, case.outcome, _cell(comparison))
+            lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines)
 
     def spans_markdown(self, suite: str) -> str:
@@ -227,9 +157,8 @@ class TrackedRun:
         resolved against ``folder``, the report's folder (left out when it is not given)."""
         versions = dict(report.get("versions") or {})
         suites = {str(k): dict(v) for k, v in dict(report.get("suites") or {}).items()}
-        rows = [dict(r) for r in report.get("rows") or []]
-        cases = tuple(Case.from_row(r) for r in rows)
-        gated = _gated_values(rows, suites)
+        cases = tuple(read_records(report))
+        gated = _gated_values(cases, suites)
         series = list(report.get("series") or [])
         model = str(versions.get("model") or "")
         if series:
@@ -260,7 +189,7 @@ def _cell(text: str) -> str:
 
 
 def _gated_values(
-    rows: Iterable[Mapping[str, Any]], suites: Mapping[str, Mapping[str, Any]]
+    cases: Iterable[CaseRecord], suites: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, dict[str, float]]:
     """Per suite: the standard values the metrics step computed, then every gated metric's value
     as its case decided it (which wins where both name the same metric)."""
@@ -271,10 +200,9 @@ def _gated_values(
             metrics = dict(data.get("shares") or {})
         values = {k: _number(v) for k, v in metrics.items() if _STANDARD.match(str(k))}
         out[name] = {k: v for k, v in values.items() if v is not None}
-    for row in rows:
-        value = _number(row.get("value"))
-        if value is not None and row.get("metric") is not None:
-            out.setdefault(str(row.get("suite")), {})[str(row["metric"])] = value
+    for case in cases:
+        if case.value is not None:
+            out.setdefault(case.suite, {})[case.metric] = case.value
     return out
 
 

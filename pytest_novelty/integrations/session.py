@@ -1,6 +1,6 @@
 """The plugin's one call into the integrations: log a finished session's report to the trackers.
 
-:func:`log_session` takes what the plugin has at its terminal summary (the case rows, the suites'
+:func:`log_session` takes what the plugin has at its terminal summary (the case records, the suites'
 data and the versions, from which ``report.json`` is written) and logs them to every
 ``--novelty-log`` tracker. The report folder of ``--novelty-report`` is read back when there is
 one; without it the report (with its plots) is written to a temporary folder first, so the
@@ -14,13 +14,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_novelty.gate.record import CaseRecord
 from pytest_novelty.integrations.base import Logged, log_run
 from pytest_novelty.integrations.run import TrackedRun
 
 
 def log_session(
     specs: Sequence[str],
-    rows: Sequence[Mapping[str, Any]],
+    records: Sequence[CaseRecord],
     suites_data: Mapping[str, Any],
     versions: Mapping[str, Any],
     *,
@@ -38,5 +39,5 @@ def log_session(
     from pytest_novelty.report import write_report
 
     with tempfile.TemporaryDirectory(prefix="novelty-log-") as folder:
-        files = write_report(folder, rows, suites_data, versions, step_summary=False)
+        files = write_report(folder, records, suites_data, versions, step_summary=False)
         return log_run(specs, TrackedRun.from_report_file(files.json), write)

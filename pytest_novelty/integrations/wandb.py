@@ -56,7 +56,7 @@ class WandbTracker:
             gated = {**run.gated.flat(), **run.summary_scalars()}
             gated[f"{PREFIX}/cases"] = wandb.Table(
                 columns=list(CASE_COLUMNS),
-                data=[[c.as_dict()[k] for k in CASE_COLUMNS] for s in run.suites for c in run.cases_of(s)],
+                data=[[c.brief()[k] for k in CASE_COLUMNS] for s in run.suites for c in run.cases_of(s)],
             )
             spans = [span.as_dict() for suite in run.suites for span in run.spans.get(suite, ())]
             if spans:

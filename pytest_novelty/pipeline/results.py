@@ -18,6 +18,10 @@ from pytest_novelty.metrics.uncertainty import Interval
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
 
+HUMAN_REFERENCES = "references"
+"""The name a suite's human references are compared under (``[gate] reference = true``), as the
+table, the report and a comparison's words say it."""
+
 
 @dataclass(frozen=True)
 class Sweep:

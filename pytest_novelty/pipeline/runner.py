@@ -22,7 +22,7 @@ from pytest_novelty.pipeline.config import RunConfig
 from pytest_novelty.pipeline.export import work_line
 from pytest_novelty.pipeline.measure import gated_order, measure, needs_equivalence
 from pytest_novelty.pipeline.models import SessionModels, originality_units
-from pytest_novelty.pipeline.results import SuiteAnswers, SuiteResult
+from pytest_novelty.pipeline.results import HUMAN_REFERENCES, SuiteAnswers, SuiteResult
 from pytest_novelty.pipeline.scores import lookup, originality_column, score_answers
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
@@ -172,7 +172,7 @@ class Runner:
             raise ConfigError(
                 "gate.reference is on but no prompt has a human reference", path=suite.path, field="gate.reference"
             )
-        return self.score(suite, prompts, [[str(p.reference)] for p in prompts], model="human references")
+        return self.score(suite, prompts, [[str(p.reference)] for p in prompts], model=HUMAN_REFERENCES)
 
     def score(self, suite: Suite, prompts: list[Prompt], answers: list[list[str]], *,
               pool_novelty: np.ndarray | None = None, model: str | None = None) -> SuiteResult:

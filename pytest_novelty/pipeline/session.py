@@ -19,7 +19,7 @@ from typing import TypeVar
 from pytest_novelty.infra.errors import NoveltyError
 from pytest_novelty.pipeline.config import RunConfig
 from pytest_novelty.pipeline.models import SessionModels
-from pytest_novelty.pipeline.results import SuiteResult
+from pytest_novelty.pipeline.results import HUMAN_REFERENCES, SuiteResult
 from pytest_novelty.pipeline.runner import Runner
 from pytest_novelty.pipeline.series import Checkpoint
 from pytest_novelty.suites.schema import Suite
@@ -27,9 +27,6 @@ from pytest_novelty.suites.schema import Suite
 __all__ = ["HUMAN_REFERENCES", "Baseline", "ResultsSession"]
 
 T = TypeVar("T")
-
-HUMAN_REFERENCES = "human references"
-"""The name a suite's human references are compared under (``[gate] reference = true``)."""
 
 
 @dataclass(frozen=True)

@@ -227,7 +227,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("html"):  # pytest-html: the suites' tables and plots in its report
         from pytest_novelty.integrations.html import register_html
 
-        register_html(config, state.final_rows, lambda: state.suite_data)
+        register_html(config, state.final_records, lambda: state.suite_data)
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --model X` with no paths: run the suites, not the project's own tests.
         config.args = [str(folder)]

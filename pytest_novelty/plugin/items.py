@@ -1,12 +1,12 @@
 """The test function behind every suite file (see ``plugin.SuiteFile``).
 
 pytest collects each suite file as a module whose object is this one; ``test_metric`` is
-parametrized per threshold by the plugin. It asks the one case decision
-(:func:`pytest_novelty.gate.case.decide`) and turns its outcome into pytest's: the row it records
-in the item's ``user_properties`` (as ``("novelty", row)``, the way pytest's own ``junitxml`` and
-pytest-xdist carry a test's properties, without the ``record_property`` fixture that warns under
-the default ``junit_family`` xunit2) is what the table and the report show, and a failure lists
-every reason the decision gave.
+parametrized per threshold by the plugin. It asks the run's one case loop
+(:meth:`pytest_novelty.gate.cases.CaseLoop.decide`) and turns its record into pytest's outcome: the
+record goes into the item's ``user_properties`` as JSON (as ``("novelty", record)``, the way pytest's
+own ``junitxml`` and pytest-xdist carry a test's properties, without the ``record_property`` fixture
+that warns under the default ``junit_family`` xunit2), read back on the controller for the table and
+the report, and a failure lists every reason the decision gave.
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_novelty.gate.case import decide, with_repeats
 from pytest_novelty.gate.regression import NoveltyDriftWarning
 from pytest_novelty.infra.errors import NoveltyError
-from pytest_novelty.infra.redact import redact_data
 
 if TYPE_CHECKING:
     from pytest_novelty.pipeline.results import SuiteResult
@@ -40,49 +38,37 @@ def test_metric(
     from pytest_novelty.plugin.snapshots import SyrupyStore, snapshot_settings
 
     state = request.config.stash[STATE]
-    suite, threshold = novelty_suite, novelty_threshold
     snapshot = SyrupyStore(request) if snapshot_settings(request.config).enabled else None
     error: NoveltyError | None = None
     try:
-        earlier = state.earlier(suite) if novelty_baseline is None and suite.gate.against == "series-best" else []
-        mode = request.config.option.novelty_threshold_mode
-        outcome = decide(suite, threshold, novelty_result, baseline=novelty_baseline, earlier=earlier,
-                         snapshot=snapshot, mode=mode, comparisons=state.comparisons)
-        repeats = int(request.config.option.novelty_repeat or 1)
-        outcome = with_repeats(state.session, suite, threshold, outcome, repeats, snapshot=snapshot, mode=mode,
-                               comparisons=state.comparisons)
-        state.note_repeats(suite, repeats)
+        record = state.cases.decide(novelty_suite, novelty_threshold, snapshot)
     except NoveltyError as exc:  # a damaged snapshot or tail file, an earlier checkpoint that failed
         error = exc
     if error is not None:
         state.harness_failure(error, request.node)
-    for warning in outcome.warnings:
+    for warning in record.warnings:
         warnings.warn(NoveltyDriftWarning(warning), stacklevel=2)
-    request.node.user_properties.append(("novelty", redact_data(outcome.row())))
-    if outcome.failures:
-        pytest.fail("\n".join(outcome.failures), pytrace=False)
+    request.node.user_properties.append(("novelty", record.redacted().to_json()))
+    if record.failures:
+        pytest.fail("\n".join(record.failures), pytrace=False)
 
 
 def test_checkpoint(novelty_suite: Suite, novelty_checkpoint: Checkpoint, request: pytest.FixtureRequest) -> None:
     """One earlier checkpoint of ``--model-series`` on one suite, generated and scored here: its own
     unit of work, so that pytest-xdist's workers gate several checkpoints at once. Its part of the
     series goes to the controller, which puts the series together when the run ends."""
-    from pytest_novelty.gate.series import series_part
-    from pytest_novelty.pipeline.export import work_line
+    from pytest_novelty.gate.cases import checkpoint_part
     from pytest_novelty.plugin import STATE
     from pytest_novelty.plugin.state import SERIES_PROPERTY
 
     state = request.config.stash[STATE]
-    suite, checkpoint = novelty_suite, novelty_checkpoint
     error: NoveltyError | None = None
     try:
-        result = state.session.model_result(checkpoint.path, suite.first)
+        part, work = checkpoint_part(state.session, novelty_suite, novelty_checkpoint)
     except NoveltyError as exc:
         error = exc
     if error is not None:
         state.harness_failure(error, request.node)
-    part = {"suite": suite.name, "step": checkpoint.step, "model": checkpoint.path, "part": series_part(result)}
-    request.node.user_properties.append((SERIES_PROPERTY, part))
-    request.node.user_properties.append(("novelty_work", work_line(f"{suite.name} @ {checkpoint.name}", result)))
-    state.session.release(checkpoint.path)
-
+    message = {"suite": novelty_suite.name, "step": novelty_checkpoint.step, "part": part}
+    request.node.user_properties.append((SERIES_PROPERTY, message))
+    request.node.user_properties.append(("novelty_work", work))

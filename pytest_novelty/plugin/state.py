@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import pytest
 
+from pytest_novelty.gate.cases import CaseLoop, CaseSettings
+from pytest_novelty.gate.record import CaseRecord
 from pytest_novelty.infra.cache import repaired
 from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, ConfigError, HarnessError, NoveltyError, last_line
 from pytest_novelty.infra.progress import ProgressSink
@@ -50,13 +52,12 @@ class NoveltyState:
             baseline_model=self.baseline_model,
             series=self.series,
         )
+        self.cases = CaseLoop(self.session, self._case_settings(), series=self.series, spread=spread_series)
+        """The run's one case loop; its settings are final once collection has counted the comparisons."""
         self._outcomes: dict[str, tuple[str, str]] = {}  # node id -> (passed | failed | error, message)
-        self._node_rows: dict[str, dict[str, Any]] = {}
+        self._node_records: dict[str, CaseRecord] = {}
         self._announced: set[str] = set()
-        self._series_parts: dict[str, dict[int, dict[str, Any]]] = {}  # suite -> step -> a checkpoint's part
-        self.series_gaps: dict[str, str] = {}  # suite -> why its series could not be put together
         self._series_failed: set[str] = set()  # "suite@step" of each series checkpoint whose item failed
-        self.suite_data: dict[str, dict[str, Any]] = {}
         self.pytest_session: pytest.Session | None = None
         self.stopped: str | None = None
         """Why the run stopped before any case ran (a preflight failure), for the report."""
@@ -70,8 +71,6 @@ class NoveltyState:
         """Bad input found only while a case ran (a prompt too long for the context, say)."""
         self.exit_status: int | None = None
         """The status the run exits with, once the session has finished."""
-        self.comparisons = 1
-        """How many regression tests the run's selected cases make (set when collection ends)."""
         self._said = False
 
     # -- running suites -------------------------------------------------------------------------
@@ -115,68 +114,23 @@ class NoveltyState:
         """What the candidate is compared with (see :meth:`ResultsSession.baseline`)."""
         return self.session.baseline(suite)
 
+    def _case_settings(self, comparisons: int = 1) -> CaseSettings:
+        option = self.config.option
+        return CaseSettings(mode=option.novelty_threshold_mode, repeats=int(option.novelty_repeat or 1),
+                            comparisons=comparisons)  # fmt: skip
+
+    @property
+    def suite_data(self) -> dict[str, dict[str, Any]]:
+        """Per suite run: its exported data (on the controller, the workers' too)."""
+        return self.cases.suite_data
+
     def result(self, suite: Suite) -> SuiteResult:
-        """The candidate's result (computed once per suite); its report data is kept, with its part
-        of the series (the earlier checkpoints are ``test_checkpoint`` items of their own, and the
-        series is put together when the session ends, on the tails the cases were judged on)."""
-        result = self.session.result(suite)
-        if suite.name not in self.suite_data:
-            from pytest_novelty.pipeline.export import suite_data
-
-            base = self.session.baseline(suite)
-            self.suite_data[suite.name] = suite_data(
-                result, None if base is None else base.result, alpha=suite.gate.alpha / self.comparisons
-            )
-            if self.series:
-                from pytest_novelty.gate.series import series_part
-
-                data = self.suite_data[suite.name]
-                data["series_part"] = series_part(result)
-                if spread_series(suite) is False:  # its cases need the earlier checkpoints: scored here
-                    steps = [c.step for c in self.series[:-1]]
-                    data["earlier_parts"] = dict(zip(steps, map(series_part, self.earlier(suite)), strict=True))
-        return result
+        """The candidate's result on ``suite`` (computed once; see :meth:`CaseLoop.result`)."""
+        return self.cases.result(suite)
 
     def earlier(self, suite: Suite) -> list[SuiteResult]:
         """With --model-series, every earlier checkpoint's result on ``suite``, in step order."""
-        return self.session.earlier(suite)
-
-    def note_repeats(self, suite: Suite, repeats: int) -> None:
-        """Keep, once per suite, what its ``--novelty-repeat`` runs generated (for the work line)."""
-        data = self.suite_data.get(suite.name)
-        if repeats > 1 and data is not None and "repeats" not in data:
-            from pytest_novelty.pipeline.export import repeats_json
-
-            data["repeats"] = repeats_json(self.session, suite, repeats)
-
-    def _assemble_series(self, rows: list[dict[str, Any]]) -> None:
-        """Each suite's series, on the controller (or the one process): the candidate's part from its
-        suite's data, every earlier checkpoint's from its ``test_checkpoint`` item, compared on the
-        tails the cases were judged on (see :mod:`pytest_novelty.gate.series`)."""
-        if not self.series:
-            return
-        from pytest_novelty.gate.series import series_entries
-
-        newest = self.series[-1]
-        for name in sorted({*self.suite_data, *self._series_parts}):  # a crashed worker's suite has no data
-            data = self.suite_data.get(name, {})
-            # the parts are read once, here: the report and its writers never walk their records again
-            candidate = data.pop("series_part", None)
-            parts = data.pop("earlier_parts", None) or self._series_parts.get(name, {})
-            missing = [c.step for c in self.series[:-1] if c.step not in parts]
-            missing += [] if candidate is not None else [newest.step]
-            if missing:
-                steps = ", ".join(map(str, missing))
-                failed = any(f"{name}@{step}" in self._series_failed for step in missing) or any(
-                    r.get("suite") == name and r.get("outcome") == "error" for r in rows
-                )
-                why = "harness error" if failed else "not selected: a series needs the suite's cases and checkpoints"
-                self.series_gaps[name] = f"no series for suite {name}: no result for step {steps} ({why})"
-                continue
-            tails = {str(r["metric"]): list(r["tail_ids"]) for r in rows
-                     if r.get("suite") == name and r.get("tail_ids")}
-            ordered = [(c, parts[c.step]) for c in self.series[:-1]] + [(newest, candidate)]
-            data["series"] = series_entries(ordered, tails)
+        return self.cases.earlier(suite)
 
     def announce(self, suite: Suite, result: SuiteResult) -> str | None:
         """The line saying where and how a suite ran, once per suite (None after the first time)."""
@@ -253,7 +207,7 @@ class NoveltyState:
                 cases[item.nodeid] = suite
         counted = compared_cases(list(cases.values()), baseline=self.baseline_model is not None,
                                  snapshots=snapshot_settings(self.config).enabled, series=bool(self.series))
-        self.comparisons = max(1, counted)
+        self.cases.settings = self._case_settings(max(1, counted))
         if self.worker or self.config.option.collectonly:
             return
         if self.stopped is None:
@@ -279,7 +233,8 @@ class NoveltyState:
             workeroutput[_WORKER_KEY] = self.suite_data
             workeroutput[_REPAIRS_KEY] = repaired()
         else:  # before pytest-html writes its page (its own sessionfinish runs after this one)
-            self._assemble_series(self.final_rows())
+            failed = self._series_failed
+            self.cases.assemble_series(self.final_records(), failed=lambda name, step: f"{name}@{step}" in failed)
         no_verdict = any(outcome == "error" for outcome, _ in self._outcomes.values())
         decided = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
         if self.bad_input and session.exitstatus in decided:
@@ -317,9 +272,9 @@ class NoveltyState:
         if report.when == "call":
             for name, value in report.user_properties:
                 if name == SERIES_PROPERTY and isinstance(value, dict) and report.passed:
-                    self._series_parts.setdefault(str(value["suite"]), {})[int(value["step"])] = value["part"]
+                    self.cases.add_series_part(str(value["suite"]), int(value["step"]), value["part"])
                 if name == "novelty" and isinstance(value, dict) and case:
-                    self._node_rows[report.nodeid] = value
+                    self._node_records[report.nodeid] = CaseRecord.from_json(value)
                 elif name == "novelty_work" and getattr(report, "node", None) is not None:
                     self.log(str(value))  # from an xdist worker: its own output never reaches the terminal
         if not case:
@@ -334,36 +289,28 @@ class NoveltyState:
         elif report.skipped and report.nodeid not in self._outcomes:
             self._outcomes[report.nodeid] = ("skipped", last_line(report.longreprtext))
 
-    def final_rows(self) -> list[dict[str, Any]]:
-        """One row per case pytest ran, with pytest's outcome: the rows the cases recorded, and a row
-        for every case that errored or crashed before it could record one."""
-        rows = []
+    def final_records(self) -> list[CaseRecord]:
+        """One record per case pytest ran, with pytest's outcome: the records the cases made, and an
+        error record for every case that errored or crashed before it could make one."""
+        records = []
         for nodeid, (outcome, message) in self._outcomes.items():
-            recorded = self._node_rows.get(nodeid)
-            row = dict(recorded) if recorded else self._error_row(nodeid)
-            row["outcome"] = outcome
-            row["passed"] = outcome in ("passed", "skipped")
-            if message and (outcome == "error" or not recorded):
-                row["message"] = message
-            rows.append(row)
-        return rows
+            recorded = self._node_records.get(nodeid)
+            if recorded is None:
+                records.append(self._error_record(nodeid).with_outcome(outcome, message))
+            else:
+                records.append(recorded.with_outcome(outcome, message if message and outcome == "error" else None))
+        return records
 
-    def _error_row(self, nodeid: str) -> dict[str, Any]:
-        """A row for a case that never recorded one: its suite and threshold from the node id."""
+    def _error_record(self, nodeid: str) -> CaseRecord:
+        """The record of a case that never made one: its suite and threshold from the node id."""
         key = _case_key(nodeid)
         for suite in self.suites.values():
             for run in suite.runs():
                 for threshold in run.thresholds:
                     if f"{run.name}-{threshold.label}" == key:
-                        return {
-                            "suite": run.name,
-                            "metric": threshold.metric,
-                            "op": threshold.op,
-                            "threshold": threshold.value,
-                            "value": None,
-                        }
+                        return CaseRecord.error(run.name, threshold.metric, threshold.op, threshold.value, "")
         suite_name, _, metric = key.rpartition("-")
-        return {"suite": suite_name or key, "metric": metric, "op": None, "threshold": None, "value": None}
+        return CaseRecord.error(suite_name or key, metric, None, None, "")
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """xdist controller: merge the suites' arrays that a worker computed."""
@@ -374,16 +321,16 @@ class NoveltyState:
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
         if hasattr(self.config, "workerinput"):
             return
-        rows = self.final_rows()
-        if rows:
+        records = self.final_records()
+        if records:
             from pytest_novelty.report.terminal import gate_summary
 
             terminalreporter.section("novelty gate")
             # Every damaged entry this run met, wherever it was read: the suites' runs, the preflight,
             # the checkpoint and index memos, in this process and in every xdist worker.
-            for line in gate_summary(rows, self.suite_data, repaired() + self.worker_repairs):
+            for line in gate_summary(records, self.suite_data, repaired() + self.worker_repairs):
                 terminalreporter.line(line)
-            for line in self.series_gaps.values():
+            for line in self.cases.series_gaps.values():
                 terminalreporter.line(line)
         folder = self.config.option.novelty_report
         if folder:
@@ -391,7 +338,7 @@ class NoveltyState:
             from pytest_novelty.report import write_report
 
             self._say_stopped()
-            if self.stopped is not None and not rows:  # no case ran: no verdict, and why
+            if self.stopped is not None and not records:  # no case ran: no verdict, and why
                 from pytest_novelty.report.json_report import write_placeholder
 
                 write_placeholder(Path(folder), self.stopped)
@@ -399,13 +346,13 @@ class NoveltyState:
                 return
             status = self.exit_status if self.exit_status is not None else int(exitstatus)
             versions = {**self.versions(), "exit status": status}
-            files = write_report(Path(folder), rows, cast(Any, self.suite_data), versions)
+            files = write_report(Path(folder), records, cast(Any, self.suite_data), versions)
             terminalreporter.line(f"novelty report: {files.json.parent}")
-        if self.config.option.novelty_log and rows:  # --novelty-log: the trackers read the report
+        if self.config.option.novelty_log and records:  # --novelty-log: the trackers read the report
             from pytest_novelty.integrations import log_session
 
             logged = log_session(
-                self.config.option.novelty_log, rows, self.suite_data,
+                self.config.option.novelty_log, records, self.suite_data,
                 {**self.versions(), "exit status": self.exit_status if self.exit_status is not None else exitstatus},
                 report_dir=folder or None, write=terminalreporter.line,
             )  # fmt: skip

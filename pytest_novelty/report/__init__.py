@@ -8,7 +8,7 @@ from pytest_novelty.report.json_report import (
 )
 from pytest_novelty.report.markdown import render_markdown, write_markdown_report
 from pytest_novelty.report.plots import plot_novelty_histogram, plot_quality_originality, write_plots
-from pytest_novelty.report.terminal import render_table, verdict_text
+from pytest_novelty.report.terminal import render_table
 from pytest_novelty.report.write import write_report
 
 __all__ = [
@@ -19,7 +19,6 @@ __all__ = [
     "plot_quality_originality",
     "render_markdown",
     "render_table",
-    "verdict_text",
     "write_json_report",
     "write_markdown_report",
     "write_plots",

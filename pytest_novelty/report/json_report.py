@@ -3,8 +3,9 @@
 :func:`write_report` is the entry point; it writes the plots first so that ``report.json`` can list
 them. Inputs are plain data so the controller can build them from what xdist workers sent:
 
-* ``rows``: one dict per case, as the terminal table takes them (see
-  :mod:`pytest_novelty.report.terminal`), plus ``message`` and anything else worth keeping;
+* ``records``: one :class:`~pytest_novelty.gate.record.CaseRecord` per case, written as its
+  :meth:`~pytest_novelty.gate.record.CaseRecord.to_json` under ``rows`` and read back with
+  :func:`read_records`;
 * ``suites_data``: per suite, a :class:`SuiteData` with the per-generation arrays;
 * ``versions``: what produced the numbers, e.g. ``{"model": ..., "suites": ..., "judge": ...,
   "index": ...}``; values are strings or small JSON values.
@@ -24,11 +25,14 @@ from typing import Any
 
 import numpy as np
 
+from pytest_novelty.gate.record import CaseRecord, sort_key
 from pytest_novelty.infra.storage import atomic_write_json
 from pytest_novelty.report.data import SuiteData, as_vector, novelty_of
-from pytest_novelty.report.terminal import is_error, threshold_met
 
-REPORT_FORMAT = 1
+#: The layout of ``report.json``. 2: every row is a case record as
+#: :meth:`~pytest_novelty.gate.record.CaseRecord.to_json` writes it (the comparison nested under
+#: ``comparison``, the tail under ``tail``, ``outcome`` always present); 1 had flat rows.
+REPORT_FORMAT = 2
 JSON_NAME = "report.json"
 
 
@@ -103,28 +107,32 @@ def _own_version() -> str:
         return "unknown"
 
 
-def _row_failed(row: Mapping[str, Any]) -> bool:
-    return not is_error(row) and (not row.get("passed", True) or row.get("status") == "regressed")
-
-
-def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+def summarize(records: Sequence[CaseRecord]) -> dict[str, int]:
     """Counts of cases as pytest decided them: total, passed, failed (gate failures), errors (harness
     errors and crashed workers, which decide nothing), threshold failures, regressions, drift
     warnings (drops within tolerance or not significant) and improvements."""
     return {
-        "cases": len(rows),
-        "passed": sum(not _row_failed(r) and not is_error(r) for r in rows),
-        "failed": sum(_row_failed(r) for r in rows),
-        "errors": sum(is_error(r) for r in rows),
-        "threshold_failures": sum(not is_error(r) and not threshold_met(r) for r in rows),
-        "regressions": sum(r.get("status") == "regressed" for r in rows),
-        "warnings": sum(r.get("status") in ("within_tolerance", "not_significant") for r in rows),
-        "improvements": sum(r.get("status") == "improved" for r in rows),
+        "cases": len(records),
+        "passed": sum(r.passed for r in records),
+        "failed": sum(r.failed for r in records),
+        "errors": sum(r.is_error for r in records),
+        "threshold_failures": sum(not r.is_error and not r.met for r in records),
+        "regressions": sum(r.regressed for r in records),
+        "warnings": sum(r.drifted for r in records),
+        "improvements": sum(r.status == "improved" for r in records),
     }
 
 
+def read_records(report: Mapping[str, Any]) -> list[CaseRecord]:
+    """The case records of ``report`` (the content of a ``report.json``); ``ValueError`` naming the
+    format when the file was written in another one."""
+    if report.get("format") != REPORT_FORMAT:
+        raise ValueError(f"report format {report.get('format')!r}, this version reads format {REPORT_FORMAT}")
+    return [CaseRecord.from_json(row) for row in report.get("rows") or []]
+
+
 def build_report(
-    rows: Sequence[Mapping[str, Any]],
+    records: Sequence[CaseRecord],
     suites_data: Mapping[str, SuiteData] | None = None,
     versions: Mapping[str, Any] | None = None,
     *,
@@ -141,8 +149,8 @@ def build_report(
         "format": REPORT_FORMAT,
         "created": stamp,
         "versions": {"pytest_novelty": _own_version(), **dict(versions or {})},
-        "summary": {**summarize(rows), "complete": True},
-        "rows": [dict(r) for r in sorted(rows, key=lambda r: (str(r.get("suite")), str(r.get("metric"))))],
+        "summary": {**summarize(records), "complete": True},
+        "rows": [r.to_json() for r in sorted(records, key=sort_key)],
         "suites": {name: _suite_entry(data) for name, data in sorted((suites_data or {}).items())},
         "plots": {s: {k: Path(p).name for k, p in kinds.items()} for s, kinds in sorted((plots or {}).items())},
     }
@@ -178,7 +186,7 @@ def write_placeholder(out_dir: str | Path, reason: str) -> None:
 
 def write_json_report(
     out_dir: str | Path,
-    rows: Sequence[Mapping[str, Any]],
+    records: Sequence[CaseRecord],
     suites_data: Mapping[str, SuiteData] | None = None,
     versions: Mapping[str, Any] | None = None,
     *,
@@ -186,5 +194,5 @@ def write_json_report(
 ) -> Path:
     """Write ``report.json`` into ``out_dir`` (created if needed) and return its path."""
     path = Path(out_dir) / JSON_NAME
-    atomic_write_json(path, build_report(rows, suites_data, versions, plots=plots))
+    atomic_write_json(path, build_report(records, suites_data, versions, plots=plots))
     return path

@@ -7,27 +7,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_novelty.gate.record import CaseRecord, sort_key
 from pytest_novelty.infra.storage import atomic_write_text
 from pytest_novelty.report.json_report import summarize
 from pytest_novelty.report.terminal import (
     SHARES_LEGEND,
+    compared_cell,
     format_ci,
     format_p,
     has_comparison,
-    is_error,
     pairs_cell,
-    threshold_met,
-    verdict_text,
+    tests_used,
 )
 
 MARKDOWN_NAME = "report.md"
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
-
-
-def _num(value: Any, signed: bool = False) -> str:
-    if value is None or value != value:  # None or NaN
-        return "n/a"
-    return f"{float(value):+.4f}" if signed else f"{float(value):.4f}"
 
 
 def _plain(value: Any) -> str:
@@ -43,46 +37,34 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _threshold(row: Mapping[str, Any]) -> str:
-    if row.get("op") is None or row.get("threshold") is None:
-        return ""
-    return f"{row['op']} {row['threshold']:g}"
+def _note(record: CaseRecord) -> str:
+    """Bullets explaining why a case failed or warned: its harness error, threshold message, comparison."""
+    if record.is_error:
+        return f"- {_cell(record.suite)} `{record.metric}`: {_cell(record.reasons()[0])}"
+    return "\n".join(f"- {_cell(reason)}" for reason in record.reasons())
 
 
-def _note(row: Mapping[str, Any]) -> str:
-    """A bullet explaining why a row failed or warned: its threshold message, its comparison, or both."""
-    parts = []
-    if is_error(row):
-        return f"- {_cell(str(row['suite']))} `{row['metric']}`: {_cell(str(row.get('message') or 'harness error'))}"
-    if not threshold_met(row) and row.get("message"):
-        parts.append(str(row["message"]))
-    if row.get("status") in ("regressed", "not_significant", "within_tolerance"):
-        parts.append(str(row.get("comparison") or row.get("message") or ""))
-    if not parts and not row.get("passed", True) and row.get("message"):
-        parts.append(str(row["message"]))
-    return "\n".join(f"- {_cell(p)}" for p in parts if p)
-
-
-def _table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    compared = has_comparison(rows)
+def _table(records: Sequence[CaseRecord]) -> list[str]:
+    compared = has_comparison(records)
     if compared:
-        head = ["suite", "metric", "value", "threshold", "baseline", "delta", "CI", "p", "pairs", "verdict"]
+        head = ["suite", "metric", "value", "threshold", "compared with", "delta", "CI", "p", "pairs", "verdict"]
     else:
         head = ["suite", "metric", "value", "threshold", "result"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * len(head)) + "|"]
-    for row in sorted(rows, key=lambda r: (str(r["suite"]), str(r["metric"]), str(r.get("op")))):
-        verdict = verdict_text(row)
+    for record in sorted(records, key=sort_key):
+        verdict = record.verdict_text()
         if verdict.startswith("FAIL"):
             verdict = f"**{verdict}**"
-        metric = f"`{row['metric']}`" + (f" ({row['tail']})" if row.get("tail") else "")
-        cells = [str(row["suite"]), metric, _num(row.get("value")), _threshold(row)]
+        metric = f"`{record.metric}`" + (f" ({record.tail.description})" if record.tail else "")
+        cells = [record.suite, metric, record.value_text(), record.bound]
         if compared:
+            comparison = record.compared
             cells += [
-                _num(row.get("baseline")),
-                _num(row.get("delta"), signed=True),
-                format_ci(row.get("delta_ci")),
-                format_p(row.get("p_value")),
-                pairs_cell(row),
+                compared_cell(record),
+                "n/a" if comparison is None or comparison.delta != comparison.delta else f"{comparison.delta:+.4f}",
+                format_ci(None if comparison is None else comparison.delta_ci),
+                format_p(None if comparison is None else comparison.p_value),
+                pairs_cell(record),
             ]
         cells.append(verdict)
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
@@ -90,7 +72,7 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def render_markdown(
-    rows: Sequence[Mapping[str, Any]],
+    records: Sequence[CaseRecord],
     versions: Mapping[str, Any] | None = None,
     *,
     plots: Mapping[str, Mapping[str, Path]] | None = None,
@@ -106,7 +88,7 @@ def render_markdown(
     about it (what it was measured with, its coverage and unscored shares); ``plot_note`` a line
     under the plots' heading (e.g. why no baseline is overlaid).
     """
-    counts = summarize(rows)
+    counts = summarize(records)
     if counts["failed"] or counts["errors"]:
         parts = []
         if counts["failed"]:
@@ -137,15 +119,15 @@ def render_markdown(
         for name, text in sorted(suites.items()):
             lines.append(f"- {name}: {_cell(text)}")
         lines += ["", SHARES_LEGEND]
-    lines += ["", *_table(rows)]
-    agreements = {str(r["suite"]): str(r["judge_agreement"]) for r in rows if r.get("judge_agreement")}
+    lines += ["", *_table(records)]
+    agreements = {r.suite: r.judge_agreement for r in records if r.judge_agreement}
     if agreements:
         lines += ["", *(f"- {suite}: {text}" for suite, text in sorted(agreements.items()))]
     lines += list(sections)  # e.g. the series tables
-    tests = sorted({str(r["test"]) for r in rows if r.get("test")})
+    tests = tests_used(records)
     if tests:
         lines += ["", *(f"CI and p: {t}; a drop is a regression when its CI lies entirely below 0." for t in tests)]
-    notes = [_note(r) for r in sorted(rows, key=lambda r: (str(r["suite"]), str(r["metric"])))]
+    notes = [_note(r) for r in sorted(records, key=sort_key)]
     notes = [n for n in notes if n]
     if notes:
         lines += ["", "<details><summary>Details</summary>", "", *notes, "", "</details>"]
@@ -159,7 +141,7 @@ def render_markdown(
 
 def write_markdown_report(
     out_dir: str | Path,
-    rows: Sequence[Mapping[str, Any]],
+    records: Sequence[CaseRecord],
     versions: Mapping[str, Any] | None = None,
     *,
     plots: Mapping[str, Mapping[str, Path]] | None = None,
@@ -174,11 +156,11 @@ def write_markdown_report(
     """
     path = Path(out_dir) / MARKDOWN_NAME
     atomic_write_text(
-        path, render_markdown(rows, versions, plots=plots, sections=sections, suites=suites, plot_note=plot_note)
+        path, render_markdown(records, versions, plots=plots, sections=sections, suites=suites, plot_note=plot_note)
     )
     summary = os.environ.get(STEP_SUMMARY_ENV)
     if step_summary and summary:
         # GitHub documents appending as the way to write a step summary; one write call.
         with open(summary, "a", encoding="utf-8") as fh:
-            fh.write(render_markdown(rows, versions, sections=sections, suites=suites) + "\n")
+            fh.write(render_markdown(records, versions, sections=sections, suites=suites) + "\n")
     return path

@@ -42,7 +42,7 @@ def _change(change: Mapping[str, Any] | None, metric: str) -> str:
     if not change or change.get("delta") is None:
         return ""
     text = f" ({float(change['delta']):+.4f}"
-    ci = change.get("ci")
+    ci = change.get("delta_ci")
     if ci and None not in ci:  # the interval of the gated statistic's change (see gate.series)
         text += f" [{float(ci[0]):+.4f}, {float(ci[1]):+.4f}]"
     if change.get("status") == "regressed":

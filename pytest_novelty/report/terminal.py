@@ -1,13 +1,10 @@
-"""The end-of-session table: one row per gated metric.
+"""The end-of-session table: one row per case, read from its :class:`~pytest_novelty.gate.record.CaseRecord`.
 
-Rows are plain dicts. Every row carries ``suite``, ``metric``, ``value``, ``op``, ``threshold`` and
-``passed`` (the case's overall outcome, as pytest decided it); ``outcome`` is pytest's word for it
-(``passed``, ``failed``, ``error`` for a harness error or a crashed worker). A row compared with a
-snapshot or a baseline checkpoint also carries ``baseline``, ``delta``, ``delta_ci`` ([low, high] or
-None), ``p_value``, ``n_pairs``, ``test``, ``status`` (see
-:data:`pytest_novelty.gate.regression.STATUSES`) and ``verdict`` (the status in words). A q@Tail
-row carries ``tail``: which frozen tail it was judged on. Without any compared row the table keeps
-its threshold-only layout, one block per suite.
+A record knows its own words (its verdict, its metric cell, its comparison); this module lays them
+out. Without any compared case the table keeps its threshold-only layout, one block per suite; as
+soon as one case was compared (with a snapshot, a baseline checkpoint, the references or an earlier
+checkpoint) it has one row per case with what it was compared with, the change, its interval, p and
+the pairs the test used.
 """
 
 from __future__ import annotations
@@ -16,21 +13,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-COMPARISON_KEYS = ("baseline", "delta", "delta_ci", "verdict")
-
-
-def _fmt(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    return str(value)
-
-
-def _signed(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return f"{float(value):+.4f}"
+from pytest_novelty.gate.record import CaseRecord, by_suite, sort_key
 
 
 def format_ci(ci: Sequence[float] | None) -> str:
@@ -41,23 +24,26 @@ def format_ci(ci: Sequence[float] | None) -> str:
     return f"[{low:+.3f}, {high:+.3f}]"
 
 
-def value_ci(row: Mapping[str, Any]) -> str:
-    """The value's interval, ``[0.290, 0.388]``; empty where none was computed."""
-    ci = row.get("ci")
-    if not ci or any(b is None for b in ci):
-        return "" if not ci else "n/a"
-    return f"[{float(ci[0]):.3f}, {float(ci[1]):.3f}]"
+def format_p(value: float | None) -> str:
+    """``0.0123``, ``< 0.0001``, or ``n/a``."""
+    if value is None or math.isnan(value):
+        return "n/a"
+    return "< 0.0001" if value < 0.0001 else f"{value:.4f}"
 
 
-def value_ci_heading(rows: Iterable[Mapping[str, Any]]) -> str:
-    """``95% CI``: the column of the values' intervals, at the rows' confidence."""
-    levels = sorted({float(r["confidence"]) for r in rows if r.get("confidence")})
+def _signed(value: float | None) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:+.4f}"
+
+
+def value_ci_heading(records: Iterable[CaseRecord]) -> str:
+    """``95% CI``: the column of the values' intervals, at the cases' confidence."""
+    levels = sorted({r.confidence for r in records if r.confidence})
     return f"{100 * levels[0]:g}% CI" if len(levels) == 1 else "CI"
 
 
-def mode_notes(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+def mode_notes(records: Iterable[CaseRecord]) -> list[str]:
     """One line per threshold mode other than ``point`` in use, saying how it decides."""
-    modes = sorted({str(r.get("threshold_mode")) for r in rows if r.get("threshold_mode") not in (None, "point")})
+    modes = sorted({r.mode for r in records if r.mode != "point"})
     words = {
         "lenient": "lenient thresholds fail only when the whole interval lies on the wrong side of the bound",
         "strict": "strict thresholds pass only when the whole interval lies on the right side of the bound",
@@ -68,63 +54,29 @@ def mode_notes(rows: Iterable[Mapping[str, Any]]) -> list[str]:
 NOISE_LEGEND = "within noise: the value's interval contains the bound (another run could land on the other side)"
 
 
-def has_comparison(rows: Iterable[Mapping[str, Any]]) -> bool:
-    """Whether any row was compared with a snapshot or a baseline (and so needs those columns)."""
-    return any(any(row.get(key) is not None for key in COMPARISON_KEYS) for row in rows)
+def has_comparison(records: Iterable[CaseRecord]) -> bool:
+    """Whether any case was compared (or wrote a snapshot), and so needs those columns."""
+    return any(r.comparison is not None or r.snapshot_written for r in records)
 
 
-def threshold_met(row: Mapping[str, Any]) -> bool:
-    """Whether the row's threshold passed, as the case decided it (its mode may read the value's
-    interval); for a row without that decision, whether the value meets the bound (a row without a
-    threshold meets it; NaN never does)."""
-    if row.get("threshold_passed") is not None:
-        return bool(row["threshold_passed"])
-    if row.get("op") is None or row.get("threshold") is None:
-        return True
-    value = row.get("value")
-    if value is None or math.isnan(float(value)):
-        return False
-    return float(value) >= row["threshold"] if row["op"] == ">=" else float(value) <= row["threshold"]
+def compared_cell(record: CaseRecord) -> str:
+    """What the case was compared with and its value: ``snapshot 0.4412``, ``baseline 0.3120``."""
+    compared = record.compared
+    if compared is None:
+        return "n/a"
+    value = "n/a" if compared.accepted_value is None else f"{compared.accepted_value:.4f}"
+    return f"{compared.against} {value}"
 
 
-def is_error(row: Mapping[str, Any]) -> bool:
-    """Whether pytest reported the case as an error (harness error, crashed worker), not a verdict."""
-    return row.get("outcome") == "error"
+def pairs_cell(record: CaseRecord) -> str:
+    """How many paired prompts the significance test used; empty where no test ran."""
+    compared = record.compared
+    return "" if compared is None or not (compared.delta_ci or compared.test) else str(compared.n_pairs)
 
 
-def metric_cell(row: Mapping[str, Any]) -> str:
-    """The metric's name, with the tail it was judged on for q@Tail rows."""
-    return f"{row['metric']} ({row['tail']})" if row.get("tail") else str(row["metric"])
-
-
-def verdict_text(row: Mapping[str, Any]) -> str:
-    """What the verdict cell says: the threshold outcome and the comparison's verdict, FAIL first."""
-    if is_error(row):
-        return "ERROR (harness, no verdict)"
-    notes = []
-    noise = " (within noise)" if row.get("within_noise") else ""
-    if not threshold_met(row):
-        notes.append(f"FAIL {row['op']} {row['threshold']:g}{noise}")
-    elif noise:
-        notes.append(f"pass{noise}")
-    if row.get("status") == "regressed":
-        notes.append("FAIL regression")
-    elif row.get("verdict"):
-        notes.append(str(row["verdict"]))
-    if not row.get("passed", True) and not any(note.startswith("FAIL") for note in notes):
-        notes.insert(0, "FAIL")
-    return ("; ".join(notes) or "pass") + repeats_note(row)
-
-
-def repeats_note(row: Mapping[str, Any]) -> str:
-    """``; 2 of 3 repeats pass (0.3301 .. 0.3452)``: how the case fares over ``--novelty-repeat``."""
-    repeats = row.get("repeats")
-    if not repeats:
-        return ""
-    passed, total = sum(bool(p) for p in repeats["passed"]), len(repeats["passed"])
-    spread = repeats.get("spread")
-    span = f" ({spread[0]:.4f} .. {spread[2]:.4f})" if spread else ""
-    return f"; {passed} of {total} repeats pass{span}"
+def tests_used(records: Iterable[CaseRecord]) -> list[str]:
+    """The significance tests the comparisons used, each named once."""
+    return sorted({r.compared.test for r in records if r.compared is not None and r.compared.test})
 
 
 def _lines(cells: list[tuple[str, ...]], indent: str) -> list[str]:
@@ -137,101 +89,69 @@ def _lines(cells: list[tuple[str, ...]], indent: str) -> list[str]:
     return lines
 
 
-def _threshold_cell(row: Mapping[str, Any]) -> str:
-    if row.get("op") is None or row.get("threshold") is None:
-        return ""
-    return f"{row['op']} {row['threshold']:g}"
-
-
-def pairs_cell(row: Mapping[str, Any]) -> str:
-    """How many paired prompts the significance test used; empty where no test ran."""
-    return "" if row.get("n_pairs") is None or not (row.get("delta_ci") or row.get("test")) else str(row["n_pairs"])
-
-
-def format_p(value: Any) -> str:
-    """``0.0123``, ``< 0.0001``, or ``n/a``."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return "< 0.0001" if float(value) < 0.0001 else f"{float(value):.4f}"
-
-
 def _comparison_table(
-    rows: list[Mapping[str, Any]], headers: Mapping[str, str] | None, notes: Mapping[str, str] | None = None
+    records: list[CaseRecord], headers: Mapping[str, str] | None, notes: Mapping[str, str] | None = None
 ) -> list[str]:
-    lines = [
-        f"suite {suite}: {headers[suite]}"
-        for suite in sorted({str(r["suite"]) for r in rows})
-        if headers and suite in headers
-    ]
-    for suite in sorted({str(r["suite"]) for r in rows}):
-        if notes and notes.get(suite):
-            lines.append(f"  {suite}: {notes[suite]}")
+    suites = sorted({r.suite for r in records})
+    lines = [f"suite {suite}: {headers[suite]}" for suite in suites if headers and suite in headers]
+    lines += [f"  {suite}: {notes[suite]}" for suite in suites if notes and notes.get(suite)]
     cells: list[tuple[str, ...]] = [
-        ("suite", "metric", "value", value_ci_heading(rows), "threshold", "baseline", "delta", "delta CI", "p",
-         "pairs", "verdict")
+        ("suite", "metric", "value", value_ci_heading(records), "threshold", "compared with", "delta", "delta CI",
+         "p", "pairs", "verdict")
     ]  # fmt: skip
-    for row in sorted(rows, key=lambda r: (str(r["suite"]), str(r["metric"]), str(r.get("op")))):
+    for record in sorted(records, key=sort_key):
+        compared = record.compared
         cells.append(
             (
-                str(row["suite"]),
-                metric_cell(row),
-                _fmt(row.get("value")),
-                value_ci(row),
-                _threshold_cell(row),
-                _fmt(row.get("baseline")),
-                _signed(row.get("delta")),
-                format_ci(row.get("delta_ci")),
-                format_p(row.get("p_value")),
-                pairs_cell(row),
-                verdict_text(row),
+                record.suite,
+                record.metric_cell(),
+                record.value_text(),
+                record.ci_text(),
+                record.bound,
+                compared_cell(record),
+                _signed(None if compared is None else compared.delta),
+                format_ci(None if compared is None else compared.delta_ci),
+                format_p(None if compared is None else compared.p_value),
+                pairs_cell(record),
+                record.verdict_text(),
             )
         )
-    tests = sorted({str(r["test"]) for r in rows if r.get("test")})
-    footer = [f"  CI and p: {t} (a drop is a regression when its CI lies below 0)" for t in tests]
+    footer = [f"  CI and p: {t} (a drop is a regression when its CI lies below 0)" for t in tests_used(records)]
     return [*lines, *_lines(cells, "  "), *footer, ""]
 
 
 def render_table(
-    rows: Iterable[Mapping[str, Any]],
+    records: Iterable[CaseRecord],
     headers: Mapping[str, str] | None = None,
     notes: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """Lines of a plain-text table of the gated metrics.
+    """Lines of a plain-text table of the cases.
 
     ``headers`` maps a suite name to a line shown with it (model, judge, originality units);
-    ``notes`` to a second line (the coverage and unscored shares every suite shows). Rows without
-    comparison fields give one block per suite with columns metric, value, threshold, result; as
-    soon as one row carries ``baseline``/``delta``/``delta_ci``/``verdict`` the table has one row per
-    case with columns suite, metric, value, threshold, baseline, delta, CI and verdict.
+    ``notes`` to a second line (the coverage and unscored shares every suite shows). Without a
+    compared case: one block per suite with columns metric, value, CI, threshold, result; with one:
+    one row per case with what it was compared with, the delta, its CI, p, the pairs and the verdict.
     """
-    rows = list(rows)
-    if has_comparison(rows):
-        return _comparison_table(rows, headers, notes)
-    by_suite: dict[str, list[Mapping[str, Any]]] = {}
-    for row in rows:
-        by_suite.setdefault(str(row["suite"]), []).append(row)
+    records = list(records)
+    if has_comparison(records):
+        return _comparison_table(records, headers, notes)
     lines: list[str] = []
-    for suite in sorted(by_suite):
-        cells: list[tuple[str, ...]] = [("metric", "value", value_ci_heading(rows), "threshold", "result")]
-        for row in sorted(by_suite[suite], key=lambda r: str(r["metric"])):
-            verdict = "ERROR" if is_error(row) else "pass" if row.get("passed", True) else "FAIL"
-            if row.get("within_noise") and not is_error(row):
-                verdict += " (within noise)"
-            verdict += repeats_note(row)
-            cells.append(
-                (metric_cell(row), _fmt(row.get("value")), value_ci(row), _threshold_cell(row), verdict)
-            )
+    for suite, cases in by_suite(records).items():
+        cells: list[tuple[str, ...]] = [("metric", "value", value_ci_heading(records), "threshold", "result")]
+        for record in sorted(cases, key=lambda r: r.metric):
+            cells.append((record.metric_cell(), record.value_text(), record.ci_text(), record.bound,
+                          record.result_text()))  # fmt: skip
         lines.append(f"suite {suite}" + (f"  ({headers[suite]})" if headers and suite in headers else ""))
         if notes and notes.get(suite):
             lines.append(f"  {notes[suite]}")
         lines.extend(_lines(cells, "  "))
-        errors = [r for r in by_suite[suite] if is_error(r) and r.get("message")]
         # A harness error's cause is already in pytest's own error report, once: the table names
         # the kind only (a crashed worker's message is shown, nothing else prints it).
         lines.extend(
-            f"  {r['metric']}: "
-            + ("harness error (cause printed above)" if str(r["message"]).startswith("harness error") else r["message"])
-            for r in errors
+            f"  {r.metric}: "
+            + ("harness error (cause printed above)" if r.message.startswith("harness error") else r.message)
+            for r in cases
+            if r.is_error and r.message
         )
         lines.append("")
     return lines
@@ -323,22 +243,22 @@ def work_summary(suite_data: Mapping[str, Mapping[str, Any]], repairs: int = 0) 
 
 
 def gate_summary(
-    rows: Sequence[Mapping[str, Any]], suite_data: Mapping[str, Mapping[str, Any]], repairs: int = 0
+    records: Sequence[CaseRecord], suite_data: Mapping[str, Mapping[str, Any]], repairs: int = 0
 ) -> list[str]:
     """The lines every front end prints at the end of a run: the table of cases (with each suite's
     header and shares), the shares' legend, the series tables and the work line."""
     from pytest_novelty.report.series import series_tables
 
     lines: list[str] = []
-    if rows:
-        headers = {str(r["suite"]): str(r["header"]) for r in rows if r.get("header")}
+    if records:
+        headers = {r.suite: r.header for r in records if r.header}
         notes = {name: shares_note(data) for name, data in suite_data.items()}
-        lines += render_table(rows, headers, notes)
+        lines += render_table(records, headers, notes)
         if any(notes.values()):
             lines.append(SHARES_LEGEND)
-        if any(r.get("within_noise") for r in rows):
+        if any(r.within_noise for r in records):
             lines.append(NOISE_LEGEND)
-        lines += mode_notes(rows)
+        lines += mode_notes(records)
         for name in sorted(suite_data):
             lines += detectable_lines(name, suite_data[name].get("detectable") or {})
             lines += consistency_lines(name, (suite_data[name].get("info") or {}).get("judge_consistency"))

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_novelty.gate.record import CaseRecord
 from pytest_novelty.report.json_report import ReportFiles, SuiteData, write_json_report
 from pytest_novelty.report.markdown import write_markdown_report
 from pytest_novelty.report.plots import write_plots
@@ -16,7 +17,7 @@ from pytest_novelty.report.terminal import has_comparison, shares_note
 
 def write_report(
     out_dir: str | Path,
-    rows: Sequence[Mapping[str, Any]],
+    records: Sequence[CaseRecord],
     suites_data: Mapping[str, SuiteData] | None = None,
     versions: Mapping[str, Any] | None = None,
     *,
@@ -29,25 +30,26 @@ def write_report(
     """
     from pytest_novelty.infra.redact import redact_data
 
-    rows, suites_data, versions = redact_data(list(rows)), redact_data(dict(suites_data or {})), redact_data(versions)
+    records = [r.redacted() for r in records]
+    suites_data, versions = redact_data(dict(suites_data or {})), redact_data(versions)
     folder = Path(out_dir)
     plots = write_plots(folder, suites_data or {})
     for suite, kinds in write_series_plots(folder, suites_data).items():  # --model-series
         plots.setdefault(suite, {}).update(kinds)
-    json_path = write_json_report(folder, rows, suites_data, versions, plots=plots)
-    headers = {str(r["suite"]): str(r["header"]) for r in rows if r.get("header")}
+    json_path = write_json_report(folder, records, suites_data, versions, plots=plots)
+    headers = {r.suite: r.header for r in records if r.header}
     suites = {}
     for name in sorted({*headers, *(suites_data or {})}):
         note = shares_note(dict((suites_data or {}).get(name) or {}))
         suites[name] = "; ".join(part for part in (headers.get(name, ""), note) if part)
     note = ""
-    if has_comparison(rows) and not any(dict(d).get("baseline") for d in (suites_data or {}).values()):
+    if has_comparison(records) and not any(dict(d).get("baseline") for d in (suites_data or {}).values()):
         note = (
             "The plots show the candidate only: a snapshot keeps per-prompt values of its metric, not "
             "per-generation arrays. `--baseline-model` overlays the baseline checkpoint."
         )
     md_path = write_markdown_report(
-        folder, rows, versions, plots=plots, step_summary=step_summary, suites=suites, plot_note=note,
+        folder, records, versions, plots=plots, step_summary=step_summary, suites=suites, plot_note=note,
         sections=[*series_tables(suites_data), *spans_markdown(suites_data)],
     )
     return ReportFiles(json=json_path, markdown=md_path, plots=plots)

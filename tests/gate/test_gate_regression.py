@@ -59,7 +59,7 @@ def test_a_clear_drop_is_a_regression_with_its_numbers(baseline_values: np.ndarr
     result = compare(snap, cand)
     assert result.status == "regressed" and not result.passed
     assert result.delta == pytest.approx(cand.value - snap.value)  # type: ignore[operator]
-    assert result.ci is not None and result.ci[0] < result.ci[1] < 0
+    assert result.delta_ci is not None and result.delta_ci[0] < result.delta_ci[1] < 0
     assert result.p_value is not None and result.p_value < 0.001
     assert result.n_pairs == len(IDS)
     assert result.message.startswith(f"poetry quality: {snap.value:.4f} -> {cand.value:.4f} (-0.0")
@@ -71,7 +71,7 @@ def test_a_clear_rise_is_an_improvement_and_never_fails(baseline_values: np.ndar
     result = compare(record(baseline_values), record(shifted(baseline_values, +0.2, 0.01)))
     assert result.status == "improved" and result.passed
     # Never decided by a test, but shown with its interval like every comparison: it lies above 0.
-    assert result.ci is not None and result.ci[0] > 0
+    assert result.delta_ci is not None and result.delta_ci[0] > 0
 
 
 def test_for_max_thresholds_a_rise_is_the_regression(baseline_values: np.ndarray) -> None:
@@ -124,7 +124,7 @@ def test_noise_beyond_tolerance_is_not_significant(baseline_values: np.ndarray) 
     assert result.status == "not_significant"
     assert result.passed and result.warning
     assert result.p_value is not None and result.p_value >= 0.05
-    assert result.ci is not None and result.ci[0] < 0 < result.ci[1]
+    assert result.delta_ci is not None and result.delta_ci[0] < 0 < result.delta_ci[1]
     assert "drop not significant" in result.message
 
 
@@ -209,7 +209,7 @@ def test_q_at_tail_with_missing_tail_prompts_uses_the_ones_left() -> None:
     cand = replace(snap, per_prompt=cand_values, value=0.0)
     result = compare(snap, cand)
     assert result.status == "same"  # both judged on p00 and p01 only
-    assert result.snapshot_value == pytest.approx(np.mean(snap_values[[0, 1]]))
+    assert result.accepted_value == pytest.approx(np.mean(snap_values[[0, 1]]))
     assert "on 2 of 3 tail prompts" in result.message
 
 
@@ -274,10 +274,12 @@ def test_comparison_lines_and_dict(baseline_values: np.ndarray) -> None:
     assert result.lines()[0] == "poetry quality: regression"
     for label in ("snapshot value 0.", "new value 0.", "delta -0.0", "tolerance 0.0200", "95% CI [-0.", "p-value <"):
         assert label in text, label
-    data = result.as_dict()
+    data = result.to_json()
     json.dumps(data, allow_nan=False)
     assert data["status"] == "regressed" and data["verdict"] == "regression"
-    assert isinstance(result, Comparison)
+    assert Comparison.from_json(json.loads(json.dumps(data))) == result  # read back as it was written
+    baseline = compare(record(baseline_values), record(shifted(baseline_values, -0.07, 0.02)), against="baseline")
+    assert "baseline value 0." in baseline.lines()[1] and "snapshot" not in "\n".join(baseline.lines())
 
 
 # building records from a suite's results

@@ -63,7 +63,7 @@ def test_a_series_change_of_the_top_tenth_is_its_own_bootstrap(series: tuple[Sui
     _, (first, second) = series
     entries = suite_series([(Checkpoint(100, "c-100"), first), (Checkpoint(200, "c-200"), second)])
     change = entries[1]["change"][TOP]
-    assert "top 10 %" in change["test"] and change["ci"] is not None
+    assert "top 10 %" in change["test"] and change["delta_ci"] is not None
     assert change["delta"] == pytest.approx(second.metrics[TOP] - first.metrics[TOP], abs=1e-6)
 
 
@@ -71,5 +71,5 @@ def test_series_best_compares_the_top_tenth_as_a_snapshot_regression_does(series
     suite, (first, second) = series
     threshold = next(t for t in suite.thresholds if t.metric == TOP)
     outcome = decide(suite, threshold, second, earlier=[first])
-    assert outcome.comparison is not None and outcome.against == first.model
+    assert outcome.comparison is not None and outcome.comparison.against == Path(first.model).name
     assert "top 10 %" in outcome.comparison.test and "no per-generation values" not in outcome.comparison.test

@@ -23,7 +23,6 @@ def test_without_an_interval_the_check_is_as_before() -> None:
     failed = check_threshold("story", MIN, {"novelty@5": 0.2987})
     assert passed.passed and passed.message == "story: novelty@5 = 0.3387 meets >= 0.3"
     assert not failed.passed and failed.message == "story: novelty@5 = 0.2987 is below the minimum 0.3"
-    assert set(passed.as_dict()) == {"suite", "metric", "op", "threshold", "value", "passed", "message"}
     assert passed.ci is None and passed.within_noise is None and passed.outcome == "pass"
     missing = check_threshold("story", MIN, {})
     assert not missing.passed and "could not be computed" in missing.message
@@ -48,8 +47,6 @@ def test_each_mode_decides_on_the_value_or_the_interval(
     assert verdict.within_noise is within and verdict.ci == ci and verdict.mode == mode
     assert f"{mode} mode" in verdict.message and f"95% CI [{ci[0]:.4f}, {ci[1]:.4f}]" in verdict.message
     assert verdict.outcome == ("pass" if verdicts[mode] else "FAIL") + (" (within noise)" if within else "")
-    row = verdict.as_dict()
-    assert row["ci"] == list(ci) and row["within_noise"] is within and row["threshold_mode"] == mode
 
 
 @pytest.mark.parametrize("mode", THRESHOLD_MODES)
@@ -101,7 +98,7 @@ def test_an_undefined_interval_reaches_everything_and_a_missing_value_fails() ->
     lenient = check_threshold("s", MIN, {"novelty@5": 0.25}, interval=undefined, mode="lenient")
     strict = check_threshold("s", MIN, {"novelty@5": 0.35}, interval=undefined, mode="strict")
     assert lenient.passed and not strict.passed and lenient.within_noise and strict.within_noise
-    assert "too few prompts" in strict.message and strict.as_dict()["ci"] == [None, None]
+    assert "too few prompts" in strict.message and strict.ci is not None and all(map(math.isnan, strict.ci))
     for mode in THRESHOLD_MODES:
         verdict = check_threshold("s", MIN, {}, interval=Interval(0.2, 0.4, 0.95, 50, "t"), mode=mode)
         assert not verdict.passed and "could not be computed" in verdict.message

@@ -38,11 +38,11 @@ def test_the_top10_ci_is_the_ci_of_the_top10_statistic() -> None:
     result = compare(_top10_record(snapshot), _top10_record(candidate))
     delta = top_fraction_mean(candidate.ravel(), 0.1) - top_fraction_mean(snapshot.ravel(), 0.1)
     assert result.delta == pytest.approx(delta)
-    assert result.ci is not None
+    assert result.delta_ci is not None
     # The interval is around the change of the top 10 %, not around the (ten times smaller) change
     # of the per-prompt mean, and the test is named with its statistic.
-    assert result.ci[0] <= delta <= result.ci[1]
-    assert result.ci[1] < 0
+    assert result.delta_ci[0] <= delta <= result.delta_ci[1]
+    assert result.delta_ci[1] < 0
     assert result.status == "regressed"
     assert "top 10 %" in result.test
     assert "top 10 %" in result.message
@@ -61,9 +61,9 @@ def test_the_verdict_agrees_with_the_ci_it_shows() -> None:
             "s", "quality", float(cand.mean()), True, dict(zip(IDS, cand.tolist(), strict=False)), tolerance_abs=0.0
         )
         result = compare(snap, new)
-        if result.ci is not None:
+        if result.delta_ci is not None:
             tested += 1
-            if (result.status == "regressed") != (result.ci[1] < 0):
+            if (result.status == "regressed") != (result.delta_ci[1] < 0):
                 disagree.append(result.message)
     assert tested > 20
     assert disagree == []

@@ -76,15 +76,18 @@ def test_a_series_shows_its_table_with_intervals_and_each_comparison(series_logg
     tests = _tests(page)
     for row in report["rows"]:  # compared with the best earlier checkpoint of the series
         cells = _cells(tests, f"story-{row['metric']}{row['op']}{row['threshold']:g}")
-        verdict, (low, high) = row["verdict"], row["delta_ci"]  # every comparison carries its interval
+        compared = row["comparison"]
+        verdict, (low, high) = compared["verdict"], compared["delta_ci"]  # every comparison carries its interval
         ci = f"CI [{low:+.4f}, {high:+.4f}]"
-        p = "p < 0.0001" if row["p_value"] < 0.0001 else f"p {row['p_value']:.4f}"
-        assert cells["comparison"] == f"baseline {row['baseline']:.4f}, delta {row['delta']:+.4f}, {ci}, {p}, {verdict}"
+        p = "p < 0.0001" if compared["p_value"] < 0.0001 else f"p {compared['p_value']:.4f}"
+        against = f"{compared['against']} {compared['accepted_value']:.4f}"
+        assert cells["comparison"] == f"{against}, delta {compared['delta']:+.4f}, {ci}, {p}, {verdict}"
+        assert compared["against"].startswith("checkpoint-")
     section = _section(page, "story")
     series = re.search(r'<table class="novelty-series">(.*?)</table>', section, re.S)
     assert series is not None
     steps = re.findall(r"<tr><td>(\d+)</td>", series.group(1))
     assert steps == ["60", "200", "400"]
     change = report["series"][2]["suites"]["story"]["change"]["quality"]
-    assert f"({change['delta']:+.4f} [{change['ci'][0]:+.4f}, {change['ci'][1]:+.4f}])" in series.group(1)
+    assert f"({change['delta']:+.4f} [{change['delta_ci'][0]:+.4f}, {change['delta_ci'][1]:+.4f}])" in series.group(1)
     assert "story series" in [alt for alt, _ in _images(section)]

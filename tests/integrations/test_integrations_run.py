@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from pytest_novelty.gate.record import CaseRecord
+from pytest_novelty.gate.regression import Comparison
 from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, ConfigError
 from pytest_novelty.integrations import TRACKERS, TrackedRun, checkpoint_step
 from pytest_novelty.integrations.mlflow import metric_key
+from pytest_novelty.report.json_report import REPORT_FORMAT
 from tests.spec_errors import check_unknown_kind
 from tests.suite_text import story_prompts, suite_toml, write_story_suite_folder
 
@@ -31,17 +34,20 @@ def test_the_step_comes_from_the_folder_name_then_trainer_state_else_zero(tmp_pa
 
 def _report() -> dict:
     """A report.json as the plugin writes it for a two-checkpoint series with a compared case."""
+    regression = Comparison(
+        status="regressed", accepted_value=0.44, candidate_value=0.31, tolerance=0.02, delta_ci=(-0.159, -0.101),
+        p_value=0.00002, n_pairs=20, message="story novelty@5: regression", against="baseline",
+    )  # fmt: skip
+    rows = [
+        CaseRecord("story", "q_at_tail@0.1", ">=", 0.4, 0.61, "passed"),
+        CaseRecord("story", "novelty@5", ">=", 0.3, 0.31, "failed", message="story novelty@5: regression",
+                   comparison=regression),
+    ]  # fmt: skip
     return {
+        "format": REPORT_FORMAT,
         "versions": {"model": "/runs/r/checkpoint-400", "judge": "rules", "index": "infini-gram:/idx",
                      "originality units": "words", "pytest-novelty": "0.1.0", "suites": {"story": "s.toml"}},
-        "rows": [
-            {"suite": "story", "metric": "q_at_tail@0.1", "op": ">=", "threshold": 0.4, "value": 0.61,
-             "outcome": "passed", "passed": True},
-            {"suite": "story", "metric": "novelty@5", "op": ">=", "threshold": 0.3, "value": 0.31,
-             "outcome": "failed", "passed": False, "message": "story novelty@5: regression", "baseline": 0.44,
-             "delta": -0.13, "delta_ci": [-0.159, -0.101], "p_value": 0.00002, "status": "regressed",
-             "verdict": "regressed"},
-        ],
+        "rows": [r.to_json() for r in rows],
         "suites": {"story": {
             "metrics": {"quality": 0.5, "unscored": 0.0, "originality@5": 0.7, "coverage@5": 0.9,
                         "novelty@5": 0.31, "q_at_tail@0.1": 0.55, "novelty_overall@0.1": 0.2},
@@ -76,8 +82,8 @@ def test_a_report_becomes_points_cases_and_spans_without_new_numbers() -> None:
         "novelty/passed": 0.0, "novelty/cases_failed": 1.0, "novelty/cases_errored": 0.0}
     failed = run.cases_of("story")[0]
     assert (failed.metric, failed.bound, failed.outcome) == ("novelty@5", ">= 0.3", "failed")
-    assert failed.comparison == "baseline 0.4400, delta -0.1300, CI [-0.1590, -0.1010], p < 0.0001, regressed"
-    assert run.cases_of("story")[1].comparison == ""
+    assert failed.comparison_text() == "baseline 0.4400, delta -0.1300, CI [-0.1590, -0.1010], p < 0.0001, regression"
+    assert run.cases_of("story")[1].comparison_text() == ""
     spans = run.spans["story"]
     assert [(s.length, s.document, s.source) for s in spans] == [(6, 42, "prompt p1, sample 0"),
                                                                  (1, None, "prompt p3, sample 1")]

@@ -77,7 +77,7 @@ def test_series_scores_every_checkpoint_and_gates_the_newest(
     assert change["delta"] == pytest.approx(story[2]["metrics"]["quality"] - story[1]["metrics"]["quality"], abs=1e-6)
     assert len({s["metrics"]["quality"] for s in story}) > 1  # the checkpoints really differ
     for later in story[1:]:  # every change has its paired CI, not only the drops
-        low, high = later["change"]["quality"]["ci"]
+        low, high = later["change"]["quality"]["delta_ci"]
         assert low <= high and later["change"]["quality"]["n_pairs"] == 6
     assert data["plots"]["story"]["series"] == "story-series.png"
     from matplotlib.image import imread
@@ -129,15 +129,16 @@ def test_series_best_fails_only_a_candidate_significantly_worse(
     data = json.loads((report / "report.json").read_text())
     quality = {e["step"]: e["suites"]["story"]["metrics"]["quality"] for e in data["series"]}
     (row,) = data["rows"]
-    assert row["against"] == str(run_dir / f"checkpoint-{max(quality, key=lambda s: (s != 800, quality[s]))}")
+    best = f"checkpoint-{max(quality, key=lambda s: (s != 800, quality[s]))}"
+    assert row["comparison"]["against"] == best
     if candidate == "mute":
         assert quality[800] == 0.0 and max(quality.values()) > 0.1
         result.assert_outcomes(failed=1)
-        against = f"against the best earlier checkpoint of the series, {row['against']}:"
+        against = f"against the best earlier checkpoint of the series, {run_dir / best}:"
         result.stdout.fnmatch_lines([against, "story quality: regression"])
     else:
         result.assert_outcomes(passed=1)
-        assert row["status"] in ("same", "improved", "within_tolerance", "not_significant")
+        assert row["comparison"]["status"] in ("same", "improved", "within_tolerance", "not_significant")
 
 
 def test_bad_series_is_one_usage_error(pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path) -> None:
@@ -262,4 +263,4 @@ def test_series_best_under_xdist_scores_its_checkpoints_with_its_cases(
     data = json.loads((report / "report.json").read_text())
     assert [e["step"] for e in data["series"]] == [60, 200, 400]
     (row,) = data["rows"]
-    assert row["against"] in {str(run_dir / "checkpoint-60"), str(run_dir / "checkpoint-200")}
+    assert row["comparison"]["against"] in {"checkpoint-60", "checkpoint-200"}

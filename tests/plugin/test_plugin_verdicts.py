@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_novelty.report.json_report import read_records
 from tests.suite_text import suite_toml
 
 pytestmark = pytest.mark.slow
@@ -57,14 +58,16 @@ def test_q_at_tail_threshold_and_regression_use_the_snapshots_tail(
 
     report = pytester.path / "report"
     pytester.runpytest_subprocess(*novelty_args, "--novelty-snapshots", f"--novelty-report={report}")
-    (row,) = json.loads((report / "report.json").read_text())["rows"]
+    (case,) = read_records(json.loads((report / "report.json").read_text()))
     # The value the threshold judged is the value compared: on the snapshot's tail, so it adds up.
-    assert math.isclose(row["value"] - row["baseline"], row["delta"], abs_tol=2e-6), row
-    assert row["value"] == pytest.approx(row["compared_value"])
-    assert row["tail_source"] == "snapshot" and "snapshot's tail" in row["tail"]
+    comparison = case.comparison
+    assert case.value is not None and comparison is not None and comparison.accepted_value is not None
+    assert math.isclose(case.value - comparison.accepted_value, comparison.delta, abs_tol=2e-6), case
+    assert case.value == pytest.approx(comparison.candidate_value)
+    assert case.tail is not None and case.tail.source == "snapshot" and "snapshot's tail" in case.tail.description
     assert "The plots show the candidate only" in (report / "report.md").read_text()
     # The comparison paired the prompts of the snapshot's tail, every one of which the candidate has.
-    assert row["n_pairs"] == len(other) and row["tail"] == f"snapshot's tail, {len(other)} prompts"
+    assert comparison.n_pairs == len(other) and case.tail.description == f"snapshot's tail, {len(other)} prompts"
 
 
 CRASH = """
@@ -101,11 +104,11 @@ def test_q_at_tail_uses_the_suites_tail_file(
     report = pytester.path / "report"
     pytester.runpytest_subprocess(*novelty_args, f"--novelty-report={report}").assert_outcomes(passed=1)
     data = json.loads((report / "report.json").read_text())
-    (row,) = data["rows"]
-    assert row["tail"] == "tail file tail.json, 2 of 3 prompts"
+    (case,) = read_records(data)
+    assert case.tail is not None and case.tail.description == "tail file tail.json, 2 of 3 prompts"
     quality = data["suites"]["story"]["candidate"]["quality"]
     expected = [sum(quality[i]) / len(quality[i]) for i in (1, 4)]  # p1 and p4, in prompt order
-    assert row["value"] == pytest.approx(sum(expected) / 2, abs=1e-6)
+    assert case.value == pytest.approx(sum(expected) / 2, abs=1e-6)
 
     (suite_dir / "tail.json").write_text('["not-a-prompt"]')
     again = pytester.runpytest_subprocess(*novelty_args, f"--novelty-report={report}")

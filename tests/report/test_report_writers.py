@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pytest_novelty.gate.record import CaseRecord
+from pytest_novelty.gate.regression import Comparison
 from pytest_novelty.metrics import gated_novelty
 from pytest_novelty.report import (
     ReportFiles,
@@ -21,54 +23,47 @@ from pytest_novelty.report import (
     write_markdown_report,
     write_report,
 )
+from pytest_novelty.report.json_report import read_records
 from pytest_novelty.report.plots import SIZE
 
 VERSIONS = {"model": "ckpt-b", "suites": "suites@abc123", "judge": "rules", "index": "infini-gram:/idx"}
 
 
-def rows() -> list[dict[str, Any]]:
+def rows() -> list[CaseRecord]:
+    regression = Comparison(
+        status="regressed", accepted_value=0.612, candidate_value=0.544, tolerance=0.02, delta_ci=(-0.09, -0.05),
+        p_value=0.0004, n_pairs=12, message="poetry quality: 0.6120 -> 0.5440 (-0.0680, ...): regression",
+        suite="poetry", metric="quality", against="baseline",
+    )  # fmt: skip
+    drift = Comparison(
+        status="within_tolerance", accepted_value=0.42, candidate_value=0.41, tolerance=0.02, delta_ci=None,
+        p_value=None, n_pairs=0, message="poetry novelty@5: 0.4200 -> 0.4100 (-0.0100): within tolerance",
+        suite="poetry", metric="novelty@5", against="baseline",
+    )  # fmt: skip
     return [
-        {
-            "suite": "poetry",
-            "metric": "quality",
-            "value": 0.544,
-            "op": ">=",
-            "threshold": 0.3,
-            "passed": False,
-            "baseline": 0.612,
-            "delta": -0.068,
-            "delta_ci": [-0.09, -0.05],
-            "p_value": 0.0004,
-            "status": "regressed",
-            "verdict": "regression",
-            "message": "poetry: quality = 0.5440 meets >= 0.3",
-            "comparison": "poetry quality: 0.6120 -> 0.5440 (-0.0680, ...): regression",
-        },
-        {
-            "suite": "poetry",
-            "metric": "novelty@5",
-            "value": 0.41,
-            "op": ">=",
-            "threshold": 0.3,
-            "passed": True,
-            "baseline": 0.42,
-            "delta": -0.01,
-            "delta_ci": None,
-            "p_value": None,
-            "status": "within_tolerance",
-            "verdict": "within tolerance",
-            "message": "poetry: novelty@5 = 0.4100 meets >= 0.3",
-        },
-        {
-            "suite": "story",
-            "metric": "originality@4",
-            "value": math.nan,
-            "op": ">=",
-            "threshold": 0.2,
-            "passed": False,
-            "message": "story: originality@4 could not be computed",
-        },
-    ]
+        CaseRecord("poetry", "quality", ">=", 0.3, 0.544, "failed", message="poetry: quality = 0.5440 meets >= 0.3",
+                   threshold_passed=True, comparison=regression, failures=("regression",)),
+        CaseRecord("poetry", "novelty@5", ">=", 0.3, 0.41, "passed", message="poetry: novelty@5 = 0.4100 meets >= 0.3",
+                   threshold_passed=True, comparison=drift),
+        CaseRecord("story", "originality@4", ">=", 0.2, None, "failed", threshold_passed=False,
+                   message="story: originality@4 could not be computed"),
+    ]  # fmt: skip
+
+
+def test_a_record_is_read_back_from_report_json_as_it_was_written(report: ReportFiles) -> None:
+    """report.json is written from the records and read back into the same records."""
+    data = json.loads(report.json.read_text())
+    assert sorted(read_records(data), key=lambda r: r.metric) == sorted(rows(), key=lambda r: r.metric)
+    data["format"] = 1
+    with pytest.raises(ValueError, match="report format 1"):
+        read_records(data)
+
+
+def test_a_malformed_record_is_named() -> None:
+    with pytest.raises(ValueError, match="malformed case record"):
+        CaseRecord.from_json({"suite": "s"})
+    with pytest.raises(ValueError, match="outcome is one of"):
+        CaseRecord.from_json({**rows()[0].to_json(), "outcome": "maybe"})
 
 
 def generations(seed: int, shift: float = 0.0) -> dict[str, Any]:
@@ -113,7 +108,8 @@ def test_report_json_holds_everything(report: ReportFiles) -> None:
         "complete": True,
     }
     by_metric = {r["metric"]: r for r in data["rows"]}
-    assert by_metric["quality"]["delta_ci"] == [-0.09, -0.05]
+    assert by_metric["quality"]["comparison"]["delta_ci"] == [-0.09, -0.05]
+    assert by_metric["quality"]["comparison"]["against"] == "baseline"
     assert by_metric["originality@4"]["value"] is None
     poetry = data["suites"]["poetry"]
     assert poetry["n"] == 5 and poetry["info"] == {"prompts": 12}
@@ -129,7 +125,7 @@ def test_report_json_holds_everything(report: ReportFiles) -> None:
 
 def test_build_report_is_json_safe_for_numpy_input() -> None:
     data = build_report(
-        [{"suite": "s", "metric": "quality", "value": np.float64(np.nan), "passed": np.bool_(True)}],
+        [CaseRecord("s", "quality", ">=", 0.3, float(np.float64(np.nan)), "passed")],
         {"s": {"quality": np.array([[0.5, np.nan]]), "originality": np.array([[0.1, 0.2]]),
                "novelty": np.array([[1 / 6, np.nan]])}},
     )
@@ -146,12 +142,13 @@ def test_report_md_has_a_short_table(report: ReportFiles) -> None:
     text = report.markdown.read_text()
     assert text.startswith("## Novelty gate\n")
     assert "**2 of 3 cases failed** (1 regression, 1 drift warning)" in text
-    assert "| suite | metric | value | threshold | baseline | delta | CI | p | pairs | verdict |" in text
+    assert "| suite | metric | value | threshold | compared with | delta | CI | p | pairs | verdict |" in text
     assert (
-        "| poetry | `quality` | 0.5440 | >= 0.3 | 0.6120 | -0.0680 | [-0.090, -0.050] | 0.0004 |  "
+        "| poetry | `quality` | 0.5440 | >= 0.3 | baseline 0.6120 | -0.0680 | [-0.090, -0.050] | 0.0004 | 12 "
         "| **FAIL regression** |" in text
     )
-    assert "| poetry | `novelty@5` | 0.4100 | >= 0.3 | 0.4200 | -0.0100 | n/a | n/a |  | within tolerance |" in text
+    assert ("| poetry | `novelty@5` | 0.4100 | >= 0.3 | baseline 0.4200 | -0.0100 | n/a | n/a |  "
+            "| within tolerance |") in text
     assert "| story | `originality@4` | n/a | >= 0.2 | n/a | n/a | n/a | n/a |  | **FAIL >= 0.2** |" in text
     assert "- model: `ckpt-b`" in text
     assert "- poetry quality: 0.6120 -> 0.5440" in text  # the regression's own message
@@ -161,7 +158,7 @@ def test_report_md_has_a_short_table(report: ReportFiles) -> None:
 
 
 def test_threshold_only_rows_keep_the_short_layout() -> None:
-    plain = [{"suite": "s", "metric": "quality", "value": 0.5, "op": ">=", "threshold": 0.3, "passed": True}]
+    plain = [CaseRecord("s", "quality", ">=", 0.3, 0.5, "passed", threshold_passed=True)]
     text = render_markdown(plain)
     assert "| suite | metric | value | threshold | result |" in text
     assert "| s | `quality` | 0.5000 | >= 0.3 | pass |" in text
@@ -213,10 +210,10 @@ def test_terminal_table_shows_comparison_columns() -> None:
     text = "\n".join(lines)
     assert lines[0] == "suite poetry: model ckpt-b, judge rules"
     header = next(line for line in lines if "metric" in line).split()
-    assert header == ["suite", "metric", "value", "CI", "threshold", "baseline", "delta", "delta", "CI", "p", "pairs",
-                      "verdict"]  # fmt: skip
+    assert header == ["suite", "metric", "value", "CI", "threshold", "compared", "with", "delta", "delta", "CI", "p",
+                      "pairs", "verdict"]  # fmt: skip
     quality = next(line for line in lines if "quality" in line)
-    for cell in ("poetry", "0.5440", ">= 0.3", "0.6120", "-0.0680", "[-0.090, -0.050]", "FAIL regression"):
+    for cell in ("poetry", "0.5440", ">= 0.3", "baseline 0.6120", "-0.0680", "[-0.090, -0.050]", "FAIL regression"):
         assert cell in quality, cell
     assert "within tolerance" in text
     story = next(line for line in lines if "story" in line)
@@ -225,10 +222,9 @@ def test_terminal_table_shows_comparison_columns() -> None:
 
 def test_terminal_table_keeps_its_layout_without_comparisons() -> None:
     plain = [
-        {"suite": "s", "metric": "quality", "value": 0.5, "op": ">=", "threshold": 0.3, "passed": True},
-        {"suite": "s", "metric": "novelty@4", "value": 0.1, "op": ">=", "threshold": 0.3, "passed": False},
+        CaseRecord("s", "quality", ">=", 0.3, 0.5, "passed", ci=(0.25, 0.75), confidence=0.95, within_noise=True),
+        CaseRecord("s", "novelty@4", ">=", 0.3, 0.1, "failed"),
     ]
-    plain[0]["ci"], plain[0]["confidence"], plain[0]["within_noise"] = [0.25, 0.75], 0.95, True
     lines = render_table(plain, {"s": "model m"})
     assert lines[0] == "suite s  (model m)"
     assert lines[1].split() == ["metric", "value", "95%", "CI", "threshold", "result"]

@@ -1,0 +1,196 @@
+"""The one loop that runs a run's cases, for both front ends.
+
+:class:`CaseLoop` holds what a run keeps while its cases are decided: each suite's exported data
+(computed once, with the alpha of the run's correction), the parts of a series, what repeats
+generated. Its :meth:`CaseLoop.decide` is the one way a case is decided: the snapshot store the
+front end hands it, :func:`pytest_novelty.gate.case.decide` on the session's results, then the
+repeats of ``--novelty-repeat``. The pytest items call it once per case (``plugin/items.py``); the
+command line calls :meth:`CaseLoop.run` for all of them, which also turns a suite's harness error into
+error records for its cases, as pytest does. :meth:`CaseLoop.assemble_series` puts each suite's
+series together at the end, from the candidate's part and every earlier checkpoint's, on the tails
+the cases were judged on, wherever those parts were computed (here, or on xdist workers).
+
+A front end owns only its arguments, its printing and its exit: which store a case's snapshot lives
+in (syrupy's under pytest, plain files on the command line) is the one thing it passes in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pytest_novelty.gate.case import SnapshotStore, decide, with_repeats
+from pytest_novelty.gate.record import CaseRecord
+from pytest_novelty.infra.errors import HarnessError
+
+if TYPE_CHECKING:
+    from pytest_novelty.pipeline.results import SuiteResult
+    from pytest_novelty.pipeline.series import Checkpoint
+    from pytest_novelty.pipeline.session import Baseline, ResultsSession
+    from pytest_novelty.suites.schema import Suite, Threshold
+
+__all__ = ["CaseLoop", "CaseSettings", "checkpoint_part"]
+
+#: Which store holds a case's snapshot (None: snapshots are off).
+StoreFor = Callable[["Suite", "Threshold"], "SnapshotStore | None"]
+
+
+@dataclass(frozen=True)
+class CaseSettings:
+    """How a run decides its cases: the threshold mode of ``--novelty-threshold-mode`` (None: each
+    suite's own), the ``--novelty-repeat`` count, and the number of regression tests the run makes
+    (each held to α / that number)."""
+
+    mode: str | None = None
+    repeats: int = 1
+    comparisons: int = 1
+
+
+class CaseLoop:
+    """A run's cases on one :class:`~pytest_novelty.pipeline.session.ResultsSession`.
+
+    ``series`` lists the checkpoints of ``--model-series`` in step order, the candidate last.
+    ``spread(suite)`` says whether a suite's earlier checkpoints are scored elsewhere (as pytest
+    items of their own, which hand their parts to :meth:`add_series_part`); otherwise they are
+    scored with the suite's first case, from the session.
+    """
+
+    def __init__(
+        self,
+        session: ResultsSession,
+        settings: CaseSettings,
+        *,
+        series: Sequence[Checkpoint] | None = None,
+        spread: Callable[[Suite], bool] | None = None,
+    ) -> None:
+        self.session = session
+        self.settings = settings
+        self.series = list(series or [])
+        self.spread = spread or (lambda suite: False)
+        self.suite_data: dict[str, dict[str, Any]] = {}
+        """Per suite run: its exported data (:func:`pytest_novelty.pipeline.export.suite_data`)."""
+        self.series_parts: dict[str, dict[int, dict[str, Any]]] = {}
+        """Per suite: step → an earlier checkpoint's part, handed in by the items that scored them."""
+        self.series_gaps: dict[str, str] = {}
+        """Per suite: why its series could not be put together."""
+
+    # -- a suite's results ----------------------------------------------------------------------
+
+    def result(self, suite: Suite) -> SuiteResult:
+        """The candidate's result on ``suite`` (computed once), its data exported the first time,
+        with its part of the series."""
+        result = self.session.result(suite)
+        if suite.name not in self.suite_data:
+            from pytest_novelty.pipeline.export import suite_data
+
+            base = self.session.baseline(suite)
+            alpha = suite.gate.alpha / self.settings.comparisons
+            data = suite_data(result, None if base is None else base.result, alpha=alpha)
+            if self.series:
+                from pytest_novelty.gate.series import series_part
+
+                data["series_part"] = series_part(result)
+                if not self.spread(suite):  # its earlier checkpoints are scored here, one after another
+                    steps = [c.step for c in self.series[:-1]]
+                    data["earlier_parts"] = dict(zip(steps, map(series_part, self.earlier(suite)), strict=True))
+            self.suite_data[suite.name] = data
+        return result
+
+    def baseline(self, suite: Suite) -> Baseline | None:
+        """What the candidate is compared with on ``suite``: the baseline checkpoint or the references."""
+        return self.session.baseline(suite)
+
+    def earlier(self, suite: Suite) -> list[SuiteResult]:
+        """With a series, every earlier checkpoint's result on ``suite``, in step order."""
+        return self.session.earlier(suite)
+
+    # -- a case -----------------------------------------------------------------------------------
+
+    def decide(self, suite: Suite, threshold: Threshold, snapshot: SnapshotStore | None = None) -> CaseRecord:
+        """Decide one case: on the candidate's result, against the baseline or references, the best
+        earlier checkpoint of a series (``[gate] against = "series-best"``) or the snapshot, then on
+        every repeat (read only)."""
+        settings = self.settings
+        result, baseline = self.result(suite), self.baseline(suite)
+        earlier = self.earlier(suite) if baseline is None and suite.gate.against == "series-best" else []
+        record = decide(suite, threshold, result, baseline=baseline, earlier=earlier, snapshot=snapshot,
+                        mode=settings.mode, comparisons=settings.comparisons)  # fmt: skip
+        record = with_repeats(self.session, suite, threshold, record, settings.repeats, snapshot=snapshot,
+                              mode=settings.mode, comparisons=settings.comparisons)  # fmt: skip
+        self._note_repeats(suite)
+        return record
+
+    def _note_repeats(self, suite: Suite) -> None:
+        """Keep, once per suite, what its repeats generated (for the work line)."""
+        data = self.suite_data.get(suite.name)
+        if self.settings.repeats > 1 and data is not None and "repeats" not in data:
+            from pytest_novelty.pipeline.export import repeats_json
+
+            data["repeats"] = repeats_json(self.session, suite, self.settings.repeats)
+
+    def run(self, runs: Sequence[Suite], store_for: StoreFor) -> tuple[list[CaseRecord], list[str]]:
+        """Every case of ``runs``, in order: the records, and one line per suite whose harness failed
+        (its cases are error records, reached no verdict; the other suites still run), as under pytest."""
+        records: list[CaseRecord] = []
+        errors: list[str] = []
+        for run in runs:
+            done = len(records)
+            try:
+                for threshold in run.thresholds:
+                    records.append(self.decide(run, threshold, store_for(run, threshold)))
+            except HarnessError as exc:
+                errors.append(f"harness error in suite {run.name}: {exc}")
+                records += [CaseRecord.error(run.name, t.metric, t.op, t.value, f"harness error: {exc}")
+                            for t in run.thresholds[len(records) - done:]]  # fmt: skip
+        self.assemble_series(records)
+        return records, errors
+
+    # -- a series -----------------------------------------------------------------------------------
+
+    def add_series_part(self, suite: str, step: int, part: Mapping[str, Any]) -> None:
+        """An earlier checkpoint's part of ``suite``'s series (:func:`checkpoint_part`)."""
+        self.series_parts.setdefault(suite, {})[step] = dict(part)
+
+    def assemble_series(self, records: Sequence[CaseRecord], failed: Callable[[str, int], bool] | None = None) -> None:
+        """Each suite's series, from its parts, compared on the tails its cases were judged on; a suite
+        missing a checkpoint's part gets no series, and :attr:`series_gaps` says why (``failed(suite,
+        step)``: whether that checkpoint's item failed, a harness error, rather than not being selected)."""
+        if not self.series:
+            return
+        from pytest_novelty.gate.series import series_entries
+
+        newest = self.series[-1]
+        for name in sorted({*self.suite_data, *self.series_parts}):  # a crashed worker's suite has no data
+            data = self.suite_data.get(name, {})
+            # the parts are read once, here: the report and its writers never walk their records again
+            candidate = data.pop("series_part", None)
+            parts = data.pop("earlier_parts", None) or self.series_parts.get(name, {})
+            missing = [c.step for c in self.series[:-1] if c.step not in parts]
+            missing += [] if candidate is not None else [newest.step]
+            if missing:
+                steps = ", ".join(map(str, missing))
+                harness = any(r.suite == name and r.is_error for r in records) or any(
+                    failed is not None and failed(name, step) for step in missing
+                )
+                why = "harness error" if harness else "not selected: a series needs the suite's cases and checkpoints"
+                self.series_gaps[name] = f"no series for suite {name}: no result for step {steps} ({why})"
+                continue
+            tails = {r.metric: list(r.tail.ids) for r in records if r.suite == name and r.tail is not None}
+            ordered = [(c, parts[c.step]) for c in self.series[:-1]] + [(newest, candidate)]
+            data["series"] = series_entries(ordered, tails)
+
+
+def checkpoint_part(session: ResultsSession, suite: Suite, checkpoint: Checkpoint) -> tuple[dict[str, Any], str]:
+    """One earlier checkpoint of a series on ``suite``, generated and scored as its own unit of work:
+    its part of the series (for :meth:`CaseLoop.add_series_part`, JSON-ready so that it may cross
+    from an xdist worker) and the work line saying what it took. The checkpoint's model is released
+    afterwards (the next unit may load another)."""
+    from pytest_novelty.gate.series import series_part
+    from pytest_novelty.pipeline.export import work_line
+
+    try:
+        result = session.model_result(checkpoint.path, suite.first)
+        return series_part(result), work_line(f"{suite.name} @ {checkpoint.name}", result)
+    finally:
+        session.release(checkpoint.path)
