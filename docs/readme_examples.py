@@ -1,6 +1,7 @@
-"""The README's examples, produced by the code they describe.
+"""The examples of the README and of every docs page, produced by the code they describe.
 
-Each example in README.md that shows what the code prints sits between two markers::
+Each example in README.md or in a page of ``docs/`` that shows what the code prints sits between
+two markers (each name once, in whichever page shows it)::
 
     <!-- generated: NAME -->
     ```
@@ -10,7 +11,8 @@ Each example in README.md that shows what the code prints sits between two marke
 
 This script runs the commands behind each NAME on the embedded demo and writes the blocks again
 (``--write``), or compares them with what the code prints now (the default, exit status 1 on a
-stale one). ``tests/test_readme_examples.py`` runs the comparison in the test suite.
+stale one). ``tests/test_readme_examples.py`` runs the comparison in the test suite, and also
+checks every page's links and every command line the pages show against the options the code has.
 
 The demo's answers are sampled from shipped weights with per-row seeds, so they are the same on
 every run of one machine; another CPU model may round the model's arithmetic differently and
@@ -36,6 +38,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+PAGES = (README, *sorted((REPO / "docs").glob("*.md")))
+"""Every page whose examples are checked: the README and the docs."""
 TOLERANCE = 0.03
 """How far a number in an example may be from the code's (other CPU models sample a few other words)."""
 
@@ -72,6 +76,17 @@ def demo_early(cache: Path) -> str:
     """``pytest --model demo-early``: the case that fails (pytest's summary line, not cut to the width)."""
     out = _pytest(cache, "--model", "demo-early", columns=400)
     return "\n".join(line for line in out.splitlines() if line.startswith("FAILED "))
+
+
+def demo_baseline(cache: Path) -> str:
+    """``pytest --model demo --baseline-model demo-early -k story``: the regression's explanation and
+    the table of the compared cases."""
+    out = _pytest(cache, "--model", "demo", "--baseline-model", "demo-early", "-k", "story", columns=200)
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if "test_metric[story-novelty@5>=0.3]" in line and "___" in line)
+    failure = lines[start + 1 : start + 4]
+    table = _section(out, "suite story:", "  CI and p:").splitlines()
+    return "\n".join([*failure, "", *table])
 
 
 def demo_series(cache: Path) -> str:
@@ -111,6 +126,7 @@ def options_table(cache: Path) -> str:
 EXAMPLES: dict[str, tuple[str, Callable[[Path], str]]] = {
     "demo-gate": ("```", demo_gate),
     "demo-early": ("```", demo_early),
+    "demo-baseline": ("```", demo_baseline),
     "demo-series": ("", demo_series),
     "options": ("", options_table),
 }
@@ -142,32 +158,43 @@ def differences(shown: str, produced: str, tolerance: float = TOLERANCE) -> list
     return far
 
 
+def page_blocks() -> dict[str, tuple[Path, str]]:
+    """Every generated block of every page, by name: the page that shows it and its body. A name
+    shown twice is an error (the script would not know which copy to rewrite)."""
+    found: dict[str, tuple[Path, str]] = {}
+    for page in PAGES:
+        for name, body in blocks(page.read_text(encoding="utf-8")).items():
+            if name in found:
+                raise ValueError(f"example '{name}' is shown in both {found[name][0].name} and {page.name}")
+            found[name] = (page, body)
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="rewrite the README's generated blocks")
+    parser.add_argument("--write", action="store_true", help="rewrite the pages' generated blocks")
     parser.add_argument("--cache", type=Path, help="cache folder for the demo runs (default: a temporary one)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="novelty-readme-") as scratch:
         cache = args.cache or Path(scratch)
-        text = README.read_text(encoding="utf-8")
-        found = blocks(text)
+        found = page_blocks()
         stale = 0
         for name in EXAMPLES:
             if name not in found:
-                print(f"README.md has no block '{name}'", file=sys.stderr)
+                print(f"no page has the block '{name}'", file=sys.stderr)
                 stale += 1
                 continue
+            page, shown = found[name]
             produced = render(name, cache)
             if args.write:
-                text = text.replace(f"<!-- generated: {name} -->\n{found[name]}",
-                                    f"<!-- generated: {name} -->\n{produced}")  # fmt: skip
+                text = page.read_text(encoding="utf-8")
+                page.write_text(text.replace(f"<!-- generated: {name} -->\n{shown}",
+                                             f"<!-- generated: {name} -->\n{produced}"), encoding="utf-8")  # fmt: skip
                 continue
-            problems = differences(found[name], produced)
+            problems = differences(shown, produced)
             if problems:
                 stale += 1
-                print(f"README.md example '{name}' is stale:", *problems, sep="\n  ", file=sys.stderr)
-        if args.write:
-            README.write_text(text, encoding="utf-8")
+                print(f"{page.name} example '{name}' is stale:", *problems, sep="\n  ", file=sys.stderr)
     return 1 if stale and not args.write else 0
 
 

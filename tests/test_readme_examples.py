@@ -1,9 +1,10 @@
-"""The README's examples are what the code prints, and its workflow's commands are ones the code has.
+"""The README's and the docs pages' examples are what the code prints, their links lead somewhere, and
+the commands they and the workflow show use options the code has.
 
-Every block of README.md between ``<!-- generated: NAME -->`` markers is produced again by
-``docs/readme_examples.py`` (the same commands on the demo) and compared: every word and the
-layout exactly, every number within the script's tolerance (another CPU model may sample a few
-other words from the same weights). A failure names the stale example; ``python
+Every block of README.md and of ``docs/*.md`` between ``<!-- generated: NAME -->`` markers is
+produced again by ``docs/readme_examples.py`` (the same commands on the demo) and compared: every
+word and the layout exactly, every number within the script's tolerance (another CPU model may
+sample a few other words from the same weights). A failure names the stale example; ``python
 docs/readme_examples.py --write`` regenerates it.
 """
 
@@ -30,11 +31,109 @@ def _examples() -> ModuleType:
 
 
 EXAMPLES = _examples()
-SHOWN = EXAMPLES.blocks((REPO / "README.md").read_text(encoding="utf-8"))
+SHOWN = {name: body for name, (_, body) in EXAMPLES.page_blocks().items()}
 
 
-def test_every_generated_example_is_in_the_readme() -> None:
+def test_every_generated_example_is_shown_once() -> None:
     assert set(SHOWN) == set(EXAMPLES.EXAMPLES)
+
+
+def test_the_readme_is_a_front_door() -> None:
+    """A newcomer reads it in ten minutes; the rest is in docs/, every page of which it links."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300
+    pages = {p.name for p in (REPO / "docs").glob("*.md")}
+    assert pages and pages <= set(re.findall(r"\(docs/([\w.-]+\.md)\)", text)), "a docs page the README does not list"
+    assert "pytest --model demo" in text and "pytest -n 2" in text  # the quick start and the test command
+
+
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lstrip("#").strip().lower().replace("`", ""))
+    return text.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    return {_slug(line) for line in text.splitlines() if line.startswith("#")}
+
+
+def _links(page: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    return [link for link in LINK.findall(text) if not link.startswith(("http://", "https://", "mailto:"))]
+
+
+@pytest.mark.parametrize("page", EXAMPLES.PAGES, ids=lambda p: p.name)
+def test_every_link_of_a_page_leads_somewhere(page: Path) -> None:
+    broken = []
+    for link in _links(page):
+        path, _, anchor = link.partition("#")
+        target = (page.parent / path).resolve() if path else page
+        if not target.exists():
+            broken.append(f"{link}: no file {target}")
+        elif anchor and target.suffix == ".md" and anchor not in _anchors(target):
+            broken.append(f"{link}: {target.name} has no heading #{anchor}")
+    assert not broken, f"{page.name}: " + "; ".join(broken)
+
+
+def test_the_link_check_can_fail(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("# A title\n\n[ok](#a-title) [gone](missing.md) [x](#no-such)\n")
+    assert _links(page) == ["#a-title", "missing.md", "#no-such"]
+    assert _anchors(page) == {"a-title"}
+
+
+def _command_options(text: str) -> set[str]:
+    """The options of every ``pytest`` / ``pytest-novelty`` command line in the text's shell blocks."""
+    found: set[str] = set()
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = line.split()
+            while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):  # VAR=value before the command
+                words = words[1:]
+            if words and words[0] in ("pytest", "pytest-novelty"):
+                found |= {w.split("=")[0] for w in words if w.startswith("--")}
+    return found
+
+
+def _cli_options() -> set[str]:
+    """Every option string of the command line, its subcommands' and the nested judge commands'."""
+    import argparse
+
+    from pytest_novelty.cli import build_parser
+    from pytest_novelty.cli.judge import NESTED, nested_parser
+
+    parsers = [build_parser(), *(nested_parser(["judge", name]) for name in NESTED)]
+    found: set[str] = set()
+    while parsers:
+        parser = parsers.pop()
+        if parser is None:
+            continue
+        for action in parser._actions:  # argparse's documented way to list a parser's arguments
+            found |= set(action.option_strings)
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(action.choices.values())
+    return found
+
+
+#: Options of pytest itself and of the plugins the docs show beside ours.
+OTHERS = {"--snapshot-update", "--html", "--self-contained-html", "--junitxml", "--rebuild-demo", "--help"}
+
+
+def test_every_command_a_page_shows_uses_options_the_code_has() -> None:
+    from pytest_novelty.pipeline.options import OPTIONS
+
+    ours = {o.long for o in OPTIONS} | {o.short for o in OPTIONS if o.short} | _cli_options() | OTHERS
+    unknown = {
+        page.name: sorted(used - ours)
+        for page in EXAMPLES.PAGES
+        if (used := _command_options(page.read_text(encoding="utf-8"))) - ours
+    }
+    assert not unknown, f"commands with options the code does not have: {unknown}"
+    assert _command_options("```bash\nX=1 pytest --bogus=2 \\\n  --model demo\n```") == {"--bogus", "--model"}
 
 
 def test_the_comparison_catches_a_stale_number_and_a_changed_word() -> None:

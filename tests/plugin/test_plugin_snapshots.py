@@ -110,6 +110,8 @@ def test_baseline_model_compares_paired(
     args[1] = str(repetitive_checkpoint)
     result = pytester.runpytest_subprocess(*args, "--baseline-model", str(tiny_checkpoint), "-W", "ignore")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["story quality: regression", "*snapshot value 0.*, new value 0.0000*"])
+    # what it was compared with is named as what it is: a baseline, not a "snapshot"
+    result.stdout.fnmatch_lines(["story quality: regression", "*baseline value 0.*, new value 0.0000*"])
+    assert "snapshot" not in result.stdout.str().split("novelty gate")[0]
     same = pytester.runpytest_subprocess(*novelty_args, "--baseline-model", str(tiny_checkpoint))
     same.assert_outcomes(passed=2)
