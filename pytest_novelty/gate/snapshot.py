@@ -198,15 +198,6 @@ def load_snapshot(path: Path) -> tuple[str | None, MetricRecord | None, DamagedS
         return text, None, DamagedSnapshot(path, str(exc))
 
 
-def read_record(path: Path) -> MetricRecord | None:
-    """The record stored at ``path``: None when there is no file, :class:`DamagedSnapshot` (a
-    :class:`~pytest_novelty.infra.errors.HarnessError` naming the file) when it cannot be read."""
-    _, record, damaged = load_snapshot(path)
-    if damaged is not None:
-        raise damaged
-    return record
-
-
 def warn_replaced(damaged: DamagedSnapshot) -> None:
     warnings.warn(
         DamagedSnapshotWarning(f"{damaged.path}: replaced a damaged snapshot ({damaged.why}) with the current values"),

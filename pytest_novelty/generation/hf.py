@@ -205,17 +205,6 @@ def adapter_base(adapter: str, base_model: str | None = None, *, option: str = "
     return base
 
 
-def model_fingerprint(model: str, base_model: str | None = None, *, memo: Memo | None = None) -> str:
-    """The content fingerprint of what is loaded: a checkpoint, or an adapter together with its base.
-
-    An adapter's answers depend on its own files and on the base weights under it, so both go
-    into its identity (:func:`~pytest_novelty.infra.identity.checkpoint_identity` with ``base``): the
-    same adapter over another base, or another adapter over the same base, never shares cached
-    answers.
-    """
-    return checkpoint_identity(model, memo=memo, base=base_model).id
-
-
 def _ships_code(path: Path) -> bool:
     for name in ("config.json", "tokenizer_config.json"):
         try:

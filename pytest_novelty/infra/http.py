@@ -163,10 +163,6 @@ class Attempts:
         self.number += 1
         return self.number
 
-    def forget(self) -> None:
-        """Do not count the current attempt (a request changed and sent again, not a failure)."""
-        self.number -= 1
-
     @property
     def spent(self) -> float:
         """Seconds since the first attempt began."""

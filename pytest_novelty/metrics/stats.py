@@ -198,26 +198,6 @@ class BootstrapTest:
         return self.ci_low > 0.0 or self.ci_high < 0.0
 
 
-def _top_rows(values: np.ndarray, fraction: float) -> np.ndarray:
-    """The top-fraction mean of every row of a 2-D array (NaN left out; NaN for an all-NaN row).
-
-    Same rule as :func:`top_fraction_mean`, vectorised: take ceil(fraction × m) of the m present
-    values, computed exactly on the decimal value of ``fraction``.
-    """
-    from fractions import Fraction
-
-    share = Fraction(repr(float(fraction)))
-    present = ~np.isnan(values)
-    m = present.sum(axis=1)
-    take = -(-m * share.numerator // share.denominator)
-    ordered = -np.sort(np.where(present, -values, np.inf), axis=1)  # descending, NaN (as -inf) last
-    ordered = np.where(np.isinf(ordered), 0.0, ordered)
-    sums = np.cumsum(ordered, axis=1)
-    picked = np.take_along_axis(sums, np.maximum(take - 1, 0)[:, None], axis=1)[:, 0]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(take > 0, picked / np.maximum(take, 1), np.nan)
-
-
 def paired_bootstrap(
     a: ArrayLike,
     b: ArrayLike,

@@ -18,7 +18,6 @@ list of names; a test checks that the two agree.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -96,6 +95,3 @@ def values_of(
     return gated_novelty(q, orig)  # novelty and the top-10 % of it
 
 
-def is_missing(value: float | None) -> bool:
-    """Whether a metric value is absent (None or NaN)."""
-    return value is None or math.isnan(value)

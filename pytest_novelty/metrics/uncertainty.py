@@ -139,10 +139,6 @@ class Interval:
             return False
         return not self.defined or self.low <= value <= self.high
 
-    def as_list(self) -> list[float | None]:
-        """``[low, high]`` for JSON (None for a bound that is not a finite number)."""
-        return [float(b) if math.isfinite(b) else None for b in (self.low, self.high)]
-
 
 class ClusterStatistic(Protocol):
     """A statistic as a function of prompt multiplicities.

@@ -394,11 +394,6 @@ def terminal_line(config: pytest.Config, line: str) -> None:
         reporter.write_line(redact(line))
 
 
-def _distributed(config: pytest.Config) -> bool:
-    """Whether this process is a pytest-xdist controller (it collects nothing itself)."""
-    return config.pluginmanager.has_plugin("dsession")
-
-
 class _TerminalStream:
     """A text stream to the real terminal while pytest captures output (for progress bars)."""
 

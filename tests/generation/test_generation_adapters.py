@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from pytest_novelty.generation import Batch, open_generator
-from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprint, model_fingerprint
+from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprint
 from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.identity import checkpoint_identity
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.generation.conftest import write_story_suite
 from tests.generation.tiny_models import build_family_checkpoint
@@ -98,10 +99,13 @@ def test_adapter_answers_are_the_adapted_model_not_the_base(adapter: Path, base:
 def test_identity_covers_adapter_and_base(adapter: Path, base: Path, tmp_path: Path, tiny_corpus: list[str]) -> None:
     other_base = build_family_checkpoint(tmp_path / "other-base", "llama", tiny_corpus, seed=5)
     other_adapter = make_adapter(base, tmp_path / "other-lora", seed=2)
-    own = model_fingerprint(str(adapter))
-    assert own not in (checkpoint_fingerprint(str(base)), model_fingerprint(str(other_adapter)))
-    assert model_fingerprint(str(adapter), str(other_base)) != own  # same adapter over another base
-    assert model_fingerprint(str(adapter), str(base)) == own
+    def identity(model: Path, base_model: Path | None = None) -> str:
+        return checkpoint_identity(str(model), base=None if base_model is None else str(base_model)).id
+
+    own = identity(adapter)
+    assert own not in (checkpoint_fingerprint(str(base)), identity(other_adapter))
+    assert identity(adapter, other_base) != own  # same adapter over another base
+    assert identity(adapter, base) == own
 
 
 def test_base_model_override_and_a_missing_base(adapter: Path, base: Path, tmp_path: Path) -> None:
@@ -180,4 +184,4 @@ def test_vllm_gets_the_adapter_as_a_lora_request(monkeypatch: pytest.MonkeyPatch
     ]  # fmt: skip
     lora = calls[0]["lora_request"]
     assert isinstance(lora, LoRARequest) and lora.lora_path == str(adapter.resolve())
-    assert gen.fingerprint == "vllm:" + model_fingerprint(str(adapter))
+    assert gen.fingerprint == "vllm:" + checkpoint_identity(str(adapter)).id
