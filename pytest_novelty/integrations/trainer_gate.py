@@ -395,6 +395,13 @@ def unfinished_gates(output_dir: Path) -> list[Unfinished]:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process; a zombie (ended, not yet reaped by whoever adopted it)
+    is not."""
+    if Path("/proc/self/stat").is_file():  # Linux: the process's state letter
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

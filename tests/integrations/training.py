@@ -54,10 +54,13 @@ def make_trainer(checkpoint: Path, output: Path, gate: Any, **arguments: Any) ->
 class StepClock:
     """A TrainerCallback (made by :meth:`callback`) that records when each step ended, what the
     gate callback had found by then, and runs ``actions[step]`` at that step (with the Trainer's
-    ``control``); ``pause`` sleeps at every step (a step that leaves the CPU to the gate)."""
+    ``control``) and ``at_save[step]`` at its save; ``pause`` sleeps at every step (a step that
+    leaves the CPU to the gate)."""
 
     gate: Any
     actions: dict[int, Callable[[Any], None]] = field(default_factory=dict)
+    at_save: dict[int, Callable[[], None]] = field(default_factory=dict)
+    """Run at the save of a step, after the gate callback took the save (it runs first)."""
     pause: float = 0.0
     limit: float = 600.0
     """Seconds after which training is stopped, so a test that goes wrong fails instead of hanging."""
@@ -80,6 +83,12 @@ class StepClock:
                     action(control)
                 if time.monotonic() - start > clock.limit:
                     control.should_training_stop = True
+                return control
+
+            def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+                action = clock.at_save.get(int(state.global_step))
+                if action is not None:
+                    action()
                 return control
 
         return _Clock()
