@@ -26,7 +26,7 @@ gives the gates a device of their own. Why ``wait=True`` stays the default, and 
 tracker does with an earlier step: ``docs/trainer.md``.
 
 The results reach the Trainer's own ``report_to`` integrations through ``Trainer.log``, with the
-Trainer's step and epoch set to the checkpoint's for that one call: the scalars of
+Trainer's step set to the checkpoint's for that one call: the scalars of
 :class:`~pytest_novelty.integrations.run.TrackedRun` (every gated metric, quality, originality@n,
 coverage@n and unscored per suite, ``novelty/passed`` and the case counts); the Trainer's loggers
 add their own prefix (``train/``). Hence :meth:`NoveltyGateCallback.attach`, which gives the
@@ -179,7 +179,7 @@ class NoveltyGateCallback(TrainerCallback):
         self._saves += 1
         if (self._saves - 1) % self.every:
             return control
-        job = GateJob(int(state.global_step), Path(args.output_dir) / f"checkpoint-{state.global_step}", state.epoch)
+        job = GateJob(int(state.global_step), Path(args.output_dir) / f"checkpoint-{state.global_step}")
         for skipped in self._queue.submit(job):
             self._skip(skipped)
         if self.wait:
@@ -249,10 +249,10 @@ class NoveltyGateCallback(TrainerCallback):
                 control.should_training_stop = True
 
     def _log_arrived(self, state: Any) -> None:
-        """Log every result not logged yet, each at its own checkpoint's step and epoch."""
+        """Log every result not logged yet, each at its own checkpoint's step."""
         while self._unlogged:
             result = self._unlogged.pop(0)
-            with _at_checkpoint(state, result.step, result.epoch):
+            with _at_step(state, result.step):
                 self._trainer.log(dict(result.logs()))
 
     def _skip(self, skipped: SkippedSave) -> None:
@@ -273,13 +273,19 @@ class NoveltyGateCallback(TrainerCallback):
 
 
 @contextmanager
-def _at_checkpoint(state: Any, step: int, epoch: float | None) -> Iterator[None]:
-    """The Trainer's state at a checkpoint's step and epoch for one ``Trainer.log`` call: every
-    ``report_to`` integration reads the step from the state (restored afterwards, whatever happens)."""
+def _at_step(state: Any, step: int) -> Iterator[None]:
+    """The Trainer's state at a checkpoint's step for one ``Trainer.log`` call: every ``report_to``
+    integration reads the step from the state (restored afterwards, whatever happens).
+
+    At a step earlier than the Trainer's, the state has no epoch for that call: ``Trainer.log``
+    adds the epoch to every log, and an epoch point at an earlier step than the epoch curve's last
+    makes TensorBoard's reader drop that curve's later points (it takes a tag that goes back in
+    steps for a restarted run).
+    """
     saved = state.global_step, state.epoch
+    if step < state.global_step:
+        state.epoch = None
     state.global_step = step
-    if epoch is not None:
-        state.epoch = epoch
     try:
         yield
     finally:

@@ -92,7 +92,8 @@ def _check_device(device: str) -> None:
     try:
         check_device(str(device))
     except ConfigError as exc:
-        raise ConfigError(exc.detail.replace("--device", "device"), field=keyword("device")) from None
+        words = exc.detail.replace("--device cpu", "device='cpu'").replace("--device", "device")
+        raise ConfigError(words, field=keyword("device")) from None
 
 
 def _check_spec(kind: str, spec: str | None, suite: Any) -> None:

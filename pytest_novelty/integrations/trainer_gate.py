@@ -71,11 +71,10 @@ os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
 
 @dataclass(frozen=True)
 class GateJob:
-    """One save to gate: its step, its checkpoint folder and the epoch the Trainer was at."""
+    """One save to gate: its step and its checkpoint folder."""
 
     step: int
     checkpoint: Path
-    epoch: float | None = None
 
     @property
     def name(self) -> str:
@@ -102,7 +101,6 @@ class GateResult:
     message: str = ""
     """The gate's one line: the cause of a harness error or of bad input, else pytest's summary."""
     log: Path | None = None
-    epoch: float | None = None
     arrived: float = 0.0
     """When the gate ended (``time.monotonic()``)."""
     outcome: str = ""
@@ -224,13 +222,18 @@ class RunningGate:
         command = self.settings.pytest_command(self.target(), self.report)
         shown = redact(shlex.join(command))
         self._start = time.perf_counter()
-        with self.log.open("wb") as log:
-            log.write(f"$ {shown}\n".encode())
-            log.flush()
-            self._process = subprocess.Popen(
-                process_command(command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=self.settings.env(),
-            )  # fmt: skip
+        try:
+            with self.log.open("wb") as log:
+                log.write(f"$ {shown}\n".encode())
+                log.flush()
+                self._process = subprocess.Popen(
+                    process_command(command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env=self.settings.env(),
+                )  # fmt: skip
+        except BaseException:
+            if self._links is not None:
+                self._links.cleanup()
+            raise
         atomic_write_json(self.record, {"checkpoint": str(self.job.checkpoint), "step": self.job.step,
                                         "pid": self._process.pid, "started": _now(), "command": shown})  # fmt: skip
         return self
@@ -271,7 +274,7 @@ class RunningGate:
         else:
             message = gate_cause(output, run, status, gone=self.gone())
         result = GateResult(self.job.step, self.job.checkpoint, status, seconds, self.report, run, message,
-                            self.log, self.job.epoch, time.monotonic(), outcome)  # fmt: skip
+                            self.log, time.monotonic(), outcome)  # fmt: skip
         record = read_json(self.record) or {}
         atomic_write_json(self.record, {**record, "ended": _now(), "status": status, "outcome": outcome,
                                         "message": message})  # fmt: skip

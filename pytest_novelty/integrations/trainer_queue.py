@@ -153,7 +153,7 @@ class GateQueue:
         except Exception as exc:  # the gate's process could not start: no verdict, said in one line
             message = f"the gate could not run: {type(exc).__name__}: {last_line(str(exc))}"
             return GateResult(job.step, job.checkpoint, -1, 0.0, job.folder / "report", None, message,
-                              job.folder / "pytest.log", job.epoch, time.monotonic(), "error")  # fmt: skip
+                              job.folder / "pytest.log", time.monotonic(), "error")  # fmt: skip
 
     def _at_exit(self) -> None:
         """At interpreter exit: a gate still running or waiting is stopped, and said."""

@@ -51,14 +51,14 @@ def test_every_save_is_gated_and_logged_at_its_step_and_a_later_series_agrees(
     _, callback = _train(tiny_checkpoint, output, suites, tiny_index, cache)
     saves = list(range(SAVE_EVERY, STEPS + 1, SAVE_EVERY))
     assert [r.step for r in callback.history] == saves and all(r.status == 0 for r in callback.history)
-    scalars = scalars(output)
+    logged = scalars(output)
     for name in ("novelty/story/quality", "novelty/story/originality@4", "novelty/story/coverage@4", "novelty/passed"):
-        assert sorted(scalars[f"train/{name}"]) == saves, name  # the Trainer's TensorBoard callback adds train/
+        assert sorted(logged[f"train/{name}"]) == saves, name  # the Trainer's TensorBoard callback adds train/
     for result in callback.history:
         report = json.loads((result.report / "report.json").read_text())
         quality = {r["metric"]: r["value"] for r in report["rows"]}["quality"]
-        assert scalars["train/novelty/story/quality"][result.step] == pytest.approx(quality, abs=1e-6)
-    assert scalars["train/loss"]  # the training's own curve is in the same log
+        assert logged["train/novelty/story/quality"][result.step] == pytest.approx(quality, abs=1e-6)
+    assert logged["train/loss"]  # the training's own curve is in the same log
     # Gated after the first, each save ran as a series over the checkpoints gated so far.
     last = json.loads((callback.history[-1].report / "report.json").read_text())
     assert [e["step"] for e in last["series"]] == saves
@@ -77,7 +77,7 @@ def test_every_save_is_gated_and_logged_at_its_step_and_a_later_series_agrees(
     later = json.loads((tmp_path / "later" / "report.json").read_text())
     for entry in later["series"]:
         assert entry["suites"]["story"]["metrics"]["quality"] == pytest.approx(
-            scalars["train/novelty/story/quality"][entry["step"]], abs=1e-6
+            logged["train/novelty/story/quality"][entry["step"]], abs=1e-6
         )
 
 

@@ -69,7 +69,8 @@ def test_a_judge_that_dies_during_training_is_a_warning_with_its_cause_and_its_l
 @pytest.mark.parametrize(
     ("settings", "expected"),
     [
-        ({"suite": ("[generation]", "[generaton]")}, r"story\.toml: generaton: unknown key \(did you mean 'generation'\?\)"),
+        ({"suite": ("[generation]", "[generaton]")}, r"story\.toml: generaton: unknown key "
+                                                     r"\(did you mean 'generation'\?\)"),
         ({"extra_args": ["--novelty-log=tensorbaord:runs"]}, r"--novelty-log: unknown tracker 'tensorbaord:runs' "
                                                              r"\(did you mean 'tensorboard'\?\)"),
         ({"judge": "openia:judge-model"}, r"NoveltyGateCallback\(judge=\.\.\.\): unknown judge 'openia:judge-model' "
