@@ -278,9 +278,8 @@ def _at_step(state: Any, step: int) -> Iterator[None]:
     integration reads the step from the state (restored afterwards, whatever happens).
 
     At a step earlier than the Trainer's, the state has no epoch for that call: ``Trainer.log``
-    adds the epoch to every log, and an epoch point at an earlier step than the epoch curve's last
-    makes TensorBoard's reader drop that curve's later points (it takes a tag that goes back in
-    steps for a restarted run).
+    adds the state's epoch to every log, and the epoch the result arrived in would be a wrong
+    point on the epoch curve at the checkpoint's step.
     """
     saved = state.global_step, state.epoch
     if step < state.global_step:

@@ -156,6 +156,7 @@ def test_training_never_waits_for_its_gates_and_each_result_is_logged_at_its_own
     assert logged["train/novelty/passed"] == {8: 1.0, 24: 1.0}
     for own in ("train/loss", "train/epoch"):  # the Trainer's own curves keep every point
         assert sorted(logged[own]) == [4, 8, 12, 16, 20, 24], own
+    assert logged["train/epoch"][8] == pytest.approx(8 / 12)  # 12 steps an epoch; not the epoch the result came in
     if "mlflow" in report_to:
         assert _mlflow_history(tmp_path, "novelty/story/quality") == pytest.approx(quality, abs=1e-6)
     if "wandb" in report_to:
