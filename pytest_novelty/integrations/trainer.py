@@ -19,11 +19,11 @@ known, and ``stop_on_failure`` ends training at the failing checkpoint itself. `
 returns to training at once (:mod:`.trainer_queue`): gates run one at a time in the background,
 a newer save waits behind the running gate (with ``skip_queued``, a save still waiting is dropped
 when a newer one arrives), each result is logged when it arrives at its own checkpoint's step,
-``stop_on_failure`` ends training at the first step after a failing result is known, and at the
-end of training the callback waits for the gates still running or waiting, at most
-``end_timeout`` seconds, then stops the rest and says so. ``device="cuda:1"`` (or ``"cpu"``)
-gives the gates a device of their own. Why ``wait=True`` stays the default, and what each
-tracker does with an earlier step: ``docs/trainer.md``.
+``stop_on_failure`` ends training at the first step after a failing result is known (and stops
+the gates after it), and at the end of training the callback waits for the gates still running
+or waiting, at most ``end_timeout`` seconds, then stops the rest and says so. ``device="cuda:1"``
+(or ``"cpu"``) gives the gates a device of their own. Why ``wait=True`` stays the default, and
+what each tracker does with an earlier step: ``docs/trainer.md``.
 
 The results reach the Trainer's own ``report_to`` integrations through ``Trainer.log``, with the
 Trainer's step set to the checkpoint's for that one call: the scalars of
@@ -196,6 +196,9 @@ class NoveltyGateCallback(TrainerCallback):
         queue = self._queue
         if queue is None or not state.is_world_process_zero:
             return control
+        if self._stopping:  # stopped on a failing gate: the gates after it are not waited for
+            for skipped in queue.close("training stopped on a failing gate (stop_on_failure)"):
+                self._skip(skipped)
         left = [*([queue.running()] if queue.running() else []), *queue.waiting()]
         if left:
             bound = "no bound" if self.end_timeout is None else f"at most {self.end_timeout:g} s"

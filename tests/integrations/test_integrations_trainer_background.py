@@ -177,7 +177,7 @@ def test_a_failing_gate_stops_training_at_the_first_step_after_its_result(
         control.should_save = True
 
     # Steps that leave the CPU to the gate, and the one save at step 2.
-    clock = StepClock(gate, actions={2: save}, pause=0.05, limit=400)
+    clock = StepClock(gate, actions={2: save}, pause=0.2, limit=400)
     trainer.add_callback(clock.callback())
     trainer.train()
     (result,) = gate.history
