@@ -197,6 +197,8 @@ def _callback_words(line: str, settings: GateSettings) -> str:
 
     if SERVED_NEEDS_ORIGINALITY in line:  # the stand-in is served; a saved checkpoint has no index either
         return AUTO_NEEDS_ORIGINALITY
+    if line.startswith(("unrecognized arguments: ", "argument ")):  # pytest's argument parser refused one
+        return f"{keyword('extra_args')}: pytest refuses them: {line}"
     for name in ("suites", "originality", "judge", "cache", "device"):
         if getattr(settings, name) is None:
             continue

@@ -101,7 +101,8 @@ def test_bad_input_is_refused_when_the_callback_is_made(
 @pytest.mark.parametrize(
     ("extra_args", "expected"),
     [
-        (["--novelty-snapshot"], r"unrecognized arguments: --novelty-snapshot"),
+        (["--novelty-snapshot"], r"NoveltyGateCallback\(extra_args=\.\.\.\): pytest refuses them: "
+                                  r"unrecognized arguments: --novelty-snapshot"),
         (["-k", "no-such-suite"], r"NoveltyGateCallback\(extra_args=\.\.\.\): the gate's options select no case "
                                   r"of its suites \(.*deselected"),
     ],
