@@ -10,8 +10,9 @@ is skipped when a newer one arrives (``skip_queued``); every result is logged at
 checkpoint's step by each installed tracker of the Trainer's ``report_to`` (TensorBoard, MLflow,
 W&B), without costing the Trainer its own log points; a failing gate stops training at the
 first step after its result is known; at the end of training a gate still running after
-``end_timeout`` is stopped and said; a gate whose training process is killed outright stops too,
-and the next training run over the same folder says it never ended.
+``end_timeout`` is stopped and said; a training process that exits with a gate running stops it
+and says so; a gate whose training process is killed outright stops too, and the next training
+run over the same folder says it never ended.
 """
 
 from __future__ import annotations
@@ -255,6 +256,38 @@ def test_a_gate_never_outlives_a_killed_training_process_and_the_next_run_says_s
     assert f"novelty gate, checkpoint-8: its gate from an earlier training process never ended (its log: {log})" \
         in caplog.text  # fmt: skip
     assert json.loads(log.with_name("gate.json").read_text())["outcome"] == "error"  # said once, not at every run
+
+
+def test_a_training_process_that_exits_with_a_gate_running_stops_it_and_says_so(
+    tmp_path: Path, tiny_checkpoint: Path, tiny_index: Path, held_judge: HeldJudge
+) -> None:
+    checkpoint = tmp_path / "out" / "checkpoint-8"
+    checkpoint.parent.mkdir()
+    checkpoint.symlink_to(tiny_checkpoint, target_is_directory=True)
+    suites = write_story_suite_folder(tmp_path / "suites", story_prompts(2), _held_suite())
+    # Training that ends without on_train_end (it raised, or the script returned) while its gate runs.
+    script = (
+        "import time\n"
+        "from pathlib import Path\n"
+        "from pytest_novelty.integrations.trainer_gate import GateJob, GateSettings, RunningGate\n"
+        "from pytest_novelty.integrations.trainer_queue import GateQueue\n"
+        f"settings = GateSettings(suites=Path({str(suites)!r}), originality={f'infini-gram:{tiny_index}'!r}, "
+        f"cache=Path({str(tmp_path / 'cache')!r}), device='cpu', "
+        f"extra_args=('--novelty-judge-base-url={held_judge.server.url}',))\n"
+        "queue = GateQueue(lambda job, done: RunningGate(job, settings, ()).start())\n"
+        f"queue.submit(GateJob(8, Path({str(checkpoint)!r})))\n"
+        "while queue.running() is None:\n"
+        "    time.sleep(0.05)\n"
+        "raise SystemExit(3)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3
+    folder = tmp_path / "out" / "novelty-gate"
+    assert (f"novelty gate: the training process is exiting; stopping the gates of checkpoint-8 (their logs: "
+            f"{folder})") in done.stderr  # fmt: skip
+    record = json.loads((folder / "checkpoint-8" / "gate.json").read_text())
+    assert record["outcome"] == "error" and record["message"] == "stopped: the training process exited first"
+    assert not _alive(record["pid"])
 
 
 def _alive(pid: int) -> bool:
