@@ -266,13 +266,14 @@ class RunningGate:
         run = read_run(self.report / "report.json") if status in (0, 1, HARNESS_EXIT_STATUS) else None
         if run is not None and self.earlier:
             run = at_step(run, self.job.step, self.job.checkpoint)
-        outcome = outcome_of(status, run, gone=self.gone())
+        outcome = outcome_of(status, reported=run is not None, gone=self.gone())
         if self._stopped:
             message = self._stopped
         elif outcome in ("passed", "failed"):
             message = last_line(output)
         else:
             message = gate_cause(output, run, status, gone=self.gone())
+        message = redact(message)
         result = GateResult(self.job.step, self.job.checkpoint, status, seconds, self.report, run, message,
                             self.log, time.monotonic(), outcome)  # fmt: skip
         record = read_json(self.record) or {}
@@ -286,12 +287,12 @@ class RunningGate:
         return [p.name for p in [*self.earlier, self.job.checkpoint] if not p.is_dir()]
 
 
-def outcome_of(status: int, run: TrackedRun | None, *, gone: Sequence[str] = ()) -> str:
-    """What a gate's exit status says: ``passed`` (0) and ``failed`` (1) with a report that holds
-    cases; ``bad input`` (4, or 5: no case ran) unless a checkpoint of the gate was removed while
-    it ran (then the refusal is about the missing folder, not the user's input); ``error`` for
-    everything else: a harness error (8), a gate stopped or killed, a report without a case."""
-    if status in (0, 1) and run is not None:
+def outcome_of(status: int, *, reported: bool, gone: Sequence[str] = ()) -> str:
+    """What a gate's exit status says: ``passed`` (0) and ``failed`` (1) when its report holds
+    cases (``reported``); ``bad input`` (4, or 5: no case ran) unless a checkpoint of the gate was
+    removed while it ran (then the refusal is about the missing folder, not the user's input);
+    ``error`` for everything else: a harness error (8), a gate stopped or killed, no report."""
+    if status in (0, 1) and reported:
         return "passed" if status == 0 else "failed"
     if status in (USAGE_EXIT_STATUS, NO_CASE_EXIT_STATUS) and not gone:
         return "bad input"
@@ -405,6 +406,8 @@ def _alive(pid: int) -> bool:
             return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
         except (OSError, IndexError):
             return False
+    if sys.platform == "win32":  # signal 0 is CTRL_C_EVENT there: not asked
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -58,7 +58,7 @@ def test_the_launcher_asks_the_kernel_to_stop_the_gate_with_its_training_process
 
 
 @pytest.mark.parametrize(
-    ("status", "has_run", "gone", "outcome"),
+    ("status", "reported", "gone", "outcome"),
     [
         (0, True, [], "passed"),
         (1, True, [], "failed"),
@@ -70,11 +70,8 @@ def test_the_launcher_asks_the_kernel_to_stop_the_gate_with_its_training_process
         (-15, False, [], "error"),  # stopped
     ],
 )
-def test_an_exit_status_is_read_as_an_outcome(status: int, has_run: bool, gone: list[str], outcome: str) -> None:
-    from pytest_novelty.integrations.run import Case, Point, TrackedRun
-
-    run = TrackedRun({}, (Point(8, "m", {}),), (Case("s", "quality", ">=", 0.0, 0.5, "passed"),)) if has_run else None
-    assert outcome_of(status, run, gone=gone) == outcome
+def test_an_exit_status_is_read_as_an_outcome(status: int, reported: bool, gone: list[str], outcome: str) -> None:
+    assert outcome_of(status, reported=reported, gone=gone) == outcome
 
 
 def test_a_removed_checkpoint_is_named_as_the_cause() -> None:
