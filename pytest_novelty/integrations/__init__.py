@@ -7,7 +7,9 @@
   tracker, each through the tool's own client library (an optional extra);
 * :mod:`~pytest_novelty.integrations.html`: the suites' tables and plots in pytest-html's report;
 * :mod:`~pytest_novelty.integrations.trainer`: :class:`NoveltyGateCallback`, a
-  ``transformers.TrainerCallback`` that gates every checkpoint the Trainer saves.
+  ``transformers.TrainerCallback`` that gates every checkpoint the Trainer saves, each gate in a
+  process of its own (:mod:`.trainer_gate`), waited for or in the background one at a time
+  (:mod:`.trainer_queue`), its bad input refused before the first step (:mod:`.trainer_checks`).
 
 Integrations read results and outcomes; they compute no metric and decide no case. Importing
 this package loads no tracker library, and ``NoveltyGateCallback`` imports transformers only when

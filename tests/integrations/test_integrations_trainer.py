@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import small_corpus
+from tests.integrations.training import dataset, make_trainer, scalars
 from tests.suite_text import story_prompts, suite_toml, write_story_suite_folder
 
 pytestmark = pytest.mark.slow
@@ -29,49 +29,17 @@ REPO = Path(__file__).resolve().parents[2]
 STEPS, SAVE_EVERY = 24, 8
 
 
-def _dataset(tokenizer: Any, count: int = 96, length: int = 32) -> list[dict[str, Any]]:
-    import torch
-
-    rows = []
-    for text in small_corpus(count, seed=1):
-        ids = tokenizer(text, truncation=True, max_length=length, padding="max_length", return_tensors="pt")
-        input_ids = ids["input_ids"][0]
-        labels = input_ids.clone()
-        labels[ids["attention_mask"][0] == 0] = -100
-        rows.append({"input_ids": input_ids, "attention_mask": ids["attention_mask"][0], "labels": labels})
-    torch.manual_seed(0)
-    return rows
-
-
 def _train(checkpoint: Path, output: Path, suites: Path, tiny_index: Path, cache: Path, **gate: Any) -> Any:
     """Train the tiny model with the callback attached; returns the trainer and the callback."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
-
     from pytest_novelty.integrations import NoveltyGateCallback
 
-    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-    model = AutoModelForCausalLM.from_pretrained(checkpoint)
-    args = TrainingArguments(
-        output_dir=str(output), max_steps=STEPS, save_steps=SAVE_EVERY, logging_steps=SAVE_EVERY,
-        per_device_train_batch_size=8, learning_rate=5e-3, report_to=["tensorboard"], use_cpu=True,
-        disable_tqdm=True, seed=0, dataloader_num_workers=0, save_only_model=True,
-    )  # fmt: skip
-    trainer = Trainer(model=model, args=args, train_dataset=_dataset(tokenizer), processing_class=tokenizer)
     callback = NoveltyGateCallback(
         suites=suites, originality=f"infini-gram:{tiny_index}", cache=cache, device="cpu", **gate
     )
-    callback.attach(trainer)
+    trainer = make_trainer(checkpoint, output, callback, max_steps=STEPS, save_steps=SAVE_EVERY,
+                           logging_steps=SAVE_EVERY, report_to=["tensorboard"])  # fmt: skip
     trainer.train()
     return trainer, callback
-
-
-def _scalars(output: Path) -> dict[str, dict[int, float]]:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    (logdir,) = (output / "runs").iterdir()
-    events = EventAccumulator(str(logdir))
-    events.Reload()
-    return {tag: {e.step: e.value for e in events.Scalars(tag)} for tag in events.Tags()["scalars"]}
 
 
 def test_every_save_is_gated_and_logged_at_its_step_and_a_later_series_agrees(
@@ -83,14 +51,14 @@ def test_every_save_is_gated_and_logged_at_its_step_and_a_later_series_agrees(
     _, callback = _train(tiny_checkpoint, output, suites, tiny_index, cache)
     saves = list(range(SAVE_EVERY, STEPS + 1, SAVE_EVERY))
     assert [r.step for r in callback.history] == saves and all(r.status == 0 for r in callback.history)
-    scalars = _scalars(output)
+    logged = scalars(output)
     for name in ("novelty/story/quality", "novelty/story/originality@4", "novelty/story/coverage@4", "novelty/passed"):
-        assert sorted(scalars[f"train/{name}"]) == saves, name  # the Trainer's TensorBoard callback adds train/
+        assert sorted(logged[f"train/{name}"]) == saves, name  # the Trainer's TensorBoard callback adds train/
     for result in callback.history:
         report = json.loads((result.report / "report.json").read_text())
         quality = {r["metric"]: r["value"] for r in report["rows"]}["quality"]
-        assert scalars["train/novelty/story/quality"][result.step] == pytest.approx(quality, abs=1e-6)
-    assert scalars["train/loss"]  # the training's own curve is in the same log
+        assert logged["train/novelty/story/quality"][result.step] == pytest.approx(quality, abs=1e-6)
+    assert logged["train/loss"]  # the training's own curve is in the same log
     # Gated after the first, each save ran as a series over the checkpoints gated so far.
     last = json.loads((callback.history[-1].report / "report.json").read_text())
     assert [e["step"] for e in last["series"]] == saves
@@ -109,7 +77,7 @@ def test_every_save_is_gated_and_logged_at_its_step_and_a_later_series_agrees(
     later = json.loads((tmp_path / "later" / "report.json").read_text())
     for entry in later["series"]:
         assert entry["suites"]["story"]["metrics"]["quality"] == pytest.approx(
-            scalars["train/novelty/story/quality"][entry["step"]], abs=1e-6
+            logged["train/novelty/story/quality"][entry["step"]], abs=1e-6
         )
 
 
@@ -125,7 +93,7 @@ def test_stop_on_failure_ends_training_at_the_checkpoint_that_fails(
     assert result.failed and result.step == SAVE_EVERY
     assert trainer.state.global_step == SAVE_EVERY  # stopped at the first save, not after 24 steps
     assert sorted(p.name for p in output.glob("checkpoint-*")) == [f"checkpoint-{SAVE_EVERY}"]
-    assert _scalars(output)["train/novelty/passed"] == {SAVE_EVERY: 0.0}
+    assert scalars(output)["train/novelty/passed"] == {SAVE_EVERY: 0.0}
     assert "below the minimum 0.99" in (output / "novelty-gate" / f"checkpoint-{SAVE_EVERY}" / "pytest.log").read_text()
 
 
@@ -138,7 +106,7 @@ def test_a_callback_not_attached_says_how_to_attach_it(tmp_path: Path, tiny_chec
     tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
     args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=1, report_to=[], use_cpu=True)
     trainer = Trainer(model=AutoModelForCausalLM.from_pretrained(tiny_checkpoint), args=args,
-                      train_dataset=_dataset(tokenizer, count=8), callbacks=[NoveltyGateCallback()])  # fmt: skip
+                      train_dataset=dataset(tokenizer, count=8), callbacks=[NoveltyGateCallback()])  # fmt: skip
     with pytest.raises(ConfigError, match=r"attach\(trainer\)"):
         trainer.train()
     with pytest.raises(ConfigError, match="every must be a whole number"):
