@@ -44,6 +44,7 @@ class Runner:
         self.models = SessionModels(config) if models is None else models
         self._generator: Any = None
         self._model_path: str | None = None
+        self._loading_said = False
 
     def model_path(self) -> str:
         """The checkpoint to load; ``demo`` and ``demo-early`` are built on first use."""
@@ -89,19 +90,26 @@ class Runner:
         )
 
     def generator(self) -> Any:
-        """The checkpoint's generator, loaded on first use."""
+        """The checkpoint's generator, opened on first use: its identity is known then, while its
+        weights load only when something is generated (:meth:`say_loading`)."""
         if self._generator is None:
             from pytest_novelty.generation import open_generator
             from pytest_novelty.infra.identity import identity_memo
 
             path, config = self.model_path(), self.config
-            config.log(f"[novelty] loading {config.model} ({path})")
             self._generator = open_generator(
                 path, device=config.device, trust_remote_code=config.trust_remote_code, backend=config.generator,
                 gpus=config.gpus_per_worker, base_model=config.base_model, base_url=config.model_base_url,
                 revision=config.model_revision, log=config.log, memo=identity_memo(config.cache_dir),
             )
         return self._generator
+
+    def say_loading(self, rows: int) -> None:
+        """The run log's "loading" line, once, when the first rows are to be generated (a warm run,
+        whose answers are all cached, loads no model and says nothing)."""
+        if not self._loading_said:
+            self._loading_said = True
+            self.config.log(f"[novelty] loading {self.config.model} ({self.model_path()})")
 
     def backend(self, spec: str) -> Any:
         """The session's originality backend of ``spec``."""
@@ -155,7 +163,7 @@ class Runner:
         else:
             prompts = self.load_prompts(suite)
         generated = answer_step.generate_answers(self.config, self.generator(), suite, prompts, inputs,
-                                                 self.model_path())
+                                                 self.model_path(), on_work=self.say_loading)
         result = self.score_answers(generated, pool_novelty=pool_novelty)
         result = replace(result, cache_repaired=repaired() - repaired_before)
         self.config.log(work_line(suite.name, result))
