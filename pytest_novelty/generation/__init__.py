@@ -246,7 +246,7 @@ GENERATOR_BACKENDS: Registry[Generator] = Registry(
 
 MODEL_SOURCES: Registry[Generator] = Registry(
     "model source", field="--model",
-    builtins=("pytest_novelty.generation.openai",),
+    builtins=("pytest_novelty.generation.openai", "pytest_novelty.generation.answers"),
     settings=("base_url", "revision", "log", "memo"),
 )
 """``--model PREFIX:NAME`` values that are not checkpoints (``openai:NAME``: a served model,
@@ -262,6 +262,15 @@ def is_served(model: str) -> bool:
     """Whether ``model`` names a registered model source (``openai:NAME``, ``answers:FILE``) rather
     than a checkpoint: it has no checkpoint folder (no ``novelty-index/`` in it, no config to read)."""
     return MODEL_SOURCES.find(model) is not None
+
+
+ANSWERS_PREFIX = "answers:"
+"""``--model answers:FILE``: answers generated elsewhere, read from files (:mod:`.answers`)."""
+
+
+def is_answers(model: str) -> bool:
+    """Whether ``model`` names answers read from files (``answers:FILE``) rather than a model."""
+    return model.strip().startswith(ANSWERS_PREFIX)
 
 
 def check_model(

@@ -125,21 +125,24 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
         option = by_name(name)
         return option.cli_flag if front == "cli" else option.short or option.long
 
-    from pytest_novelty.generation import is_served
+    from pytest_novelty.generation import is_answers, is_served
     from pytest_novelty.generation.devices import check_device
     from pytest_novelty.infra.identity import looks_like_hub_id
 
     check_device(str(options.novelty_device))
     if options.novelty_generator in ("vllm",):
         require("vllm", field=flag("generator"), what="--generator vllm")
-    served = is_served(model)
+    served = is_served(model) and not is_answers(model)  # answers are files: no endpoint, no revisions
+    revision = getattr(options, "novelty_model_revision", None)
+    if revision and is_answers(model):
+        raise ConfigError(f"does not apply to {model!r}: answers are identified by their files' content",
+                          field=flag("model-revision"))
     if options.novelty_model_base_url and not served:
         raise ConfigError(
             f"applies to a served model (--model openai:NAME), not to {model!r}; drop it, or serve the "
             "checkpoint and pass --model openai:NAME",
             field=flag("model-base-url"),
         )
-    revision = getattr(options, "novelty_model_revision", None)
     if revision and not served:
         if not looks_like_hub_id(model) or Path(model).exists():
             raise ConfigError(
@@ -175,7 +178,7 @@ def check_models(
     controller under xdist: the caller decides). A served model needs ``--originality``."""
     from pytest_novelty.generation import check_model, is_served
     from pytest_novelty.pipeline import demo
-    from pytest_novelty.pipeline.runner import SERVED_NEEDS_ORIGINALITY
+    from pytest_novelty.pipeline.runner import needs_originality
 
     suites = list(suites)
     for model, option in [*((m, "--model") for m in models), *([(baseline, "--baseline-model")] if baseline else [])]:
@@ -188,7 +191,7 @@ def check_models(
         )  # fmt: skip
         auto = any(s.scoring.originality == "auto" for s in suites)
         if is_served(model) and not options.novelty_originality and auto:
-            raise ConfigError(SERVED_NEEDS_ORIGINALITY, field="--originality")
+            raise ConfigError(needs_originality(model), field="--originality")
 
 
 def check_served_model(runner: Any) -> None:

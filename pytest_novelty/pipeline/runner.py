@@ -33,6 +33,17 @@ SERVED_NEEDS_ORIGINALITY = (
     "a served model has no checkpoint folder to find novelty-index/ in; pass --originality "
     "infini-gram:DIR (an index of its training corpus)"
 )
+ANSWERS_NEED_ORIGINALITY = (
+    "answers read from files have no checkpoint folder to find novelty-index/ in; pass --originality "
+    "infini-gram:DIR (an index of the training corpus of the model that wrote them)"
+)
+
+
+def needs_originality(model: str) -> str:
+    """Why ``model`` (a served model, or answers read from files) needs ``--originality``."""
+    from pytest_novelty.generation import is_answers
+
+    return ANSWERS_NEED_ORIGINALITY if is_answers(model) else SERVED_NEEDS_ORIGINALITY
 
 
 class Runner:
@@ -78,7 +89,7 @@ class Runner:
         if self.config.model in demo.DEMO_MODELS:
             return f"infini-gram:{demo.ensure_demo(self.config.cache_dir, log=self.config.log) / 'index'}"
         if is_served(self.config.model):
-            raise ConfigError(SERVED_NEEDS_ORIGINALITY, path=suite.path, field="scoring.originality")
+            raise ConfigError(needs_originality(self.config.model), path=suite.path, field="scoring.originality")
         local = Path(self.model_path()) / "novelty-index"
         if is_index(local):
             return f"infini-gram:{local}"
