@@ -7,7 +7,9 @@ the checkpoint's tokenizer, which imports transformers and torch) and lists the 
 (``GET /models``) only for those; the judges and indexes are checked as before, where they are
 needed. The answers are looked up exactly as the generation step will look them up
 (:func:`pytest_novelty.generation.rows_missing`: the checkpoint's content identity, the exact input
-text, the sampling settings), so a run the check calls warm reads every answer from the cache.
+text, the sampling settings), so a run the check calls warm reads every answer from the cache. A
+chat input's exact text comes from the checkpoint's chat template; the generator remembers each
+one it rendered under the checkpoint's identity, so a warm chat suite needs no tokenizer either.
 
 Two kinds of run cannot be looked up before the run: a ``novel-examples`` suite (its examples are
 chosen by their originality, scored later) and a denial round after the first (its prompts forbid

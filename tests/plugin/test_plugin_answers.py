@@ -210,3 +210,21 @@ def test_an_accepted_prompt_text_is_gated_and_said_in_the_report(
     assert note in (report / "report.md").read_text()
     info = json.loads((report / "report.json").read_text())
     assert note in json.dumps(info)
+
+
+def test_answers_are_compared_with_the_checkpoints_snapshots_under_xdist_too(
+    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path
+) -> None:
+    update = pytester.runpytest_subprocess(*novelty_args, "--snapshot-update")
+    assert update.ret == pytest.ExitCode.TESTS_FAILED, update.stdout.str()  # the quality floor still fails
+    file = tmp_path / "answers.jsonl"
+    export(novelty_args, file)
+    against = pytester.runpytest_subprocess(*with_model(novelty_args, f"answers:{file}"), "--novelty-snapshots",
+                                            "-n", "2")
+    out = against.stdout.str()
+    assert against.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "no snapshot for this case" not in out
+    rows = table(out)
+    compared = [line for line in rows if ">= " in line and "[" in line]
+    assert len(compared) == 3 and all(line.endswith("unchanged") for line in compared), rows  # against the snapshots
+    assert "[novelty gw" in out and "answers read from answers.jsonl" in out  # the workers read the file

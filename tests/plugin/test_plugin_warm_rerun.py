@@ -58,3 +58,21 @@ def test_a_rerun_that_generates_one_new_sample_loads_the_model_and_checks_its_pr
     again, out = heavy_imports(pytester, novelty_args)
     assert "torch" in again and "[novelty] loading" in out
     assert "6 samples generated in 2 batches (12 from cache)" in out
+
+
+def test_a_warm_rerun_of_a_chat_suite_renders_its_messages_without_the_tokenizer(
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, tmp_path: Path, tiny_corpus: list[str]
+) -> None:
+    from tests.generation.tiny_models import build_family_checkpoint
+
+    chat = build_family_checkpoint(tmp_path / "chat-model", "llama", tiny_corpus)  # it has a chat template
+    suite = suite_dir / "story.toml"
+    suite.write_text(suite.read_text() + '\n[prompting]\nmethod = "chat"\n')
+    args = [f"--model={chat}" if a == "--model" else a for a in novelty_args]
+    args.pop(args.index(f"--model={chat}") + 1)  # the tiny checkpoint that followed --model
+    pytester.makeconftest(WATCH)
+    cold, _ = heavy_imports(pytester, args)
+    assert "transformers" in cold
+    warm, out = heavy_imports(pytester, args)
+    assert warm == [], out[-3000:]
+    assert "0 samples generated in 0 batches (12 from cache)" in out
