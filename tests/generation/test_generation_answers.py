@@ -268,3 +268,27 @@ def test_a_bad_spec_is_one_line_before_anything_runs(tmp_path: Path, spec: str, 
     with pytest.raises(ConfigError, match=None) as caught:
         check_model(spec.format(tmp=tmp))
     assert message.format(tmp=tmp) in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--model-base-url", "http://127.0.0.1:8000/v1"], "--model-base-url: applies to a served model"),
+        (["--model-revision", "v2"], "--model-revision: does not apply to 'answers:{file}': answers are identified "
+                                     "by their files' content"),
+    ],
+    ids=["base-url", "revision"],
+)
+def test_a_served_models_options_are_refused_for_answers(tmp_path: Path, option: list[str], message: str) -> None:
+    import argparse
+
+    from pytest_novelty.pipeline.options import add_arguments
+    from pytest_novelty.pipeline.preflight import check_options
+
+    file = ours(tmp_path / "a.jsonl")
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--model", f"answers:{file}", *option])
+    with pytest.raises(ConfigError) as caught:
+        check_options(args, model=f"answers:{file}", front="cli")
+    assert str(caught.value).startswith(message.format(file=file))
