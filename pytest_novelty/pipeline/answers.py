@@ -114,7 +114,7 @@ def generate_answers(
     answers = [[extract_answer(method, task, p, r) for r in rows] for p, rows in zip(prompts, raw, strict=True)]
     work = GenerationWork(
         worker=config.worker,
-        device=str(getattr(gen, "device", "")) if stats.rows else "cache",
+        device=str(getattr(gen, "device", "")) if stats.rows or stats.read_rows else "cache",
         samples=settings.samples,
         batches=stats.batches,
         rows=stats.rows,
