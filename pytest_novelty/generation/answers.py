@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_novelty.generation import MODEL_SOURCES, Batch, PromptRequest, prompt_key
+from pytest_novelty.generation import ANSWERS_PREFIX, MODEL_SOURCES, Batch, PromptRequest, prompt_key
 from pytest_novelty.generation.answer_files import FORMAT, AnswerRecord, chat_text, read_answer_file
 from pytest_novelty.infra.errors import ConfigError, HarnessError, did_you_mean
 from pytest_novelty.infra.identity import Identity, hash_files
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from pytest_novelty.generation import ModelInput
     from pytest_novelty.infra.identity import Memo
 
-PREFIX = "answers:"
+PREFIX = ANSWERS_PREFIX
 ACCEPT = "accept_prompt_text"
 OPTIONS = {ACCEPT: bool, "filtered": bool, "id_field": str}
 _TOLERANCE = 1e-9  # settings written as JSON numbers compare equal within this
@@ -154,7 +154,7 @@ class AnswerFiles:
             total.update(f"{digest}\0".encode())
         total.update(f"filtered={filtered}\0id_field={id_field or ''}\0".encode())
         hex_id = total.hexdigest()[:24]
-        self.fingerprint = "answers:" + hex_id
+        self.fingerprint = PREFIX + hex_id
         self.identity = Identity(self.fingerprint, f"{self.source} @ {hex_id[:8]}", self.name)
         self._records: list[AnswerRecord] | None = None
         self._ours: dict[tuple[str, str], AnswerRecord] = {}  # (suite run, prompt id) -> our record
