@@ -153,3 +153,29 @@ def test_a_served_model_that_never_answers_is_a_harness_error_after_its_timeouts
     result = gate(pytester, suites, tmp_path, model, model_server.url, mini.url)
     assert result.ret == HARNESS_EXIT_STATUS, result.stdout.str()
     assert "after 1 attempt (timed out after 0.5 s each)" in result.stdout.str()
+
+
+def test_a_warm_rerun_of_a_served_model_asks_its_server_nothing_but_still_checks_the_web_index(
+    tmp_path: Path, suite: Suite, mini: FakeInfiniGram, model_server: FakeOpenAI
+) -> None:
+    cold = runner(tmp_path, model_server.url, mini_spec(mini.url))
+    preflight(cold, [suite])
+    first = cold.run(suite)
+    assert model_server.model_lists == 1 and len(model_server.requests) == 6  # 3 prompts x 2 samples
+    lists, completions, index_queries = model_server.model_lists, len(model_server.requests), len(mini.requests)
+    warm = runner(tmp_path, model_server.url, mini_spec(mini.url))  # a new run over the same cache
+    preflight(warm, [suite])
+    again = warm.run(suite)
+    assert model_server.model_lists == lists and len(model_server.requests) == completions  # no GET /models
+    assert len(mini.requests) == index_queries + 1  # the web index still answers its one test query
+    assert again.answers == first.answers and again.generated.work.cached_rows == 6
+
+
+def test_a_served_model_whose_answers_are_all_cached_is_gated_while_its_server_is_down(
+    tmp_path: Path, suite: Suite, mini: FakeInfiniGram, model_server: FakeOpenAI
+) -> None:
+    first = runner(tmp_path, model_server.url, mini_spec(mini.url)).run(suite)
+    model_server.stop()  # the endpoint the answers were cached under no longer answers at all
+    warm = runner(tmp_path, model_server.url, mini_spec(mini.url))
+    preflight(warm, [suite])  # nothing to generate: no GET /models, so no "cannot reach"
+    assert warm.run(suite).answers == first.answers

@@ -2,7 +2,7 @@
 
 Subcommands: ``run`` (gate a checkpoint on suites and print the table), ``demo build`` (build the
 demo assets ahead of time), and the scoring tools ``index build``, ``originality`` and ``judge`` (with
-``judge calibrate`` and ``judge calibration-file``).
+``judge calibrate`` and ``judge calibration-file``), and ``answers export`` (a model's raw answers as a file).
 """
 
 from __future__ import annotations
@@ -187,11 +187,13 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--force", action="store_true", help="rebuild even when present")
     build.set_defaults(func=_cmd_demo_build)
 
+    from pytest_novelty.cli.answers import add_commands as add_answers_commands
     from pytest_novelty.cli.judge import add_commands as add_judge_commands
     from pytest_novelty.cli.originality import add_commands as add_originality_commands
 
     add_originality_commands(sub)
     add_judge_commands(sub)
+    add_answers_commands(sub)
     return parser
 
 

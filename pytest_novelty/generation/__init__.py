@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pytest_novelty.infra.cache import Namespace, as_namespace
 from pytest_novelty.infra.errors import ConfigError
@@ -88,10 +88,17 @@ class Batch:
     """``on_row(i, text)``: called once per row, as soon as row ``i`` is finished (rows may end in any
     order), with the text the returned list will hold at ``i``, so the caller can keep it before
     the batch ends. A backend that learns of rows only at the end calls it then, for each row."""
+    samples: Sequence[int] = ()
+    """Which sample of its prompt each row is (0 to ``samples - 1``), for a source whose answers
+    exist already (:class:`RecordedAnswers`); empty when the caller does not say. A sampling backend
+    needs only the seed."""
 
     def __post_init__(self) -> None:
         if len(self.texts) != len(self.seeds):
             raise ValueError(f"a batch needs one seed per row: {len(self.texts)} texts, {len(self.seeds)} seeds")
+        if self.samples and len(self.samples) != len(self.texts):
+            raise ValueError(f"a batch names every row's sample or none: {len(self.texts)} texts, "
+                             f"{len(self.samples)} samples")
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -118,6 +125,7 @@ class Batch:
             self.settings,
             None if on_step is None else lambda rows, new: on_step(start + rows, tokens_before + new),
             None if on_row is None else lambda i, text: on_row(start + i, text),
+            self.samples[start:stop],
         )
 
 
@@ -186,6 +194,48 @@ class Generator(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class PromptRequest:
+    """What one suite run asks of a :class:`RecordedAnswers` source: its prompts, the exact text the
+    suite sends for each, and how the suite samples them."""
+
+    run: str
+    """The suite run (``Suite.run_key``: ``story``, ``story[temperature=0.7]``, ``story#repeat=1``)."""
+    repeat: int
+    """Which ``--novelty-repeat`` run this is (0: the run itself)."""
+    ids: Sequence[str]
+    """The prompt ids, in the suite's order."""
+    texts: Sequence[str]
+    """Each prompt's model input as the source renders it (:meth:`Generator.render`)."""
+    settings: GenerationSettings
+    """The run's sampling settings as a model would be sampled: its seed, the task's stop strings."""
+
+
+@runtime_checkable
+class RecordedAnswers(Protocol):
+    """A source whose answers exist already (generated elsewhere and read from files), not a model.
+
+    Before a suite run's answers are asked for, the pipeline hands it the run's prompts
+    (:meth:`check_prompts`); :func:`generate` then reads every row from :meth:`Generator.sample`
+    (the batch names each row's sample index) and keeps nothing in the answer cache: the files are
+    the store, and their content is the source's fingerprint.
+    """
+
+    source: str
+    """The files, as the run log names them (``answers.jsonl``, ``lm-eval/ (3 files)``)."""
+
+    def check_prompts(self, request: PromptRequest) -> str:
+        """Check that every prompt of ``request`` has its answers as the suite would have them
+        generated; raise :class:`~pytest_novelty.infra.errors.ConfigError` naming the prompt and the
+        file otherwise. Returns a note for the report ('' when there is nothing to say)."""
+        ...
+
+
+def is_recorded(generator: object) -> bool:
+    """Whether ``generator`` reads answers that exist already (:class:`RecordedAnswers`)."""
+    return isinstance(generator, RecordedAnswers)
+
+
 GENERATOR_BACKENDS: Registry[Generator] = Registry(
     "generator",
     field="--generator",
@@ -195,20 +245,32 @@ GENERATOR_BACKENDS: Registry[Generator] = Registry(
 ``factory(model, load)``, ``load`` being a :class:`LoadSettings`."""
 
 MODEL_SOURCES: Registry[Generator] = Registry(
-    "model source", field="--model", builtins=("pytest_novelty.generation.openai",),
-    settings=("base_url", "revision", "log"),
+    "model source", field="--model",
+    builtins=("pytest_novelty.generation.openai", "pytest_novelty.generation.answers"),
+    settings=("base_url", "revision", "log", "memo"),
 )
-"""``--model PREFIX:NAME`` values that are not checkpoints (``openai:NAME``: a served model); a
-factory is called as ``factory(name, base_url=..., revision=..., log=...)``, and the backend's
-``check(model, base_url)`` runs before anything heavy is loaded."""
+"""``--model PREFIX:NAME`` values that are not checkpoints (``openai:NAME``: a served model,
+``answers:FILE``: answers generated elsewhere); a factory is called as ``factory(name,
+base_url=..., revision=..., log=..., memo=...)`` (each takes those it has a use for), and the
+backend's ``check(model, base_url)`` runs before anything heavy is loaded."""
 
 SERVED_PREFIX = "openai:"
 """``--model openai:NAME``: a model served behind an OpenAI-compatible endpoint (:mod:`.openai`)."""
 
 
 def is_served(model: str) -> bool:
-    """Whether ``model`` names a registered model source (``openai:NAME``) rather than a checkpoint."""
+    """Whether ``model`` names a registered model source (``openai:NAME``, ``answers:FILE``) rather
+    than a checkpoint: it has no checkpoint folder (no ``novelty-index/`` in it, no config to read)."""
     return MODEL_SOURCES.find(model) is not None
+
+
+ANSWERS_PREFIX = "answers:"
+"""``--model answers:FILE``: answers generated elsewhere, read from files (:mod:`.answers`)."""
+
+
+def is_answers(model: str) -> bool:
+    """Whether ``model`` names answers read from files (``answers:FILE``) rather than a model."""
+    return model.strip().startswith(ANSWERS_PREFIX)
 
 
 def check_model(
@@ -255,7 +317,7 @@ def open_generator(
     """
     source = MODEL_SOURCES.find(model)
     if source is not None:
-        return MODEL_SOURCES.call(source, base_url=base_url, revision=revision, log=log)
+        return MODEL_SOURCES.call(source, base_url=base_url, revision=revision, log=log, memo=memo)
     load = LoadSettings(device=device, trust_remote_code=trust_remote_code, gpus=gpus, base_model=base_model, memo=memo)
     return GENERATOR_BACKENDS.open(choose_backend(backend, device), model, load)
 
@@ -292,6 +354,8 @@ class GenerationStats(Throughput):
     """Rows (prompt, sample) generated."""
     cached_rows: int = 0
     """Rows read from the cache instead."""
+    read_rows: int = 0
+    """Rows read from a :class:`RecordedAnswers` source (nothing generated, nothing cached)."""
 
 
 def _identity(settings: GenerationSettings) -> dict[str, object]:
@@ -339,6 +403,27 @@ def _row_key(key: str, sample: int) -> str:
     return f"{key}/{sample}"
 
 
+def _cache(cache_dir: Namespace | Path | None) -> Namespace | None:
+    return as_namespace(cache_dir, version=NAMESPACE_VERSION, validate=lambda value: isinstance(value, str))
+
+
+def _cached(cache: Namespace | None, keys: Sequence[str], samples: int) -> list[list[str | None]]:
+    """Each prompt's cached answers (None where a row is not cached)."""
+    return [[None if cache is None else cache.get(_row_key(key, j)) for j in range(samples)] for key in keys]
+
+
+def rows_missing(
+    generator: Generator, texts: Sequence[str], settings: GenerationSettings, cache_dir: Namespace | Path | None
+) -> int:
+    """How many rows :func:`generate` would hand ``generator`` for these inputs: 0 when every answer
+    is in the cache (or the source is :class:`RecordedAnswers`, which generates nothing). Reads the
+    cache only: nothing is loaded, so a run can tell before it loads a model whether it needs one."""
+    if is_recorded(generator):
+        return 0
+    keys = [prompt_key(generator.fingerprint, text, settings) for text in texts]
+    return sum(answer is None for row in _cached(_cache(cache_dir), keys, settings.samples) for answer in row)
+
+
 def generate(
     generator: Generator,
     texts: Sequence[str],
@@ -346,6 +431,7 @@ def generate(
     *,
     cache_dir: Namespace | Path | None = None,
     on_batch: Callable[[Progress], None] | None = None,
+    on_work: Callable[[int], None] | None = None,
 ) -> tuple[list[list[str]], GenerationStats]:
     """Sample ``settings.samples`` answers for every rendered input.
 
@@ -355,20 +441,25 @@ def generate(
     only the rows it lacks: a kill loses at most the rows in flight. When another process stored
     a row first, its stored answer is used (first writer wins: every run that shares the cache
     reports the same answers). Missing rows are sorted by prompt length and batched
-    (``settings.batch_size`` rows, or as many as fit when it is 0, meaning auto). Returns the
-    answers in input order and what was done.
+    (``settings.batch_size`` rows, or as many as fit when it is 0, meaning auto). ``on_work(rows)``
+    is called once before the backend is asked anything (prompt lengths, the first batch), with the
+    rows it will generate, and never when every row is cached: the caller can say then that the
+    model loads. A :class:`RecordedAnswers` source is read instead (:func:`read_recorded`). Returns
+    the answers in input order and what was done.
     """
+    if is_recorded(generator):
+        return read_recorded(generator, texts, settings)
     start = time.perf_counter()
     stats = GenerationStats()
-    cache = as_namespace(cache_dir, version=NAMESPACE_VERSION, validate=lambda value: isinstance(value, str))
+    cache = _cache(cache_dir)
     keys = [prompt_key(generator.fingerprint, text, settings) for text in texts]
-    found: list[list[str | None]] = []
-    for key in keys:
-        found.append([None if cache is None else cache.get(_row_key(key, j)) for j in range(settings.samples)])
+    found = _cached(cache, keys, settings.samples)
     todo = [(i, j) for i in range(len(texts)) for j in range(settings.samples) if found[i][j] is None]
     stats.cached_rows = len(texts) * settings.samples - len(todo)
     if not todo:
         return [[str(a) for a in row] for row in found], stats
+    if on_work is not None:
+        on_work(len(todo))
     missing = sorted({i for i, _ in todo})
     counts = dict(zip(missing, generator.token_counts([texts[i] for i in missing]), strict=True))
     plan = plan_batches(
@@ -402,7 +493,9 @@ def generate(
 
         on_step = functools.partial(_step, report, stats.rows, done - 1, generator.tokens_generated - tokens_before)
         seeds = [row_seed(keys[i], j) for i, j in rows]
-        answers = generator.sample(Batch([texts[i] for i, _ in rows], seeds, settings, on_step, keep))
+        answers = generator.sample(
+            Batch([texts[i] for i, _ in rows], seeds, settings, on_step, keep, [j for _, j in rows])
+        )
         for slot, answer in enumerate(answers):
             keep(slot, answer)  # rows a backend did not report one by one
         stats.batches += 1
@@ -411,6 +504,27 @@ def generate(
     stats.tokens = generator.tokens_generated - tokens_before
     stats.seconds = time.perf_counter() - start
     return [[str(a) for a in row] for row in found], stats
+
+
+def read_recorded(
+    source: Generator,
+    texts: Sequence[str],
+    settings: GenerationSettings,
+) -> tuple[list[list[str]], GenerationStats]:
+    """Every row of ``texts`` read from a :class:`RecordedAnswers` source in one batch that names
+    each row's sample index: nothing is generated and nothing goes to the answer cache (the files
+    are the store; a rerun reads them again, which costs what reading the cache would)."""
+    start = time.perf_counter()
+    rows = [(i, j) for i in range(len(texts)) for j in range(settings.samples)]
+    keys = [prompt_key(source.fingerprint, text, settings) for text in texts]
+    seeds = [row_seed(keys[i], j) for i, j in rows]
+    answers = source.sample(Batch([texts[i] for i, _ in rows], seeds, settings, samples=[j for _, j in rows]))
+    if len(answers) != len(rows):
+        raise ValueError(f"{source.name} answered {len(answers)} of {len(rows)} rows")
+    found: list[list[str]] = [["" for _ in range(settings.samples)] for _ in texts]
+    for (i, j), answer in zip(rows, answers, strict=True):
+        found[i][j] = str(answer)
+    return found, GenerationStats(read_rows=len(rows), seconds=time.perf_counter() - start)
 
 
 def _step(

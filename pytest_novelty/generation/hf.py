@@ -15,6 +15,7 @@ from pytest_novelty.generation import DTYPES, GENERATOR_BACKENDS, Batch, LoadSet
 from pytest_novelty.generation.devices import resolve_device
 from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
 from pytest_novelty.infra.identity import Memo, checkpoint_identity, resolve_hub
+from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
@@ -401,10 +402,23 @@ class HFGenerator:
         return self._model
 
     def render(self, model_input: ModelInput) -> str:
-        """The exact text fed to the model: chat messages go through the chat template."""
+        """The exact text fed to the model: chat messages go through the chat template.
+
+        A rendered chat input is remembered in the identity memo (when there is one) under the
+        checkpoint's content identity, which covers its tokenizer files and so its template: a
+        rerun renders it again without loading the tokenizer (and without importing transformers),
+        so a warm rerun of a chat suite loads nothing either.
+        """
         if isinstance(model_input, str):
             return model_input  # plain text needs no tokenizer (and a cached rerun loads none)
-        return render(self.tokenizer, self.name, model_input)
+        key = f"chat-render/{self.fingerprint}/{stable_hash([dict(m) for m in model_input])}"
+        known = None if self.load.memo is None else self.load.memo.get(key)
+        if isinstance(known, str):
+            return known
+        text = render(self.tokenizer, self.name, model_input)
+        if self.load.memo is not None:
+            self.load.memo.put(key, text)
+        return text
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:
         """Prompt lengths in tokens, as the model will see them."""

@@ -242,10 +242,12 @@ def open_served(
     base_url: str | None = None,
     revision: str | None = None,
     log: Callable[[str], None] | None = None,
+    memo: object = None,
     **connection: Unpack[ConnectionOptions],
 ) -> OpenAIGenerator:
     """``--model openai:NAME[?option=value&...]``: the served model ``NAME`` at ``base_url``; the
-    options say how it is reached (:class:`~pytest_novelty.infra.http.ConnectionOptions`)."""
+    options say how it is reached (:class:`~pytest_novelty.infra.http.ConnectionOptions`). ``memo``
+    (the file digests a source with files keeps) does not apply: a served model has no files."""
     return OpenAIGenerator(PREFIX + name, base_url=base_url, revision=revision, log=log, **connection)
 
 

@@ -4,7 +4,7 @@ one checkpoint gives (prompts × samples), as :class:`~pytest_novelty.pipeline.r
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -12,7 +12,7 @@ from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.pipeline.config import RunConfig
 from pytest_novelty.pipeline.results import GenerationWork, SuiteAnswers, Sweep
 from pytest_novelty.suites.prompts import Prompt
-from pytest_novelty.suites.schema import Suite
+from pytest_novelty.suites.schema import GenerationSettings, Suite
 
 
 def load_prompts(suite: Suite) -> list[Prompt]:
@@ -48,17 +48,11 @@ def sweep_of(suite: Suite) -> Sweep | None:
     return Sweep(suite.path.stem, parameter, suite.sweep_value)
 
 
-def generate_answers(
-    config: RunConfig, gen: Any, suite: Suite, prompts: list[Prompt], inputs: list[Any], model_path: str
-) -> SuiteAnswers:
-    """Generate ``suite.generation.samples`` answers per input and cut each out of the raw output."""
-    from pytest_novelty.generation.hf import PromptTooLong
-    from pytest_novelty.suites.prompting import extract_answer
+def model_texts(config: RunConfig, gen: Any, suite: Suite, inputs: list[Any]) -> tuple[list[str], GenerationSettings]:
+    """The exact text ``gen`` is given for each input, and the run's sampling settings as the model
+    is sampled: the run's seed (``--novelty-seed``, each repeat's own), the task's stop strings."""
     from pytest_novelty.suites.tasks import get_task
 
-    if len(inputs) != len(prompts):
-        raise ValueError(f"{len(inputs)} inputs for {len(prompts)} prompts")
-    start = time.perf_counter()
     task = get_task(suite.task)
     texts = [gen.render(x) for x in inputs]
     settings = suite.generation
@@ -68,15 +62,59 @@ def generate_answers(
         settings = replace(settings, seed=repeat_seed(config.seed, suite.repeat))
     if not settings.stop and task.stop:
         settings = replace(settings, stop=tuple(task.stop))
+    return texts, settings
+
+
+def check_recorded(
+    gen: Any, suite: Suite, prompts: list[Prompt], texts: list[str], settings: GenerationSettings
+) -> str:
+    """For a source whose answers exist already (:class:`~pytest_novelty.generation.RecordedAnswers`),
+    its check that it answers every prompt of the run (``texts`` and ``settings`` from
+    :func:`model_texts`) as the suite would have them generated: bad input otherwise, naming the
+    prompt and the file. Returns its note for the report; '' for a model, which is not asked."""
+    from pytest_novelty.generation import PromptRequest, is_recorded
+
+    if not is_recorded(gen):
+        return ""
+    request = PromptRequest(suite.run_key, suite.repeat, [p.id for p in prompts], texts, settings)
+    return str(gen.check_prompts(request))
+
+
+def generate_answers(
+    config: RunConfig,
+    gen: Any,
+    suite: Suite,
+    prompts: list[Prompt],
+    inputs: list[Any],
+    model_path: str,
+    *,
+    on_work: Callable[[int], None] | None = None,
+) -> SuiteAnswers:
+    """Generate ``suite.generation.samples`` answers per input and cut each out of the raw output.
+
+    ``on_work(rows)`` hears, before anything is generated, how many rows will be (never when every
+    answer is cached): where a runner says that its model loads. A source whose answers exist
+    already is checked first and read (:func:`check_recorded`).
+    """
+    from pytest_novelty.generation.hf import PromptTooLong
+    from pytest_novelty.suites.prompting import extract_answer
+    from pytest_novelty.suites.tasks import get_task
+
+    if len(inputs) != len(prompts):
+        raise ValueError(f"{len(inputs)} inputs for {len(prompts)} prompts")
+    start = time.perf_counter()
+    task = get_task(suite.task)
+    texts, settings = model_texts(config, gen, suite, inputs)
+    note = check_recorded(gen, suite, prompts, texts, settings)
     try:
-        raw, stats = _generate(config, suite.name, gen, texts, settings)
+        raw, stats = _generate(config, suite.name, gen, texts, settings, on_work)
     except PromptTooLong as exc:
         raise _too_long(suite, gen, prompts, texts, exc) from None
     method = suite.prompting.method
     answers = [[extract_answer(method, task, p, r) for r in rows] for p, rows in zip(prompts, raw, strict=True)]
     work = GenerationWork(
         worker=config.worker,
-        device=str(getattr(gen, "device", "")) if stats.rows else "cache",
+        device=str(getattr(gen, "device", "")) if stats.rows or stats.read_rows else "cache",
         samples=settings.samples,
         batches=stats.batches,
         rows=stats.rows,
@@ -84,6 +122,9 @@ def generate_answers(
         tokens=stats.tokens,
         tokens_per_second=float(stats.tokens_per_second),
         seconds=time.perf_counter() - start,
+        read_rows=stats.read_rows,
+        read_from=str(getattr(gen, "source", "")) if stats.read_rows else "",
+        note=note,
     )
     identity = getattr(getattr(gen, "identity", None), "description", gen.fingerprint)
     return SuiteAnswers(suite, config.model, prompts, answers, model_path=model_path, fingerprint=gen.fingerprint,
@@ -113,10 +154,15 @@ def too_long(suite: Suite, prompts: list[Prompt], counts: list[int], context: in
     )
 
 
-def _generate(config: RunConfig, name: str, gen: Any, texts: list[str], settings: Any) -> tuple[Any, Any]:
-    """The generation step with a progress bar (samples, tokens/s, ETA), or quarter-way log lines."""
+def _generate(
+    config: RunConfig, name: str, gen: Any, texts: list[str], settings: Any, on_work: Callable[[int], None] | None
+) -> tuple[Any, Any]:
+    """The generation step with a progress bar (samples, tokens/s, ETA), or quarter-way log lines;
+    a source whose answers exist already is read without either (nothing is generated)."""
     from pytest_novelty import generation
 
+    if generation.is_recorded(gen):
+        return generation.generate(gen, texts, settings)
     total = len(texts) * settings.samples
     reported = [0]
     with config.progress.bar(total, f"{name}: generating", unit="sample") as bar:
@@ -136,7 +182,7 @@ def _generate(config: RunConfig, name: str, gen: Any, texts: list[str], settings
                 )
 
         done = generation.generate(
-            gen, texts, settings, cache_dir=config.cache_dir / generation.NAMESPACE, on_batch=on_batch
+            gen, texts, settings, cache_dir=config.cache_dir / generation.NAMESPACE, on_batch=on_batch, on_work=on_work
         )
         bar.refresh()  # the final count, which the rate limit may have held back
         return done

@@ -26,6 +26,8 @@ def info_json(result: SuiteResult) -> dict[str, Any]:
         "generated_batches": work.batches,
         "generated_rows": work.rows,
         "cached_rows": work.cached_rows,
+        "read_rows": work.read_rows,
+        "read_from": work.read_from,
         "tokens": work.tokens,
         "tokens_per_second": round(work.tokens_per_second, 1),
         "worker": work.worker,
@@ -43,6 +45,8 @@ def info_json(result: SuiteResult) -> dict[str, Any]:
         "unscored_reasons": scores.unscored_reasons,
         "cache_repaired": result.cache_repaired,
     }
+    if work.note:
+        info["answers_note"] = work.note
     if result.judge_agreement is not None:
         info["judge_agreement"] = result.judge_agreement
     consistency = result.measured.judge_consistency
@@ -128,11 +132,15 @@ def work_line(name: str, result: SuiteResult) -> str:
         if result.cache_repaired
         else ""
     )
+    if work.read_rows:  # answers generated elsewhere: nothing was generated here
+        done = f"{work.read_rows} answers read from {work.read_from} ({work.seconds:.1f}s), nothing generated"
+    else:
+        done = (f"{work.rows} generated in {batches_text(work.batches)} on {work.device} "
+                f"({work.tokens_per_second:,.0f} tokens/s, {work.seconds:.1f}s), {work.cached_rows} from cache")
+    note = f"; {work.note}" if work.note else ""
     return (
-        f"[novelty {work.worker}] {name}: {len(result.prompts)} prompts x {work.samples} samples; "
-        f"{work.rows} generated in {batches_text(work.batches)} on {work.device} "
-        f"({work.tokens_per_second:,.0f} tokens/s, {work.seconds:.1f}s), {work.cached_rows} from cache; "
-        f"originality {scores.seconds_originality:.1f}s, judge {scores.seconds_judge:.1f}s{warning}"
+        f"[novelty {work.worker}] {name}: {len(result.prompts)} prompts x {work.samples} samples; {done}; "
+        f"originality {scores.seconds_originality:.1f}s, judge {scores.seconds_judge:.1f}s{note}{warning}"
     )
 
 

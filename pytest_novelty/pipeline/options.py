@@ -110,7 +110,8 @@ def _integer(text: str) -> int:
 #: Every option, in ``--help`` order. To add one: a line here, then read its ``dest`` (or its field).
 OPTIONS: tuple[Option, ...] = (
     Option("model", short="--model", metavar="PATH_OR_ID",
-           help="checkpoint to gate: a local Hugging Face folder, a hub id, or 'demo' / 'demo-early'"),
+           help="checkpoint to gate: a local Hugging Face folder, a hub id, 'demo' / 'demo-early', a served "
+                "openai:NAME, or answers:FILE generated elsewhere"),
     Option("model-series", short="--model-series", metavar="RUN_DIR",
            help="gate the newest checkpoint-<step> of RUN_DIR (or of a quoted glob) and report the whole series"),
     Option("model-base-url", short="--model-base-url", metavar="URL", field="model_base_url",

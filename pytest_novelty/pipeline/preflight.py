@@ -5,11 +5,13 @@ per suite after minutes of retries. :func:`preflight` checks, for the suites abo
 
 - every suite's prompts load (a broken prompt file is reported once per run, not once per case);
 - every ``generation.max_new_tokens`` fits the checkpoint's context (read from its config, without
-  loading the weights);
+  loading the weights), and so does every prompt of a run that generates anything;
 - a served model (``--model openai:NAME``) is listed by its server
   (:meth:`pytest_novelty.generation.openai.OpenAIGenerator.check`: one ``GET /models`` within
   10 s; an unreachable or silent server, a missing or refused key with the variable to set, a
-  name the server does not list);
+  name the server does not list), when anything is to be generated;
+- answers generated elsewhere (``--model answers:FILE``) answer every prompt as the suite would
+  have them generated (:func:`check_recorded_answers`);
 - every originality index opens (``open_backend``, kept by the runner for the run), and a remote
   one (``infini-gram-api:``, ``infini-gram-mini:``) answers one real count query within 10 s
   (its ``check``);
@@ -17,6 +19,10 @@ per suite after minutes of retries. :func:`preflight` checks, for the suites abo
   a missing or refused key, an unreachable or silent endpoint);
 - a hub id resolves, through :func:`pytest_novelty.infra.identity.checkpoint_identity` where that module
   exists (the hook is :func:`check_checkpoint_identity`).
+
+A warm rerun, whose answers are all cached (:mod:`pytest_novelty.pipeline.warm`), loads no
+tokenizer and asks no served model: the prompt lengths and the server's model list matter only
+to what is generated.
 
 Bad configuration raises :class:`~pytest_novelty.infra.errors.ConfigError`, an unreachable or broken
 service :class:`~pytest_novelty.infra.errors.PreflightError` (a harness error). Each distinct judge and
@@ -39,6 +45,7 @@ __all__ = [
     "check_context",
     "check_models",
     "check_options",
+    "check_recorded_answers",
     "check_served_model",
     "preflight",
 ]
@@ -58,8 +65,13 @@ def preflight(runner: Any, suites: Iterable[Suite]) -> float:
     check_checkpoint_identity(config.model)
     for suite in suites:
         runner.load_prompts(suite)
-    check_context(runner, suites)
-    check_served_model(runner)
+    from pytest_novelty.pipeline.warm import runs_to_generate
+
+    generating = runs_to_generate(runner, suites)  # a warm rerun: none, and no model loads
+    check_context(runner, suites, generating)
+    if generating:
+        check_served_model(runner)
+    check_recorded_answers(runner, suites)
     specs: dict[str, Suite] = {}
     for suite in suites:
         specs.setdefault(runner.originality_spec(suite), suite)
@@ -113,21 +125,24 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
         option = by_name(name)
         return option.cli_flag if front == "cli" else option.short or option.long
 
-    from pytest_novelty.generation import is_served
+    from pytest_novelty.generation import is_answers, is_served
     from pytest_novelty.generation.devices import check_device
     from pytest_novelty.infra.identity import looks_like_hub_id
 
     check_device(str(options.novelty_device))
     if options.novelty_generator in ("vllm",):
         require("vllm", field=flag("generator"), what="--generator vllm")
-    served = is_served(model)
+    served = is_served(model) and not is_answers(model)  # answers are files: no endpoint, no revisions
+    revision = getattr(options, "novelty_model_revision", None)
+    if revision and is_answers(model):
+        raise ConfigError(f"does not apply to {model!r}: answers are identified by their files' content",
+                          field=flag("model-revision"))
     if options.novelty_model_base_url and not served:
         raise ConfigError(
             f"applies to a served model (--model openai:NAME), not to {model!r}; drop it, or serve the "
             "checkpoint and pass --model openai:NAME",
             field=flag("model-base-url"),
         )
-    revision = getattr(options, "novelty_model_revision", None)
     if revision and not served:
         if not looks_like_hub_id(model) or Path(model).exists():
             raise ConfigError(
@@ -163,7 +178,7 @@ def check_models(
     controller under xdist: the caller decides). A served model needs ``--originality``."""
     from pytest_novelty.generation import check_model, is_served
     from pytest_novelty.pipeline import demo
-    from pytest_novelty.pipeline.runner import SERVED_NEEDS_ORIGINALITY
+    from pytest_novelty.pipeline.runner import needs_originality
 
     suites = list(suites)
     for model, option in [*((m, "--model") for m in models), *([(baseline, "--baseline-model")] if baseline else [])]:
@@ -176,7 +191,7 @@ def check_models(
         )  # fmt: skip
         auto = any(s.scoring.originality == "auto" for s in suites)
         if is_served(model) and not options.novelty_originality and auto:
-            raise ConfigError(SERVED_NEEDS_ORIGINALITY, field="--originality")
+            raise ConfigError(needs_originality(model), field="--originality")
 
 
 def check_served_model(runner: Any) -> None:
@@ -194,11 +209,13 @@ def check_served_model(runner: Any) -> None:
         check()
 
 
-def check_context(runner: Any, suites: Iterable[Suite]) -> None:
+def check_context(runner: Any, suites: Iterable[Suite], generating: Iterable[Suite] | None = None) -> None:
     """Every suite's ``generation.max_new_tokens`` must leave room for a prompt in the context.
 
     Read from the checkpoint's ``config.json`` (``max_position_embeddings`` / ``n_positions``);
-    a hub id or a served model is checked when it loads.
+    a hub id or a served model is checked when it loads. The prompts themselves are counted only
+    for the runs in ``generating`` (all of ``suites`` when None): a run whose answers are all cached
+    sends no prompt to the model, and counting needs the tokenizer (and with it torch).
     """
     from pytest_novelty.generation.hf import context_length
 
@@ -218,7 +235,9 @@ def check_context(runner: Any, suites: Iterable[Suite]) -> None:
                 path=suite.path,
                 field="generation.max_new_tokens",
             )
-    check_prompt_lengths(runner, suites, path, context)
+    counted = suites if generating is None else list(generating)
+    if counted:
+        check_prompt_lengths(runner, counted, path, context)
 
 
 def check_prompt_lengths(runner: Any, suites: Iterable[Suite], path: str, context: int) -> None:
@@ -244,6 +263,26 @@ def check_prompt_lengths(runner: Any, suites: Iterable[Suite], path: str, contex
         counts = token_counts(tokenizer, [render(tokenizer, runner.config.model, x) for x in inputs])
         if max(counts) >= context:
             raise too_long(suite, prompts, counts, context)
+
+
+def check_recorded_answers(runner: Any, suites: Iterable[Suite]) -> None:
+    """A source whose answers exist already (``--model answers:FILE``) answers every prompt of
+    every run as the suite would have them generated: each prompt that has no answers, fewer than
+    ``generation.samples``, another prompt text or contradicting settings is bad input naming the
+    prompt and the file, found here, before anything is scored. Runs whose inputs are built only
+    during the run (:func:`~pytest_novelty.pipeline.warm.inputs_known`) are checked when they run."""
+    from pytest_novelty.generation import is_recorded
+    from pytest_novelty.pipeline.answers import check_recorded, model_texts
+    from pytest_novelty.pipeline.warm import inputs_known
+
+    generator = runner.generator()
+    if not is_recorded(generator):
+        return
+    for suite in suites:
+        if inputs_known(suite):
+            prompts, inputs = runner.prompts(suite)
+            texts, settings = model_texts(runner.config, generator, suite, inputs)
+            check_recorded(generator, suite, prompts, texts, settings)
 
 
 def check_checkpoint_identity(model: str) -> None:

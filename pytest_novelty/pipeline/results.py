@@ -45,6 +45,9 @@ class GenerationWork:
     tokens: int = 0
     tokens_per_second: float = 0.0
     seconds: float = 0.0
+    read_rows: int = 0  # samples read from answers generated elsewhere (--model answers:FILE)
+    read_from: str = ""  # the files they were read from, as the work line names them
+    note: str = ""  # what the answers' source has to say in the report (a prompt text it accepted)
 
 
 @dataclass(frozen=True)

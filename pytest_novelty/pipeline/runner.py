@@ -33,6 +33,17 @@ SERVED_NEEDS_ORIGINALITY = (
     "a served model has no checkpoint folder to find novelty-index/ in; pass --originality "
     "infini-gram:DIR (an index of its training corpus)"
 )
+ANSWERS_NEED_ORIGINALITY = (
+    "answers read from files have no checkpoint folder to find novelty-index/ in; pass --originality "
+    "infini-gram:DIR (an index of the training corpus of the model that wrote them)"
+)
+
+
+def needs_originality(model: str) -> str:
+    """Why ``model`` (a served model, or answers read from files) needs ``--originality``."""
+    from pytest_novelty.generation import is_answers
+
+    return ANSWERS_NEED_ORIGINALITY if is_answers(model) else SERVED_NEEDS_ORIGINALITY
 
 
 class Runner:
@@ -44,6 +55,7 @@ class Runner:
         self.models = SessionModels(config) if models is None else models
         self._generator: Any = None
         self._model_path: str | None = None
+        self._loading_said = False
 
     def model_path(self) -> str:
         """The checkpoint to load; ``demo`` and ``demo-early`` are built on first use."""
@@ -77,7 +89,7 @@ class Runner:
         if self.config.model in demo.DEMO_MODELS:
             return f"infini-gram:{demo.ensure_demo(self.config.cache_dir, log=self.config.log) / 'index'}"
         if is_served(self.config.model):
-            raise ConfigError(SERVED_NEEDS_ORIGINALITY, path=suite.path, field="scoring.originality")
+            raise ConfigError(needs_originality(self.config.model), path=suite.path, field="scoring.originality")
         local = Path(self.model_path()) / "novelty-index"
         if is_index(local):
             return f"infini-gram:{local}"
@@ -89,19 +101,26 @@ class Runner:
         )
 
     def generator(self) -> Any:
-        """The checkpoint's generator, loaded on first use."""
+        """The checkpoint's generator, opened on first use: its identity is known then, while its
+        weights load only when something is generated (:meth:`say_loading`)."""
         if self._generator is None:
             from pytest_novelty.generation import open_generator
             from pytest_novelty.infra.identity import identity_memo
 
             path, config = self.model_path(), self.config
-            config.log(f"[novelty] loading {config.model} ({path})")
             self._generator = open_generator(
                 path, device=config.device, trust_remote_code=config.trust_remote_code, backend=config.generator,
                 gpus=config.gpus_per_worker, base_model=config.base_model, base_url=config.model_base_url,
                 revision=config.model_revision, log=config.log, memo=identity_memo(config.cache_dir),
             )
         return self._generator
+
+    def say_loading(self, rows: int) -> None:
+        """The run log's "loading" line, once, when the first rows are to be generated (a warm run,
+        whose answers are all cached, loads no model and says nothing)."""
+        if not self._loading_said:
+            self._loading_said = True
+            self.config.log(f"[novelty] loading {self.config.model} ({self.model_path()})")
 
     def backend(self, spec: str) -> Any:
         """The session's originality backend of ``spec``."""
@@ -155,7 +174,7 @@ class Runner:
         else:
             prompts = self.load_prompts(suite)
         generated = answer_step.generate_answers(self.config, self.generator(), suite, prompts, inputs,
-                                                 self.model_path())
+                                                 self.model_path(), on_work=self.say_loading)
         result = self.score_answers(generated, pool_novelty=pool_novelty)
         result = replace(result, cache_repaired=repaired() - repaired_before)
         self.config.log(work_line(suite.name, result))

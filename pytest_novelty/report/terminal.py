@@ -182,6 +182,13 @@ def shares_note(data: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def suite_note(data: Mapping[str, Any]) -> str:
+    """The line under a suite's header: its shares (:func:`shares_note`) and, for answers read from
+    files, what their source said (prompt texts it accepted that differ from the suite's)."""
+    answers = str((data.get("info") or {}).get("answers_note") or "")
+    return "; ".join(part for part in (shares_note(data), answers) if part)
+
+
 def detectable_lines(suite: str, detectable: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """``story: detects a drop of 0.075 in novelty@5, ...``, and the metrics whose tolerance lies
     below what the suite can detect, with the prompts that would detect it."""
@@ -229,6 +236,9 @@ def work_summary(suite_data: Mapping[str, Mapping[str, Any]], repairs: int = 0) 
         f"{sum(int(i.get('originality_lookups', 0)) for i in infos)} originality lookups, "
         f"{sum(int(i.get('judge_requests', 0)) for i in infos)} judge requests"
     )
+    read = sum(int(i.get("read_rows", 0)) for i in infos)
+    if read:  # --model answers:FILE
+        line += f", {read} answers read from files"
     if repairs:
         line += f"; warning: {repairs} damaged cache entries dropped and recomputed"
     repeats = [e for d in suite_data.values() for e in (d.get("repeats") or [])]
@@ -252,7 +262,7 @@ def gate_summary(
     lines: list[str] = []
     if records:
         headers = {r.suite: r.header for r in records if r.header}
-        notes = {name: shares_note(data) for name, data in suite_data.items()}
+        notes = {name: suite_note(data) for name, data in suite_data.items()}
         lines += render_table(records, headers, notes)
         if any(notes.values()):
             lines.append(SHARES_LEGEND)

@@ -12,7 +12,7 @@ from pytest_novelty.report.markdown import write_markdown_report
 from pytest_novelty.report.plots import write_plots
 from pytest_novelty.report.series import series_tables, write_series_plots
 from pytest_novelty.report.spans import spans_markdown
-from pytest_novelty.report.terminal import has_comparison, shares_note
+from pytest_novelty.report.terminal import has_comparison, suite_note
 
 
 def write_report(
@@ -40,7 +40,7 @@ def write_report(
     headers = {r.suite: r.header for r in records if r.header}
     suites = {}
     for name in sorted({*headers, *(suites_data or {})}):
-        note = shares_note(dict((suites_data or {}).get(name) or {}))
+        note = suite_note(dict((suites_data or {}).get(name) or {}))
         suites[name] = "; ".join(part for part in (headers.get(name, ""), note) if part)
     note = ""
     if has_comparison(records) and not any(dict(d).get("baseline") for d in (suites_data or {}).values()):

@@ -70,6 +70,8 @@ class _Handler(FakeHandler):
             self._refuse()
             return
         if self.path.split("?", 1)[0].rstrip("/") == "/v1/models":
+            with self.fake._lock:
+                self.fake.model_lists += 1
             names = self.fake.models or ("judge-model",)
             data = [{"id": name, "object": "model", "created": 0, "owned_by": "fake"} for name in names]
             self._send(200, {"object": "list", "data": data})
@@ -204,6 +206,8 @@ class FakeOpenAI(FakeServer):
         """Per request, whether it carried the expected key (no key is ever recorded)."""
         self.arrivals: list[float] = []
         """Per request, its arrival time (``time.monotonic()``)."""
+        self.model_lists = 0
+        """``GET /v1/models`` requests answered (a preflight's; not counted in :attr:`requests`)."""
 
     def _record_chat(self, body: dict[str, Any], authorized: bool) -> None:
         """Record one chat request: its body, whether it carried the key, when it arrived."""

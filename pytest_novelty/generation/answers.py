@@ -1,0 +1,323 @@
+"""Answers generated elsewhere as the model under test: ``--model answers:FILE[,FILE...]``.
+
+A team that generates on its own stack (a vLLM or SGLang batch job, TGI, lm-evaluation-harness
+with ``--log_samples``) hands the gate its files; the gate scores, decides, snapshots and reports
+them as it would its own generations. The source sits behind the generation layer's Protocols
+(:class:`~pytest_novelty.generation.Generator` and
+:class:`~pytest_novelty.generation.RecordedAnswers`), so no later step knows where the answers came
+from; only the work line says that they were read, not generated.
+
+- **What is read.** Each of the comma-separated paths (the whole argument when it names a file
+  whose name has commas) is a file, or a folder whose ``*.jsonl`` files are all read
+  (not its subfolders; other files, such as lm-evaluation-harness's ``results_*.json``, are not
+  answers). The formats are in :mod:`~pytest_novelty.generation.answer_files`.
+- **Identity.** The fingerprint is the content of the files: the SHA-256 of every byte of each
+  (remembered under the file's stat in the identity memo, as a checkpoint's digests are),
+  whatever their names or order, and the options that change which answers a prompt gets
+  (``filtered``, ``id_field``). Reports and snapshots record it like a checkpoint's identity.
+  Nothing goes to the answer cache: the files are the store.
+- **Matching.** A suite run's prompt takes the pytest-novelty record of that run (``suite``) and
+  prompt id; else, for the run itself (not a ``--novelty-repeat``), an lm-evaluation-harness
+  sample: the one whose context is exactly the text the suite sends, or with ``id_field=NAME``
+  the one whose logged document has the prompt's id in that field. ``doc_id`` is not a prompt
+  id: it is the document's position in lm-evaluation-harness's own iteration of the task (after
+  its split, ``process_docs``, ``--limit`` and ``--samples``), which says which prompt it is only
+  when both sides list the same documents in the same order. Samples of the same text whose
+  settings contradict the suite's are passed over (a sweep's other temperatures); two that agree
+  and differ are ambiguous.
+- **Mismatches are bad input** (exit 4), one line naming the prompt and the file: a prompt without
+  answers, fewer answers than ``generation.samples`` (extra ones are not read), a prompt text
+  that differs from the one the suite sends (``?accept_prompt_text=true`` accepts it, and the
+  report says how many differed), and settings the file records that contradict the suite's
+  (temperature, top-p, top-k, new tokens, or a stop string the suite does not stop at; the seed
+  is not compared: answers made elsewhere come from seeds of their own).
+
+Options: ``accept_prompt_text`` (bool), ``filtered`` (bool: lm-evaluation-harness
+``filtered_resps`` instead of ``resps``), ``id_field`` (str).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_novelty.generation import ANSWERS_PREFIX, MODEL_SOURCES, Batch, PromptRequest, prompt_key
+from pytest_novelty.generation.answer_files import FORMAT, AnswerRecord, chat_text, read_answer_file
+from pytest_novelty.infra.errors import ConfigError, HarnessError, did_you_mean
+from pytest_novelty.infra.identity import Identity, hash_files
+from pytest_novelty.suites.schema import GenerationSettings
+
+if TYPE_CHECKING:
+    from pytest_novelty.generation import ModelInput
+    from pytest_novelty.infra.identity import Memo
+
+PREFIX = ANSWERS_PREFIX
+ACCEPT = "accept_prompt_text"
+OPTIONS = {ACCEPT: bool, "filtered": bool, "id_field": str}
+_TOLERANCE = 1e-9  # settings written as JSON numbers compare equal within this
+
+
+def given_paths(argument: str) -> list[str]:
+    """The paths of ``FILE[,FILE...]``: the whole argument when it names a path (lm-evaluation-harness
+    0.4.0-0.4.2 put the model's arguments, commas and all, in its file names), else its parts."""
+    whole = argument.strip()
+    if Path(whole).expanduser().exists():
+        return [whole]
+    return [part.strip() for part in whole.split(",") if part.strip()]
+
+
+def answer_paths(argument: str) -> list[Path]:
+    """The files ``FILE[,FILE...]`` names (a folder: its ``*.jsonl``), each resolved; one clear
+    line for a path that does not exist or a folder with no answers."""
+    files: list[Path] = []
+    for given in given_paths(argument):
+        path = Path(given).expanduser()
+        if path.is_dir():
+            found = sorted(p for p in path.glob("*.jsonl") if p.is_file())
+            if not found:
+                raise ConfigError("the folder holds no *.jsonl files of answers", path=given)
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise ConfigError("no such file or folder of answers", path=given)
+    if not files:
+        raise ConfigError("answers:FILE needs at least one file or folder", field="--model")
+    return sorted({p.resolve() for p in files})
+
+
+def check_answers(model: str, base_url: str | None) -> None:
+    """The cheap checks of ``answers:FILE`` before anything runs: its options, and every path."""
+    source = MODEL_SOURCES.find(model)
+    if source is None or not source.argument:
+        raise ConfigError("answers:FILE needs a file or folder of answers", field="--model")
+    MODEL_SOURCES.options(source, {})
+    if base_url:
+        raise ConfigError(f"applies to a served model (--model openai:NAME), not to {model!r}",
+                          field="--model-base-url")
+    answer_paths(source.argument)
+
+
+def describe(argument: str, files: Sequence[Path]) -> str:
+    """How the run log names the files: one by its name, a folder by its name and count."""
+    parts = given_paths(argument)
+    if len(parts) == 1 and Path(parts[0]).expanduser().is_dir():
+        return f"{Path(parts[0]).name or parts[0]}/ ({len(files)} file{'s' if len(files) != 1 else ''})"
+    names = [p.name for p in files]
+    return ", ".join(names) if len(names) <= 3 else f"{', '.join(names[:3])} and {len(names) - 3} more"
+
+
+@MODEL_SOURCES.register(
+    "answers", argument="FILE", needs="a file or folder of answers", check=check_answers, options=OPTIONS,
+    summary="answers generated elsewhere (pytest-novelty answers, lm-evaluation-harness samples)",
+)  # fmt: skip
+def open_answers(
+    argument: str,
+    *,
+    memo: Memo | None = None,
+    accept_prompt_text: bool = False,
+    filtered: bool = False,
+    id_field: str | None = None,
+) -> AnswerFiles:
+    """``--model answers:FILE[?option=value&...]`` (see the module doc)."""
+    return AnswerFiles(argument, memo=memo, accept_prompt_text=accept_prompt_text, filtered=filtered,
+                       id_field=id_field or None)
+
+
+class AnswerFiles:
+    """Answers read from files, as a :class:`~pytest_novelty.generation.Generator` that generates
+    nothing and a :class:`~pytest_novelty.generation.RecordedAnswers` source (see the module doc)."""
+
+    tokens_generated = 0
+
+    def __init__(
+        self,
+        argument: str,
+        *,
+        memo: Memo | None = None,
+        accept_prompt_text: bool = False,
+        filtered: bool = False,
+        id_field: str | None = None,
+    ) -> None:
+        self.files = answer_paths(argument)
+        self.name = PREFIX + argument
+        self.accept_prompt_text = accept_prompt_text
+        self.filtered = filtered
+        self.id_field = id_field
+        self.source = describe(argument, self.files)
+        self.device = self.source
+        digests = hash_files(self.files, memo=memo, what="answers")
+        total = hashlib.sha256(b"pytest-novelty answers identity 1\0")
+        for digest in sorted(digests.values()):
+            total.update(f"{digest}\0".encode())
+        total.update(f"filtered={filtered}\0id_field={id_field or ''}\0".encode())
+        hex_id = total.hexdigest()[:24]
+        self.fingerprint = PREFIX + hex_id
+        self.identity = Identity(self.fingerprint, f"{self.source} @ {hex_id[:8]}", self.name)
+        self._records: list[AnswerRecord] | None = None
+        self._ours: dict[tuple[str, str], AnswerRecord] = {}  # (suite run, prompt id) -> our record
+        self._pooled: dict[str, list[AnswerRecord]] = {}  # prompt text (or id_field value) -> samples
+        self._bound: dict[str, tuple[str, ...]] = {}  # prompt key -> its answers
+        self._bound_by: dict[str, str] = {}  # prompt key -> the record's place, for conflicts
+
+    def __repr__(self) -> str:
+        return f"AnswerFiles({self.name!r}, {len(self.files)} files)"
+
+    # -- the records ----------------------------------------------------------------------------
+
+    @property
+    def records(self) -> list[AnswerRecord]:
+        """Every record of every file, read on first use."""
+        if self._records is None:
+            records: list[AnswerRecord] = []
+            for file in self.files:
+                records.extend(read_answer_file(file, filtered=self.filtered, id_field=self.id_field))
+            self._records = records
+            self._index()
+        return self._records
+
+    def _index(self) -> None:
+        """Our records by (suite run, prompt id); lm-evaluation-harness samples by prompt text, or
+        by their ``id_field`` value when it is given."""
+        assert self._records is not None
+        for record in self._records:
+            if record.format == FORMAT:
+                key = (str(record.suite), str(record.id))
+                if key in self._ours:
+                    raise ConfigError(f"{record.place}: prompt {record.id!r} of suite {record.suite} is answered "
+                                      f"twice (also at {self._ours[key].place}); keep one of them")
+                self._ours[key] = record
+            else:
+                key_of = record.id if self.id_field else record.prompt
+                if key_of is not None:
+                    self._pooled.setdefault(key_of, []).append(record)
+
+    # -- the RecordedAnswers protocol -----------------------------------------------------------
+
+    def check_prompts(self, request: PromptRequest) -> str:
+        """Match every prompt of ``request`` to its record and check it (see the module doc);
+        remember its answers for :meth:`sample`. Returns the note on accepted prompt texts."""
+        records = self.records
+        differing = 0
+        for prompt_id, text in zip(request.ids, request.texts, strict=True):
+            record = self._match(request, prompt_id, text, records)
+            where = f"{record.place}: prompt {prompt_id!r} of suite {request.run}"
+            samples = request.settings.samples
+            why = contradiction(record.settings, request.settings)
+            if why is not None:
+                raise ConfigError(f"{where} was answered with {why}")
+            if len(record.answers) < samples:
+                raise ConfigError(f"{where} has {len(record.answers)} answer{'s' if len(record.answers) != 1 else ''}; "
+                                  f"the suite asks for {samples} (generation.samples)")
+            if record.prompt is not None and record.prompt != text:
+                if not self.accept_prompt_text:
+                    raise ConfigError(f"{where}: the prompt text differs from the one the suite sends "
+                                      f"({first_difference(record.prompt, text)}); generate the answers from the "
+                                      f"suite's prompts, or accept them with ?{ACCEPT}=true on the answers: spec")
+                differing += 1
+            self._bind(prompt_key(self.fingerprint, text, request.settings), record, where)
+        if not differing:
+            return ""
+        return (f"{differing} of {len(request.ids)} prompt texts in {self.source} differ from the ones the suite "
+                f"sends (accepted: {ACCEPT}=true)")
+
+    def _match(self, request: PromptRequest, prompt_id: str, text: str, records: list[AnswerRecord]) -> AnswerRecord:
+        own = self._ours.get((request.run, prompt_id))
+        if own is not None:
+            return own
+        # lm-evaluation-harness samples hold one set of answers: the run itself, not its repeats
+        pooled = [] if request.repeat else self._pooled.get(prompt_id if self.id_field else text, [])
+        if not pooled:
+            raise ConfigError(f"{self.source}: no answers for prompt {prompt_id!r} of suite {request.run}"
+                              f"{self._missing_hint(request, records)}")
+        agreeing = [r for r in pooled if contradiction(r.settings, request.settings) is None]
+        if not agreeing:
+            why = contradiction(pooled[0].settings, request.settings)
+            raise ConfigError(f"{pooled[0].place}: prompt {prompt_id!r} of suite {request.run} was answered with {why}")
+        distinct = {r.answers: r for r in agreeing}
+        if len(distinct) > 1:
+            first, second = list(distinct.values())[:2]
+            raise ConfigError(f"{first.place}: prompt {prompt_id!r} of suite {request.run} is answered differently "
+                              f"here and at {second.place} (same prompt, same settings); keep one of them")
+        return agreeing[0]
+
+    def _missing_hint(self, request: PromptRequest, records: list[AnswerRecord]) -> str:
+        """What the files do hold, when a prompt is not among it."""
+        runs = sorted({str(r.suite) for r in records if r.format == FORMAT})
+        if runs and request.run not in runs:
+            return f"; the files answer suites {', '.join(runs[:6])}{did_you_mean(request.run, runs)}"
+        if request.repeat and not runs:
+            return " (a --novelty-repeat run needs answers of its own: pytest-novelty records with its suite name)"
+        if any(r.format != FORMAT for r in records) and not self.id_field:
+            return (" (lm-evaluation-harness samples are matched by their exact prompt text; to match by a field "
+                    "of the logged doc, add ?id_field=NAME to the answers: spec)")
+        return ""
+
+    def _bind(self, key: str, record: AnswerRecord, where: str) -> None:
+        known = self._bound.get(key)
+        if known is not None and known != record.answers:
+            raise ConfigError(f"{where}: the same prompt text with the same settings is answered differently at "
+                              f"{self._bound_by[key]}; a model answers one input alike, so keep one of them")
+        self._bound[key] = record.answers
+        self._bound_by[key] = record.place
+
+    # -- the Generator protocol -----------------------------------------------------------------
+
+    def render(self, model_input: ModelInput) -> str:
+        """Plain text as it is; chat messages as :func:`~.answer_files.chat_text` (what a chat
+        record's prompt is compared with)."""
+        return model_input if isinstance(model_input, str) else chat_text(list(model_input))
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """Nothing is tokenised: characters / 4, as for a served model."""
+        return [len(t) // 4 + 1 for t in texts]
+
+    def max_rows(self, prompt_tokens: int, settings: GenerationSettings) -> int:
+        """Every row at once: reading costs no memory worth counting."""
+        return 1 << 20
+
+    def sample(self, batch: Batch) -> list[str]:
+        """Each row's answer from the files: its prompt's record (bound by :meth:`check_prompts`),
+        the row's sample index (:attr:`Batch.samples`)."""
+        if len(batch.samples) != len(batch):
+            raise HarnessError(f"{self.name}: a batch without sample indices cannot be read from files")
+        out = []
+        for row, (text, sample) in enumerate(zip(batch.texts, batch.samples, strict=True)):
+            answers = self._bound.get(prompt_key(self.fingerprint, text, batch.settings))
+            if answers is None:
+                raise HarnessError(f"{self.name}: a prompt was asked for before its suite's prompts were checked")
+            out.append(answers[sample])
+            batch.finished(row, answers[sample])
+        batch.step(len(batch), 0)
+        return out
+
+
+def first_difference(found: str, wanted: str) -> str:
+    """Where two prompt texts part, in words: ``at character 12: 'a cat' here, 'a dog' in the suite``."""
+    at = next((i for i, (a, b) in enumerate(zip(found, wanted, strict=False)) if a != b), min(len(found), len(wanted)))
+    here, there = found[at : at + 20], wanted[at : at + 20]
+    return f"at character {at + 1}: {here!r} here, {there!r} in the suite"
+
+
+def _same(a: Any, b: Any) -> bool:
+    return abs(float(a) - float(b)) <= _TOLERANCE
+
+
+def contradiction(recorded: Any, settings: GenerationSettings) -> str | None:
+    """How the settings a file records contradict the suite's, in words, or None when they agree.
+
+    Only what the file records is compared: temperature (0 is greedy), top-p, top-k (0: none),
+    new tokens, and stop strings (each one the answers stopped at must be one the suite stops at:
+    others would cut answers the suite lets run on; stops the suite adds cut them afterwards).
+    """
+    for name in ("temperature", "top_p", "top_k", "max_new_tokens"):
+        if name in recorded and not _same(recorded[name], getattr(settings, name)):
+            given = "0 (greedy)" if name == "temperature" and not recorded[name] else f"{recorded[name]:g}"
+            return f"{name} {given}; the suite has {getattr(settings, name):g} (generation.{name})"
+    extra = [s for s in recorded.get("stop", ()) if s not in settings.stop]
+    if extra:
+        return (f"the stop string {extra[0]!r}, which the suite does not stop at (it stops at "
+                f"{', '.join(repr(s) for s in settings.stop) or 'nothing but the end of text'})")
+    return None

@@ -1,0 +1,230 @@
+"""``--model answers:FILE`` under pytest: answers generated elsewhere are gated like a checkpoint's.
+
+The plugin gates the tiny checkpoint on a story suite; its own answers are then written to files
+(``pytest-novelty answers export`` from the cache, lm-evaluation-harness samples written the way
+that harness writes them, and ``pytest-novelty run --output``) and gated as ``answers:FILE``: the
+table, its intervals and the verdicts are exactly those of the checkpoint's run. Every mismatch
+between a file and the suite is exit 4 with one line naming the prompt and the file, before
+anything is scored.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_novelty.generation.answer_files import answer_record
+from pytest_novelty.suites.schema import load_suite
+from pytest_novelty.suites.tasks import get_task
+from tests.lm_eval_samples import Document, gen_kwargs_of, write_samples, write_samples_0_4_2
+from tests.suite_text import suite_toml
+
+pytestmark = pytest.mark.slow
+
+Change = Callable[[dict[str, Any]], dict[str, Any] | None]
+
+# The quality floor fails the untrained checkpoint: the same verdicts include a failure.
+SUITE = suite_toml(thresholds=[("originality@4", 0.0), ("coverage@4", 0.5), ("quality", 0.9)])
+
+
+@pytest.fixture
+def suite_dir(suite_dir: Path) -> Path:
+    (suite_dir / "story.toml").write_text(SUITE)
+    return suite_dir
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``pytest-novelty ARGS`` in its own process."""
+    return subprocess.run([sys.executable, "-m", "pytest_novelty.cli", *args], capture_output=True, text=True)
+
+
+def table(out: str) -> list[str]:
+    """The gate's table (after pytest's header line, when there is one), without the lines that name
+    the model (they must differ)."""
+    lines = out.split("novelty gate", 1)[-1].splitlines()
+    lines = lines[next(i for i, line in enumerate(lines) if line.startswith("suite ")):]
+    body = [line for line in lines if not line.startswith("suite ")]
+    end = next(i for i, line in enumerate(body) if line.startswith("novelty work done"))
+    return body[:end]
+
+
+def with_model(args: list[str], model: str) -> list[str]:
+    """``novelty_args`` with another ``--model``."""
+    i = args.index("--model")
+    return [*args[:i], f"--model={model}", *args[i + 2 :]]
+
+
+def export(args: list[str], out: Path, *, cached: bool = True) -> list[dict[str, Any]]:
+    """``pytest-novelty answers export`` of the run ``args`` describe (``cached``: every answer is in its
+    cache already, so nothing loads); its records."""
+    options = dict(a.split("=", 1) for a in args if a.startswith("--novelty-") or a.startswith("--originality"))
+    model = args[args.index("--model") + 1]
+    done = cli("answers", "export", "--model", model, "--suites", options["--novelty-suites"],
+               "--cache", options["--novelty-cache"], "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert f"answers of {model} to 6 prompts written to {out}" in done.stderr
+    assert ("[novelty] loading" in done.stderr) is not cached
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+@pytest.fixture
+def gated(pytester: pytest.Pytester, novelty_args: list[str]) -> pytest.RunResult:
+    """The checkpoint's own run."""
+    result = pytester.runpytest_subprocess(*novelty_args)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    return result
+
+
+def same_gate(pytester: pytest.Pytester, args: list[str], model: str, reference: pytest.RunResult) -> str:
+    """Gate ``model`` with ``args``: the same exit status and table as ``reference``; its output."""
+    result = pytester.runpytest_subprocess(*with_model(args, model))
+    out = result.stdout.str()
+    assert result.ret == reference.ret, out
+    assert table(out) == table(reference.stdout.str())
+    assert "FAIL" in "\n".join(table(out))  # the failing verdict is among the compared ones
+    return out
+
+
+def test_the_plugins_own_answers_gated_from_a_file_give_the_same_table_intervals_and_verdicts(
+    pytester: pytest.Pytester, novelty_args: list[str], gated: pytest.RunResult, tmp_path: Path
+) -> None:
+    file = tmp_path / "answers.jsonl"
+    records = export(novelty_args, file)
+    assert [r["id"] for r in records] == [f"p{i}" for i in range(6)] and all(len(r["answers"]) == 2 for r in records)
+    out = same_gate(pytester, novelty_args, f"answers:{file}", gated)
+    assert "story: 6 prompts x 2 samples; 12 answers read from answers.jsonl" in out and "nothing generated" in out
+    assert "0 samples generated in 0 batches (0 from cache), 0 originality lookups, 0 judge requests, " \
+           "12 answers read from files" in out  # the scores of the same texts were cached by the first run
+
+
+def test_lm_evaluation_harness_samples_of_the_same_answers_give_the_same_table(
+    pytester: pytest.Pytester, novelty_args: list[str], gated: pytest.RunResult, suite_dir: Path, tmp_path: Path
+) -> None:
+    records = export(novelty_args, tmp_path / "answers.jsonl")
+    suite = load_suite(suite_dir / "story.toml")
+    settings = replace(suite.generation, stop=tuple(get_task("story").stop))
+    docs = [Document({"id": r["id"], "text": r["prompt"]}, r["prompt"], r["answers"], gen_kwargs_of(settings))
+            for r in records]
+    new = write_samples(tmp_path / "lm-eval" / "tiny", "story_gate", docs)
+    old = write_samples_0_4_2(tmp_path / "lm-eval-0.4.2", "pretrained=tiny,dtype=float32", "story_gate", docs)
+    out = same_gate(pytester, novelty_args, f"answers:{new.parent}", gated)  # the folder lm-evaluation-harness fills
+    assert "12 answers read from tiny/ (1 file)" in out
+    same_gate(pytester, novelty_args, f"answers:{old}", gated)
+
+
+def test_the_command_lines_output_file_gates_to_the_same_table(
+    pytester: pytest.Pytester, novelty_args: list[str], gated: pytest.RunResult, suite_dir: Path, tmp_path: Path
+) -> None:
+    options = dict(a.split("=", 1) for a in novelty_args if a.startswith("--novelty-") or a.startswith("--orig"))
+    common = ["--suites", options["--novelty-suites"], "--cache", options["--novelty-cache"],
+              "--originality", options["--originality"]]
+    output = tmp_path / "output.json"
+    run = cli("run", "--model", novelty_args[novelty_args.index("--model") + 1], *common, "--output", str(output))
+    assert run.returncode == 1, run.stdout + run.stderr
+    exported = json.loads(output.read_text())["story"]
+    settings = load_suite(suite_dir / "story.toml").generation
+    lines = [answer_record("story", pid, None, rows, settings) for pid, rows in
+             zip(exported["prompts"], exported["answers"], strict=True)]
+    file = tmp_path / "from-output.jsonl"  # the answers as the task cut them: cutting them again changes nothing
+    file.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    again = cli("run", "--model", f"answers:{file}", *common)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert table(again.stdout) == table(run.stdout)
+
+
+def test_a_baseline_from_a_file_is_compared_as_a_baseline_checkpoint_is(
+    pytester: pytest.Pytester, novelty_args: list[str], gated: pytest.RunResult, tmp_path: Path
+) -> None:
+    file = tmp_path / "answers.jsonl"
+    export(novelty_args, file)
+    checkpoint = novelty_args[novelty_args.index("--model") + 1]
+    by_checkpoint = pytester.runpytest_subprocess(*novelty_args, f"--baseline-model={checkpoint}")
+    by_file = pytester.runpytest_subprocess(*novelty_args, f"--baseline-model=answers:{file}")
+    assert by_file.ret == by_checkpoint.ret == pytest.ExitCode.TESTS_FAILED
+    compared = table(by_file.stdout.str())
+    assert compared == table(by_checkpoint.stdout.str())
+    assert any("delta" in line for line in compared), compared  # a baseline comparison, not the plain table
+
+
+# -- mismatches: exit 4, one line naming the prompt and the file ---------------------------------
+
+
+def usage_error(pytester: pytest.Pytester, args: list[str], model: str) -> str:
+    result = pytester.runpytest_subprocess(*with_model(args, model))
+    text = "\n".join(result.outlines + result.errlines)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, text
+    errors = [line for line in result.errlines if line.startswith("ERROR:")]
+    assert len(errors) == 1 and "Traceback" not in text, text
+    return errors[0]
+
+
+def edited(records: list[dict[str, Any]], path: Path, change: Change) -> Path:
+    """``records`` changed by ``change`` (None: left out), written as JSON Lines to ``path``."""
+    path.write_text("".join(json.dumps(r) + "\n" for r in map(change, records) if r is not None))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda r: None if r["id"] == "p3" else r, "answers.jsonl: no answers for prompt 'p3' of suite story"),
+        (lambda r: {**r, "answers": r["answers"][:1]} if r["id"] == "p2" else r,
+         "line 3: prompt 'p2' of suite story has 1 answer; the suite asks for 2 (generation.samples)"),
+        (lambda r: {**r, "prompt": r["prompt"] + " Then"} if r["id"] == "p1" else r,
+         "line 2: prompt 'p1' of suite story: the prompt text differs from the one the suite sends"),
+        (lambda r: {**r, "settings": {**r["settings"], "temperature": 0.7}},
+         "line 1: prompt 'p0' of suite story was answered with temperature 0.7; the suite has 1 "
+         "(generation.temperature)"),
+    ],
+    ids=["missing-prompt", "fewer-answers", "other-prompt-text", "other-settings"],
+)
+def test_each_mismatch_is_exit_4_with_one_line_naming_the_prompt_and_file(
+    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path, change: Change, expected: str
+) -> None:
+    records = export(novelty_args, tmp_path / "own.jsonl", cached=False)  # the cache starts empty here
+    file = edited(records, tmp_path / "answers.jsonl", change)
+    line = usage_error(pytester, novelty_args, f"answers:{file}")
+    assert expected in line and (str(file) in line or "answers.jsonl:" in line), line
+
+
+def test_an_accepted_prompt_text_is_gated_and_said_in_the_report(
+    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path
+) -> None:
+    records = export(novelty_args, tmp_path / "own.jsonl", cached=False)
+    file = edited(records, tmp_path / "answers.jsonl",
+                  lambda r: {**r, "prompt": r["prompt"] + " Then"} if r["id"] in ("p1", "p4") else r)
+    report = tmp_path / "report"
+    result = pytester.runpytest_subprocess(*with_model(novelty_args, f"answers:{file}?accept_prompt_text=true"),
+                                f"--novelty-report={report}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()  # the quality floor, as before
+    note = ("2 of 6 prompt texts in answers.jsonl differ from the ones the suite sends "
+            "(accepted: accept_prompt_text=true)")
+    assert note in result.stdout.str()  # under the suite's header in the table
+    assert note in (report / "report.md").read_text()
+    info = json.loads((report / "report.json").read_text())
+    assert note in json.dumps(info)
+
+
+def test_answers_are_compared_with_the_checkpoints_snapshots_under_xdist_too(
+    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path
+) -> None:
+    update = pytester.runpytest_subprocess(*novelty_args, "--snapshot-update")
+    assert update.ret == pytest.ExitCode.TESTS_FAILED, update.stdout.str()  # the quality floor still fails
+    file = tmp_path / "answers.jsonl"
+    export(novelty_args, file)
+    against = pytester.runpytest_subprocess(*with_model(novelty_args, f"answers:{file}"), "--novelty-snapshots",
+                                            "-n", "2")
+    out = against.stdout.str()
+    assert against.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "no snapshot for this case" not in out
+    rows = table(out)
+    compared = [line for line in rows if ">= " in line and "[" in line]
+    assert len(compared) == 3 and all(line.endswith("unchanged") for line in compared), rows  # against the snapshots
+    assert "[novelty gw" in out and "answers read from answers.jsonl" in out  # the workers read the file

@@ -1,0 +1,62 @@
+"""The demo's answers, gated from files, give the demo's table: every suite and metric family.
+
+``pytest --model demo`` on the shared demo cache, then its raw answers exported
+(``pytest-novelty answers export``) and written as lm-evaluation-harness samples (one task per
+suite, as its code writes them); gating either with ``--model answers:...`` over the demo's own
+index must give exactly the demo's table, intervals and verdicts, open's partition included.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from tests.lm_eval_samples import Document, write_samples
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def gate(pytester: pytest.Pytester, cache: Path, *extra: str) -> tuple[int, list[str]]:
+    """Exit status and table (the suite header lines, which name the model, left out) of a demo-suite run."""
+    result = pytester.runpytest_subprocess(
+        f"--novelty-suites={REPO / 'suites'}", f"--novelty-cache={cache}", "-p", "no:cacheprovider", *extra,
+        timeout=900,
+    )  # fmt: skip
+    out = result.stdout.str()
+    assert "novelty gate" in out, out[-3000:]
+    body = out.split("novelty gate", 1)[1].splitlines()
+    end = next(i for i, line in enumerate(body) if line.startswith("novelty work done"))
+    return int(result.ret), [line for line in body[:end] if not line.startswith("suite ")]
+
+
+def test_the_demos_answers_from_files_give_the_demos_table(
+    pytester: pytest.Pytester, demo_run_cache: Path, tmp_path: Path
+) -> None:
+    status, table = gate(pytester, demo_run_cache, "--model=demo")
+    file = tmp_path / "demo-answers.jsonl"
+    done = subprocess.run([sys.executable, "-m", "pytest_novelty.cli", "answers", "export", "--model", "demo",
+                           "--suites", str(REPO / "suites"), "--cache", str(demo_run_cache), "--out", str(file)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    index = next(demo_run_cache.glob("demo-*/index"))
+    originality = f"--originality=infini-gram:{index}"
+    assert gate(pytester, demo_run_cache, f"--model=answers:{file}", originality) == (status, table)
+
+    by_suite: dict[str, list[Document]] = defaultdict(list)
+    for line in file.read_text().splitlines():
+        record = json.loads(line)
+        s = record["settings"]
+        kwargs = {"until": s["stop"], "do_sample": True, "temperature": s["temperature"], "top_p": s["top_p"],
+                  "max_gen_toks": s["max_new_tokens"]}
+        by_suite[record["suite"]].append(Document({"id": record["id"]}, record["prompt"], record["answers"], kwargs))
+    folder = tmp_path / "lm-eval" / "demo"
+    for suite, docs in by_suite.items():
+        write_samples(folder, f"novelty_{suite}", docs)
+    assert gate(pytester, demo_run_cache, f"--model=answers:{folder}", originality) == (status, table)
