@@ -59,9 +59,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     cache_dir = Path(args.novelty_cache).expanduser().resolve() if args.novelty_cache else default_cache_dir()
     checkpoints = []
     if args.novelty_model_series:  # the newest checkpoint is the candidate; the others make its series
-        from pytest_novelty.pipeline.series import find_checkpoints
+        from pytest_novelty.pipeline.series import check_series, find_checkpoints
 
         checkpoints = find_checkpoints(args.novelty_model_series)
+        check_series(checkpoints, trust_remote_code=bool(args.novelty_trust_remote_code),
+                     base_model=args.novelty_base_model)
     model = check_options(args, model=checkpoints[-1].path if checkpoints else str(args.novelty_model), front="cli")
     if args.novelty_cache_clear:
         clear_cache(cache_dir)

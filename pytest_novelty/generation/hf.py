@@ -6,6 +6,7 @@ torch and transformers are imported here only, when a checkpoint is loaded.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -59,6 +60,16 @@ def check_checkpoint(
         )
     if not path.is_dir():
         raise ConfigError("expected a checkpoint folder, got a file", path=model, field=option)
+    try:
+        empty = not any(path.iterdir())
+    except OSError as exc:
+        raise ConfigError(f"cannot read the folder ({exc.strerror or exc})", path=model, field=option) from None
+    if empty:
+        raise ConfigError(
+            "an empty folder: nothing has been saved here yet (a save that has not started, or was interrupted)",
+            path=model,
+            field=option,
+        )
     if not (path / "config.json").is_file() and (path / ADAPTER_CONFIG).is_file():
         base = adapter_base(model, base_model, option=option)
         if base_model:
@@ -93,7 +104,7 @@ def check_checkpoint(
             field=option,
         )
     _check_config(path)
-    _check_weights(path)
+    _check_weights(path, option)
 
 
 def _check_config(path: Path) -> None:
@@ -115,34 +126,71 @@ def _check_config(path: Path) -> None:
                 )
 
 
-def _check_weights(path: Path) -> None:
-    """The folder holds weights, every shard its index names, and no truncated safetensors file.
+def _check_weights(path: Path, option: str = "--model") -> None:
+    """The folder holds whole weights: no weight file still being written, every shard its index
+    names, an index for shards, and no truncated safetensors file.
 
-    A safetensors file starts with an 8-byte header length and a JSON header giving each tensor's
-    byte range; a file shorter than the ranges end was cut off (an interrupted copy or download).
-    Only headers are read: this costs milliseconds on any checkpoint.
+    What a save or a copy leaves while it is under way, and how each is told: transformers'
+    ``save_pretrained`` writes each safetensors file in place (header first, so a file still being
+    written is shorter than its header says), and the shards of a sharded checkpoint one by one,
+    then their ``*.index.json`` last (shards without an index are a save under way); copy tools and
+    downloads write beside the final name (``.model.safetensors.Xy12Ab`` from rsync,
+    ``*.incomplete``, ``*.part``, ``*.tmp``). Only names and headers are read: milliseconds.
     """
-    files = [p for p in path.iterdir() if p.is_file() and p.suffix in _WEIGHT_SUFFIXES]
+    names = [p.name for p in path.iterdir() if p.is_file()]
+    partial = sorted(name for name in names if _is_partial(name))
+    if partial:
+        raise ConfigError(
+            f"{partial[0]} is still being written (or was left by an interrupted save or copy); wait for it to "
+            "finish, or copy the checkpoint again",
+            path=path,
+            field=option,
+        )
+    files = [path / name for name in names if Path(name).suffix in _WEIGHT_SUFFIXES]
     if not files:
         raise ConfigError(
             "no weights (model.safetensors or pytorch_model.bin); save them with model.save_pretrained(FOLDER)",
             path=path,
-            field="--model",
+            field=option,
         )
-    for index in path.glob("*.index.json"):
+    indexes = list(path.glob("*.index.json"))
+    for index in indexes:
         try:
             shards = set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values())
         except (OSError, ValueError, AttributeError) as exc:
-            raise ConfigError(f"unreadable shard index ({exc})", path=index) from None
+            raise ConfigError(f"unreadable shard index ({exc})", path=index, field=option) from None
         missing = sorted(name for name in shards if not (path / name).is_file())
         if missing:
-            raise ConfigError(f"names a missing weight file {missing[0]}; copy the checkpoint again", path=index)
+            raise ConfigError(f"names a missing weight file {missing[0]}; copy the checkpoint again", path=index,
+                              field=option)
+    pieces = sorted(file.name for file in files if _SHARD.fullmatch(file.name))
+    if pieces and not indexes:
+        raise ConfigError(
+            f"weight shards ({pieces[0]}, ...) but no *.index.json, which save_pretrained writes after the last "
+            "shard: the save is still under way, or was interrupted; wait for it, or save the checkpoint again",
+            path=path,
+            field=option,
+        )
     for file in files:
         if file.suffix == ".safetensors":
-            _check_safetensors(file)
+            _check_safetensors(file, option)
 
 
-def _check_safetensors(file: Path) -> None:
+_SHARD = re.compile(r".+-\d{5}-of-\d{5}\.(safetensors|bin)")
+"""The name save_pretrained gives each shard of a sharded checkpoint (``model-00001-of-00003.safetensors``)."""
+_PARTIAL_SUFFIXES = (".tmp", ".part", ".partial", ".incomplete")
+
+
+def _is_partial(name: str) -> bool:
+    """Whether a file name is one a save, copy or download uses while it writes a file: a temporary
+    suffix, or a weight file's name with more after it (rsync's hidden ``.model.safetensors.Xy12Ab``)."""
+    if name.endswith(_PARTIAL_SUFFIXES):
+        return True
+    stem = name.lstrip(".")
+    return not stem.endswith(".index.json") and any(f"{suffix}." in stem for suffix in _WEIGHT_SUFFIXES)
+
+
+def _check_safetensors(file: Path, option: str) -> None:
     size = file.stat().st_size
     try:
         with file.open("rb") as fh:
@@ -153,11 +201,14 @@ def _check_safetensors(file: Path) -> None:
             header = json.loads(fh.read(length))
         ends = [int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"]
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-        raise ConfigError(f"not a valid safetensors file ({exc}); copy it again", path=file) from None
+        raise ConfigError(f"not a valid safetensors file ({exc}); copy it again", path=file, field=option) from None
     needed = 8 + length + max(ends, default=0)
     if size < needed:
         raise ConfigError(
-            f"truncated: its header needs {needed:,} bytes, the file has {size:,}; copy it again", path=file
+            f"truncated: its header needs {needed:,} bytes, the file has {size:,} (still being written, or cut "
+            "off); wait for the save to finish, or copy it again",
+            path=file,
+            field=option,
         )
 
 
