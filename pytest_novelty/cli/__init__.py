@@ -21,8 +21,10 @@ from pytest_novelty.pipeline.options import add_arguments
 def _cmd_demo_build(args: argparse.Namespace) -> int:
     from pytest_novelty.infra.storage import default_cache_dir
     from pytest_novelty.pipeline import demo
+    from pytest_novelty.pipeline.preflight import check_cache_folder
 
     cache = Path(args.cache) if args.cache else default_cache_dir()
+    check_cache_folder(cache, option="--cache", given=bool(args.cache))  # one line, before anything is built
     if args.force:
         import shutil
 
@@ -47,7 +49,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pytest_novelty.infra.progress import ProgressSink
     from pytest_novelty.pipeline.config import RunConfig
     from pytest_novelty.pipeline.export import repeats_json, suite_data
-    from pytest_novelty.pipeline.preflight import check_models, check_options, preflight
+    from pytest_novelty.pipeline.preflight import check_folders, check_models, check_options, preflight
     from pytest_novelty.pipeline.session import ResultsSession
     from pytest_novelty.report.terminal import gate_summary
 
@@ -65,6 +67,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         check_series(checkpoints, trust_remote_code=bool(args.novelty_trust_remote_code),
                      base_model=args.novelty_base_model)
     model = check_options(args, model=checkpoints[-1].path if checkpoints else str(args.novelty_model), front="cli")
+    check_folders(args, cache_dir, front="cli")  # the cache, --report and --output can be written, before any model
     if args.novelty_cache_clear:
         clear_cache(cache_dir)
     check_models(args, [model, *(c.path for c in checkpoints[:-1])], args.novelty_baseline_model, cache_dir, suites)
@@ -121,21 +124,37 @@ def _cmd_run(args: argparse.Namespace) -> int:
             rows.extend(_error_row(run, t, str(exc)) for t in run.thresholds if not _has_row(rows, run, t))
     print("\n".join(gate_summary(rows, data, repaired())))
     status = HARNESS_EXIT_STATUS if harness else (1 if any(not row["passed"] for row in rows) else 0)
-    if args.novelty_report:
+    report_dir = args.novelty_report
+    if report_dir:
         from pytest_novelty.report import write_report
 
-        files = write_report(Path(args.novelty_report), rows, data, {"model": model, "exit status": status})
-        print(f"novelty report: {files.json.parent}")
+        try:
+            files = write_report(Path(report_dir), rows, data, {"model": model, "exit status": status})
+            print(f"novelty report: {files.json.parent}")
+        except HarnessError as exc:  # a full disk after the gate: one line, and the harness status
+            print(f"pytest-novelty: error: {exc}", file=sys.stderr)
+            status, report_dir = HARNESS_EXIT_STATUS, None
     if args.novelty_log:  # the trackers read the report, as under pytest
         from pytest_novelty.integrations import log_session
 
         logged = log_session(args.novelty_log, rows, data, {"model": model, "exit status": status},
-                             report_dir=args.novelty_report, write=print)
+                             report_dir=report_dir, write=print)
         status = logged.status if logged.status and status in (0, 1) else status
     if args.novelty_output:
-        from pytest_novelty.infra.storage import atomic_write_json
+        status = _write_output(Path(args.novelty_output), exported, status)
+    return status
 
-        atomic_write_json(Path(args.novelty_output), exported)
+
+def _write_output(path: Path, exported: dict[str, Any], status: int) -> int:
+    """``--output FILE``, written atomically; a write the file system refuses is one line and the
+    harness status."""
+    from pytest_novelty.infra.storage import atomic_write_json, folder_error
+
+    try:
+        atomic_write_json(path, exported)
+    except OSError as exc:
+        print(f"pytest-novelty: error: {folder_error(path.parent, 'folder of the output file', exc)}", file=sys.stderr)
+        return HARNESS_EXIT_STATUS
     return status
 
 

@@ -14,7 +14,9 @@ What it promises, and how:
   the run can say so once in its summary line. It never raises.
 - **Writes never tear.** A value is written to a temporary file in the same folder, then linked
   into place: readers see the whole entry or none, and a killed process leaves whole entries (the
-  kernel keeps what was written). Entries are not fsync'd one by one unless a namespace asks for
+  kernel keeps what was written). A write the file system refuses (full, read-only) removes its
+  temporary file and raises one :class:`~pytest_novelty.infra.errors.HarnessError` line naming the
+  cache folder and the cause. Entries are not fsync'd one by one unless a namespace asks for
   it (``durable=True``): an fsync costs about 6 ms here against 0.25 ms for the whole write, which
   would slow a decode loop that stores each row as it ends, and the checksum already covers what
   an fsync would guard against, an OS crash or power loss: an entry that did not reach the disk
@@ -45,7 +47,7 @@ from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.infra.storage import write_temp
+from pytest_novelty.infra.storage import folder_error, write_temp
 
 __all__ = ["FORMAT", "Cache", "Namespace", "as_namespace", "repaired"]
 
@@ -200,6 +202,8 @@ class Namespace:
                 return self._put_once(path, text, data, stored)
             except FileNotFoundError:
                 continue  # a clear renamed the folder away while we wrote: write again
+            except OSError as exc:  # a full disk, a read-only one: one line naming the cache, not a traceback
+                raise folder_error(self.folder.parent, "cache folder", exc) from None
         # Clears keep coming: as if each had come just after our write, the entry is gone.
         return stored
 
