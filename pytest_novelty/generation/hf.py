@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -299,13 +300,17 @@ def _load(what: str, model: str, load: Callable[[], Any]) -> Any:
     transformers fails in many ways on a bad folder (TypeError for a config field of the wrong
     type, SafetensorError for a cut-off file, OSError, ValueError); all of them are the
     checkpoint's problem, not a bug, so each becomes a :class:`ConfigError` with the first line
-    of its message.
+    of its message. Running out of memory (``MemoryError``, ``torch.OutOfMemoryError`` while the
+    shards are placed on a GPU) is the machine's, not the checkpoint's: a :class:`HarnessError`
+    (:func:`_no_memory`).
     """
     try:
         return load()
-    except (KeyboardInterrupt, MemoryError, NoveltyError):
+    except (KeyboardInterrupt, NoveltyError):
         raise
     except Exception as exc:
+        if _out_of_memory(exc):
+            raise _no_memory(what, model, exc) from None
         if "trust_remote_code" in str(exc):
             raise ConfigError(
                 "this checkpoint ships its own code; review it, then pass --trust-remote-code",
@@ -316,6 +321,23 @@ def _load(what: str, model: str, load: Callable[[], Any]) -> Any:
         raise ConfigError(
             f"cannot load the {what}: {type(exc).__name__}: {first}", path=model, field="--model"
         ) from None
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says the machine ran out of memory: the host's (``MemoryError``) or a device's
+    (``torch.OutOfMemoryError``, which CUDA raises; torch is imported by then if it is in use)."""
+    torch = sys.modules.get("torch")
+    device_oom = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    return isinstance(exc, MemoryError) or (isinstance(device_oom, type) and isinstance(exc, device_oom))
+
+
+def _no_memory(what: str, model: str, exc: BaseException) -> HarnessError:
+    """The one line for running out of memory while loading: the machine's problem (exit 8), not bad input."""
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return HarnessError(
+        f"{model}: out of memory while loading the {what} ({type(exc).__name__}: {first}); free memory on the "
+        "device, or spread the model over more GPUs (--gpus-per-worker N)"
+    )
 
 
 class NoChatTemplate(ConfigError):
@@ -448,7 +470,7 @@ class HFGenerator:
             if self.adapter:
                 model = _with_adapter(model, self.adapter)
             if not placement:
-                model.to(self.device)
+                _load("model", name, lambda: model.to(self.device))  # placing the weights can run out of memory
             self.device_map = dict(getattr(model, "hf_device_map", None) or {"": self.device})
             model.eval()
             config = model.config
@@ -741,6 +763,8 @@ def _with_adapter(model: Any, adapter: str) -> Any:
             warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
             return PeftModel.from_pretrained(model, adapter).merge_and_unload()
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        if _out_of_memory(exc):  # torch.OutOfMemoryError is a RuntimeError: the machine's, not the adapter's
+            raise _no_memory("adapter", adapter, exc) from None
         raise ConfigError(f"cannot apply the adapter: {exc}", path=adapter, field="--model") from None
 
 
