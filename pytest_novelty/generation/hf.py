@@ -323,6 +323,23 @@ def _load(what: str, model: str, load: Callable[[], Any]) -> Any:
         ) from None
 
 
+def tokenizer_source(model: str, base_model: str | None = None) -> str:
+    """Where a checkpoint's tokenizer loads from: its own folder, or, for an adapter folder without
+    tokenizer files of its own (no added tokens), its base (``base_model`` or the one its config names)."""
+    if is_adapter(model) and not any((Path(model) / name).is_file() for name in _TOKENIZER_FILES):
+        return adapter_base(model, base_model)
+    return model
+
+
+def load_tokenizer(name: str, **options: Any) -> Any:
+    """``AutoTokenizer.from_pretrained(name, **options)``; a tokenizer that cannot be read (a cut-off
+    ``tokenizer.json``, a class transformers does not know) is one line naming the checkpoint
+    (:func:`_load`). The generation step and the preflight's prompt lengths load it alike."""
+    from transformers import AutoTokenizer
+
+    return _load("tokenizer", name, lambda: AutoTokenizer.from_pretrained(name, **options))
+
+
 def _out_of_memory(exc: BaseException) -> bool:
     """Whether ``exc`` says the machine ran out of memory: the host's (``MemoryError``) or a device's
     (``torch.OutOfMemoryError``, which CUDA raises; torch is imported by then if it is in use)."""
@@ -423,15 +440,12 @@ class HFGenerator:
     @property
     def tokenizer(self) -> Any:
         if self._tokenizer is None:
-            from transformers import AutoTokenizer
-
-            # An adapter folder may carry its own tokenizer (added tokens); else the base's is used.
-            own = self.adapter and any((Path(self.adapter) / f).is_file() for f in _TOKENIZER_FILES)
             if self.adapter:
-                name, remote = (self.name if own else self.base), {"trust_remote_code": self.load.trust_remote_code}
+                name = tokenizer_source(self.adapter, self.load.base_model)
+                remote: dict[str, Any] = {"trust_remote_code": self.load.trust_remote_code}
             else:
                 name, remote = self.identity.source, self._load_options()
-            tokenizer = _load("tokenizer", name, lambda: AutoTokenizer.from_pretrained(name, **remote))
+            tokenizer = load_tokenizer(name, **remote)
             tokenizer.padding_side = "left"
             if tokenizer.pad_token is None:
                 tokenizer.pad_token = tokenizer.eos_token

@@ -273,14 +273,18 @@ def check_prompt_lengths(runner: Any, suites: Iterable[Suite], path: str, contex
     """No prompt fills the model's context: each suite's model inputs (with their in-context
     examples and the chat template) are counted with the checkpoint's own tokenizer, read from
     its folder without loading the weights. A prompt of ``context`` tokens or more would leave no
-    room for an answer: bad input, named by its file and line, found before the model loads."""
-    try:
-        from transformers import AutoTokenizer
+    room for an answer: bad input, named by its file and line, found before the model loads.
 
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=runner.config.trust_remote_code)
-    except Exception:  # an adapter folder without a tokenizer, a tokenizer that needs its own code: the
-        return  # generation step checks the lengths again with the loaded model
-    from pytest_novelty.generation.hf import render, token_counts
+    The tokenizer is the one the generation step loads (an adapter without its own uses its
+    base's), so one that cannot be read is bad input now, in one line naming the checkpoint
+    (:func:`~pytest_novelty.generation.hf.load_tokenizer`), not a check silently skipped. Only an
+    adapter over a hub base is left to the generation step, which counts the lengths again."""
+    from pytest_novelty.generation.hf import load_tokenizer, render, token_counts, tokenizer_source
+
+    source = tokenizer_source(path, runner.config.base_model)
+    if not Path(source).is_dir():  # a hub base: read when the model loads, at its pinned commit
+        return
+    tokenizer = load_tokenizer(source, trust_remote_code=runner.config.trust_remote_code)
     from pytest_novelty.pipeline.answers import too_long
 
     for suite in suites:

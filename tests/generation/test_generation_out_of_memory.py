@@ -91,7 +91,7 @@ def test_pytest_says_it_in_one_line_and_exits_8(
         f"--originality=infini-gram:{tiny_index}", "-p", "no:cacheprovider",
     )  # fmt: skip
     assert result.ret == 8  # the old code: exit 4, bad input blamed on the checkpoint
-    text = result.stdout.str() + result.stderr.str()
+    text = result.stdout.str() + "\n" + result.stderr.str()
     assert text.count("out of memory while loading the model (OutOfMemoryError: CUDA out of memory.") == 1, text
     assert "Traceback" not in text and "cannot load the model" not in text
 

@@ -48,7 +48,7 @@ def without_cache(args: list[str]) -> list[str]:
 
 
 def output(result: pytest.RunResult) -> str:
-    return result.stdout.str() + result.stderr.str()
+    return result.stdout.str() + "\n" + result.stderr.str()
 
 
 def one_line(text: str, needle: str) -> str:
