@@ -193,7 +193,12 @@ def _cmd_cache(args: argparse.Namespace) -> int:
 
     cache = Path(args.cache) if args.cache else default_cache_dir()
     if args.action == "clear":
-        removed = clear_cache(cache, keep_demo=not args.all)
+        from pytest_novelty.infra.storage import folder_error
+
+        try:  # clears take turns: each says what it removed itself
+            removed = clear_cache(cache, keep_demo=not args.all)
+        except OSError as exc:  # a read-only cache: one line, not a traceback
+            raise folder_error(cache, "cache folder", exc, named_by="--cache" if args.cache else None) from None
         print(f"removed {removed / 1e6:.1f} MB from {cache}")
         return 0
     usage = cache_usage(cache)

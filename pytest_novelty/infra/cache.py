@@ -26,9 +26,11 @@ What it promises, and how:
   that compute the same key concurrently all end up using one stored answer. A damaged entry is
   replaced (``os.replace``).
 - **Clearing is safe while others run.** ``clear`` renames the folder aside, then deletes the
-  renamed copy. A run that writes afterwards recreates the folders (its reads then miss); two
-  clears at once both succeed; a clear interrupted half-way leaves a ``.trash-*`` folder that the
-  next clear removes.
+  renamed copy. A run that writes afterwards recreates the folders (its reads then miss). Clears
+  of one cache take turns (a lock file, ``.clear.lock``), so each counts exactly the bytes it
+  removed itself: a second clear never deletes, uncounted, the folder the first one is still
+  measuring, and finds what is left after it. A clear interrupted half-way leaves a ``.trash-*``
+  folder that the next clear removes (and counts).
 
 Keys are strings or any JSON-serialisable value (canonicalised with sorted keys).
 """
@@ -42,7 +44,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,7 @@ FORMAT = 1
 """The layout of an entry file; bump it when the envelope above changes."""
 _FIELDS = frozenset({"format", "version", "key", "sha256", "value"})
 _TRASH = ".trash-"
+_CLEAR_LOCK = ".clear.lock"
 _ATTEMPTS = 3  # a write that meets a concurrent clear (its folder renamed away) is retried
 
 
@@ -237,7 +240,9 @@ class Namespace:
 
     def clear(self) -> None:
         """Remove every entry: rename the folder aside, then delete it (see the module doc)."""
-        _discard(self.folder)
+        if self.folder.parent.is_dir():
+            with _clearing(self.folder.parent):
+                _discard(self.folder)
 
 
 class Cache:
@@ -267,19 +272,36 @@ class Cache:
 
         Each is renamed aside first, then deleted, so concurrent runs and clears are safe.
         """
-        removed = 0
-        try:
-            names = [p.name for p in self.root.iterdir()]
-        except FileNotFoundError:
+        if not self.root.is_dir():
             return 0
-        for name in names:
-            if name.startswith(_TRASH):
-                shutil.rmtree(self.root / name, ignore_errors=True)  # left by an interrupted clear
-                continue
-            if keep(name):
-                continue
-            removed += _discard(self.root / name)
+        removed = 0
+        with _clearing(self.root):
+            for name in [p.name for p in self.root.iterdir()]:
+                if name.startswith(_TRASH):  # left by an interrupted clear (clears take turns)
+                    removed += _size(self.root / name)
+                    shutil.rmtree(self.root / name, ignore_errors=True)
+                elif name != _CLEAR_LOCK and not keep(name):
+                    removed += _discard(self.root / name)
         return removed
+
+
+@contextlib.contextmanager
+def _clearing(root: Path) -> Iterator[None]:
+    """Hold the clear lock of the cache folder ``root`` (an exclusive ``flock`` of its
+    ``.clear.lock``) while one clear renames, measures and deletes. Runs that read and write
+    entries never take it. Without ``fcntl`` (Windows) clears do not take turns."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / _CLEAR_LOCK).open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _discard(path: Path) -> int:
@@ -341,6 +363,8 @@ def cache_usage(cache_dir: Path) -> dict[str, int]:
     except OSError:
         return usage
     for entry in entries:
+        if entry.name == _CLEAR_LOCK:
+            continue
         total = 0
         for base, _, files in os.walk(entry) if entry.is_dir() else [(str(cache_dir), [], [entry.name])]:
             for name in files:
