@@ -15,6 +15,7 @@ newest entry and a series never has a silent hole.
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import re
@@ -95,10 +96,24 @@ def _check_entry(entry: Path, pattern: bool) -> None:
     fix = "narrow the pattern, or remove it" if pattern else "remove it, or rename it"
     if entry.is_symlink():
         target = os.readlink(entry)
-        what = "a dangling symbolic link" if not entry.exists() else "a symbolic link to a file, not a folder"
-        fix = "restore its target, or remove the link" if not entry.exists() else fix
+        what = "a symbolic link to a file, not a folder"
+        if not entry.exists():
+            what, fix = "a dangling symbolic link", "restore its target, or remove the link"
+            if _loops(entry):
+                what = "a symbolic link that leads back to itself"
         raise ConfigError(f"{what} (to {target}); {matched}: {fix}", path=entry, field=OPTION)
     raise ConfigError(f"not a folder; {matched}: {fix}", path=entry, field=OPTION)
+
+
+def _loops(link: Path) -> bool:
+    """Whether a symbolic link never reaches a file or folder because it leads back to itself."""
+    try:
+        link.resolve(strict=True)
+    except RuntimeError:  # Python 3.11-3.12: "Symlink loop"
+        return True
+    except OSError as exc:  # Python 3.13: ELOOP
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def check_series(

@@ -133,6 +133,12 @@ def test_a_glob_match_that_is_no_folder_is_refused(tmp_path: Path, tiny_checkpoi
         find_checkpoints(str(tmp_path / "step_*"))
 
 
+def test_a_link_that_leads_back_to_itself_is_refused(tmp_path: Path) -> None:
+    os.symlink("checkpoint-9", tmp_path / "checkpoint-9")
+    with pytest.raises(ConfigError, match="checkpoint-9: --model-series: a symbolic link that leads back to itself"):
+        find_checkpoints(str(tmp_path))
+
+
 def test_a_link_to_a_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "weights.bin").write_bytes(b"x")
     os.symlink(tmp_path / "weights.bin", tmp_path / "checkpoint-7")
