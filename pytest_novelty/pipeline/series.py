@@ -132,7 +132,8 @@ def check_series(
     from pytest_novelty.generation.hf import check_checkpoint
 
     for checkpoint in checkpoints:
-        folder = Path(checkpoint.path)
+        check_checkpoint(checkpoint.path, trust_remote_code=trust_remote_code, base_model=base_model, option=OPTION)
+        folder = Path(checkpoint.path)  # readable now: the checks above listed it
         trainer = [name for name in TRAINER_FILES if (folder / name).is_file()]
         if trainer and not (folder / TRAINER_STATE).is_file():
             raise ConfigError(
@@ -141,4 +142,3 @@ def check_series(
                 path=folder,
                 field=OPTION,
             )
-        check_checkpoint(checkpoint.path, trust_remote_code=trust_remote_code, base_model=base_model, option=OPTION)

@@ -197,3 +197,32 @@ def test_a_finished_trainer_save_is_a_checkpoint(tmp_path: Path, tiny_checkpoint
     trainer_save_unfinished(folder)
     (folder / "trainer_state.json").write_text("{}")
     check_series(find_checkpoints(str(tmp_path / "run")))
+
+
+def test_an_entry_its_user_cannot_read_is_refused_by_name(tiny_checkpoint: Path) -> None:
+    """A checkpoint folder without read permission (for a user that chmod binds: root reads anything)."""
+    import subprocess
+    import sys
+
+    from tests.file_systems import unprivileged, world_readable_folder
+
+    base = world_readable_folder()
+    try:
+        run = base / "run"
+        for step in (100, 200):
+            copy_checkpoint(tiny_checkpoint, run / f"checkpoint-{step}")
+        for path in [base, *base.rglob("*")]:
+            path.chmod(0o777 if path.is_dir() else 0o644)
+        (run / "checkpoint-200").chmod(0)
+        done = subprocess.run(
+            unprivileged([sys.executable, "-m", "pytest_novelty.cli", "run", "--model-series", str(run),
+                          "--cache", str(base / "cache")]),
+            capture_output=True, text=True, timeout=300, check=False, cwd=base,
+            env={**os.environ, "HOME": str(base), "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )  # fmt: skip
+        assert done.returncode == 4, done.stderr
+        assert done.stderr.strip() == (f"pytest-novelty: error: {run / 'checkpoint-200'}: --model-series: cannot read "
+                                       "the folder (Permission denied)")
+    finally:
+        (base / "run" / "checkpoint-200").chmod(0o755)
+        shutil.rmtree(base, ignore_errors=True)
