@@ -84,7 +84,7 @@ def test_clear_renames_aside_and_later_writes_recreate_folders(tmp_path: Path) -
     ns.put("k", "v")
     (tmp_path / "demo-1-abc").mkdir()
     removed = clear_cache(tmp_path)
-    assert removed > 0 and sorted(p.name for p in tmp_path.iterdir()) == ["demo-1-abc"]
+    assert removed > 0 and sorted(p.name for p in tmp_path.iterdir()) == [".clear.lock", "demo-1-abc"]
     assert ns.get("k") is None
     assert ns.put("k", "w") == "w" and ns.get("k") == "w"
     ns.clear()
@@ -137,7 +137,7 @@ def test_two_concurrent_clears_both_succeed(tmp_path: Path, round_: int) -> None
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err.decode()
         assert b"Traceback" not in err
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == [".clear.lock"]  # the lock the clears took turns on
 
 
 _GENERATOR = """
@@ -176,3 +176,52 @@ def test_a_clear_during_another_process_writes_breaks_neither(tmp_path: Path, ti
     assert writer.returncode == 0, err
     assert json.loads(out) == json.loads(reference.stdout)  # the cleared run's answers are whole and right
     assert clears > 10
+
+
+_CLEAR = """
+import sys, time
+from pytest_novelty.cli import main
+root, start = sys.argv[1], float(sys.argv[2])
+while time.time() < start:
+    pass
+sys.exit(main(["cache", "clear", "--cache", root]))
+"""
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_two_clears_at_once_each_say_what_they_removed_themselves(tmp_path: Path, round_: int) -> None:
+    """Two `pytest-novelty cache clear` started at the same instant on a real cache: between them
+    they report exactly what the cache held, and no byte twice (clears take turns, so the second
+    finds the cache empty; the old code let them split it and count what the other deleted)."""
+    for kind in ("generations", "originality-scores", "judge"):
+        namespace = Cache(tmp_path).namespace(kind)
+        for i in range(250):
+            namespace.put(f"k{i}", "x" * 400)
+    total = sum(f.stat().st_size for f in tmp_path.rglob("*") if f.is_file())
+    start = time.time() + 2.0
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _CLEAR, str(tmp_path), str(start)], env=ENV, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    said = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and "Traceback" not in err, err
+        said.append(float(out.split()[1]))  # "removed 0.4 MB from DIR"
+    assert sorted(said) == [0.0, round(total / 1e6, 1)] and total > 0.2e6
+    assert [p.name for p in tmp_path.iterdir()] == [".clear.lock"]
+
+
+def test_clearing_a_read_only_cache_is_one_line(tmp_path: Path) -> None:
+    from tests.file_systems import mounts
+
+    with mounts() as made:
+        frozen = made.tmpfs(tmp_path / "frozen")
+        Cache(frozen).namespace("generations").put("k", "an answer")
+        made.remount_read_only(frozen)  # a cache on a disk that became read-only: nothing can be removed
+        done = subprocess.run([sys.executable, "-m", "pytest_novelty.cli", "cache", "clear", "--cache", str(frozen)],
+                              env=ENV, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 4
+    assert done.stderr.strip() == (f"pytest-novelty: error: {frozen}: --cache: the cache folder cannot be written: a "
+                                   "read-only file system; give a writable folder")

@@ -21,8 +21,10 @@ from pytest_novelty.pipeline.options import add_arguments
 def _cmd_demo_build(args: argparse.Namespace) -> int:
     from pytest_novelty.infra.storage import default_cache_dir
     from pytest_novelty.pipeline import demo
+    from pytest_novelty.pipeline.preflight import check_cache_folder
 
     cache = Path(args.cache) if args.cache else default_cache_dir()
+    check_cache_folder(cache, option="--cache", given=bool(args.cache))  # one line, before anything is built
     if args.force:
         import shutil
 
@@ -46,7 +48,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pytest_novelty.infra.cache import clear_cache, repaired
     from pytest_novelty.infra.progress import ProgressSink
     from pytest_novelty.pipeline.config import RunConfig
-    from pytest_novelty.pipeline.preflight import check_models, check_options, preflight
+    from pytest_novelty.pipeline.preflight import check_folders, check_models, check_options, preflight
     from pytest_novelty.pipeline.session import ResultsSession
     from pytest_novelty.report.terminal import gate_summary
 
@@ -58,10 +60,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     cache_dir = Path(args.novelty_cache).expanduser().resolve() if args.novelty_cache else default_cache_dir()
     checkpoints = []
     if args.novelty_model_series:  # the newest checkpoint is the candidate; the others make its series
-        from pytest_novelty.pipeline.series import find_checkpoints
+        from pytest_novelty.pipeline.series import check_series, find_checkpoints
 
         checkpoints = find_checkpoints(args.novelty_model_series)
+        check_series(checkpoints, trust_remote_code=bool(args.novelty_trust_remote_code),
+                     base_model=args.novelty_base_model)
     model = check_options(args, model=checkpoints[-1].path if checkpoints else str(args.novelty_model), front="cli")
+    check_folders(args, cache_dir, front="cli")  # the cache, --report and --output can be written, before any model
     if args.novelty_cache_clear:
         clear_cache(cache_dir)
     check_models(args, [model, *(c.path for c in checkpoints[:-1])], args.novelty_baseline_model, cache_dir, suites)
@@ -84,21 +89,37 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print("\n".join([*gate_summary(records, loop.suite_data, repaired()), *loop.series_gaps.values()]))
     status = HARNESS_EXIT_STATUS if errors else (0 if all(r.passed for r in records) else 1)
     versions = {"model": model, "exit status": status}
-    if args.novelty_report:
+    report_dir = args.novelty_report
+    if report_dir:
         from pytest_novelty.report import write_report
 
-        files = write_report(Path(args.novelty_report), records, cast(Any, loop.suite_data), versions)
-        print(f"novelty report: {files.json.parent}")
+        try:
+            files = write_report(Path(report_dir), records, cast(Any, loop.suite_data), versions)
+            print(f"novelty report: {files.json.parent}")
+        except HarnessError as exc:  # a full disk after the gate: one line, and the harness status
+            print(f"pytest-novelty: error: {exc}", file=sys.stderr)
+            status, report_dir = HARNESS_EXIT_STATUS, None
     if args.novelty_log:  # the trackers read the report, as under pytest
         from pytest_novelty.integrations import log_session
 
-        logged = log_session(args.novelty_log, records, loop.suite_data, versions, report_dir=args.novelty_report,
+        logged = log_session(args.novelty_log, records, loop.suite_data, versions, report_dir=report_dir,
                              write=print)  # fmt: skip
         status = logged.status if logged.status and status in (0, 1) else status
     if args.novelty_output:
-        from pytest_novelty.infra.storage import atomic_write_json
+        status = _write_output(Path(args.novelty_output), _exported(session, runs, loop.suite_data), status)
+    return status
 
-        atomic_write_json(Path(args.novelty_output), _exported(session, runs, loop.suite_data))
+
+def _write_output(path: Path, exported: dict[str, Any], status: int) -> int:
+    """``--output FILE``, written atomically; a write the file system refuses is one line and the
+    harness status."""
+    from pytest_novelty.infra.storage import atomic_write_json, folder_error
+
+    try:
+        atomic_write_json(path, exported)
+    except OSError as exc:
+        print(f"pytest-novelty: error: {folder_error(path.parent, 'folder of the output file', exc)}", file=sys.stderr)
+        return HARNESS_EXIT_STATUS
     return status
 
 
@@ -152,7 +173,12 @@ def _cmd_cache(args: argparse.Namespace) -> int:
 
     cache = Path(args.cache) if args.cache else default_cache_dir()
     if args.action == "clear":
-        removed = clear_cache(cache, keep_demo=not args.all)
+        from pytest_novelty.infra.storage import folder_error
+
+        try:  # clears take turns: each says what it removed itself
+            removed = clear_cache(cache, keep_demo=not args.all)
+        except OSError as exc:  # a read-only cache: one line, not a traceback
+            raise folder_error(cache, "cache folder", exc, named_by="--cache" if args.cache else None) from None
         print(f"removed {removed / 1e6:.1f} MB from {cache}")
         return 0
     usage = cache_usage(cache)

@@ -6,6 +6,8 @@ torch and transformers are imported here only, when a checkpoint is loaded.
 from __future__ import annotations
 
 import json
+import re
+import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -60,6 +62,16 @@ def check_checkpoint(
         )
     if not path.is_dir():
         raise ConfigError("expected a checkpoint folder, got a file", path=model, field=option)
+    try:
+        empty = not any(path.iterdir())
+    except OSError as exc:
+        raise ConfigError(f"cannot read the folder ({exc.strerror or exc})", path=model, field=option) from None
+    if empty:
+        raise ConfigError(
+            "an empty folder: nothing has been saved here yet (a save that has not started, or was interrupted)",
+            path=model,
+            field=option,
+        )
     if not (path / "config.json").is_file() and (path / ADAPTER_CONFIG).is_file():
         base = adapter_base(model, base_model, option=option)
         if base_model:
@@ -94,7 +106,7 @@ def check_checkpoint(
             field=option,
         )
     _check_config(path)
-    _check_weights(path)
+    _check_weights(path, option)
 
 
 def _check_config(path: Path) -> None:
@@ -116,34 +128,71 @@ def _check_config(path: Path) -> None:
                 )
 
 
-def _check_weights(path: Path) -> None:
-    """The folder holds weights, every shard its index names, and no truncated safetensors file.
+def _check_weights(path: Path, option: str = "--model") -> None:
+    """The folder holds whole weights: no weight file still being written, every shard its index
+    names, an index for shards, and no truncated safetensors file.
 
-    A safetensors file starts with an 8-byte header length and a JSON header giving each tensor's
-    byte range; a file shorter than the ranges end was cut off (an interrupted copy or download).
-    Only headers are read: this costs milliseconds on any checkpoint.
+    What a save or a copy leaves while it is under way, and how each is told: transformers'
+    ``save_pretrained`` writes each safetensors file in place (header first, so a file still being
+    written is shorter than its header says), and the shards of a sharded checkpoint one by one,
+    then their ``*.index.json`` last (shards without an index are a save under way); copy tools and
+    downloads write beside the final name (``.model.safetensors.Xy12Ab`` from rsync,
+    ``*.incomplete``, ``*.part``, ``*.tmp``). Only names and headers are read: milliseconds.
     """
-    files = [p for p in path.iterdir() if p.is_file() and p.suffix in _WEIGHT_SUFFIXES]
+    names = [p.name for p in path.iterdir() if p.is_file()]
+    partial = sorted(name for name in names if _is_partial(name))
+    if partial:
+        raise ConfigError(
+            f"{partial[0]} is still being written (or was left by an interrupted save or copy); wait for it to "
+            "finish, or copy the checkpoint again",
+            path=path,
+            field=option,
+        )
+    files = [path / name for name in names if Path(name).suffix in _WEIGHT_SUFFIXES]
     if not files:
         raise ConfigError(
             "no weights (model.safetensors or pytorch_model.bin); save them with model.save_pretrained(FOLDER)",
             path=path,
-            field="--model",
+            field=option,
         )
-    for index in path.glob("*.index.json"):
+    indexes = list(path.glob("*.index.json"))
+    for index in indexes:
         try:
             shards = set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values())
         except (OSError, ValueError, AttributeError) as exc:
-            raise ConfigError(f"unreadable shard index ({exc})", path=index) from None
+            raise ConfigError(f"unreadable shard index ({exc})", path=index, field=option) from None
         missing = sorted(name for name in shards if not (path / name).is_file())
         if missing:
-            raise ConfigError(f"names a missing weight file {missing[0]}; copy the checkpoint again", path=index)
+            raise ConfigError(f"names a missing weight file {missing[0]}; copy the checkpoint again", path=index,
+                              field=option)
+    pieces = sorted(file.name for file in files if _SHARD.fullmatch(file.name))
+    if pieces and not indexes:
+        raise ConfigError(
+            f"weight shards ({pieces[0]}, ...) but no *.index.json, which save_pretrained writes after the last "
+            "shard: the save is still under way, or was interrupted; wait for it, or save the checkpoint again",
+            path=path,
+            field=option,
+        )
     for file in files:
         if file.suffix == ".safetensors":
-            _check_safetensors(file)
+            _check_safetensors(file, option)
 
 
-def _check_safetensors(file: Path) -> None:
+_SHARD = re.compile(r".+-\d{5}-of-\d{5}\.(safetensors|bin)")
+"""The name save_pretrained gives each shard of a sharded checkpoint (``model-00001-of-00003.safetensors``)."""
+_PARTIAL_SUFFIXES = (".tmp", ".part", ".partial", ".incomplete")
+
+
+def _is_partial(name: str) -> bool:
+    """Whether a file name is one a save, copy or download uses while it writes a file: a temporary
+    suffix, or a weight file's name with more after it (rsync's hidden ``.model.safetensors.Xy12Ab``)."""
+    if name.endswith(_PARTIAL_SUFFIXES):
+        return True
+    stem = name.lstrip(".")
+    return not stem.endswith(".index.json") and any(f"{suffix}." in stem for suffix in _WEIGHT_SUFFIXES)
+
+
+def _check_safetensors(file: Path, option: str) -> None:
     size = file.stat().st_size
     try:
         with file.open("rb") as fh:
@@ -154,11 +203,14 @@ def _check_safetensors(file: Path) -> None:
             header = json.loads(fh.read(length))
         ends = [int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"]
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-        raise ConfigError(f"not a valid safetensors file ({exc}); copy it again", path=file) from None
+        raise ConfigError(f"not a valid safetensors file ({exc}); copy it again", path=file, field=option) from None
     needed = 8 + length + max(ends, default=0)
     if size < needed:
         raise ConfigError(
-            f"truncated: its header needs {needed:,} bytes, the file has {size:,}; copy it again", path=file
+            f"truncated: its header needs {needed:,} bytes, the file has {size:,} (still being written, or cut "
+            "off); wait for the save to finish, or copy it again",
+            path=file,
+            field=option,
         )
 
 
@@ -238,13 +290,17 @@ def _load(what: str, model: str, load: Callable[[], Any]) -> Any:
     transformers fails in many ways on a bad folder (TypeError for a config field of the wrong
     type, SafetensorError for a cut-off file, OSError, ValueError); all of them are the
     checkpoint's problem, not a bug, so each becomes a :class:`ConfigError` with the first line
-    of its message.
+    of its message. Running out of memory (``MemoryError``, ``torch.OutOfMemoryError`` while the
+    shards are placed on a GPU) is the machine's, not the checkpoint's: a :class:`HarnessError`
+    (:func:`_no_memory`).
     """
     try:
         return load()
-    except (KeyboardInterrupt, MemoryError, NoveltyError):
+    except (KeyboardInterrupt, NoveltyError):
         raise
     except Exception as exc:
+        if _out_of_memory(exc):
+            raise _no_memory(what, model, exc) from None
         if "trust_remote_code" in str(exc):
             raise ConfigError(
                 "this checkpoint ships its own code; review it, then pass --trust-remote-code",
@@ -255,6 +311,40 @@ def _load(what: str, model: str, load: Callable[[], Any]) -> Any:
         raise ConfigError(
             f"cannot load the {what}: {type(exc).__name__}: {first}", path=model, field="--model"
         ) from None
+
+
+def tokenizer_source(model: str, base_model: str | None = None) -> str:
+    """Where a checkpoint's tokenizer loads from: its own folder, or, for an adapter folder without
+    tokenizer files of its own (no added tokens), its base (``base_model`` or the one its config names)."""
+    if is_adapter(model) and not any((Path(model) / name).is_file() for name in _TOKENIZER_FILES):
+        return adapter_base(model, base_model)
+    return model
+
+
+def load_tokenizer(name: str, **options: Any) -> Any:
+    """``AutoTokenizer.from_pretrained(name, **options)``; a tokenizer that cannot be read (a cut-off
+    ``tokenizer.json``, a class transformers does not know) is one line naming the checkpoint
+    (:func:`_load`). The generation step and the preflight's prompt lengths load it alike."""
+    from transformers import AutoTokenizer
+
+    return _load("tokenizer", name, lambda: AutoTokenizer.from_pretrained(name, **options))
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says the machine ran out of memory: the host's (``MemoryError``) or a device's
+    (``torch.OutOfMemoryError``, which CUDA raises; torch is imported by then if it is in use)."""
+    torch = sys.modules.get("torch")
+    device_oom = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    return isinstance(exc, MemoryError) or (isinstance(device_oom, type) and isinstance(exc, device_oom))
+
+
+def _no_memory(what: str, model: str, exc: BaseException) -> HarnessError:
+    """The one line for running out of memory while loading: the machine's problem (exit 8), not bad input."""
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return HarnessError(
+        f"{model}: out of memory while loading the {what} ({type(exc).__name__}: {first}); free memory on the "
+        "device, or spread the model over more GPUs (--gpus-per-worker N)"
+    )
 
 
 class NoChatTemplate(ConfigError):
@@ -340,15 +430,12 @@ class HFGenerator:
     @property
     def tokenizer(self) -> Any:
         if self._tokenizer is None:
-            from transformers import AutoTokenizer
-
-            # An adapter folder may carry its own tokenizer (added tokens); else the base's is used.
-            own = self.adapter and any((Path(self.adapter) / f).is_file() for f in _TOKENIZER_FILES)
             if self.adapter:
-                name, remote = (self.name if own else self.base), {"trust_remote_code": self.load.trust_remote_code}
+                name = tokenizer_source(self.adapter, self.load.base_model)
+                remote: dict[str, Any] = {"trust_remote_code": self.load.trust_remote_code}
             else:
                 name, remote = self.identity.source, self._load_options()
-            tokenizer = _load("tokenizer", name, lambda: AutoTokenizer.from_pretrained(name, **remote))
+            tokenizer = load_tokenizer(name, **remote)
             tokenizer.padding_side = "left"
             if tokenizer.pad_token is None:
                 tokenizer.pad_token = tokenizer.eos_token
@@ -387,7 +474,7 @@ class HFGenerator:
             if self.adapter:
                 model = _with_adapter(model, self.adapter)
             if not placement:
-                model.to(self.device)
+                _load("model", name, lambda: model.to(self.device))  # placing the weights can run out of memory
             self.device_map = dict(getattr(model, "hf_device_map", None) or {"": self.device})
             model.eval()
             config = model.config
@@ -693,6 +780,8 @@ def _with_adapter(model: Any, adapter: str) -> Any:
             warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
             return PeftModel.from_pretrained(model, adapter).merge_and_unload()
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        if _out_of_memory(exc):  # torch.OutOfMemoryError is a RuntimeError: the machine's, not the adapter's
+            raise _no_memory("adapter", adapter, exc) from None
         raise ConfigError(f"cannot apply the adapter: {exc}", path=adapter, field="--model") from None
 
 

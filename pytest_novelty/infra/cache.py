@@ -14,7 +14,9 @@ What it promises, and how:
   the run can say so once in its summary line. It never raises.
 - **Writes never tear.** A value is written to a temporary file in the same folder, then linked
   into place: readers see the whole entry or none, and a killed process leaves whole entries (the
-  kernel keeps what was written). Entries are not fsync'd one by one unless a namespace asks for
+  kernel keeps what was written). A write the file system refuses (full, read-only) removes its
+  temporary file and raises one :class:`~pytest_novelty.infra.errors.HarnessError` line naming the
+  cache folder and the cause. Entries are not fsync'd one by one unless a namespace asks for
   it (``durable=True``): an fsync costs about 6 ms here against 0.25 ms for the whole write, which
   would slow a decode loop that stores each row as it ends, and the checksum already covers what
   an fsync would guard against, an OS crash or power loss: an entry that did not reach the disk
@@ -24,9 +26,11 @@ What it promises, and how:
   that compute the same key concurrently all end up using one stored answer. A damaged entry is
   replaced (``os.replace``).
 - **Clearing is safe while others run.** ``clear`` renames the folder aside, then deletes the
-  renamed copy. A run that writes afterwards recreates the folders (its reads then miss); two
-  clears at once both succeed; a clear interrupted half-way leaves a ``.trash-*`` folder that the
-  next clear removes.
+  renamed copy. A run that writes afterwards recreates the folders (its reads then miss). Clears
+  of one cache take turns (a lock file, ``.clear.lock``), so each counts exactly the bytes it
+  removed itself: a second clear never deletes, uncounted, the folder the first one is still
+  measuring, and finds what is left after it. A clear interrupted half-way leaves a ``.trash-*``
+  folder that the next clear removes (and counts).
 
 Keys are strings or any JSON-serialisable value (canonicalised with sorted keys).
 """
@@ -40,12 +44,12 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.infra.storage import write_temp
+from pytest_novelty.infra.storage import folder_error, write_temp
 
 __all__ = ["FORMAT", "Cache", "Namespace", "as_namespace", "repaired"]
 
@@ -53,6 +57,7 @@ FORMAT = 1
 """The layout of an entry file; bump it when the envelope above changes."""
 _FIELDS = frozenset({"format", "version", "key", "sha256", "value"})
 _TRASH = ".trash-"
+_CLEAR_LOCK = ".clear.lock"
 _ATTEMPTS = 3  # a write that meets a concurrent clear (its folder renamed away) is retried
 
 
@@ -200,6 +205,8 @@ class Namespace:
                 return self._put_once(path, text, data, stored)
             except FileNotFoundError:
                 continue  # a clear renamed the folder away while we wrote: write again
+            except OSError as exc:  # a full disk, a read-only one: one line naming the cache, not a traceback
+                raise folder_error(self.folder.parent, "cache folder", exc) from None
         # Clears keep coming: as if each had come just after our write, the entry is gone.
         return stored
 
@@ -233,7 +240,9 @@ class Namespace:
 
     def clear(self) -> None:
         """Remove every entry: rename the folder aside, then delete it (see the module doc)."""
-        _discard(self.folder)
+        if self.folder.parent.is_dir():
+            with _clearing(self.folder.parent):
+                _discard(self.folder)
 
 
 class Cache:
@@ -263,19 +272,36 @@ class Cache:
 
         Each is renamed aside first, then deleted, so concurrent runs and clears are safe.
         """
-        removed = 0
-        try:
-            names = [p.name for p in self.root.iterdir()]
-        except FileNotFoundError:
+        if not self.root.is_dir():
             return 0
-        for name in names:
-            if name.startswith(_TRASH):
-                shutil.rmtree(self.root / name, ignore_errors=True)  # left by an interrupted clear
-                continue
-            if keep(name):
-                continue
-            removed += _discard(self.root / name)
+        removed = 0
+        with _clearing(self.root):
+            for name in [p.name for p in self.root.iterdir()]:
+                if name.startswith(_TRASH):  # left by an interrupted clear (clears take turns)
+                    removed += _size(self.root / name)
+                    shutil.rmtree(self.root / name, ignore_errors=True)
+                elif name != _CLEAR_LOCK and not keep(name):
+                    removed += _discard(self.root / name)
         return removed
+
+
+@contextlib.contextmanager
+def _clearing(root: Path) -> Iterator[None]:
+    """Hold the clear lock of the cache folder ``root`` (an exclusive ``flock`` of its
+    ``.clear.lock``) while one clear renames, measures and deletes. Runs that read and write
+    entries never take it. Without ``fcntl`` (Windows) clears do not take turns."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / _CLEAR_LOCK).open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _discard(path: Path) -> int:
@@ -337,6 +363,8 @@ def cache_usage(cache_dir: Path) -> dict[str, int]:
     except OSError:
         return usage
     for entry in entries:
+        if entry.name == _CLEAR_LOCK:
+            continue
         total = 0
         for base, _, files in os.walk(entry) if entry.is_dir() else [(str(cache_dir), [], [entry.name])]:
             for name in files:

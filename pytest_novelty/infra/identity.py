@@ -48,7 +48,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from pytest_novelty.infra.cache import Cache, Namespace
-from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.infra.progress import notice, to_stderr
 from pytest_novelty.infra.storage import read_json
 
@@ -488,10 +488,10 @@ def _download_hint(repo: str, revision: str | None) -> str:
 @functools.lru_cache(maxsize=64)
 def _resolve(repo: str, revision: str | None, cache: str, offline: bool) -> HubRevision:
     wanted = revision or "main"
+    why = "HF_HUB_OFFLINE is set" if _offline_by_setting() else "the hub cannot be reached"
     if _SHA.match(wanted):  # pinned: nothing to ask
         _, snapshot = _cached_snapshot(repo, wanted)
         if offline and snapshot is None:
-            why = "HF_HUB_OFFLINE is set" if _offline_by_setting() else "the hub cannot be reached"
             raise ConfigError(
                 f"{why} and commit {wanted[:8]} is not in the local cache ({cache}); "
                 + _download_hint(repo, wanted),
@@ -499,44 +499,86 @@ def _resolve(repo: str, revision: str | None, cache: str, offline: bool) -> HubR
                 field="--model",
             )
         return HubRevision(repo, wanted, wanted, snapshot, trusted=False, offline=offline)
+    answered = False  # the hub answered, with a server error: not bad input when nothing is cached
     if not offline:
-        sha = _ask_hub(repo, wanted)
+        sha, trouble = _ask_hub(repo, wanted)
         if sha is not None:
             return HubRevision(repo, wanted, sha, _cached_snapshot(repo, sha)[1], trusted=False, offline=False)
+        why, answered = trouble, trouble.startswith("the hub answered")
     sha, snapshot = _cached_snapshot(repo, wanted)
     if sha is None or snapshot is None:
-        why = "HF_HUB_OFFLINE is set" if _offline_by_setting() else "the hub cannot be reached"
-        raise ConfigError(
-            f"{why} and revision {wanted!r} is not in the local Hugging Face cache ({cache}); "
-            + _download_hint(repo, revision),
-            path=repo,
-            field="--model",
-        )
+        message = f"{why} and revision {wanted!r} is not in the local Hugging Face cache ({cache}); "
+        if answered:
+            raise HarnessError(f"{repo}: {message}try again later, or " + _download_hint(repo, revision))
+        raise ConfigError(message + _download_hint(repo, revision), path=repo, field="--model")
     notice(
-        f"[novelty] {repo}: hub not checked (offline); using cached revision {wanted} = {sha[:8]}; cached answers "
-        f"are used on trust (pin {repo}@{sha} to make that explicit)"
+        f"[novelty] {repo}: hub not checked ({'offline' if not answered else why}); using cached revision {wanted} "
+        f"= {sha[:8]}; cached answers are used on trust (pin {repo}@{sha} to make that explicit)"
     )
     return HubRevision(repo, wanted, sha, snapshot, trusted=True, offline=True)
 
 
-def _ask_hub(repo: str, revision: str) -> str | None:
-    """The commit sha of ``repo`` at ``revision`` from the hub; None when the hub does not answer."""
+def _ask_hub(repo: str, revision: str) -> tuple[str | None, str]:
+    """The commit sha of ``repo`` at ``revision`` from the hub, or (None, why) when it gave none.
+
+    Only trouble that says nothing about the model lets the caller fall back to the local cache:
+    no connection or no answer in time (``the hub cannot be reached``), a server error or a rate
+    limit (``the hub answered HTTP 503``). An answer about the model (no such repository or
+    revision, gated, a refused token) is bad input; anything else (a reply that cannot be read,
+    an unexpected status, an error of the client) is a harness error naming what happened, never
+    taken for "offline".
+    """
     from huggingface_hub import HfApi
-    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
     try:
         info = HfApi().model_info(repo, revision=revision, timeout=10)
     except RevisionNotFoundError:
         raise ConfigError(f"the hub has no revision {revision!r} of this model", path=repo, field="--model") from None
+    except GatedRepoError:
+        raise ConfigError(
+            "a gated model: accept its conditions on the hub, then log in with `huggingface-cli login` or set HF_TOKEN",
+            path=repo,
+            field="--model",
+        ) from None
     except RepositoryNotFoundError:
         raise ConfigError(
             "no such model on the hub (or it is private: log in with `huggingface-cli login` or set HF_TOKEN)",
             path=repo,
             field="--model",
         ) from None
-    except Exception:  # network trouble after all: fall back to the local cache
-        return None
-    return str(info.sha) if info.sha else None
+    except HfHubHTTPError as exc:
+        status = getattr(exc.response, "status_code", None)
+        if status is not None and (status >= 500 or status == 429):
+            return None, f"the hub answered HTTP {status}"
+        if status in (401, 403):
+            raise ConfigError(
+                f"the hub refused the request (HTTP {status}): check HF_TOKEN, or log in with `huggingface-cli login`",
+                path=repo,
+                field="--model",
+            ) from None
+        raise HarnessError(f"{repo}: the hub answered HTTP {status}: {_first_line(exc)}") from None
+    except Exception as exc:
+        if _network_trouble(exc):
+            return None, "the hub cannot be reached"
+        raise HarnessError(
+            f"{repo}: asking the hub for revision {revision!r} failed: {type(exc).__name__}: {_first_line(exc)}"
+        ) from None
+    if not info.sha:
+        raise HarnessError(f"{repo}: the hub's answer for revision {revision!r} names no commit")
+    return str(info.sha), ""
+
+
+def _network_trouble(exc: BaseException) -> bool:
+    """Whether ``exc`` is a connection or a timeout failing (the hub client's transport: httpx's
+    errors, or the ``OSError`` family that sockets raise), not an answer."""
+    import httpx
+
+    return isinstance(exc, (httpx.TransportError, OSError))
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
 
 
 def resolve_hub(model: str) -> HubRevision:

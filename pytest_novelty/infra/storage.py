@@ -1,12 +1,18 @@
-"""Small, dependency-free helpers for files that must never be half-written.
+"""Small, dependency-free helpers for files that must never be half-written, and for folders that
+cannot be written at all.
 
 Every cache entry and report is written to a temporary file in the same folder and moved into
 place with ``os.replace``, which is atomic on POSIX and Windows: a run killed at any moment
 leaves either the old file or the new one, never a torn one.
+
+A folder that cannot be written (a read-only file system, a full disk, no permission) is found
+before any model loads (:func:`check_writable`), and a write that fails later is one line naming
+the folder and the cause (:func:`folder_error`), never a traceback.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -15,6 +21,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
 
 
 def write_temp(path: Path, data: bytes | Callable[[BinaryIO], Any], *, sync: bool = True) -> str:
@@ -87,3 +95,56 @@ def default_cache_dir() -> Path:
         return Path(os.environ["PYTEST_NOVELTY_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "pytest-novelty"
+
+
+_CAUSES = {
+    errno.EROFS: "a read-only file system",
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EACCES: "no permission to write there",
+    errno.EPERM: "no permission to write there",
+    errno.ENOTDIR: "a file is in the way of the folder",
+    errno.EEXIST: "a file is in the way of the folder",
+}
+_NEVER = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST})
+"""Causes that stay until the user changes something (against a full disk, which frees up)."""
+_PROBE_BYTES = 4096  # one page: a full disk refuses it, a read-only one refuses even the file
+
+
+def write_cause(exc: OSError, folder: Path | str | None = None) -> str:
+    """What stopped a write, in a few words, and where when that is outside ``folder`` (a parent
+    that could not be created: ``a read-only file system at /home/me/.cache``)."""
+    words = _CAUSES.get(exc.errno or 0) or (exc.strerror or type(exc).__name__).lower()
+    where = str(exc.filename or "")
+    inside = folder is not None and where and Path(where).is_relative_to(Path(folder))
+    return words + (f" at {where}" if where and not inside else "")
+
+
+def folder_error(
+    folder: Path | str, what: str, exc: OSError, *, named_by: str | None = None, elsewhere: str = ""
+) -> NoveltyError:
+    """One line for a folder that cannot be written: bad input (:class:`ConfigError`, exit 4) when the
+    user named the folder (``named_by``: the option, ini key or variable) and the cause stays until
+    they change something (read-only, no permission, a file in the way); a harness error (exit 8)
+    otherwise: a full disk, or a default folder of the environment. ``elsewhere`` says how to give
+    another folder (``pass --novelty-cache DIR``)."""
+    cause = write_cause(exc, folder)
+    if named_by and exc.errno in _NEVER:
+        return ConfigError(f"the {what} cannot be written: {cause}; give a writable folder", path=folder,
+                           field=named_by)
+    other = elsewhere or "give another folder"
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    fix = f"free some space, or {other}" if full else f"make it writable, or {other}"
+    return HarnessError(f"{folder}: the {what} cannot be written: {cause}; {fix}")
+
+
+def check_writable(folder: Path | str, what: str, *, named_by: str | None = None, elsewhere: str = "") -> None:
+    """Create ``folder`` when missing and write (fsync'd) and remove one small file in it, so a
+    read-only, full or forbidden folder is found before the run spends anything; raises
+    :func:`folder_error`'s error. ``what`` names the folder's role (``cache folder``)."""
+    folder = Path(folder)
+    try:
+        tmp = write_temp(folder / ".novelty-write-check", b"\0" * _PROBE_BYTES)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise folder_error(folder, what, exc, named_by=named_by, elsewhere=elsewhere) from None

@@ -11,7 +11,7 @@ pytest-html documents for changing its report:
   and its interval), its longest copied spans and its plots, embedded as PNG data so the report
   stays one file with ``--self-contained-html``.
 
-The section is built from the same rows and suite data as ``report.json`` (through
+The section is built from the same case records and suite data as ``report.json`` (through
 :class:`~pytest_novelty.integrations.run.TrackedRun`); the plots are drawn by the report layer
 into a temporary folder, since pytest-html writes its file before the novelty report is written.
 """

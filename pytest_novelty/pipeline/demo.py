@@ -349,10 +349,18 @@ def ensure_demo(cache_dir: Path, *, log: Callable[[str], None] | None = None, pr
     the index is damaged, else the whole demo. A demo prepared by an older version is checked
     against the records it has and then gets its checksums, with one line saying so.
     """
+    target = demo_dir(cache_dir)
+    try:
+        return _ensure(cache_dir, target, log or to_stderr, progress=progress, train=train)
+    except OSError as exc:  # a full or read-only disk while preparing: one line naming the demo folder
+        from pytest_novelty.infra.storage import folder_error
+
+        raise folder_error(target, "demo folder", exc, elsewhere="give another cache folder") from None
+
+
+def _ensure(cache_dir: Path, target: Path, say: Callable[[str], None], *, progress: bool, train: bool) -> Path:
     from pytest_novelty.infra.identity import identity_memo
 
-    target = demo_dir(cache_dir)
-    say = log or to_stderr
     memo = identity_memo(cache_dir)
     if is_built(cache_dir) and _usable(check_demo(cache_dir, memo=memo)):
         return target
@@ -414,6 +422,16 @@ def _prepare(cache_dir: Path, target: Path, say: Callable[[str], None], *, progr
     staging = Path(cache_dir) / f".{target.name}-staging"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
+    try:
+        _build_into(staging, target, cache_dir, builder, weights, say, progress=progress, memo=memo, start=start)
+    except BaseException:  # a full disk, an interrupt: the half-built staging folder goes, its space freed
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _build_into(staging: Path, target: Path, cache_dir: Path, builder: ModuleType, weights: Any,
+                say: Callable[[str], None], *, progress: bool, memo: Any, start: float) -> None:
+    """Build the demo in ``staging``, then move it into place (see :func:`_prepare`)."""
     with quiet_transformers():
         facts: dict[str, Any] = dict(builder.build_demo(staging, progress=progress, weights=weights))
     if weights is not None:

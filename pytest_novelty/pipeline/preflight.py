@@ -1,7 +1,10 @@
 """Preflight: check once, before anything is generated, everything a run needs from outside.
 
 A run that cannot finish should stop within seconds with one line that names the cause, not once
-per suite after minutes of retries. :func:`preflight` checks, for the suites about to run:
+per suite after minutes of retries. Before any model loads, :func:`check_folders` writes one small
+file into every folder the run writes (the cache, the report folder, ``--output``'s folder) and
+:func:`check_models` checks every checkpoint folder; then :func:`preflight` checks, for the suites
+about to run:
 
 - every suite's prompts load (a broken prompt file is reported once per run, not once per case);
 - every ``generation.max_new_tokens`` fits the checkpoint's context (read from its config, without
@@ -32,6 +35,7 @@ method (the remote ones), so a registered backend opts in by defining one.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -41,8 +45,10 @@ from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError,
 from pytest_novelty.suites.schema import Suite
 
 __all__ = [
+    "check_cache_folder",
     "check_checkpoint_identity",
     "check_context",
+    "check_folders",
     "check_models",
     "check_options",
     "check_recorded_answers",
@@ -119,11 +125,8 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
     ``model`` is the candidate (``--model``, or the newest checkpoint of ``--model-series``).
     Returns the model to gate: a hub id with ``--model-revision`` becomes ``org/name@REV``.
     """
-    from pytest_novelty.pipeline.options import by_name
-
     def flag(name: str) -> str:
-        option = by_name(name)
-        return option.cli_flag if front == "cli" else option.short or option.long
+        return _flag(name, front)
 
     from pytest_novelty.generation import is_answers, is_served
     from pytest_novelty.generation.devices import check_device
@@ -157,6 +160,51 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
         if value and Path(str(value)).expanduser().exists() and not Path(str(value)).expanduser().is_dir():
             raise ConfigError(f"{value} is a file; give a folder (it is created when missing)", field=flag(name))
     return model
+
+
+def _flag(name: str, front: str) -> str:
+    """An option's name as ``front`` (``"pytest"`` or ``"cli"``) spells it."""
+    from pytest_novelty.pipeline.options import by_name
+
+    option = by_name(name)
+    return option.cli_flag if front == "cli" else option.short or option.long
+
+
+def check_folders(options: Any, cache_dir: Path, *, front: str = "pytest", cache_ini: bool = False) -> None:
+    """Every folder the run writes can be written, before any model loads: the cache (the demo is
+    prepared inside it), the report folder and, on the command line, the ``--output`` file's folder.
+
+    A folder that cannot be written is one line naming it and the cause
+    (:func:`~pytest_novelty.infra.storage.check_writable`): bad input (exit 4) when the user named it
+    (the option, ``cache_ini`` for pytest's ``novelty_cache`` setting, or ``PYTEST_NOVELTY_CACHE``)
+    and it is read-only or forbidden, a harness error (exit 8) for a full disk or the default cache
+    folder. A read-only cache is refused even when it holds every answer: every run writes to its
+    cache (the checksum memo of each checkpoint and index it reads, the demo's lock and repairs, the
+    answers it lacks), so a run over it would fail part-way or silently store nothing; copy it to a
+    writable folder instead (its entries are whole files, so a copy is a cache).
+    """
+    from pytest_novelty.infra.storage import check_writable
+
+    check_cache_folder(cache_dir, option=_flag("cache", front), given=bool(options.novelty_cache), ini=cache_ini)
+    if options.novelty_report:
+        check_writable(Path(str(options.novelty_report)).expanduser(), "report folder", named_by=_flag("report", front))
+    output = getattr(options, "novelty_output", None)
+    if output:
+        folder = Path(str(output)).expanduser().parent
+        check_writable(folder, "folder of the output file", named_by=_flag("output", front))
+
+
+def check_cache_folder(cache_dir: Path, *, option: str, given: bool, ini: bool = False) -> None:
+    """The cache folder can be written (see :func:`check_folders`). It was named by the user when
+    ``given`` with ``option`` (``--novelty-cache``, the command line's ``--cache``), by the ini
+    setting (``ini``) or by ``PYTEST_NOVELTY_CACHE``; else it is the default under the home folder."""
+    from pytest_novelty.infra.storage import check_writable
+
+    named = option if given else ("novelty_cache" if ini else None)
+    if named is None and os.environ.get("PYTEST_NOVELTY_CACHE"):
+        named = "PYTEST_NOVELTY_CACHE"
+    check_writable(cache_dir, "cache folder", named_by=named,
+                   elsewhere=f"give another folder with {option} DIR (or PYTEST_NOVELTY_CACHE)")
 
 
 def require(package: str, *, field: str, what: str) -> None:
@@ -244,14 +292,18 @@ def check_prompt_lengths(runner: Any, suites: Iterable[Suite], path: str, contex
     """No prompt fills the model's context: each suite's model inputs (with their in-context
     examples and the chat template) are counted with the checkpoint's own tokenizer, read from
     its folder without loading the weights. A prompt of ``context`` tokens or more would leave no
-    room for an answer: bad input, named by its file and line, found before the model loads."""
-    try:
-        from transformers import AutoTokenizer
+    room for an answer: bad input, named by its file and line, found before the model loads.
 
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=runner.config.trust_remote_code)
-    except Exception:  # an adapter folder without a tokenizer, a tokenizer that needs its own code: the
-        return  # generation step checks the lengths again with the loaded model
-    from pytest_novelty.generation.hf import render, token_counts
+    The tokenizer is the one the generation step loads (an adapter without its own uses its
+    base's), so one that cannot be read is bad input now, in one line naming the checkpoint
+    (:func:`~pytest_novelty.generation.hf.load_tokenizer`), not a check silently skipped. Only an
+    adapter over a hub base is left to the generation step, which counts the lengths again."""
+    from pytest_novelty.generation.hf import load_tokenizer, render, token_counts, tokenizer_source
+
+    source = tokenizer_source(path, runner.config.base_model)
+    if not Path(source).is_dir():  # a hub base: read when the model loads, at its pinned commit
+        return
+    tokenizer = load_tokenizer(source, trust_remote_code=runner.config.trust_remote_code)
     from pytest_novelty.pipeline.answers import too_long
 
     for suite in suites:

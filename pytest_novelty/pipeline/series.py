@@ -1,18 +1,25 @@
 """Checkpoint series: the checkpoints of one training run, found on disk in step order.
 
 ``--model-series RUN_DIR`` (pytest) or ``pytest-novelty run --model-series RUN_DIR`` takes the
-subfolders named ``checkpoint-<step>`` (the Hugging Face Trainer layout), or the folders a quoted
-glob matches (their step is the number their name ends with). The newest checkpoint is the
+entries named ``checkpoint-<step>`` (the Hugging Face Trainer layout), or every entry a quoted
+glob matches (its step is the number its name ends with). The newest checkpoint is the
 candidate and is gated with the usual cases; every earlier one is generated and scored on the
 same prompts and settings (each through the usual cache, so a nightly run only scores new
 checkpoints). How a series is compared and reported is :mod:`pytest_novelty.gate.series`.
+
+A run folder is read exactly: every entry that matches the layout is a checkpoint of the series,
+gated or refused by name (:func:`find_checkpoints` refuses what is not a folder, :func:`check_series`
+what is not a whole checkpoint). Nothing is left out without a word, so the candidate is always the
+newest entry and a series never has a silent hole.
 """
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +27,15 @@ from pytest_novelty.infra.errors import ConfigError
 
 CHECKPOINT_RE = re.compile(r"checkpoint-(\d+)")
 _TRAILING_NUMBER = re.compile(r"(\d+)$")
+OPTION = "--model-series"
+
+TRAINER_STATE = "trainer_state.json"
+"""The file the Trainer writes last when it saves a checkpoint: after the weights, the tokenizer,
+``training_args.bin``, the optimizer, the scheduler and the RNG states
+(``Trainer._save_checkpoint`` in transformers 4 and 5 writes them straight into ``checkpoint-<step>``)."""
+TRAINER_FILES = ("training_args.bin", "optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pth")
+"""Files only the Trainer writes into a checkpoint: with one of them and no :data:`TRAINER_STATE`,
+its save has not finished (or was interrupted)."""
 
 
 @dataclass(frozen=True)
@@ -36,34 +52,93 @@ class Checkpoint:
 
 
 def find_checkpoints(spec: str) -> list[Checkpoint]:
-    """The checkpoints of a run folder (``checkpoint-<step>`` subfolders) or of a glob, in step order.
+    """The checkpoints of a run folder (``checkpoint-<step>`` entries) or of a glob, in step order.
 
-    Raises ``ConfigError`` naming the folder or pattern when nothing matches, when a matched
-    folder's name has no step number, or when two folders share a step.
+    Every entry that matches is a checkpoint of the series: one that is not a folder (a dangling
+    symbolic link, a file) raises ``ConfigError`` naming it, as do nothing matching, a matched name
+    without a step number, and two entries sharing a step. What is inside each folder is
+    :func:`check_series`'s to check.
     """
     expanded = os.path.expanduser(spec)
-    if any(ch in expanded for ch in "*?["):
-        folders = [Path(p) for p in sorted(glob.glob(expanded)) if Path(p).is_dir()]
-        if not folders:
+    pattern = any(ch in expanded for ch in "*?[")
+    if pattern:
+        entries = [Path(p) for p in sorted(glob.glob(expanded))]
+        if not entries:
             raise ConfigError("the pattern matches no folder; quote it so the shell leaves it to pytest-novelty",
-                              path=spec, field="--model-series")
+                              path=spec, field=OPTION)
     else:
         run = Path(expanded)
         if not run.is_dir():
-            raise ConfigError("run folder not found", path=spec, field="--model-series")
-        folders = sorted(p for p in run.iterdir() if p.is_dir() and CHECKPOINT_RE.fullmatch(p.name))
-        if not folders:
+            raise ConfigError("run folder not found", path=spec, field=OPTION)
+        entries = sorted(p for p in run.iterdir() if CHECKPOINT_RE.fullmatch(p.name))
+        if not entries:
             raise ConfigError("no checkpoint-<step> subfolders; give the run folder the trainer wrote, "
-                              "or a quoted glob such as 'run/step_*'", path=spec, field="--model-series")
+                              "or a quoted glob such as 'run/step_*'", path=spec, field=OPTION)
     by_step: dict[int, Path] = {}
-    for folder in folders:
-        found = _TRAILING_NUMBER.search(folder.name)
+    for entry in entries:
+        found = _TRAILING_NUMBER.search(entry.name)
         if found is None:
-            raise ConfigError(f"cannot read a step from {folder.name!r}: a checkpoint folder's name must end "
-                              "with its step number", path=folder, field="--model-series")
+            raise ConfigError(f"cannot read a step from {entry.name!r}: a checkpoint folder's name must end "
+                              "with its step number", path=entry, field=OPTION)
+        _check_entry(entry, pattern)
         step = int(found.group(1))
         if step in by_step:
-            raise ConfigError(f"step {step} is both {by_step[step].name} and {folder.name}", path=spec,
-                              field="--model-series")
-        by_step[step] = folder
+            raise ConfigError(f"step {step} is both {by_step[step].name} and {entry.name}", path=spec, field=OPTION)
+        by_step[step] = entry
     return [Checkpoint(step, str(by_step[step])) for step in sorted(by_step)]
+
+
+def _check_entry(entry: Path, pattern: bool) -> None:
+    """A matched entry is a folder (or a link to one); anything else is refused by name."""
+    if entry.is_dir():
+        return
+    matched = "the pattern matches it" if pattern else "its name makes it a checkpoint of the run"
+    fix = "narrow the pattern, or remove it" if pattern else "remove it, or rename it"
+    if entry.is_symlink():
+        target = os.readlink(entry)
+        what = "a symbolic link to a file, not a folder"
+        if not entry.exists():
+            what, fix = "a dangling symbolic link", "restore its target, or remove the link"
+            if _loops(entry):
+                what = "a symbolic link that leads back to itself"
+        raise ConfigError(f"{what} (to {target}); {matched}: {fix}", path=entry, field=OPTION)
+    raise ConfigError(f"not a folder; {matched}: {fix}", path=entry, field=OPTION)
+
+
+def _loops(link: Path) -> bool:
+    """Whether a symbolic link never reaches a file or folder because it leads back to itself."""
+    try:
+        link.resolve(strict=True)
+    except RuntimeError:  # Python 3.11-3.12: "Symlink loop"
+        return True
+    except OSError as exc:  # Python 3.13: ELOOP
+        return exc.errno == errno.ELOOP
+    return False
+
+
+def check_series(
+    checkpoints: Sequence[Checkpoint], *, trust_remote_code: bool = True, base_model: str | None = None
+) -> None:
+    """Every checkpoint of a series is a whole checkpoint, before anything loads: refused by name
+    (``ConfigError`` naming its folder and ``--model-series``) when it is not.
+
+    Each folder gets the checks a ``--model`` folder gets
+    (:func:`~pytest_novelty.generation.hf.check_checkpoint`: empty, no config, no tokenizer, no
+    weights, weights still being written or cut off, shards its index names but the folder lacks),
+    and one of a run folder: a checkpoint holding the Trainer's own files but not
+    :data:`TRAINER_STATE` is a save the Trainer has not finished. ``base_model`` is
+    ``--base-model``, for a series of adapter folders.
+    """
+    from pytest_novelty.generation.hf import check_checkpoint
+
+    for checkpoint in checkpoints:
+        check_checkpoint(checkpoint.path, trust_remote_code=trust_remote_code, base_model=base_model, option=OPTION)
+        folder = Path(checkpoint.path)  # readable now: the checks above listed it
+        trainer = [name for name in TRAINER_FILES if (folder / name).is_file()]
+        if trainer and not (folder / TRAINER_STATE).is_file():
+            raise ConfigError(
+                f"the Trainer's save has not finished: it holds {trainer[0]} but no {TRAINER_STATE}, which the "
+                "Trainer writes last; wait for the save, or remove the folder if training stopped during it",
+                path=folder,
+                field=OPTION,
+            )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -190,14 +190,12 @@ def pytest_configure(config: pytest.Config) -> None:
             from pytest_novelty.integrations import check_trackers
 
             check_trackers(config.option.novelty_log)  # a bad spec or a missing extra: one line, exit 4
-        if config.option.novelty_report and not worker:
-            from pytest_novelty.report.json_report import write_placeholder  # no stale "all passed" report
-
-            write_placeholder(config.option.novelty_report, "the run stopped before its summary (see pytest's output)")
+        cache_dir = _cache_dir(config)
+        if not worker:  # the cache and report folders can be written: found before any model loads
+            stopped = _stopped_by(lambda: _prepare_folders(config, cache_dir))
         folder = _suites_dir(config)
         suites = load_suites(folder)
-        cache_dir = _cache_dir(config)
-        if config.option.novelty_cache_clear and not worker:
+        if config.option.novelty_cache_clear and not worker and stopped is None:
             from pytest_novelty.infra.cache import clear_cache
 
             clear_cache(cache_dir)
@@ -205,10 +203,10 @@ def pytest_configure(config: pytest.Config) -> None:
         models = [config.option.novelty_model, *(c.path for c in series[:-1])]
         if worker:  # the controller prepared the demo and checked the folders
             models = [m for m in models if m not in ("demo", "demo-early")]
-        try:
-            check_models(config.option, models, config.option.novelty_baseline_model, cache_dir, suites)
-        except HarnessError as exc:
-            stopped = exc
+        if stopped is None:
+            stopped = _stopped_by(
+                lambda: check_models(config.option, models, config.option.novelty_baseline_model, cache_dir, suites)
+            )
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     _place_worker(config)
@@ -231,6 +229,29 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --model X` with no paths: run the suites, not the project's own tests.
         config.args = [str(folder)]
+
+
+def _stopped_by(step: Callable[[], None]) -> HarnessError | None:
+    """Run a step of the configuration: the harness error that stops the run before any case, or None
+    (bad input is raised as it is)."""
+    try:
+        step()
+    except HarnessError as exc:
+        return exc
+    return None
+
+
+def _prepare_folders(config: pytest.Config, cache_dir: Path) -> None:
+    """Check that the cache and report folders can be written, then put a no-verdict placeholder in
+    the report folder (no stale "all passed" report)."""
+    from pytest_novelty.pipeline.preflight import check_folders
+
+    opt = config.option
+    check_folders(opt, cache_dir, cache_ini=not opt.novelty_cache and bool(config.getini("novelty_cache")))
+    if opt.novelty_report:
+        from pytest_novelty.report.json_report import write_placeholder
+
+        write_placeholder(opt.novelty_report, "the run stopped before its summary (see pytest's output)")
 
 
 def _configure_snapshots(config: pytest.Config) -> None:

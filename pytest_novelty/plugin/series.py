@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_novelty.infra.errors import NoveltyError
-from pytest_novelty.pipeline.series import Checkpoint, find_checkpoints
+from pytest_novelty.pipeline.series import Checkpoint, check_series, find_checkpoints
 
 SERIES = pytest.StashKey[list[Checkpoint]]()
 """The session's series, in step order (set by :func:`configure_series`)."""
@@ -23,10 +23,8 @@ def configure_series(config: pytest.Config) -> None:
     if config.option.novelty_model and config.option.novelty_model != checkpoints[-1].path:
         raise pytest.UsageError("give --model or --model-series, not both: the series' newest checkpoint is the model")
     try:
-        from pytest_novelty.generation.hf import check_checkpoint
-
-        for checkpoint in checkpoints:
-            check_checkpoint(checkpoint.path, trust_remote_code=config.option.novelty_trust_remote_code)
+        check_series(checkpoints, trust_remote_code=config.option.novelty_trust_remote_code,
+                     base_model=config.option.novelty_base_model)
     except NoveltyError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SERIES] = checkpoints

@@ -1,7 +1,7 @@
-"""The plugin's per-session state: suite results, the baseline, rows for the table and the report.
+"""The plugin's per-session state: suite results, the baseline, the case records for the table and the report.
 
 Registered as a pytest plugin object while ``--model`` is in use (see ``plugin.py``). Under
-pytest-xdist each worker computes its suites; the per-case rows reach the controller in the
+pytest-xdist each worker computes its suites; the case records reach the controller in the
 reports' ``user_properties`` and the per-suite arrays through ``workeroutput``, so the controller
 prints one table and writes one report.
 """
@@ -334,20 +334,13 @@ class NoveltyState:
                 terminalreporter.line(line)
         folder = self.config.option.novelty_report
         if folder:
-            # Written on every run, from pytest's outcomes: errors and crashes included.
-            from pytest_novelty.report import write_report
-
             self._say_stopped()
-            if self.stopped is not None and not records:  # no case ran: no verdict, and why
-                from pytest_novelty.report.json_report import write_placeholder
-
-                write_placeholder(Path(folder), self.stopped)
-                terminalreporter.line(f"novelty report: {folder} (no verdict)")
-                return
-            status = self.exit_status if self.exit_status is not None else int(exitstatus)
-            versions = {**self.versions(), "exit status": status}
-            files = write_report(Path(folder), records, cast(Any, self.suite_data), versions)
-            terminalreporter.line(f"novelty report: {files.json.parent}")
+            try:
+                if not self._write_report(terminalreporter, Path(folder), records, exitstatus):
+                    return
+            except NoveltyError as exc:  # a full disk: one line, and no verdict from this run
+                self._harness_at_the_end(terminalreporter, exc)
+                folder = None
         if self.config.option.novelty_log and records:  # --novelty-log: the trackers read the report
             from pytest_novelty.integrations import log_session
 
@@ -359,6 +352,35 @@ class NoveltyState:
             session = self.pytest_session
             if logged.status and session and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
                 session.exitstatus = logged.status
+
+    def _write_report(self, terminalreporter: Any, folder: Path, records: list[CaseRecord], exitstatus: int) -> bool:
+        """Write the report folder, on every run, from pytest's outcomes (errors and crashes
+        included); False when no case ran (the folder then says there is no verdict, and why)."""
+        if self.stopped is not None and not records:
+            from pytest_novelty.report.json_report import write_placeholder
+
+            write_placeholder(folder, self.stopped)
+            terminalreporter.line(f"novelty report: {folder} (no verdict)")
+            return False
+        from pytest_novelty.report import write_report
+
+        status = self.exit_status if self.exit_status is not None else int(exitstatus)
+        versions = {**self.versions(), "exit status": status}
+        files = write_report(folder, records, cast(Any, self.suite_data), versions)
+        terminalreporter.line(f"novelty report: {files.json.parent}")
+        return True
+
+    def _harness_at_the_end(self, terminalreporter: Any, exc: NoveltyError) -> None:
+        """A harness error after the cases (the report folder cannot be written): one line, said once
+        (the preflight may have said it already), and the run exits with the harness status."""
+        if str(exc) not in (self.stopped or ""):
+            terminalreporter.line(f"novelty: harness error: {exc}", red=True, bold=True)
+        self.harness_errors.setdefault(str(exc), "report")
+        session = self.pytest_session
+        decided = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
+        if session is not None and session.exitstatus in decided:
+            session.exitstatus = HARNESS_EXIT_STATUS
+        self.exit_status = HARNESS_EXIT_STATUS
 
     def versions(self) -> dict[str, Any]:
         """What produced the numbers, for report.json."""

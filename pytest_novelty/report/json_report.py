@@ -168,11 +168,20 @@ def write_placeholder(out_dir: str | Path, reason: str) -> None:
 
     Written when a run starts, so a run that stops before its summary (a configuration or harness
     error, an interrupted session) never leaves the previous run's "all passed" on disk. The plots
-    the previous ``report.json`` listed are removed with it.
+    the previous ``report.json`` listed are removed with it. A write the file system refuses
+    raises one :class:`~pytest_novelty.infra.errors.HarnessError` line naming the folder.
     """
+    from pytest_novelty.infra.storage import folder_error
+
+    try:
+        _write_placeholder(Path(out_dir), reason)
+    except OSError as exc:
+        raise folder_error(out_dir, "report folder", exc) from None
+
+
+def _write_placeholder(folder: Path, reason: str) -> None:
     from pytest_novelty.infra.storage import atomic_write_text, read_json
 
-    folder = Path(out_dir)
     old = read_json(folder / JSON_NAME)
     if isinstance(old, dict):
         for kinds in dict(old.get("plots") or {}).values():

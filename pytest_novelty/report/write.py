@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,44 @@ def write_report(
 
     With ``step_summary`` the markdown is also appended to ``$GITHUB_STEP_SUMMARY`` when that
     variable is set (GitHub Actions shows it on the job page). Every string is redacted first.
+    A write the file system refuses (a full disk) raises one
+    :class:`~pytest_novelty.infra.errors.HarnessError` line naming the folder and the cause, and
+    leaves no earlier run's verdict behind (:func:`_no_verdict_left`).
     """
+    try:
+        return _write_report(out_dir, records, suites_data, versions, step_summary=step_summary)
+    except OSError as exc:
+        from pytest_novelty.infra.storage import folder_error
+
+        error = folder_error(out_dir, "report folder", exc)
+        _no_verdict_left(Path(out_dir), f"the report could not be written: {error}")
+        raise error from None
+
+
+def _no_verdict_left(folder: Path, reason: str) -> None:
+    """After a failed write: the report says there is no verdict, or (when even that cannot be
+    written) holds no ``report.json`` / ``report.md`` at all, so a reader never takes an earlier
+    run's files for this run's."""
+    from pytest_novelty.infra.errors import NoveltyError
+    from pytest_novelty.report.json_report import JSON_NAME, write_placeholder
+    from pytest_novelty.report.markdown import MARKDOWN_NAME
+
+    try:
+        write_placeholder(folder, reason)
+    except NoveltyError:
+        for name in (JSON_NAME, MARKDOWN_NAME):
+            with contextlib.suppress(OSError):
+                (folder / name).unlink(missing_ok=True)
+
+
+def _write_report(
+    out_dir: str | Path,
+    records: Sequence[CaseRecord],
+    suites_data: Mapping[str, SuiteData] | None,
+    versions: Mapping[str, Any] | None,
+    *,
+    step_summary: bool,
+) -> ReportFiles:
     from pytest_novelty.infra.redact import redact_data
 
     records = [r.redacted() for r in records]

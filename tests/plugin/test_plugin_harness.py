@@ -113,7 +113,8 @@ def test_a_broken_prompt_file_is_reported_once_per_run(
     ("damage", "expected"),
     [
         ("config", "*config.json: n_layer: expected a whole number, got 'four'*"),
-        ("truncated", "*model.safetensors: truncated: its header needs * bytes, the file has *; copy it again*"),
+        ("truncated", "*model.safetensors: --model: truncated: its header needs * bytes, the file has * (still being "
+                      "written, or cut off); wait for the save to finish, or copy it again*"),
         ("missing", "*--model: no weights (model.safetensors or pytorch_model.bin)*"),
     ],
 )
