@@ -190,19 +190,22 @@ def tail_overlap(ranking: PoolRanking, alpha: float) -> list[float]:
     return [len(pooled & set(ranking.member_tail(m, alpha))) / len(pooled) for m in range(ranking.members)]
 
 
-def disagreements(ranking: PoolRanking, alpha: float) -> list[str]:
+def disagreements(ranking: PoolRanking, alpha: float, names: Sequence[str] | None = None) -> list[str]:
     """What a caller should report about members that rank the prompts unlike the pool (module doc):
     one phrase per pair below :data:`DISAGREEING_TAU` and per member below :data:`DISAGREEING_OVERLAP`,
-    members named by their index (``member 0``)."""
+    each member called by its entry of ``names`` (default ``member 0``, ``member 1``, ...)."""
+    called = list(names) if names is not None else [f"member {m}" for m in range(ranking.members)]
+    if len(called) != ranking.members:
+        raise ValueError(f"{len(called)} names for {ranking.members} members")
     found = [
-        f"members {i} and {j} rank the prompts' novelty unlike each other "
+        f"{called[i]} and {called[j]} rank the prompts' novelty unlike each other "
         f"(Kendall tau-b {tau:.2f} < {DISAGREEING_TAU:g})"
         for i, j, tau in member_agreement(ranking)
         if not np.isnan(tau) and tau < DISAGREEING_TAU
     ]
     if ranking.members > 1:
         found += [
-            f"member {m}'s own tail holds {share:.0%} of the pool's tail@{alpha:g} (< {DISAGREEING_OVERLAP:.0%})"
+            f"{called[m]}'s own tail holds {share:.0%} of the pool's tail@{alpha:g} (< {DISAGREEING_OVERLAP:.0%})"
             for m, share in enumerate(tail_overlap(ranking, alpha))
             if share < DISAGREEING_OVERLAP
         ]
