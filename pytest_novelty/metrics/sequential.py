@@ -28,8 +28,10 @@ sides together. After round k:
   budget. A case stops at its first crossing.
 
 Each wrong decision (fail when the true value meets the bound, pass when it does not) has
-probability at most α/2 whatever the look the case stops at, the error of each tail of the case's
-own two-sided 1 − α interval; α is the suite's ``[gate] alpha``.
+probability α/2 at most, over all the looks together, the error of each tail of the case's own
+two-sided 1 − α interval; α is the suite's ``[gate] alpha``. The boundaries rest on the normal (t)
+approximation of a clustered mean, so this holds as closely as the case's interval does: the
+simulation measured 1.0 to 2.9 % per side at α = 0.05, never above α.
 
 **Why this design is valid here.** The rounds are not independent observations: they share the
 suite's prompts, whose own spread is part of every interval (Miller 2024, :mod:`.uncertainty`). But

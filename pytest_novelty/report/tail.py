@@ -42,7 +42,11 @@ def build_lines(provenance: dict[str, Any], entries: dict[str, list[str]], out: 
     for metric, ids in entries.items():
         lines.append(f"  {metric}: {_ids(ids)}")
     taus = [t for t in provenance["agreement"]["kendall_tau_b"] if t[2] is not None]
-    if taus:
+    if len(taus) == 1:
+        (i, j, tau), = taus
+        lines.append(f"  pool agreement: Kendall tau-b of per-prompt output novelty {tau:.2f} between "
+                     f"{pool[i]['source']} and {pool[j]['source']}")  # fmt: skip
+    elif taus:
         weakest = min(taus, key=lambda t: t[2])
         lines.append(f"  pool agreement: Kendall tau-b of per-prompt output novelty {min(t[2] for t in taus):.2f} to "
                      f"{max(t[2] for t in taus):.2f} over {len(taus)} pairs (weakest: {pool[weakest[0]]['source']} / "
