@@ -216,10 +216,12 @@ def build_parser() -> argparse.ArgumentParser:
     from pytest_novelty.cli.answers import add_commands as add_answers_commands
     from pytest_novelty.cli.judge import add_commands as add_judge_commands
     from pytest_novelty.cli.originality import add_commands as add_originality_commands
+    from pytest_novelty.cli.tail import add_commands as add_tail_commands
 
     add_originality_commands(sub)
     add_judge_commands(sub)
     add_answers_commands(sub)
+    add_tail_commands(sub)
     return parser
 
 

@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.redact import redact
 from pytest_novelty.metrics.stats import BOOTSTRAP_TEST, paired_bootstrap
 from pytest_novelty.metrics.table import family
@@ -525,18 +524,11 @@ class FrozenTail:
 
 
 def read_tail_file(path: Path, metric: str) -> list[str]:
-    """Prompt ids from a suite's tail file: a JSON list, or an object mapping ``q_at_tail@α`` to a list."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the tail file ({exc}); give a JSON list of prompt ids", path=path) from None
-    if isinstance(data, dict):
-        data = data.get(metric)
-        if data is None:
-            raise ConfigError(f'has no "{metric}" entry; map each q_at_tail metric to a list of prompt ids', path=path)
-    if not isinstance(data, list) or not data or not all(isinstance(i, (str, int)) for i in data):
-        raise ConfigError("must hold a non-empty JSON list of prompt ids (strings)", path=path)
-    return [str(i) for i in data]
+    """Prompt ids from a suite's tail file: a JSON list, or an object mapping ``q_at_tail@α`` to a list
+    (the format: :mod:`pytest_novelty.suites.tail_file`)."""
+    from pytest_novelty.suites.tail_file import read_tail_ids
+
+    return read_tail_ids(path, metric)
 
 
 def choose_tail(
@@ -606,9 +598,11 @@ def result_record(
 
     ``tail``, for a q@Tail metric, is the frozen tail the case is judged on: the value is the mean
     per-prompt quality over those prompts and the record keeps their ids (without it, the result's
-    own tail). A ``top10_novelty@n`` record keeps the per-generation novelty at n, so the comparison
-    resamples the top-10 % statistic itself. ``metrics`` (default: the result's) may carry values
-    already computed for this case; ``suite`` defaults to the result's own.
+    own tail). A Novelty at Peak record keeps the peak the metrics step measured it on in
+    ``tail_ids``, so a comparison recomputes the candidate on the accepted record's peak. A
+    ``top10_novelty@n`` record keeps the per-generation novelty at n, so the comparison resamples
+    the top-10 % statistic itself. ``metrics`` (default: the result's) may carry values already
+    computed for this case; ``suite`` defaults to the result's own.
     """
     values = result.metrics if metrics is None else metrics
     tail_ids: Sequence[str] | None = None
@@ -619,6 +613,8 @@ def result_record(
             tail_ids = tail.ids
         else:
             tail_ids = result.measured.tail_ids.get(threshold.metric)
+    elif family(threshold.metric).subset is not None:  # Novelty at Peak: compared on the stored peak
+        tail_ids = result.measured.tail_ids.get(threshold.metric)
     per_generation = None
     if threshold.base == "top10_novelty" and threshold.arg is not None:
         novelty = result.measured.novelty.get(int(threshold.arg))

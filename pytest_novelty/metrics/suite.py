@@ -23,8 +23,13 @@ no n-gram of that order). Names match the suite files' threshold metrics:
   ``pool_novelty`` (e.g. a frozen baseline), else the candidate's own outputs; the gate fixes the
   tail it judges on afterwards (:func:`pytest_novelty.gate.regression.choose_tail`).
   Prompts whose own text is too short for a 4-gram (s_j undefined) are left out of the ranking.
-  ``novelty_overall@α`` and ``novelty_at_peak@α`` are reported beside it (output originality at
-  n = 4, too-short outputs as 0).
+* ``novelty_overall`` and ``novelty_at_peak@α``: the paper's Novelty Overall and Novelty at Peak
+  (:func:`novelty_overall`, :func:`novelty_at_peak`), the candidate's mean per-prompt output
+  originality at n = 4 (too-short outputs as 0) over every prompt and over the peak, the ceil(α·N)
+  lowest s_j of the same ranking. Both are computed beside every ``q_at_tail@α`` and can be gated
+  themselves. The peak is the pool's (``pool_novelty``) when there is one, else the suite's frozen
+  peak (``frozen_peaks``, from its tail file), else the candidate's own; its ids are returned with
+  the tails, so a snapshot compares a later checkpoint on the same peak.
 * ``distinct_k`` and ``utility_k``: NoveltyBench's per-prompt values, averaged over prompts. The
   per-generation score g on NoveltyBench's 1-10 scale is 10 × quality (a rubric judge's 0-1
   quality, or a reward model's 1-10 score / 10, which this turns back into that score); prompts
@@ -46,7 +51,15 @@ from pytest_novelty.metrics.novelty import (
 )
 from pytest_novelty.metrics.noveltybench import distinct_k, partition, utility_k
 from pytest_novelty.metrics.stats import mean_excluding_nan, top_fraction_mean
-from pytest_novelty.metrics.tail import peak_prompts, prompt_scores, q_at_tail, tail_prompts
+from pytest_novelty.metrics.tail import (
+    NGRAM_ORDER,
+    novelty_at_peak,
+    novelty_overall,
+    peak_prompts,
+    prompt_scores,
+    q_at_tail,
+    tail_prompts,
+)
 
 Array = NDArray[np.float64]
 
@@ -82,12 +95,15 @@ def suite_metrics(
     answers: Sequence[Sequence[str]] | None = None,
     equivalent: Callable[[str, str], bool] | None = None,
     pool_novelty: Array | None = None,
+    frozen_peaks: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[dict[str, float], dict[str, list[float]], dict[str, list[str]]]:
     """Every metric of a suite, the per-prompt values behind them (for paired tests), and the tails.
 
     ``metrics`` lists the threshold metrics the suite gates on; the standard ones (quality,
     originality, novelty, top-10 % novelty at every n) are always computed. The third value maps
-    each ``q_at_tail@α`` metric to the prompt ids of its tail, to be stored with a snapshot.
+    each ``q_at_tail@α`` metric to the prompt ids of its tail and each ``novelty_at_peak@α`` to those
+    of its peak, to be stored with a snapshot. ``frozen_peaks`` maps ``novelty_at_peak@α`` to the
+    peak a suite froze (its tail file's), used when no ``pool_novelty`` ranks the prompts.
     """
     quality = np.asarray(quality, dtype=float)
     if quality.ndim != 2 or quality.shape[0] != len(prompt_ids):
@@ -113,13 +129,16 @@ def suite_metrics(
         per_prompt[f"novelty@{n}"] = _row_means(nov)
 
     tails: dict[str, list[str]] = {}
-    for name in metrics:
-        if name.startswith("q_at_tail@"):
-            alpha = float(name.split("@", 1)[1])
-            tail_values, tails[name] = _tail_metrics(
-                alpha, quality, originality, prompt_ids, prompt_novelty, pool_novelty
-            )
-            values.update(tail_values)
+    if "novelty_overall" in metrics:
+        values["novelty_overall"] = _novelty_overall(originality, prompt_ids)
+    alphas = {float(name.partition("@")[2]) for name in metrics if name.startswith(("q_at_tail@", "novelty_at_peak@"))}
+    for alpha in sorted(alphas):
+        tail_values, subsets = _tail_metrics(
+            alpha, quality, originality, prompt_ids, prompt_novelty, pool_novelty,
+            (frozen_peaks or {}).get(f"novelty_at_peak@{alpha:g}"),
+        )  # fmt: skip
+        values.update(tail_values)
+        tails.update(subsets)
     if any(name in ("distinct_k", "utility_k") for name in metrics):
         if answers is None or equivalent is None:
             raise ValueError("distinct_k and utility_k need the answers and an equivalence check")
@@ -135,6 +154,13 @@ def suite_metrics(
     return values, per_prompt, tails
 
 
+def _novelty_overall(originality: Mapping[int, Array], prompt_ids: Sequence[str]) -> float:
+    if NGRAM_ORDER not in originality:
+        raise ValueError(f"novelty_overall needs originality at n = {NGRAM_ORDER}")
+    outputs = originality_counting_short(np.asarray(originality[NGRAM_ORDER], dtype=float))
+    return novelty_overall(_row_means(outputs), prompt_ids=prompt_ids)
+
+
 def _tail_metrics(
     alpha: float,
     quality: Array,
@@ -142,23 +168,28 @@ def _tail_metrics(
     prompt_ids: Sequence[str],
     prompt_novelty: Array | None,
     pool_novelty: Array | None,
-) -> tuple[dict[str, float], list[str]]:
-    if 4 not in originality or prompt_novelty is None:
-        raise ValueError("q_at_tail needs originality at n = 4 and the prompts' own novelty")
+    frozen_peak: Sequence[str] | None,
+) -> tuple[dict[str, float], dict[str, list[str]]]:
+    """q@Tail(α), Novelty Overall and Novelty at Peak(α), and the tail's and the peak's ids."""
+    if NGRAM_ORDER not in originality or prompt_novelty is None:
+        raise ValueError("q_at_tail and novelty_at_peak need originality at n = 4 and the prompts' own novelty")
     # Output novelty at n = 4, a too-short output counting as 0 (it cannot be novel at that length).
-    outputs = originality_counting_short(np.asarray(originality[4], dtype=float))
+    outputs = originality_counting_short(np.asarray(originality[NGRAM_ORDER], dtype=float))
     pool = outputs if pool_novelty is None else originality_counting_short(np.asarray(pool_novelty, dtype=float))
     ids, scores = tail_ranking(prompt_ids, np.asarray(prompt_novelty, dtype=float), pool)
+    tail_name, peak_name = f"q_at_tail@{alpha:g}", f"novelty_at_peak@{alpha:g}"
+    values = {"novelty_overall": novelty_overall(_row_means(outputs), prompt_ids=prompt_ids)}
     if not ids:
-        return {f"q_at_tail@{alpha:g}": float("nan")}, []
+        return {**values, tail_name: float("nan"), peak_name: float("nan")}, {tail_name: [], peak_name: []}
     tail = list(tail_prompts(ids, scores, alpha))
-    peak = peak_prompts(ids, scores, alpha)
+    if pool_novelty is None and frozen_peak is not None:
+        peak = list(dict.fromkeys(str(i) for i in frozen_peak))
+    else:
+        peak = list(peak_prompts(ids, scores, alpha))
     per_quality = dict(zip(prompt_ids, _row_means(quality), strict=True))
     per_novelty = dict(zip(prompt_ids, _row_means(outputs), strict=True))
     known = [i for i in tail if i in per_quality]
-    values = {
-        f"q_at_tail@{alpha:g}": q_at_tail({i: per_quality[i] for i in known}, known) if known else float("nan"),
-        f"novelty_overall@{alpha:g}": mean_excluding_nan(np.array(list(per_novelty.values()))).mean,
-        f"novelty_at_peak@{alpha:g}": mean_excluding_nan(np.array([per_novelty[i] for i in peak])).mean,
-    }
-    return values, known
+    at_peak = [i for i in peak if i in per_novelty]
+    values[tail_name] = q_at_tail({i: per_quality[i] for i in known}, known) if known else float("nan")
+    values[peak_name] = novelty_at_peak({i: per_novelty[i] for i in at_peak}, at_peak) if at_peak else float("nan")
+    return values, {tail_name: known, peak_name: at_peak}

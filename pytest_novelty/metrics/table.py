@@ -6,7 +6,10 @@ A metric name is ``FAMILY`` or ``FAMILY@ARG`` (``novelty@5``, ``q_at_tail@0.1``)
 * whether it is computed from the judge's quality scores (``uses_quality``: then a judge that does
   not agree with people makes it meaningless, :mod:`pytest_novelty.gate.agreement`);
 * the per-prompt series its paired comparison pairs on (``per_prompt``: its own, ``novelty@n``
-  for the top-10 % mean, which has no per-prompt form, ``quality`` for q@Tail, on the tail);
+  for the top-10 % mean, which has no per-prompt form, ``quality`` for q@Tail, on the tail,
+  ``originality@4`` for Novelty Overall and Novelty at Peak, the paper's output novelty);
+* the prompts its value averages over (``subset``: every prompt, or the ``"tail"`` or the
+  ``"peak"`` of the suite's ranking, whose ids the metrics step records beside the value);
 * its top fraction (0.1 for ``top10_novelty``: the comparison resamples that statistic itself);
 * whether it is a share (``coverage``, ``unscored``: Wilson intervals) and its range.
 
@@ -25,6 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pytest_novelty.metrics.novelty import gated_novelty, originality_counting_short
+from pytest_novelty.metrics.tail import NGRAM_ORDER
 
 __all__ = ["FAMILIES", "MetricFamily", "family", "values_of"]
 
@@ -44,6 +48,8 @@ class MetricFamily:
     """The largest value; None where it depends on the suite (distinct_k: its samples per prompt)."""
     per_prompt_only: bool = False
     """One value per prompt (NoveltyBench's), not a mean over generations."""
+    subset: str | None = None
+    """``"tail"`` or ``"peak"``: the value averages over those prompts only (None: over every prompt)."""
 
     def paired_on(self, metric: str) -> str:
         """The per-prompt series ``metric``'s paired comparison pairs on."""
@@ -60,7 +66,9 @@ FAMILIES: dict[str, MetricFamily] = {
         MetricFamily("coverage", "n", False, "{metric}", share=True),
         MetricFamily("quality", None, True, "quality"),
         MetricFamily("unscored", None, False, "unscored", share=True),
-        MetricFamily("q_at_tail", "alpha", True, "quality"),
+        MetricFamily("q_at_tail", "alpha", True, "quality", subset="tail"),
+        MetricFamily("novelty_overall", None, False, "originality@4"),
+        MetricFamily("novelty_at_peak", "alpha", False, "originality@4", subset="peak"),
         MetricFamily("distinct_k", None, False, "distinct_k", low=1.0, high=None, per_prompt_only=True),
         MetricFamily("utility_k", None, True, "utility_k", high=10.0, per_prompt_only=True),
     )
@@ -77,12 +85,15 @@ def values_of(
 ) -> NDArray[np.float64] | None:
     """The (prompts × samples) per-generation values ``metric`` averages, as the gate counts them:
     quality (NaN unscored), originality and novelty with too-short answers at 0, the 0/1 indicator
-    of a share. None for the per-prompt families (their values are the per-prompt series) and for
-    q@Tail (its values are quality, on the tail's rows)."""
+    of a share. None for the per-prompt families (their values are the per-prompt series). A family
+    with a ``subset`` averages the rows of its subset only (the caller picks them: the ids are the
+    metrics step's): q@Tail's values are quality, Novelty at Peak's output originality at n = 4."""
     fam = family(metric)
     q = np.asarray(quality, dtype=float)
-    if fam.name == "quality":
+    if fam.name in ("quality", "q_at_tail"):
         return q
+    if fam.name in ("novelty_overall", "novelty_at_peak"):
+        return originality_counting_short(np.asarray(originality[NGRAM_ORDER], dtype=float))
     if fam.name == "unscored":
         return np.isnan(q).astype(float)
     if fam.argument != "n":

@@ -12,7 +12,10 @@ with every choice stated where it is made:
   (the most common prompts); both are read off one ranking whose ties are broken by prompt id, so
   the selection does not depend on the order the prompts are listed in;
 * q@Tail is the mean quality of the candidate on the tail; Novelty Overall and Novelty at Peak are
-  the candidate's mean output novelty over all prompts and over the peak.
+  the candidate's mean output novelty over all prompts and over the peak
+  (:func:`novelty_overall`, :func:`novelty_at_peak`), per-prompt means averaged over prompts, so
+  every prompt weighs alike whatever its number of samples;
+* n-grams are of order :data:`NGRAM_ORDER` (4), for the prompts' own novelty and the outputs' alike.
 
 The pool is frozen and the selected ids are stored by the caller, so every candidate checkpoint is
 judged on the same prompts. Per-prompt values are passed either as a mapping from prompt id to value
@@ -37,6 +40,9 @@ from pytest_novelty.metrics._validate import (
 
 #: Per-prompt values: a mapping from prompt id, or an array aligned with a ``prompt_ids`` argument.
 PerPrompt: TypeAlias = Mapping[str, float] | ArrayLike
+
+#: The n-gram order of every novelty q@Tail, Novelty Overall and Novelty at Peak read (the paper's 4).
+NGRAM_ORDER = 4
 
 
 def prompt_scores(input_novelty: ArrayLike, pool_novelty: Sequence[ArrayLike]) -> NDArray[np.float64]:
@@ -149,3 +155,25 @@ def q_at_tail(
     values (unscored) are left out of the mean, and the result is NaN when all are NaN.
     """
     return _subset_mean(_values_by_id(quality, prompt_ids, "quality"), tail_ids, "quality")
+
+
+def novelty_overall(novelty: PerPrompt, *, prompt_ids: Sequence[str] | None = None) -> float:
+    """Novelty Overall: the candidate's mean per-prompt output novelty over every prompt.
+
+    ``novelty`` maps prompt id to the prompt's mean output novelty (or is an array aligned with
+    ``prompt_ids``); NaN values are left out, the result is NaN when all are NaN. It does not depend
+    on α: the paper reports it beside q@Tail(α) to show what a plain average says.
+    """
+    by_id = _values_by_id(novelty, prompt_ids, "novelty")
+    return _subset_mean(by_id, by_id, "novelty")
+
+
+def novelty_at_peak(
+    novelty: PerPrompt, peak_ids: Iterable[str], *, prompt_ids: Sequence[str] | None = None
+) -> float:
+    """Novelty at Peak: the candidate's mean per-prompt output novelty over the peak prompts.
+
+    The peak is the ceil(α·N) most common prompts (:func:`peak_prompts`), where a model that copies
+    its training data looks most like it; validation and NaN handling as in :func:`q_at_tail`.
+    """
+    return _subset_mean(_values_by_id(novelty, prompt_ids, "novelty"), peak_ids, "novelty")

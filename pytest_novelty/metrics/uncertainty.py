@@ -66,8 +66,9 @@ the suite's value to the last digit):
 * shares over generations: ``coverage@n``, ``unscored`` (:func:`share_interval`);
 * the top-10 % mean over all generations of the drawn prompts, each generation counted as often as
   its prompt was drawn: ``top10_novelty@n`` (:func:`top_fraction_interval`);
-* means over prompts of per-prompt values, NaN left out: ``distinct_k``, ``utility_k``, and
-  ``q_at_tail@α`` over the (frozen) tail's prompts only, which are then the clusters
+* means over prompts of per-prompt values, NaN left out: ``distinct_k``, ``utility_k``,
+  ``novelty_overall`` (per-prompt output originality at n = 4), and ``q_at_tail@α`` and
+  ``novelty_at_peak@α`` over the tail's or the peak's prompts only, which are then the clusters
   (:func:`tail_interval`).
 """
 
@@ -738,9 +739,10 @@ def suite_intervals(
     """The interval of every metric in ``metrics``, for the statistic :mod:`.suite` gates.
 
     Inputs are those of :func:`pytest_novelty.metrics.suite.suite_metrics` (quality and originality
-    by n as prompts × samples arrays) and, for ``distinct_k``, ``utility_k`` and ``q_at_tail@α``, its
-    per-prompt values, the prompt ids and each q@Tail metric's tail ids (the frozen tail, when the
-    gate has chosen one; an empty tail gives an undefined interval). Shares use Wilson's interval,
+    by n as prompts × samples arrays) and, for ``distinct_k``, ``utility_k``, ``q_at_tail@α``,
+    ``novelty_overall`` and ``novelty_at_peak@α``, its per-prompt values, the prompt ids and each
+    q@Tail metric's tail ids and Novelty at Peak metric's peak ids (the frozen tail, when the gate
+    has chosen one; an empty tail gives an undefined interval). Shares use Wilson's interval,
     everything else the studentized bootstrap, all with the same ``seed``, so a rerun gives the same
     intervals. Raises ``ValueError`` for a metric it has no statistic for or inputs it lacks.
     """
@@ -786,6 +788,18 @@ def suite_intervals(
             if tails[name]:
                 out[name] = tail_interval(per_prompt["quality"], prompt_ids, tails[name], confidence=level,
                                           n_boot=n_boot, seed=seed)
+            else:
+                out[name] = Interval(math.nan, math.nan, level, 0, "studentized")
+        elif base in ("novelty_overall", "novelty_at_peak"):
+            if per_prompt is None or "originality@4" not in per_prompt:
+                raise ValueError(f"{name} needs the per-prompt originality@4")
+            series = np.asarray(per_prompt["originality@4"], dtype=float)
+            if base == "novelty_overall":
+                out[name] = mean(series, (0.0, 1.0))
+            elif prompt_ids is None or tails is None or name not in tails:
+                raise ValueError(f"{name} needs the prompt ids and its peak ids")
+            elif tails[name]:
+                out[name] = tail_interval(series, prompt_ids, tails[name], confidence=level, n_boot=n_boot, seed=seed)
             else:
                 out[name] = Interval(math.nan, math.nan, level, 0, "studentized")
         else:

@@ -95,12 +95,12 @@ def detectable_json(result: SuiteResult, alpha: float) -> dict[str, Any]:
             if metric not in measured.per_prompt:
                 continue
             values = np.asarray(measured.per_prompt[metric], dtype=float).reshape(-1, 1)
-        elif fam.name == "q_at_tail":
+        elif fam.subset is not None:  # q@Tail on its tail, Novelty at Peak on its peak
             index = {p.id: i for i, p in enumerate(result.prompts)}
             rows = [index[i] for i in measured.tail_ids.get(metric, []) if i in index]
             if not rows:
                 continue
-            values = np.asarray(result.quality, dtype=float)[rows]
+            values = np.asarray(values, dtype=float)[rows]
         found = detectable(values, alpha=alpha, top_fraction=fam.top_fraction)
         tolerance = suite.gate.tolerance_abs if threshold.tolerance_abs is None else threshold.tolerance_abs
         entry = {**found.as_dict(), "tolerance": tolerance}

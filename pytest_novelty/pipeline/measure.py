@@ -32,6 +32,20 @@ def needs_equivalence(suite: Suite, answers: list[list[str]]) -> bool:
     return any(t.base in NOVELTYBENCH for t in suite.thresholds) and bool(answers) and len(answers[0]) > 1
 
 
+def frozen_peaks(suite: Suite, gated: list[str]) -> dict[str, list[str]]:
+    """The peaks the suite's tail file freezes (``[gate] tail``), for each Novelty at Peak the metrics
+    step computes: a gated ``novelty_at_peak@α`` must have its entry there (else one line naming the
+    file, exit 4), one reported beside ``q_at_tail@α`` uses it when there is one."""
+    if suite.gate.tail is None:
+        return {}
+    from pytest_novelty.suites.tail_file import has_entry, read_tail_ids
+
+    wanted = {f"novelty_at_peak@{float(m.partition('@')[2]):g}" for m in gated
+              if m.startswith(("q_at_tail@", "novelty_at_peak@"))}  # fmt: skip
+    return {m: read_tail_ids(suite.gate.tail, m) for m in sorted(wanted)
+            if m in gated or has_entry(suite.gate.tail, m)}  # fmt: skip
+
+
 def measure(
     suite: Suite,
     prompts: list[Prompt],
@@ -63,6 +77,7 @@ def measure(
         answers=answers,
         equivalent=equivalent,
         pool_novelty=pool_novelty,
+        frozen_peaks=frozen_peaks(suite, gated),
     )
     novelty = {n: gated_novelty(scores.quality, orig) for n, orig in scores.originality.items()}
     intervals = suite_intervals(

@@ -27,7 +27,10 @@ SWEEPABLE = (
     "prompting.examples",
 )
 PROMPTING_METHODS = ("few-shot", "chat", "ask-novelty", "denial", "novel-examples")
-BOUNDED_METRICS = ("novelty", "top10_novelty", "originality", "coverage", "quality", "unscored", "q_at_tail")
+BOUNDED_METRICS = (
+    "novelty", "top10_novelty", "originality", "coverage", "quality", "unscored", "q_at_tail", "novelty_overall",
+    "novelty_at_peak",
+)  # fmt: skip
 COUNT_METRICS = ("distinct_k", "utility_k")
 GATE_AGAINST = ("series-best",)
 #: How a threshold case decides given its interval (see :mod:`pytest_novelty.gate.thresholds`).
@@ -390,11 +393,12 @@ def _parse_threshold(path: Path, index: int, raw: Any, suite: dict[str, Any]) ->
             raise c.fail("metric", f"{base} needs an n-gram order, e.g. {base}@{ngrams[0]}")
         if int(arg) not in ngrams:
             raise c.fail("metric", f"{metric}: n = {arg} is not in scoring.ngrams {list(ngrams)}; add it there")
-    elif base == "q_at_tail":
+    elif base in ("q_at_tail", "novelty_at_peak"):
         alpha = float(arg) if arg and re.fullmatch(r"[0-9]*\.?[0-9]+", arg) else -1.0
         if not 0.0 < alpha <= 1.0:
-            raise c.fail("metric", "q_at_tail needs a tail fraction in (0, 1], e.g. q_at_tail@0.1")
-        metric = f"q_at_tail@{alpha:g}"
+            what = "tail" if base == "q_at_tail" else "peak"
+            raise c.fail("metric", f"{base} needs a {what} fraction in (0, 1], e.g. {base}@0.1")
+        metric = f"{base}@{alpha:g}"
     elif arg is not None:
         raise c.fail("metric", f"{base} takes no @ argument")
     if base in COUNT_METRICS and suite["generation"].samples < 2:

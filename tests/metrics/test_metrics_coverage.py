@@ -90,4 +90,4 @@ def test_q_at_tail_ranks_prompts_whose_outputs_are_all_too_short() -> None:
     )
     assert tails["q_at_tail@0.25"] == ["p1"]
     assert values["novelty_at_peak@0.25"] == pytest.approx(0.0)  # p0, the most common, at 0
-    assert values["novelty_overall@0.25"] == pytest.approx((0.0 + 0.9 + 0.5 + 0.6) / 4)
+    assert values["novelty_overall"] == pytest.approx((0.0 + 0.9 + 0.5 + 0.6) / 4)
