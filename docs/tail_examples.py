@@ -1,18 +1,11 @@
-"""docs/tail.md's examples, produced by the code they describe (as docs/readme_examples.py does for the README).
-
-Each example sits between ``<!-- generated: NAME -->`` and ``<!-- /generated -->`` markers; this
-script runs the commands behind each NAME on the embedded demo and writes the blocks again
-(``--write``) or compares them with what the code prints now (the default; exit status 1 on a stale
-one), with the README's rule: every word and the layout exactly, every number within
-``readme_examples.TOLERANCE``. ``tests/test_docs_tail.py`` runs the comparison.
-
-    python docs/tail_examples.py --write [--cache DIR]
+"""The producers of docs/tail.md's examples: the commands behind each of its generated blocks, on the
+embedded demo. ``docs/readme_examples.py`` owns the mechanism (it finds the blocks of every page,
+writes them with ``--write`` and compares them) and takes these producers into its table; the
+agreement plot beside the page is drawn again when the pages are written.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -20,25 +13,11 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
-PAGE = REPO / "docs" / "tail.md"
 PLOT = REPO / "docs" / "tail-agreement.png"
-_WRITING: list[bool] = [False]
-"""Whether this run rewrites the page (then the agreement plot beside it is drawn again too)."""
-
-
-def _readme_examples() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("readme_examples", REPO / "docs" / "readme_examples.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-SHARED = _readme_examples()
+WRITING: list[bool] = [False]
+"""Whether this run rewrites the pages (then the agreement plot beside docs/tail.md is drawn again too)."""
 
 
 def _cli(cache: Path, *args: str, cwd: Path | None = None) -> str:
@@ -114,7 +93,7 @@ def agreement(cache: Path) -> str:
     with tempfile.TemporaryDirectory() as scratch:
         reference = Path(scratch) / "reference.json"
         reference.write_text(json.dumps({"ranks": {"demo": 1, "noisy": 2, "demo-early": 3}}))
-        plot = PLOT if _WRITING[0] else Path(scratch) / PLOT.name
+        plot = PLOT if WRITING[0] else Path(scratch) / PLOT.name
         text = _cli(cache, "tail", "agreement", "suites/story.toml", "--model", "demo", "--model", f"noisy={noisy}",
                     "--model", "demo-early", "--reference", str(reference), "--originality",
                     f"infini-gram:{built / 'index'}", "--plot", str(plot))  # fmt: skip
@@ -139,44 +118,3 @@ EXAMPLES: dict[str, tuple[str, Callable[[Path], str]]] = {
     "agreement": ("```", agreement),
     "sequential": ("```", sequential),
 }
-
-
-def render(name: str, cache: Path) -> str:
-    """The block the page should hold for example ``name``."""
-    fence, produce = EXAMPLES[name]
-    body = produce(cache).rstrip("\n")
-    return f"{fence}\n{body}\n{fence}\n" if fence else f"{body}\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="rewrite the page's generated blocks")
-    parser.add_argument("--cache", type=Path, help="cache folder for the demo runs (default: a temporary one)")
-    args = parser.parse_args(argv)
-    _WRITING[0] = bool(args.write)
-    with tempfile.TemporaryDirectory(prefix="novelty-tail-docs-") as scratch:
-        cache = args.cache or Path(scratch)
-        text = PAGE.read_text(encoding="utf-8")
-        found = SHARED.blocks(text)
-        stale = 0
-        for name in EXAMPLES:
-            if name not in found:
-                print(f"docs/tail.md has no block '{name}'", file=sys.stderr)
-                stale += 1
-                continue
-            produced = render(name, cache)
-            if args.write:
-                text = text.replace(f"<!-- generated: {name} -->\n{found[name]}",
-                                    f"<!-- generated: {name} -->\n{produced}")  # fmt: skip
-                continue
-            problems = SHARED.differences(found[name], produced)
-            if problems:
-                stale += 1
-                print(f"docs/tail.md example '{name}' is stale:", *problems, sep="\n  ", file=sys.stderr)
-        if args.write:
-            PAGE.write_text(text, encoding="utf-8")
-    return 1 if stale and not args.write else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

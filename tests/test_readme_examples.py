@@ -148,7 +148,7 @@ def test_the_comparison_catches_a_stale_number_and_a_changed_word() -> None:
 @pytest.mark.parametrize("name", sorted(EXAMPLES.EXAMPLES))
 def test_the_example_is_what_the_code_prints(name: str, demo_run_cache: Path) -> None:
     produced = EXAMPLES.render(name, demo_run_cache)
-    problems = EXAMPLES.differences(SHOWN[name], produced)
+    problems = EXAMPLES.differences(SHOWN[name], produced, EXAMPLES.tolerance(name))
     assert not problems, f"README.md example '{name}' is stale (python docs/readme_examples.py --write):\n" + "\n".join(
         problems
     )
