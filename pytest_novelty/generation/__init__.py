@@ -346,6 +346,7 @@ def generate(
     *,
     cache_dir: Namespace | Path | None = None,
     on_batch: Callable[[Progress], None] | None = None,
+    on_missing: Callable[[Sequence[str], Sequence[int]], None] | None = None,
 ) -> tuple[list[list[str]], GenerationStats]:
     """Sample ``settings.samples`` answers for every rendered input.
 
@@ -357,6 +358,11 @@ def generate(
     reports the same answers). Missing rows are sorted by prompt length and batched
     (``settings.batch_size`` rows, or as many as fit when it is 0, meaning auto). Returns the
     answers in input order and what was done.
+
+    ``on_missing(keys, prompts)``, when given, is called once before anything is generated, with
+    every input's :func:`prompt_key` and the indices of the inputs that lack a cached row; it may
+    raise to stop the call (a merge run whose shards did not bring every answer). It is not
+    called when every row is cached.
     """
     start = time.perf_counter()
     stats = GenerationStats()
@@ -370,6 +376,8 @@ def generate(
     if not todo:
         return [[str(a) for a in row] for row in found], stats
     missing = sorted({i for i, _ in todo})
+    if on_missing is not None:
+        on_missing(keys, missing)
     counts = dict(zip(missing, generator.token_counts([texts[i] for i in missing]), strict=True))
     plan = plan_batches(
         [counts[i] for i, _ in todo],

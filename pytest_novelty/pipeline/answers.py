@@ -12,7 +12,7 @@ from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.pipeline.config import RunConfig
 from pytest_novelty.pipeline.results import GenerationWork, SuiteAnswers, Sweep
 from pytest_novelty.suites.prompts import Prompt
-from pytest_novelty.suites.schema import Suite
+from pytest_novelty.suites.schema import GenerationSettings, Suite
 
 
 def load_prompts(suite: Suite) -> list[Prompt]:
@@ -48,10 +48,32 @@ def sweep_of(suite: Suite) -> Sweep | None:
     return Sweep(suite.path.stem, parameter, suite.sweep_value)
 
 
+def run_settings(config: RunConfig, suite: Suite) -> GenerationSettings:
+    """The settings ``suite`` is sampled with in this run: the suite's, with ``--novelty-seed`` (and
+    each repeat's seed derived from it) and the task's stop strings; part of every answer's key."""
+    from pytest_novelty.suites.tasks import get_task
+
+    settings = suite.generation
+    if config.seed is not None:  # --novelty-seed, and each repeat's own seed derived from it
+        from pytest_novelty.suites.schema import repeat_seed
+
+        settings = replace(settings, seed=repeat_seed(config.seed, suite.repeat))
+    task = get_task(suite.task)
+    if not settings.stop and task.stop:
+        settings = replace(settings, stop=tuple(task.stop))
+    return settings
+
+
 def generate_answers(
-    config: RunConfig, gen: Any, suite: Suite, prompts: list[Prompt], inputs: list[Any], model_path: str
+    config: RunConfig, gen: Any, suite: Suite, prompts: list[Prompt], inputs: list[Any], model_path: str, *,
+    merge_check: bool = True,
 ) -> SuiteAnswers:
-    """Generate ``suite.generation.samples`` answers per input and cut each out of the raw output."""
+    """Generate ``suite.generation.samples`` answers per input and cut each out of the raw output.
+
+    Over a cache that holds a sharded gate's parts, answers the shards should have brought are not
+    generated unless ``--novelty-fill-missing-shards`` says so (:func:`pytest_novelty.pipeline.shard_work.merge_check`);
+    ``merge_check=False`` is a shard's own part, which generates what it lacks.
+    """
     from pytest_novelty.generation.hf import PromptTooLong
     from pytest_novelty.suites.prompting import extract_answer
     from pytest_novelty.suites.tasks import get_task
@@ -61,15 +83,14 @@ def generate_answers(
     start = time.perf_counter()
     task = get_task(suite.task)
     texts = [gen.render(x) for x in inputs]
-    settings = suite.generation
-    if config.seed is not None:  # --novelty-seed, and each repeat's own seed derived from it
-        from pytest_novelty.suites.schema import repeat_seed
+    settings = run_settings(config, suite)
+    on_missing = None
+    if merge_check:
+        from pytest_novelty.pipeline.shard_work import merge_check as check
 
-        settings = replace(settings, seed=repeat_seed(config.seed, suite.repeat))
-    if not settings.stop and task.stop:
-        settings = replace(settings, stop=tuple(task.stop))
+        on_missing = check(config, suite.name, prompts, getattr(getattr(gen, "identity", None), "description", ""))
     try:
-        raw, stats = _generate(config, suite.name, gen, texts, settings)
+        raw, stats = _generate(config, suite.name, gen, texts, settings, on_missing)
     except PromptTooLong as exc:
         raise _too_long(suite, gen, prompts, texts, exc) from None
     method = suite.prompting.method
@@ -113,7 +134,9 @@ def too_long(suite: Suite, prompts: list[Prompt], counts: list[int], context: in
     )
 
 
-def _generate(config: RunConfig, name: str, gen: Any, texts: list[str], settings: Any) -> tuple[Any, Any]:
+def _generate(
+    config: RunConfig, name: str, gen: Any, texts: list[str], settings: Any, on_missing: Any = None
+) -> tuple[Any, Any]:
     """The generation step with a progress bar (samples, tokens/s, ETA), or quarter-way log lines."""
     from pytest_novelty import generation
 
@@ -136,7 +159,8 @@ def _generate(config: RunConfig, name: str, gen: Any, texts: list[str], settings
                 )
 
         done = generation.generate(
-            gen, texts, settings, cache_dir=config.cache_dir / generation.NAMESPACE, on_batch=on_batch
+            gen, texts, settings, cache_dir=config.cache_dir / generation.NAMESPACE, on_batch=on_batch,
+            on_missing=on_missing,
         )
         bar.refresh()  # the final count, which the rate limit may have held back
         return done

@@ -141,6 +141,14 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
         value = getattr(options, "novelty_" + name.replace("-", "_"), None)
         if value and Path(str(value)).expanduser().exists() and not Path(str(value)).expanduser().is_dir():
             raise ConfigError(f"{value} is a file; give a folder (it is created when missing)", field=flag(name))
+    shard = getattr(options, "novelty_shard", None)
+    if shard:  # K/N, or auto with the scheduler's variables set
+        from pytest_novelty.pipeline.shards import parse_shard
+
+        parse_shard(str(shard), option=flag("shard"))
+        if getattr(options, "novelty_fill_missing_shards", False):
+            raise ConfigError(f"a shard run generates its own part; {flag('fill-missing-shards')} is for the merge "
+                              "run", field=flag("shard"))
     return model
 
 
