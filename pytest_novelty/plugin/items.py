@@ -99,6 +99,8 @@ def test_checkpoint(novelty_suite: Suite, novelty_checkpoint: Checkpoint, reques
 
     state = request.config.stash[STATE]
     suite, checkpoint = novelty_suite, novelty_checkpoint
+    if state.shard is not None:  # --novelty-shard: this checkpoint's part of the suite, then skipped
+        state.shard.case(state, suite, request.node, models=[checkpoint.path])
     error: NoveltyError | None = None
     try:
         result = state.session.model_result(checkpoint.path, suite.first)

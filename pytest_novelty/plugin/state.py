@@ -73,6 +73,10 @@ class NoveltyState:
         self.comparisons = 1
         """How many regression tests the run's selected cases make (set when collection ends)."""
         self._said = False
+        from pytest_novelty.plugin.shard import ShardRun
+
+        self.shard = ShardRun.from_config(config)
+        """``--novelty-shard``: this session does its shard's part and decides no case (None: it decides)."""
 
     # -- running suites -------------------------------------------------------------------------
 
@@ -254,6 +258,10 @@ class NoveltyState:
         counted = compared_cases(list(cases.values()), baseline=self.baseline_model is not None,
                                  snapshots=snapshot_settings(self.config).enabled, series=bool(self.series))
         self.comparisons = max(1, counted)
+        if self.shard is not None:  # the split is made of the selected cases' suite runs, in every process
+            from pytest_novelty.plugin.shard import suite_runs
+
+            self.shard.select(suite_runs(list(session.items)))
         if self.worker or self.config.option.collectonly:
             return
         if self.stopped is None:
@@ -278,7 +286,7 @@ class NoveltyState:
         if workeroutput is not None:
             workeroutput[_WORKER_KEY] = self.suite_data
             workeroutput[_REPAIRS_KEY] = repaired()
-        else:  # before pytest-html writes its page (its own sessionfinish runs after this one)
+        elif self.shard is None:  # before pytest-html writes its page (its own sessionfinish runs after this one)
             self._assemble_series(self.final_rows())
         no_verdict = any(outcome == "error" for outcome, _ in self._outcomes.values())
         decided = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
@@ -302,6 +310,8 @@ class NoveltyState:
         The outcome is pytest's own: a failed setup or teardown (a harness error) and a crashed
         xdist worker (reported with ``when == "???"``) are errors, whatever the case's row said.
         """
+        if self.shard is not None:
+            self.shard.note(report)
         told = False  # whether the item said what its harness error was
         for name, value in report.user_properties:
             if name == HARNESS_PROPERTY:
@@ -332,7 +342,10 @@ class NoveltyState:
             message = last if last.startswith(what) else f"{what}: {last}"
             self._outcomes[report.nodeid] = ("error", message)
         elif report.skipped and report.nodeid not in self._outcomes:
-            self._outcomes[report.nodeid] = ("skipped", last_line(report.longreprtext))
+            from pytest_novelty.plugin.shard import ShardRun
+
+            outcome = ShardRun.outcome(report) or "skipped"  # a shard's case: "deferred", decided by the merge run
+            self._outcomes[report.nodeid] = (outcome, last_line(report.longreprtext))
 
     def final_rows(self) -> list[dict[str, Any]]:
         """One row per case pytest ran, with pytest's outcome: the rows the cases recorded, and a row
@@ -373,6 +386,9 @@ class NoveltyState:
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
         if hasattr(self.config, "workerinput"):
+            return
+        if self.shard is not None:  # no verdict to show: what the shard did, instead of the gate's table
+            self.shard.summary(self, terminalreporter, self._outcomes)
             return
         rows = self.final_rows()
         if rows:
