@@ -339,6 +339,14 @@ def _row_key(key: str, sample: int) -> str:
     return f"{key}/{sample}"
 
 
+def uncached_prompts(keys: Sequence[str], samples: int, cache_dir: Namespace | Path) -> list[int]:
+    """The indices of the prompts (by :func:`prompt_key`) that lack any of their ``samples`` rows in
+    the answer cache ``cache_dir``: what :func:`generate` would generate."""
+    cache = as_namespace(cache_dir, version=NAMESPACE_VERSION, validate=lambda value: isinstance(value, str))
+    assert cache is not None
+    return [i for i, key in enumerate(keys) if any(cache.get(_row_key(key, j)) is None for j in range(samples))]
+
+
 def generate(
     generator: Generator,
     texts: Sequence[str],

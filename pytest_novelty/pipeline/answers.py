@@ -72,7 +72,7 @@ def generate_answers(
 
     Over a cache that holds a sharded gate's parts, answers the shards should have brought are not
     generated unless ``--novelty-fill-missing-shards`` says so (:func:`pytest_novelty.pipeline.shard_work.merge_check`);
-    ``merge_check=False`` is a shard's own part, which generates what it lacks.
+    A shard run (``--novelty-shard``) generates what it lacks, as does ``merge_check=False``.
     """
     from pytest_novelty.generation.hf import PromptTooLong
     from pytest_novelty.suites.prompting import extract_answer
@@ -85,7 +85,7 @@ def generate_answers(
     texts = [gen.render(x) for x in inputs]
     settings = run_settings(config, suite)
     on_missing = None
-    if merge_check:
+    if merge_check and not config.shard:
         from pytest_novelty.pipeline.shard_work import merge_check as check
 
         on_missing = check(config, suite.name, prompts, getattr(getattr(gen, "identity", None), "description", ""))

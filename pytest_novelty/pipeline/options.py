@@ -162,7 +162,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("repeat", metavar="N", type=_positive, default=1,
            help="also generate N - 1 more independent sets of samples and report each case's pass rate and "
            "spread over the N (the verdict stays the first's, whose cached answers are reused)"),
-    Option("shard", metavar="K/N",
+    Option("shard", metavar="K/N", field="shard",
            help="do shard K of N of the gate only (numbered from 1, as Slurm's --array=1-N): generate and score "
            "its part into the cache and decide no case (each is 'decided by the merge run', a skip under "
            "pytest); 'auto' reads the shard from a Slurm array, a Kubernetes Indexed Job or a CI's parallel "

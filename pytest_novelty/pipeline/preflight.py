@@ -16,7 +16,9 @@ per suite after minutes of retries. :func:`preflight` checks, for the suites abo
 - every remote judge answers a cheap request (:meth:`pytest_novelty.scoring.llm.OpenAIChat.check`:
   a missing or refused key, an unreachable or silent endpoint);
 - a hub id resolves, through :func:`pytest_novelty.infra.identity.checkpoint_identity` where that module
-  exists (the hook is :func:`check_checkpoint_identity`).
+  exists (the hook is :func:`check_checkpoint_identity`);
+- over a cache holding a sharded gate's records, every shard's answers are there
+  (:func:`pytest_novelty.pipeline.shard_work.check_merged`: a missing shard is one line naming it).
 
 Bad configuration raises :class:`~pytest_novelty.infra.errors.ConfigError`, an unreachable or broken
 service :class:`~pytest_novelty.infra.errors.PreflightError` (a harness error). Each distinct judge and
@@ -87,6 +89,9 @@ def preflight(runner: Any, suites: Iterable[Suite]) -> float:
         if check is not None and where not in checked:
             checked.add(where)
             check()
+    from pytest_novelty.pipeline.shard_work import check_merged
+
+    check_merged(runner, suites)  # a merge run over shards' caches: every shard's part is there
     return time.perf_counter() - start
 
 

@@ -19,7 +19,6 @@ a recorded run stops before generating with one line naming the shards whose par
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,10 @@ if TYPE_CHECKING:
     from pytest_novelty.pipeline.runner import Runner
     from pytest_novelty.pipeline.session import ResultsSession
 
-__all__ = ["NAMESPACE", "PartWork", "ShardRecords", "do_part", "merge_check", "plan_gate", "run_identity"]
+__all__ = [
+    "NAMESPACE", "Lack", "PartWork", "ShardRecords", "check_merged", "do_part", "merge_check", "plan_gate",
+    "run_identity",
+]
 
 NAMESPACE = "shards"
 """The cache namespace of the shards' records."""
@@ -81,11 +83,58 @@ class ShardRecords:
         return found
 
 
-def _shards(numbers: Sequence[int], count: int) -> str:
+def _shards(numbers: Iterable[int], count: int) -> str:
     """``shard 2 of 3``, ``shards 2 and 4 of 4``, ``shards 1, 2 and 5 of 8``."""
     names = [str(n) for n in sorted(numbers)]
     listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
     return f"shard{'s' if len(names) > 1 else ''} {listed} of {count}"
+
+
+@dataclass
+class Lack:
+    """The answers a run over a sharded gate's cache lacks, and whose they were."""
+
+    count: int
+    """The number of shards the gate was split into."""
+    absent: set[int]
+    """Shards with no record in the cache: their part was never merged (or never finished)."""
+    lost: set[int]
+    """Shards that recorded their part done, whose answers are missing all the same."""
+    prompts: int = 0
+    """Prompts without every answer."""
+    suites: list[str] | None = None
+
+    @classmethod
+    def of(cls, records: ShardRecords, keys: Sequence[str], missing: Sequence[str]) -> Lack | None:
+        """What is lacking when the run whose row keys are ``keys`` has no answers for the prompts
+        ``missing`` (ids); None when no shard recorded that run (a plain run)."""
+        splits = records.splits(run_identity(keys))
+        if not splits:
+            return None
+        # The split most shards of which are here (a cache should hold one; a second is a mix-up).
+        count, parts = max(splits.items(), key=lambda item: (sum(v is not None for v in item[1].values()), item[0]))
+        owner = {prompt: index for index, part in parts.items() for prompt in part or ()}
+        absent = {index for index, part in parts.items() if part is None}
+        lost = {owner[p] for p in missing if p in owner}
+        return cls(count, absent, lost, len(missing))
+
+    def add(self, other: Lack, suite: str) -> None:
+        self.absent |= other.absent
+        self.lost |= other.lost
+        self.prompts += other.prompts
+        self.suites = [*(self.suites or []), suite]
+
+    def message(self, cache_dir: Path, what: str, fill: str) -> str:
+        """One line: which shards' answers are missing from ``cache_dir`` (``what`` they are), and the fix."""
+        fix = f"or pass {fill} to generate them in this run"
+        if self.absent:
+            return (f"the cache {cache_dir} holds no part of {_shards(self.absent, self.count)} of this gate, so "
+                    f"{what} have no answers: merge that shard's cache into it (pytest-novelty cache merge "
+                    f"SHARD_CACHE --into {cache_dir}), {fix}")
+        one = len(self.lost) == 1
+        return (f"{_shards(self.lost, self.count)} recorded {'its' if one else 'their'} part done, but in the "
+                f"cache {cache_dir} {what} have no answers (entries a merge left out as damaged, or removed "
+                f"since): run {'that shard' if one else 'those shards'} again and merge again, {fix}")
 
 
 def merge_check(
@@ -99,40 +148,59 @@ def merge_check(
     :class:`HarnessError` naming the shards whose part the cache lacks (or, when every shard
     recorded its part, the shards whose answers were lost since: an entry a merge left out as
     damaged), and how to fix it; with ``--novelty-fill-missing-shards`` it says what it is about to
-    generate and lets the run go on.
+    generate and lets the run go on. :func:`check_merged` makes the same check for every suite at
+    once, before the run starts.
     """
 
     def check(keys: Sequence[str], missing: Sequence[int]) -> None:
-        splits = ShardRecords(config.cache_dir).splits(run_identity(keys))
-        if not splits:
+        lack = Lack.of(ShardRecords(config.cache_dir), keys, [prompts[i].id for i in missing])
+        if lack is None:
             return
-        # The split most shards of which are here (a cache should hold one; a second is a mix-up).
-        count, parts = max(splits.items(), key=lambda item: (sum(v is not None for v in item[1].values()), item[0]))
-        absent = [index for index, part in parts.items() if part is None]
-        owner = {prompt: index for index, part in parts.items() for prompt in part or ()}
-        lacking = Counter(owner.get(prompts[i].id) for i in missing)
-        known = sorted(index for index in lacking if index is not None)
-        fill = _spelled("fill-missing-shards", config.front)
-        who = f" of {model}" if model else ""
-        answers = f"{len(missing)} of {len(prompts)} prompts{who} without answers"
+        what = f"{len(missing)} of {len(prompts)} prompts" + (f" of {model}" if model else "")
         if config.fill_missing_shards:
             config.log(f"[novelty] {suite}: generating the answers of {len(missing)} prompts that "
-                       f"{_shards(sorted({*absent, *known}), count)} did not bring ({fill})")
+                       f"{_shards(lack.absent | lack.lost, lack.count)} did not bring "
+                       f"({_spelled('fill-missing-shards', config.front)})")
             return
-        fix = f"or pass {fill} to generate them in this run"
-        if absent:
-            raise HarnessError(
-                f"{suite}: the cache {config.cache_dir} holds no part of {_shards(absent, count)} of this gate "
-                f"({answers}): merge that shard's cache into it (pytest-novelty cache merge SHARD_CACHE --into "
-                f"{config.cache_dir}), {fix}"
-            )
-        raise HarnessError(
-            f"{suite}: {_shards(known, count)} recorded {'its' if len(known) == 1 else 'their'} part done, but "
-            f"the cache {config.cache_dir} has {answers} (entries a merge left out as damaged, or removed "
-            f"since): run {'that shard' if len(known) == 1 else 'those shards'} again and merge again, {fix}"
-        )
+        raise HarnessError(f"{suite}: " + lack.message(config.cache_dir, what, _spelled("fill-missing-shards",
+                                                                                    config.front)))
 
     return check
+
+
+def check_merged(runner: Runner, suites: Iterable[Suite]) -> None:
+    """Before anything is generated: over a cache that holds a sharded gate's records, every answer of
+    ``runner``'s checkpoint on ``suites`` is there, else one :class:`HarnessError` for the whole run
+    naming the shards whose units are missing (see :func:`merge_check`, which guards each
+    generation as well). Nothing to do in a shard run, with ``--novelty-fill-missing-shards``, or
+    over a cache without records."""
+    from pytest_novelty.generation import NAMESPACE as ANSWERS
+    from pytest_novelty.generation import prompt_key, uncached_prompts
+    from pytest_novelty.pipeline.answers import run_settings
+
+    config = runner.config
+    if config.shard or config.fill_missing_shards or not (config.cache_dir / NAMESPACE).is_dir():
+        return
+    records = ShardRecords(config.cache_dir)
+    total: Lack | None = None
+    for suite in suites:
+        if suite.denial_round not in (None, 1):
+            continue  # a denial suite's later rounds follow from its first: its record is the first round's
+        prompts, inputs = runner.prompts(suite)
+        gen = runner.generator()
+        settings = run_settings(config, suite)
+        keys = [prompt_key(gen.fingerprint, gen.render(x), settings) for x in inputs]
+        missing = uncached_prompts(keys, settings.samples, config.cache_dir / ANSWERS)
+        lack = Lack.of(records, keys, [prompts[i].id for i in missing]) if missing else None
+        if lack is None:
+            continue
+        if total is None:
+            total = Lack(lack.count, set(), set())
+        total.add(lack, suite.name)
+    if total is not None:
+        model = getattr(getattr(runner.generator(), "identity", None), "description", config.model)
+        what = f"{total.prompts} prompts of {model} (in {', '.join(total.suites or [])})"
+        raise HarnessError(total.message(config.cache_dir, what, _spelled("fill-missing-shards", config.front)))
 
 
 def _spelled(name: str, front: str) -> str:
