@@ -169,8 +169,11 @@ def _read_pack(pack: Path, counts: MergeCounts) -> Iterator[tuple[str, str, byte
                     data = archive.extractfile(member)
                     yield member.name, found[1], b"" if data is None else data.read()
         except (tarfile.TarError, zstandard.ZstdError, EOFError, OSError) as exc:
-            if declared is None:
+            if declared is None and not _zstd(pack):
                 raise ConfigError(f"{pack}: not a packed pytest-novelty cache ({exc})", field="cache unpack") from None
+            if declared is None:
+                raise HarnessError(f"{pack}: the pack is damaged before its first entry ({exc}; cut short?): pack "
+                                   "the cache again") from None
             raise HarnessError(f"{pack}: the pack is damaged after {read:,} of its {declared:,} entries ({exc}); "
                                "the entries before it were merged: pack the cache again") from None
     if declared is None:
@@ -178,6 +181,12 @@ def _read_pack(pack: Path, counts: MergeCounts) -> Iterator[tuple[str, str, byte
     if read != declared:
         raise HarnessError(f"{pack}: the pack ends after {read:,} of its {declared:,} entries (cut short?); "
                            "the entries before it were merged: pack the cache again")
+
+
+def _zstd(path: Path) -> bool:
+    """Whether the file starts as a zstandard frame does (then a failure to read it is damage)."""
+    with path.open("rb") as handle:
+        return handle.read(4) == b"\x28\xb5\x2f\xfd"
 
 
 def _pack_mark(pack: Path, member: tarfile.TarInfo, archive: tarfile.TarFile) -> int:
