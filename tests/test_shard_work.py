@@ -63,7 +63,7 @@ def test_a_missing_shard_is_named_before_generating(tmp_path: Path) -> None:
     with pytest.raises(HarnessError) as caught:
         merge_check(config, "story", _prompts(6), "demo @ 1234")(keys, [1, 4])
     message = str(caught.value)
-    assert "holds no part of shard 2 of 3" in message and "2 of 6 prompts of demo @ 1234" in message
+    assert "holds no part of shard 2 of 3" in message and "no answers for 2 of 6 prompts of demo @ 1234" in message
     assert "pytest-novelty cache merge" in message and "--novelty-fill-missing-shards" in message
     assert "\n" not in message
 

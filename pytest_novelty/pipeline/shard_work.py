@@ -128,13 +128,13 @@ class Lack:
         """One line: which shards' answers are missing from ``cache_dir`` (``what`` they are), and the fix."""
         fix = f"or pass {fill} to generate them in this run"
         if self.absent:
-            return (f"the cache {cache_dir} holds no part of {_shards(self.absent, self.count)} of this gate, so "
-                    f"{what} have no answers: merge that shard's cache into it (pytest-novelty cache merge "
+            return (f"the cache {cache_dir} holds no part of {_shards(self.absent, self.count)} of this gate, so it "
+                    f"has no answers for {what}: merge that shard's cache into it (pytest-novelty cache merge "
                     f"SHARD_CACHE --into {cache_dir}), {fix}")
         one = len(self.lost) == 1
-        return (f"{_shards(self.lost, self.count)} recorded {'its' if one else 'their'} part done, but in the "
-                f"cache {cache_dir} {what} have no answers (entries a merge left out as damaged, or removed "
-                f"since): run {'that shard' if one else 'those shards'} again and merge again, {fix}")
+        return (f"{_shards(self.lost, self.count)} recorded {'its' if one else 'their'} part done, but the cache "
+                f"{cache_dir} has no answers for {what} (entries a merge left out as damaged, or removed since): "
+                f"run {'that shard' if one else 'those shards'} again and merge again, {fix}")
 
 
 def merge_check(
@@ -199,7 +199,8 @@ def check_merged(runner: Runner, suites: Iterable[Suite]) -> None:
         total.add(lack, suite.name)
     if total is not None:
         model = getattr(getattr(runner.generator(), "identity", None), "description", config.model)
-        what = f"{total.prompts} prompts of {model} (in {', '.join(total.suites or [])})"
+        count = f"{total.prompts} prompt{'' if total.prompts == 1 else 's'}"
+        what = f"{count} of {model} (in {', '.join(total.suites or [])})"
         raise HarnessError(total.message(config.cache_dir, what, _spelled("fill-missing-shards", config.front)))
 
 
@@ -233,6 +234,8 @@ class PartWork:
     """The run's prompts, over every shard."""
     rows: int = 0
     """Samples generated, for every checkpoint and repeat."""
+    tokens: int = 0
+    """Tokens those samples took."""
     cached_rows: int = 0
     lookups: int = 0
     """Texts sent to the originality backend."""
@@ -240,7 +243,7 @@ class PartWork:
     def line(self) -> str:
         """The work line of the part, for the run's log."""
         return (f"[novelty] shard {self.shard}: {self.suite}: {self.prompts} of {self.total} prompts, "
-                f"{self.rows} samples generated ({self.cached_rows} from cache), "
+                f"{self.rows} samples ({self.tokens:,} tokens) generated ({self.cached_rows} from cache), "
                 f"{self.lookups} originality lookups")
 
 
@@ -277,6 +280,7 @@ def do_part(
     total = len(session.candidate.load_prompts(run))
     prompts = len(mine) if mine is not None else total if owned else 0
     return PartWork(run.name, shard, prompts, total, rows=sum(getattr(w, "rows", 0) for w in done),
+                    tokens=sum(getattr(w, "tokens", 0) for w in done),
                     cached_rows=sum(getattr(w, "cached_rows", 0) for w in done),
                     lookups=sum(getattr(w, "lookups", 0) for w in done))
 
