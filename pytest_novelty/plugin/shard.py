@@ -10,6 +10,8 @@ no verdict, and no tracker is logged to: the merge run does that.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
@@ -70,6 +72,7 @@ class ShardRun:
         from pytest_novelty.plugin.state import spread_series
 
         session = state.session
+        label = suite.name if models is None else f"{suite.name} @ {', '.join(Path(m).name for m in models)}"
         if models is None:  # the case's checkpoints; a spread series' earlier ones are items of their own
             models = [session.model, *filter(None, [session.baseline_model])]
             if session.series and not spread_series(suite):
@@ -77,8 +80,8 @@ class ShardRun:
         key = (suite.run_key, ",".join(models))
         if key not in self._parts:
             try:
-                self._parts[key] = do_part(session, suite, self.plan(state), self.shard,
-                                           repeats=_repeats(state.config), models=models)
+                self._parts[key] = replace(do_part(session, suite, self.plan(state), self.shard,
+                                                   repeats=_repeats(state.config), models=models), suite=label)
             except NoveltyError as exc:
                 self._parts[key] = exc
             done = self._parts[key]
@@ -108,7 +111,8 @@ class ShardRun:
         for line in self.lines.values():
             terminalreporter.line(line)
         done = "NOT done (harness errors above)" if errors or state.harness_errors else "done"
-        terminalreporter.line(f"shard {self.shard}: its part is {done}; {deferred} cases {DEFERRED_REASON}, "
+        cases = f"{deferred} case{'' if deferred == 1 else 's'}"
+        terminalreporter.line(f"shard {self.shard}: its part is {done}; {cases} {DEFERRED_REASON}, "
                               f"whose cache is {state.cache_dir}")
         folder = state.config.option.novelty_report
         if folder:
