@@ -269,8 +269,9 @@ def do_part(
         for variant in variants:
             if family is not None:
                 ids = None if owned else frozenset[str]()
-                if owned:
-                    done.extend(r.generated.work for r in _rounds(session, model, variant))
+                if owned:  # every round at once; their work is told with the first round's part
+                    rounds = _rounds(session, model, variant)
+                    done.extend(r.generated.work for r in rounds if run.denial_round == 1)
             else:
                 ids = plan.prompts(variant.run_key, shard.index)
             _part_of(session.runner(model), variant, ids, shard, done)

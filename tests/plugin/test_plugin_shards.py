@@ -1,5 +1,6 @@
 """``--novelty-shard`` with a baseline and a series: every checkpoint's units are split the same way,
-by pytest and by the command line alike, and the merge run over the shards' caches decides them all."""
+by pytest (under pytest-xdist) and by the command line alike, and the merge run over the shards'
+caches decides them all."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def test_a_series_and_a_baseline_are_split_alike_by_both_front_ends(
     via_pytest = pytester.runpytest_subprocess(
         f"--model-series={gate['run']}", f"--baseline-model={gate['baseline']}", f"--novelty-suites={gate['suites']}",
         f"--originality=infini-gram:{gate['index']}", f"--novelty-cache={first}", "--novelty-shard=1/2",
-        "-p", "no:cacheprovider",
+        "-p", "no:cacheprovider", "-n", "2",  # two workers: each computes the same split, the controller hears both
     )  # fmt: skip
     assert via_pytest.ret == 0
     via_pytest.assert_outcomes(skipped=2)  # the suite's case, and the earlier checkpoint's item
