@@ -166,3 +166,17 @@ def test_a_denial_suite_is_one_unit(tmp_path: Path) -> None:
     tool = runs[0].generation
     assert units[0].cost == 3 * len(load_prompts(runs[0])) * tool.samples * tool.max_new_tokens
     assert Shard(1, 2).index == 1
+
+
+@pytest.mark.parametrize("other", ["novelty_fill_missing_shards", "novelty_snapshot_update", "update_snapshots"])
+def test_a_shard_refuses_what_belongs_to_the_merge_run(other: str) -> None:
+    from argparse import Namespace
+
+    from pytest_novelty.pipeline.preflight import check_options
+
+    options = Namespace(novelty_device="cpu", novelty_generator="hf", novelty_model_base_url=None,
+                        novelty_model_revision=None, novelty_shard="1/2", **{other: True})
+    with pytest.raises(ConfigError, match="merge run") as caught:
+        check_options(options, model="demo", front="cli")
+    assert str(caught.value).startswith("--shard: ")
+    check_options(Namespace(**{**vars(options), other: False}), model="demo")  # alone, a shard is fine

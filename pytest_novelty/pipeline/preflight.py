@@ -154,6 +154,9 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
         if getattr(options, "novelty_fill_missing_shards", False):
             raise ConfigError(f"a shard run generates its own part; {flag('fill-missing-shards')} is for the merge "
                               "run", field=flag("shard"))
+        if getattr(options, "novelty_snapshot_update", False) or getattr(options, "update_snapshots", False):
+            raise ConfigError("a shard decides no case, so it accepts no snapshot; --snapshot-update is for the "
+                              "merge run", field=flag("shard"))
     return model
 
 
