@@ -343,7 +343,8 @@ def uncached_prompts(keys: Sequence[str], samples: int, cache_dir: Namespace | P
     """The indices of the prompts (by :func:`prompt_key`) that lack any of their ``samples`` rows in
     the answer cache ``cache_dir``: what :func:`generate` would generate."""
     cache = as_namespace(cache_dir, version=NAMESPACE_VERSION, validate=lambda value: isinstance(value, str))
-    assert cache is not None
+    if cache is None:  # no cache: nothing is cached
+        return list(range(len(keys)))
     return [i for i, key in enumerate(keys) if any(cache.get(_row_key(key, j)) is None for j in range(samples))]
 
 
