@@ -77,12 +77,20 @@ def test_a_series_and_a_baseline_are_split_alike_by_both_front_ends(
     assert skip == [line for line in single.stdout.splitlines() if not line.startswith("novelty work done")]
 
 
-def test_the_baselines_missing_shard_is_named(gate: dict[str, str], tmp_path: Path) -> None:
+def test_the_baselines_missing_shard_is_named(pytester: pytest.Pytester, gate: dict[str, str], tmp_path: Path) -> None:
     first = tmp_path / "shard1"
     assert _cli(gate, first, "--shard", "1/2").returncode == 0
     stopped = _cli(gate, first)  # shard 2 never ran: nothing of its part, for any checkpoint
     assert stopped.returncode == 8 and stopped.stdout == ""
     assert "holds no part of shard 2 of 2 of this gate" in stopped.stderr
+    under_pytest = pytester.runpytest_subprocess(
+        f"--model-series={gate['run']}", f"--baseline-model={gate['baseline']}", f"--novelty-suites={gate['suites']}",
+        f"--originality=infini-gram:{gate['index']}", f"--novelty-cache={first}", "-p", "no:cacheprovider",
+    )  # fmt: skip
+    assert under_pytest.ret == 8  # before any case: one line, every case deselected
+    under_pytest.stdout.fnmatch_lines(["novelty: harness error before any case ran: the cache * holds no part of "
+                                       "shard 2 of 2 of this gate*--novelty-fill-missing-shards*"])
+    assert "Traceback" not in under_pytest.stdout.str()
     filled = _cli(gate, first, "--fill-missing-shards")
     assert filled.returncode == 0, filled.stderr
     # Shard 2's 3 prompts x 2 samples, of the candidate, the baseline and the earlier checkpoint, each said.
