@@ -20,9 +20,10 @@ pytestmark = pytest.mark.slow
 PROMPTS = story_prompts(6)
 
 
-@pytest.fixture
-def gate(tmp_path: Path, tiny_checkpoint: Path, tiny_index: Path) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def gate(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny_index: Path) -> dict[str, str]:
     """A series of two checkpoints and a baseline checkpoint, all with weights of their own."""
+    tmp_path = tmp_path_factory.mktemp("gate")
     run = tmp_path / "run"
     run.mkdir()
     for seed, step in enumerate((100, 200)):
