@@ -1,8 +1,10 @@
 """The ``pytest-novelty`` command line: the same layers as the plugin, without pytest.
 
-Subcommands: ``run`` (gate a checkpoint on suites and print the table), ``demo build`` (build the
-demo assets ahead of time), and the scoring tools ``index build``, ``originality`` and ``judge`` (with
-``judge calibrate`` and ``judge calibration-file``), and ``answers export`` (a model's raw answers as a file).
+Subcommands: ``run`` (gate a checkpoint on suites and print the table), ``cache`` (its size,
+clearing, merging and packing: :mod:`pytest_novelty.cli.cache`), ``demo build`` (build the demo
+assets ahead of time), the scoring tools ``index build``, ``originality`` and ``judge`` (with
+``judge calibrate`` and ``judge calibration-file``), ``answers export`` (a model's raw answers as a
+file) and ``tail build`` / ``tail agreement`` (q@Tail's tail from a pool of models, and its check).
 """
 
 from __future__ import annotations
@@ -71,12 +73,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         clear_cache(cache_dir)
     check_models(args, [model, *(c.path for c in checkpoints[:-1])], args.novelty_baseline_model, cache_dir, suites)
     session = ResultsSession(
-        lambda m: RunConfig.from_options(args, model=m, cache_dir=cache_dir, progress=ProgressSink()),
+        lambda m: RunConfig.from_options(args, model=m, cache_dir=cache_dir, progress=ProgressSink(), front="cli"),
         model=model, baseline_model=args.novelty_baseline_model, series=checkpoints,
     )  # fmt: skip
     runs = [run for suite in suites for run in suite.runs()]
     for runner in filter(None, [session.candidate, session.baseline_runner()]):
         preflight(runner, runs)  # every service and input checked once, before any generation
+    if args.novelty_shard:  # --shard K/N: this run does its part of the gate and decides no case (issue 31)
+        from pytest_novelty.cli.shard import run_shard
+
+        return run_shard(args, session, runs, cache_dir)
     snapshots = bool(args.novelty_snapshots or args.novelty_snapshot_update)
     cases = [run for run in runs for _ in run.thresholds]
     comparisons = compared_cases(cases, baseline=bool(args.novelty_baseline_model), snapshots=snapshots,
@@ -167,25 +173,6 @@ def _load_suites(args: argparse.Namespace) -> list[Any]:
     return suites
 
 
-def _cmd_cache(args: argparse.Namespace) -> int:
-    from pytest_novelty.infra.cache import cache_usage, clear_cache
-    from pytest_novelty.infra.storage import default_cache_dir
-
-    cache = Path(args.cache) if args.cache else default_cache_dir()
-    if args.action == "clear":
-        from pytest_novelty.infra.storage import folder_error
-
-        try:  # clears take turns: each says what it removed itself
-            removed = clear_cache(cache, keep_demo=not args.all)
-        except OSError as exc:  # a read-only cache: one line, not a traceback
-            raise folder_error(cache, "cache folder", exc, named_by="--cache" if args.cache else None) from None
-        print(f"removed {removed / 1e6:.1f} MB from {cache}")
-        return 0
-    usage = cache_usage(cache)
-    print(f"{cache}: {sum(usage.values()) / 1e6:.1f} MB")
-    for name, size in sorted(usage.items()):
-        print(f"  {name:24s} {size / 1e6:10.1f} MB")
-    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -201,11 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(run)
     run.set_defaults(func=_cmd_run)
 
-    cache = sub.add_parser("cache", help="size of the cache, or clear it")
-    cache.add_argument("action", choices=("info", "clear"))
-    cache.add_argument("--cache", help="cache folder (default ~/.cache/pytest-novelty)")
-    cache.add_argument("--all", action="store_true", help="with clear: also remove the built demo assets")
-    cache.set_defaults(func=_cmd_cache)
+    from pytest_novelty.cli.cache import add_commands as add_cache_commands
+
+    add_cache_commands(sub)
 
     demo = sub.add_parser("demo", help="the embedded demo").add_subparsers(dest="demo_command", required=True)
     build = demo.add_parser("build", help="build the demo checkpoint, corpus and index into the cache")

@@ -9,7 +9,9 @@ knows about itself (whether its threshold was met, the words of its verdict, its
 here, so no renderer decides anything.
 
 Outcomes (:data:`OUTCOMES`): ``passed`` and ``failed`` are verdicts; ``error`` is a case that reached
-no verdict (a harness error, a crashed worker); ``skipped`` a case pytest skipped.
+no verdict (a harness error, a crashed worker); ``skipped`` a case pytest skipped; ``deferred`` a
+case of a shard run (``--novelty-shard``), which does its part of the work and leaves the verdict to
+the merge run: neither a pass nor a failure.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pytest_novelty.gate.regression import Comparison
 __all__ = ["OUTCOMES", "CaseRecord", "Repeats", "TailUsed"]
 
 #: What a case can end as; the first two are verdicts.
-OUTCOMES = ("passed", "failed", "error", "skipped")
+OUTCOMES = ("passed", "failed", "error", "skipped", "deferred")
 
 #: Comparison statuses that passed but moved the bad way (worth a line under the table).
 DRIFT = ("within_tolerance", "not_significant")

@@ -424,6 +424,13 @@ def rows_missing(
     return sum(answer is None for row in _cached(_cache(cache_dir), keys, settings.samples) for answer in row)
 
 
+def uncached_prompts(keys: Sequence[str], samples: int, cache_dir: Namespace | Path) -> list[int]:
+    """The indices of the prompts (by :func:`prompt_key`) that lack any of their ``samples`` rows in
+    the answer cache ``cache_dir``: what :func:`generate` would generate."""
+    found = _cached(_cache(cache_dir), keys, samples)
+    return [i for i, rows in enumerate(found) if any(answer is None for answer in rows)]
+
+
 def generate(
     generator: Generator,
     texts: Sequence[str],
@@ -432,6 +439,7 @@ def generate(
     cache_dir: Namespace | Path | None = None,
     on_batch: Callable[[Progress], None] | None = None,
     on_work: Callable[[int], None] | None = None,
+    on_missing: Callable[[Sequence[str], Sequence[int]], None] | None = None,
 ) -> tuple[list[list[str]], GenerationStats]:
     """Sample ``settings.samples`` answers for every rendered input.
 
@@ -441,11 +449,16 @@ def generate(
     only the rows it lacks: a kill loses at most the rows in flight. When another process stored
     a row first, its stored answer is used (first writer wins: every run that shares the cache
     reports the same answers). Missing rows are sorted by prompt length and batched
-    (``settings.batch_size`` rows, or as many as fit when it is 0, meaning auto). ``on_work(rows)``
-    is called once before the backend is asked anything (prompt lengths, the first batch), with the
-    rows it will generate, and never when every row is cached: the caller can say then that the
-    model loads. A :class:`RecordedAnswers` source is read instead (:func:`read_recorded`). Returns
-    the answers in input order and what was done.
+    (``settings.batch_size`` rows, or as many as fit when it is 0, meaning auto). A
+    :class:`RecordedAnswers` source is read instead (:func:`read_recorded`). Returns the answers in
+    input order and what was done.
+
+    ``on_missing(keys, prompts)``, when given, is called once before anything is generated, with
+    every input's :func:`prompt_key` and the indices of the inputs that lack a cached row; it may
+    raise to stop the call (a merge run whose shards did not bring every answer). ``on_work(rows)``
+    is called next, once, before the backend is asked anything (prompt lengths, the first batch),
+    with the rows it will generate: the caller can say then that the model loads. Neither is called
+    when every row is cached.
     """
     if is_recorded(generator):
         return read_recorded(generator, texts, settings)
@@ -458,9 +471,11 @@ def generate(
     stats.cached_rows = len(texts) * settings.samples - len(todo)
     if not todo:
         return [[str(a) for a in row] for row in found], stats
+    missing = sorted({i for i, _ in todo})
+    if on_missing is not None:
+        on_missing(keys, missing)
     if on_work is not None:
         on_work(len(todo))
-    missing = sorted({i for i, _ in todo})
     counts = dict(zip(missing, generator.token_counts([texts[i] for i in missing]), strict=True))
     plan = plan_batches(
         [counts[i] for i, _ in todo],

@@ -51,7 +51,7 @@ from typing import Any
 
 from pytest_novelty.infra.storage import folder_error, write_temp
 
-__all__ = ["FORMAT", "Cache", "Namespace", "as_namespace", "repaired"]
+__all__ = ["FORMAT", "Cache", "Namespace", "as_namespace", "entry_digest", "repaired", "sound_entry"]
 
 FORMAT = 1
 """The layout of an entry file; bump it when the envelope above changes."""
@@ -99,6 +99,36 @@ def _key_text(key: Any) -> str:
     return key if isinstance(key, str) else canonical(key)
 
 
+def entry_digest(key: Any) -> str:
+    """The name an entry of ``key`` is stored under: 40 hex digits of a SHA-256 of the key's text
+    (in the folder named by its first two)."""
+    return hashlib.sha256(_key_text(key).encode()).hexdigest()[:40]
+
+
+def _envelope(raw: bytes) -> dict[str, Any] | None:
+    """The entry in ``raw`` when its envelope is whole (the layout of the module doc, this layer's
+    format, a value that is not None and hashes to its checksum), else None; any version."""
+    try:
+        entry = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(entry, dict) or set(entry) != _FIELDS or entry["format"] != FORMAT:
+        return None
+    if not isinstance(entry["key"], str) or entry["value"] is None:
+        return None
+    if entry["sha256"] != hashlib.sha256(canonical(entry["value"]).encode()).hexdigest():
+        return None
+    return entry
+
+
+def sound_entry(raw: bytes, digest: str) -> dict[str, Any] | None:
+    """The entry in ``raw`` when it is whole and belongs under the name ``digest`` (its key's
+    :func:`entry_digest`), whatever its namespace and version; None for anything else. What a merge
+    of caches trusts (:mod:`pytest_novelty.infra.cache_merge`): it copies entries as they are."""
+    entry = _envelope(raw)
+    return entry if entry is not None and entry_digest(entry["key"]) == digest else None
+
+
 @dataclass(eq=False, repr=False)
 class Namespace:
     """One kind of entry (``root/name``); see the module doc. Thread- and process-safe.
@@ -130,7 +160,7 @@ class Namespace:
 
     def path(self, key: Any) -> Path:
         """Where the entry of ``key`` lives (the file may not exist)."""
-        digest = hashlib.sha256(_key_text(key).encode()).hexdigest()[:40]
+        digest = entry_digest(key)
         return self.folder / digest[:2] / f"{digest}.json"
 
     # -- reading ----------------------------------------------------------------------------------
@@ -162,18 +192,11 @@ class Namespace:
 
     def _decode(self, raw: bytes, key: str) -> tuple[bool, Any]:
         """(True, value) for a sound entry of ``key``, (False, None) for anything else."""
-        try:
-            entry = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            return False, None
-        if not isinstance(entry, dict) or set(entry) != _FIELDS:
-            return False, None
-        if entry["format"] != FORMAT or entry["version"] != self.version or entry["key"] != key:
+        entry = _envelope(raw)
+        if entry is None or entry["version"] != self.version or entry["key"] != key:
             return False, None
         value = entry["value"]
-        if entry["sha256"] != hashlib.sha256(canonical(value).encode()).hexdigest():
-            return False, None
-        if value is None or (self.validate is not None and not _safe(self.validate, value)):
+        if self.validate is not None and not _safe(self.validate, value):
             return False, None
         return True, value
 

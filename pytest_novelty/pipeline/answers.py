@@ -48,21 +48,26 @@ def sweep_of(suite: Suite) -> Sweep | None:
     return Sweep(suite.path.stem, parameter, suite.sweep_value)
 
 
-def model_texts(config: RunConfig, gen: Any, suite: Suite, inputs: list[Any]) -> tuple[list[str], GenerationSettings]:
-    """The exact text ``gen`` is given for each input, and the run's sampling settings as the model
-    is sampled: the run's seed (``--novelty-seed``, each repeat's own), the task's stop strings."""
+def run_settings(config: RunConfig, suite: Suite) -> GenerationSettings:
+    """The settings ``suite`` is sampled with in this run: the suite's, with ``--novelty-seed`` (and
+    each repeat's seed derived from it) and the task's stop strings; part of every answer's key."""
     from pytest_novelty.suites.tasks import get_task
 
-    task = get_task(suite.task)
-    texts = [gen.render(x) for x in inputs]
     settings = suite.generation
     if config.seed is not None:  # --novelty-seed, and each repeat's own seed derived from it
         from pytest_novelty.suites.schema import repeat_seed
 
         settings = replace(settings, seed=repeat_seed(config.seed, suite.repeat))
+    task = get_task(suite.task)
     if not settings.stop and task.stop:
         settings = replace(settings, stop=tuple(task.stop))
-    return texts, settings
+    return settings
+
+
+def model_texts(config: RunConfig, gen: Any, suite: Suite, inputs: list[Any]) -> tuple[list[str], GenerationSettings]:
+    """The exact text ``gen`` is given for each input, and the run's sampling settings as the model
+    is sampled (:func:`run_settings`)."""
+    return [gen.render(x) for x in inputs], run_settings(config, suite)
 
 
 def check_recorded(
@@ -89,12 +94,16 @@ def generate_answers(
     model_path: str,
     *,
     on_work: Callable[[int], None] | None = None,
+    merge_check: bool = True,
 ) -> SuiteAnswers:
     """Generate ``suite.generation.samples`` answers per input and cut each out of the raw output.
 
     ``on_work(rows)`` hears, before anything is generated, how many rows will be (never when every
     answer is cached): where a runner says that its model loads. A source whose answers exist
-    already is checked first and read (:func:`check_recorded`).
+    already is checked first and read (:func:`check_recorded`). Over a cache that holds a sharded
+    gate's parts, answers the shards should have brought are not generated unless
+    ``--novelty-fill-missing-shards`` says so (:func:`pytest_novelty.pipeline.shard_work.merge_check`);
+    a shard run (``--novelty-shard``) generates what it lacks, as does ``merge_check=False``.
     """
     from pytest_novelty.generation.hf import PromptTooLong
     from pytest_novelty.suites.prompting import extract_answer
@@ -106,8 +115,13 @@ def generate_answers(
     task = get_task(suite.task)
     texts, settings = model_texts(config, gen, suite, inputs)
     note = check_recorded(gen, suite, prompts, texts, settings)
+    on_missing = None
+    if merge_check and not config.shard:
+        from pytest_novelty.pipeline.shard_work import merge_check as check
+
+        on_missing = check(config, suite.name, prompts, getattr(getattr(gen, "identity", None), "description", ""))
     try:
-        raw, stats = _generate(config, suite.name, gen, texts, settings, on_work)
+        raw, stats = _generate(config, suite.name, gen, texts, settings, on_work, on_missing)
     except PromptTooLong as exc:
         raise _too_long(suite, gen, prompts, texts, exc) from None
     method = suite.prompting.method
@@ -155,7 +169,8 @@ def too_long(suite: Suite, prompts: list[Prompt], counts: list[int], context: in
 
 
 def _generate(
-    config: RunConfig, name: str, gen: Any, texts: list[str], settings: Any, on_work: Callable[[int], None] | None
+    config: RunConfig, name: str, gen: Any, texts: list[str], settings: Any,
+    on_work: Callable[[int], None] | None = None, on_missing: Any = None,
 ) -> tuple[Any, Any]:
     """The generation step with a progress bar (samples, tokens/s, ETA), or quarter-way log lines;
     a source whose answers exist already is read without either (nothing is generated)."""
@@ -182,7 +197,8 @@ def _generate(
                 )
 
         done = generation.generate(
-            gen, texts, settings, cache_dir=config.cache_dir / generation.NAMESPACE, on_batch=on_batch, on_work=on_work
+            gen, texts, settings, cache_dir=config.cache_dir / generation.NAMESPACE, on_batch=on_batch,
+            on_work=on_work, on_missing=on_missing,
         )
         bar.refresh()  # the final count, which the rate limit may have held back
         return done

@@ -35,6 +35,9 @@ class RunConfig:
     model_base_url: str | None = None  # the endpoint of a served model (--model openai:NAME)
     model_revision: str | None = None  # the served weights' revision, for the cache key
     worker: str = "main"  # the pytest-xdist worker running the suites (for the log and the report)
+    shard: str | None = None  # --novelty-shard K/N (or auto): this run does one shard's part of the gate
+    fill_missing_shards: bool = False  # a merge run generates what the shards' caches did not bring
+    front: str = "pytest"  # the front end ("pytest" or "cli"): how a message spells an option
     log: Log = to_stderr
     progress: ProgressSink = QUIET
 

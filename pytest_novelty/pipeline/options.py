@@ -24,7 +24,7 @@ from typing import Any
 
 from pytest_novelty.generation import GENERATORS
 
-__all__ = ["OPTIONS", "Option", "add_arguments", "by_name", "ini_settings", "offered"]
+__all__ = ["OPTIONS", "Option", "add_arguments", "by_name", "ini_settings", "offered", "spelled"]
 
 UNSET: Any = object()
 """The default of an option that declares none (see :attr:`Option.default`)."""
@@ -163,6 +163,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("repeat", metavar="N", type=_positive, default=1,
            help="also generate N - 1 more independent sets of samples and report each case's pass rate and "
            "spread over the N (the verdict stays the first's, whose cached answers are reused)"),
+    Option("shard", metavar="K/N", field="shard",
+           help="do shard K of N of the gate only (numbered from 1, as Slurm's --array=1-N): generate and score "
+           "its part into the cache and decide no case (each is 'decided by the merge run', a skip under "
+           "pytest); 'auto' reads the shard from a Slurm array, a Kubernetes Indexed Job or a CI's parallel "
+           "jobs (docs/shards.md)"),
+    Option("fill-missing-shards", action="store_true", field="fill_missing_shards",
+           help="in the merge run over the shards' caches: generate the answers of shards whose part the cache "
+           "lacks, instead of stopping with a harness error that names them"),
     Option("cache-clear", action="store_true",
            help="remove cached generations, scores and judge answers before the run (keeps the built demo)"),
     Option("report", metavar="DIR", help="write report.json, report.md and plots into DIR"),
@@ -179,6 +187,13 @@ def by_name(name: str) -> Option:
         if option.name == name:
             return option
     raise KeyError(name)
+
+
+def spelled(name: str, front: str = PYTEST) -> str:
+    """How the option ``name`` is typed in a front end (``"pytest"`` or ``"cli"``), for messages:
+    its short spelling, else ``--novelty-NAME`` under pytest and ``--NAME`` on the command line."""
+    option = by_name(name)
+    return option.cli_flag if front == CLI else option.short or option.long
 
 
 def offered(where: str) -> Iterator[Option]:

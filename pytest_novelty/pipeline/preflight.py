@@ -21,7 +21,9 @@ about to run:
 - every remote judge answers a cheap request (:meth:`pytest_novelty.scoring.llm.OpenAIChat.check`:
   a missing or refused key, an unreachable or silent endpoint);
 - a hub id resolves, through :func:`pytest_novelty.infra.identity.checkpoint_identity` where that module
-  exists (the hook is :func:`check_checkpoint_identity`).
+  exists (the hook is :func:`check_checkpoint_identity`);
+- over a cache holding a sharded gate's records, every shard's answers are there
+  (:func:`pytest_novelty.pipeline.shard_work.check_merged`: a missing shard is one line naming it).
 
 A warm rerun, whose answers are all cached (:mod:`pytest_novelty.pipeline.warm`), loads no
 tokenizer and asks no served model: the prompt lengths and the server's model list matter only
@@ -105,6 +107,9 @@ def preflight(runner: Any, suites: Iterable[Suite]) -> float:
         if check is not None and where not in checked:
             checked.add(where)
             check()
+    from pytest_novelty.pipeline.shard_work import check_merged
+
+    check_merged(runner, suites)  # a merge run over shards' caches: every shard's part is there
     return time.perf_counter() - start
 
 
@@ -159,6 +164,17 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
         value = getattr(options, "novelty_" + name.replace("-", "_"), None)
         if value and Path(str(value)).expanduser().exists() and not Path(str(value)).expanduser().is_dir():
             raise ConfigError(f"{value} is a file; give a folder (it is created when missing)", field=flag(name))
+    shard = getattr(options, "novelty_shard", None)
+    if shard:  # K/N, or auto with the scheduler's variables set
+        from pytest_novelty.pipeline.shards import parse_shard
+
+        parse_shard(str(shard), option=flag("shard"))
+        if getattr(options, "novelty_fill_missing_shards", False):
+            raise ConfigError(f"a shard run generates its own part; {flag('fill-missing-shards')} is for the merge "
+                              "run", field=flag("shard"))
+        if getattr(options, "novelty_snapshot_update", False) or getattr(options, "update_snapshots", False):
+            raise ConfigError("a shard decides no case, so it accepts no snapshot; --snapshot-update is for the "
+                              "merge run", field=flag("shard"))
     return model
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -18,15 +19,21 @@ from pytest_novelty.pipeline.results import SuiteScores
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
 
-LOOKUP_CHUNK = 512  # texts per originality request to a backend, and per cached file
+LOOKUP_CHUNK = 512  # texts per originality request to a backend
+SCORES_NAMESPACE = "originality-scores"
+SCORES_VERSION = 2  # 1 was one entry per chunk of texts; 2 is one entry per text
 JUDGE_CHUNK = 256  # answers per call to a judge (a remote judge runs each chunk's requests concurrently)
 TOP_REASONS = 3  # reasons named when too many answers are unscored
 
 
 def score_answers(
-    models: SessionModels, suite: Suite, prompts: list[Prompt], answers: list[list[str]], *, spec: str, units: str
+    models: SessionModels, suite: Suite, prompts: list[Prompt], answers: list[list[str]], *, spec: str, units: str,
+    limit_unscored: bool = True,
 ) -> SuiteScores:
-    """Originality (by n, and the prompts' own at n = 4) and judge quality of ``answers``."""
+    """Originality (by n, and the prompts' own at n = 4) and judge quality of ``answers``.
+
+    ``limit_unscored=False`` leaves ``scoring.max_unscored`` to the run that has every answer: a
+    shard scores a part of a suite, and a share of its part says nothing about the suite's."""
     start = time.perf_counter()
     flat = [a for samples in answers for a in samples]
     ns = sorted({*suite.scoring.ngrams, 4})
@@ -37,7 +44,8 @@ def score_answers(
     prompt_rows, prompts_looked_up = lookup(models, spec, texts, [4], f"{suite.name}: prompt novelty")
     ranked = sorted(range(len(rows)), key=lambda i: -rows[i]["longest_span"])[:3]
     t_orig = time.perf_counter() - start
-    quality, judge, requests, reasons, samples = judge_answers(models, suite, prompts, answers)
+    quality, judge, requests, reasons, samples = judge_answers(models, suite, prompts, answers,
+                                                               limit_unscored=limit_unscored)
     return SuiteScores(
         originality=originality,
         quality=quality,
@@ -68,49 +76,52 @@ def originality_column(rows: list[dict[str, Any]], n: int) -> np.ndarray:
 def lookup(models: SessionModels, spec: str, texts: list[str], ns: list[int], what: str) -> tuple[list[Any], int]:
     """Originality of ``texts``, from the score cache or the backend, and how many were looked up.
 
-    Texts are scored in chunks of ``LOOKUP_CHUNK``, each cached (namespace
-    ``originality-scores``) as soon as it is done, so an interrupted run keeps the chunks it
-    finished. A cached chunk whose layout does not fit (:func:`_scores_fit`) is dropped and
-    scored again, like any damaged entry.
+    Every text's answer is cached on its own (namespace ``originality-scores``), under a key of the
+    index's identity, the orders and the text alone, so it does not depend on which texts were
+    scored with it: a shard of a gate (:mod:`pytest_novelty.pipeline.shards`) scores its own units
+    and a merge run over the shards' caches finds every answer, as a single run would. Texts not
+    found are sent to the backend in chunks of ``LOOKUP_CHUNK`` (each distinct text once), and each
+    answer is stored as soon as its chunk is done, so an interrupted run keeps the chunks it
+    finished. A cached answer whose layout does not fit (:func:`_score_fits`) is dropped and scored
+    again, like any damaged entry.
     """
     from pytest_novelty.infra.cache import Cache
     from pytest_novelty.scoring.originality import score_texts
 
     config: RunConfig = models.config
     identity = models.index_identity(spec)
-    out: list[dict[str, Any]] = []
-    looked_up = 0
-    chunks = []
-    for start in range(0, len(texts), LOOKUP_CHUNK):
-        chunk = texts[start : start + LOOKUP_CHUNK]
-        fits = functools.partial(_scores_fit, count=len(chunk), ns=ns)
-        scores = Cache(config.cache_dir).namespace("originality-scores", validate=fits)
-        key = stable_hash(identity, ns, chunk)
-        chunks.append((chunk, scores, key, scores.get(key)))
-    pending = [text for chunk, _, _, cached in chunks if cached is None for text in chunk]
+    scores = Cache(config.cache_dir).namespace(
+        SCORES_NAMESPACE, version=SCORES_VERSION, validate=functools.partial(_score_fits, ns=ns)
+    )
+    keys = [stable_hash(identity, ns, text) for text in texts]
+    uses = Counter(keys)  # a text that occurs twice is looked up once and counted twice
+    found = {key: scores.get(key) for key in uses}
+    pending = list({key: text for key, text in zip(keys, texts, strict=True) if found[key] is None}.items())
     announce = getattr(models.backend(spec), "announce", None) if pending else None
     if callable(announce):  # a web API: how many requests, and how long at its rate, before the first
-        announce(pending, ns, config.log)
+        announce([text for _, text in pending], ns, config.log)
     with config.progress.bar(len(texts), what, unit="text") as bar:
-        for chunk, scores, key, cached in chunks:
-            if cached is None:
-                fresh = [_score_row(r, ns) for r in score_texts(models.backend(spec), chunk, ns)]
-                looked_up += len(chunk)
-                cached = scores.put(key, fresh)
-            out.extend(cached)
-            bar.update(len(chunk))
-    return out, looked_up
+        bar.update(len(texts) - sum(uses[key] for key, _ in pending))
+        for start in range(0, len(pending), LOOKUP_CHUNK):
+            chunk = pending[start : start + LOOKUP_CHUNK]
+            fresh = score_texts(models.backend(spec), [text for _, text in chunk], ns)
+            for (key, _), result in zip(chunk, fresh, strict=True):
+                found[key] = scores.put(key, _score_row(result, ns))
+            bar.update(sum(uses[key] for key, _ in chunk))
+    return [found[key] for key in keys], len(pending)
 
 
 def judge_answers(
-    models: SessionModels, suite: Suite, prompts: list[Prompt], answers: list[list[str]]
+    models: SessionModels, suite: Suite, prompts: list[Prompt], answers: list[list[str]], *,
+    limit_unscored: bool = True,
 ) -> tuple[np.ndarray, str, int, list[list[Any]], list[list[float]]]:
     """Quality per answer (NaN where the judge gave no score), the judge's description, the
     requests it sent, the reasons for unscored answers, most frequent first, and every answer's
     sample scores (on the judge's own scale: how consistent it is with itself).
 
     More unscored answers than ``scoring.max_unscored`` allows is a harness error naming the
-    most frequent reasons: the judge, not the model, failed.
+    most frequent reasons: the judge, not the model, failed (unless ``limit_unscored`` is off: see
+    :func:`score_answers`).
     """
     from pytest_novelty.scoring.judges import JudgeItem
 
@@ -132,7 +143,7 @@ def judge_answers(
     reasons = unscored_reasons(results)
     unscored = int(np.isnan(flat).sum())
     named = ", ".join(f"{reason} ({count})" for reason, count in reasons[:TOP_REASONS])
-    if items and unscored / len(items) > suite.scoring.max_unscored:
+    if limit_unscored and items and unscored / len(items) > suite.scoring.max_unscored:
         raise HarnessError(
             f"{suite.name}: the judge {judge.spec} left {unscored} of {len(items)} answers unscored "
             f"({unscored / len(items):.0%}, above scoring.max_unscored = {suite.scoring.max_unscored:g}): {named}"
@@ -149,8 +160,6 @@ def unscored_reasons(results: list[Any]) -> list[list[Any]]:
     An answer counts once under each distinct reason its samples failed with; a "no score in
     reply (...)" reason is counted without its detail, so one cause is one line.
     """
-    from collections import Counter
-
     from pytest_novelty.scoring.judges.base import NO_SCORE, REASON_SEPARATOR
 
     counts: Counter[str] = Counter()
@@ -172,16 +181,11 @@ def _score_row(result: Any, ns: list[int]) -> dict[str, Any]:
     }
 
 
-def _scores_fit(rows: Any, count: int, ns: list[int]) -> bool:
-    """Whether a cached chunk of originality answers has the layout :func:`_score_row` writes."""
-    if not isinstance(rows, list) or len(rows) != count:
+def _score_fits(row: Any, ns: list[int]) -> bool:
+    """Whether a cached originality answer has the layout :func:`_score_row` writes."""
+    if not isinstance(row, dict) or not isinstance(row.get("originality"), dict):
         return False
-    for row in rows:
-        if not isinstance(row, dict) or not isinstance(row.get("originality"), dict):
-            return False
-        values = [row["originality"].get(str(n), "missing") for n in ns]
-        if any(v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))) for v in values):
-            return False
-        if not isinstance(row.get("longest_span"), int) or not isinstance(row.get("longest_span_text", ""), str):
-            return False
-    return True
+    values = [row["originality"].get(str(n), "missing") for n in ns]
+    if any(v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))) for v in values):
+        return False
+    return isinstance(row.get("longest_span"), int) and isinstance(row.get("longest_span_text", ""), str)

@@ -419,6 +419,8 @@ def novelty_state(request: pytest.FixtureRequest) -> NoveltyState:
 @pytest.fixture
 def novelty_result(novelty_state: NoveltyState, novelty_suite: Suite, request: pytest.FixtureRequest) -> SuiteResult:
     """The suite's generations, scores and metrics (computed once per suite)."""
+    if novelty_state.shard is not None:  # --novelty-shard: its part of the suite, then the case is skipped
+        novelty_state.shard.case(novelty_state, novelty_suite, request.node)
     error: NoveltyError | None
     try:
         result = novelty_state.result(novelty_suite)

@@ -62,6 +62,8 @@ def test_checkpoint(novelty_suite: Suite, novelty_checkpoint: Checkpoint, reques
     from pytest_novelty.plugin.state import SERIES_PROPERTY
 
     state = request.config.stash[STATE]
+    if state.shard is not None:  # --novelty-shard: this checkpoint's part of the suite, then skipped
+        state.shard.case(state, novelty_suite, request.node, models=[novelty_checkpoint.path])
     error: NoveltyError | None = None
     try:
         part, work = checkpoint_part(state.session, novelty_suite, novelty_checkpoint)

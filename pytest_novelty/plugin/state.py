@@ -72,6 +72,10 @@ class NoveltyState:
         self.exit_status: int | None = None
         """The status the run exits with, once the session has finished."""
         self._said = False
+        from pytest_novelty.plugin.shard import ShardRun
+
+        self.shard = ShardRun.from_config(config)
+        """``--novelty-shard``: this session does its shard's part and decides no case (None: it decides)."""
 
     # -- running suites -------------------------------------------------------------------------
 
@@ -208,6 +212,10 @@ class NoveltyState:
         counted = compared_cases(list(cases.values()), baseline=self.baseline_model is not None,
                                  snapshots=snapshot_settings(self.config).enabled, series=bool(self.series))
         self.cases.settings = self._case_settings(max(1, counted))
+        if self.shard is not None:  # the split is made of the selected cases' suite runs, in every process
+            from pytest_novelty.plugin.shard import suite_runs
+
+            self.shard.select(suite_runs(list(session.items)))
         if self.worker or self.config.option.collectonly:
             return
         if self.stopped is None:
@@ -232,7 +240,7 @@ class NoveltyState:
         if workeroutput is not None:
             workeroutput[_WORKER_KEY] = self.suite_data
             workeroutput[_REPAIRS_KEY] = repaired()
-        else:  # before pytest-html writes its page (its own sessionfinish runs after this one)
+        elif self.shard is None:  # before pytest-html writes its page (its own sessionfinish runs after this one)
             failed = self._series_failed
             self.cases.assemble_series(self.final_records(), failed=lambda name, step: f"{name}@{step}" in failed)
         no_verdict = any(outcome == "error" for outcome, _ in self._outcomes.values())
@@ -257,6 +265,8 @@ class NoveltyState:
         The outcome is pytest's own: a failed setup or teardown (a harness error) and a crashed
         xdist worker (reported with ``when == "???"``) are errors, whatever the case's row said.
         """
+        if self.shard is not None:
+            self.shard.note(report)
         told = False  # whether the item said what its harness error was
         for name, value in report.user_properties:
             if name == HARNESS_PROPERTY:
@@ -287,7 +297,10 @@ class NoveltyState:
             message = last if last.startswith(what) else f"{what}: {last}"
             self._outcomes[report.nodeid] = ("error", message)
         elif report.skipped and report.nodeid not in self._outcomes:
-            self._outcomes[report.nodeid] = ("skipped", last_line(report.longreprtext))
+            from pytest_novelty.plugin.shard import ShardRun
+
+            outcome = ShardRun.outcome(report) or "skipped"  # a shard's case: "deferred", decided by the merge run
+            self._outcomes[report.nodeid] = (outcome, last_line(report.longreprtext))
 
     def final_records(self) -> list[CaseRecord]:
         """One record per case pytest ran, with pytest's outcome: the records the cases made, and an
@@ -320,6 +333,9 @@ class NoveltyState:
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
         if hasattr(self.config, "workerinput"):
+            return
+        if self.shard is not None:  # no verdict to show: what the shard did, instead of the gate's table
+            self.shard.summary(self, terminalreporter, self._outcomes)
             return
         records = self.final_records()
         if records:

@@ -1,0 +1,137 @@
+"""``pytest --novelty-shard K/N``: each case does its shard's part of its suite, then is skipped as
+"decided by the merge run" (pytest's own skip, so JUnit XML and the terminal show it as one).
+
+The split is computed in every process from the selected cases (an xdist worker collects them all),
+so every shard and every worker agree on it (:mod:`pytest_novelty.pipeline.shards`). A part that
+fails is a harness error of its cases (exit 8); a shard whose every part is done exits 0. The
+terminal summary says what the shard did instead of the gate's table; ``--novelty-report`` holds
+no verdict, and no tracker is logged to: the merge run does that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import pytest
+
+from pytest_novelty.infra.errors import NoveltyError
+from pytest_novelty.pipeline.shards import DEFERRED, DEFERRED_REASON, Shard, ShardPlan, parse_shard
+from pytest_novelty.suites.schema import Suite
+
+if TYPE_CHECKING:
+    from pytest_novelty.pipeline.shard_work import PartWork
+    from pytest_novelty.plugin.state import NoveltyState
+
+PART_PROPERTY = "novelty_shard"
+"""The user property that carries a part's work line to the controller."""
+
+
+class ShardRun:
+    """One pytest session's shard: which it is, the selected suite runs, and the parts done."""
+
+    def __init__(self, shard: Shard) -> None:
+        self.shard = shard
+        self.runs: list[Suite] = []
+        self._plan: ShardPlan | None = None
+        self._parts: dict[tuple[str, str], PartWork | NoveltyError] = {}
+        self.lines: dict[str, str] = {}
+        """The work line of each part done, by suite run (and checkpoint), in this process or a worker."""
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> ShardRun | None:
+        """The session's shard (None without ``--novelty-shard``); the option was checked at configure."""
+        value = config.option.novelty_shard
+        return None if not value else cls(parse_shard(str(value)))
+
+    @property
+    def reason(self) -> str:
+        """The reason every case of the shard is skipped with."""
+        return f"{DEFERRED_REASON} (shard {self.shard} did its part of this suite)"
+
+    def select(self, runs: list[Suite]) -> None:
+        """The suite runs of the selected cases: what the split is made of."""
+        self.runs = list({run.run_key: run for run in runs}.values())
+        self._plan = None
+
+    def plan(self, state: NoveltyState) -> ShardPlan:
+        if self._plan is None:
+            from pytest_novelty.pipeline.shard_work import plan_gate
+
+            session = state.session
+            checkpoints = 1 + bool(session.baseline_model) + max(0, len(session.series) - 1)
+            self._plan = plan_gate(self.runs, self.shard, prompts_of=session.candidate.load_prompts,
+                                   repeats=_repeats(state.config), checkpoints=checkpoints)
+        return self._plan
+
+    def case(self, state: NoveltyState, suite: Suite, item: pytest.Item, models: list[str] | None = None) -> NoReturn:
+        """Do this shard's part of ``suite`` (once per suite run and checkpoints), then skip the case:
+        it is decided by the merge run. A part that failed makes the case a harness error."""
+        from pytest_novelty.pipeline.shard_work import do_part
+        from pytest_novelty.plugin.state import spread_series
+
+        session = state.session
+        label = suite.name if models is None else f"{suite.name} @ {', '.join(Path(m).name for m in models)}"
+        if models is None:  # the case's checkpoints; a spread series' earlier ones are items of their own
+            models = [session.model, *filter(None, [session.baseline_model])]
+            if session.series and not spread_series(suite):
+                models += [c.path for c in session.series[:-1]]
+        key = (suite.run_key, ",".join(models))
+        if key not in self._parts:
+            try:
+                self._parts[key] = replace(do_part(session, suite, self.plan(state), self.shard,
+                                                   repeats=_repeats(state.config), models=models), suite=label)
+            except NoveltyError as exc:
+                self._parts[key] = exc
+            done = self._parts[key]
+            if not isinstance(done, NoveltyError):
+                item.user_properties.append((PART_PROPERTY, done.line()))
+        done = self._parts[key]
+        if isinstance(done, NoveltyError):
+            state.harness_failure(done, item, f" in shard {self.shard}'s part")
+        pytest.skip(self.reason)
+
+    def note(self, report: pytest.TestReport) -> None:
+        """Keep the part lines a report carries (from this process or an xdist worker)."""
+        for name, value in report.user_properties:
+            if name == PART_PROPERTY:
+                self.lines.setdefault(str(value), str(value))
+
+    @staticmethod
+    def outcome(report: pytest.TestReport) -> str | None:
+        """:data:`DEFERRED` for a case a shard skipped, else None."""
+        return DEFERRED if report.skipped and DEFERRED_REASON in report.longreprtext else None
+
+    def summary(self, state: NoveltyState, terminalreporter: Any, outcomes: dict[str, tuple[str, str]]) -> None:
+        """The shard's section of the terminal summary, and its report folder's placeholder."""
+        deferred = sum(1 for outcome, _ in outcomes.values() if outcome == DEFERRED)
+        errors = sum(1 for outcome, _ in outcomes.values() if outcome == "error")
+        terminalreporter.section("novelty shard")
+        for line in self.lines.values():
+            terminalreporter.line(line)
+        done = "NOT done (harness errors above)" if errors or state.harness_errors else "done"
+        cases = f"{deferred} case{'' if deferred == 1 else 's'}"
+        terminalreporter.line(f"shard {self.shard}: its part is {done}; {cases} {DEFERRED_REASON}, "
+                              f"whose cache is {state.cache_dir}")
+        folder = state.config.option.novelty_report
+        if folder:
+            from pytest_novelty.report.json_report import write_placeholder
+
+            write_placeholder(folder, f"shard {self.shard} of the gate: every case is {DEFERRED_REASON}")
+            terminalreporter.line(f"novelty report: {folder} (no verdict: a shard)")
+
+
+def _repeats(config: pytest.Config) -> int:
+    return int(config.option.novelty_repeat or 1)
+
+
+def suite_runs(items: list[pytest.Item]) -> list[Suite]:
+    """The suite runs of the selected cases and series checkpoints."""
+    found = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        suite = callspec.params.get("novelty_suite") if callspec is not None else None
+        if isinstance(suite, Suite):
+            found.append(suite)
+    return found
