@@ -87,7 +87,7 @@ def test_reference_cases_agree(pytester: pytest.Pytester, demo_cache: Path, tmp_
     (folder / "story.toml").write_text(story)
     (ret, cases), (status, same) = _both(pytester, demo_cache, folder)
     assert cases == same and ret == status
-    assert {case[5] for case in cases.values()} == {"human references"}
+    assert {case[5] for case in cases.values()} == {"references"}
 
 
 def test_snapshot_cases_agree_on_the_same_files(pytester: pytest.Pytester, demo_cache: Path, tmp_path: Path) -> None:

@@ -23,6 +23,6 @@ def test_untrained_model_loses_to_human_references(
     suite.write_text(suite.read_text() + "\n[gate]\nreference = true\n")
     result = pytester.runpytest_subprocess(*novelty_args)
     result.stdout.fnmatch_lines(
-        ["story quality: regression", "*snapshot value 1.0000, new value 0.*", "*p-value < 0.0001*"]
+        ["story quality: regression", "*references value 1.0000, new value 0.*", "*p-value < 0.0001*"]
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
