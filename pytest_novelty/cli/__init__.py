@@ -87,7 +87,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     cases = [run for run in runs for _ in run.thresholds]
     comparisons = compared_cases(cases, baseline=bool(args.novelty_baseline_model), snapshots=snapshots,
                                  series=bool(checkpoints))  # fmt: skip
-    settings = CaseSettings(args.novelty_threshold_mode, args.novelty_repeat, max(1, comparisons))
+    settings = CaseSettings.from_options(args, max(1, comparisons))
     loop = CaseLoop(session, settings, series=checkpoints)
     records, errors = loop.run(runs, _snapshot_stores(args) if snapshots else lambda run, threshold: None)
     for line in errors:  # as under pytest: the suite's cases are errors, the others still ran

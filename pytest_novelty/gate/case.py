@@ -28,7 +28,7 @@ so value − accepted value = delta on every record.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -48,12 +48,19 @@ from pytest_novelty.gate.thresholds import check_threshold
 from pytest_novelty.pipeline.session import HUMAN_REFERENCES
 
 if TYPE_CHECKING:
+    from pytest_novelty.gate.adaptive import Adaptive
     from pytest_novelty.gate.snapshot import SnapshotOutcome
+    from pytest_novelty.gate.thresholds import Verdict
     from pytest_novelty.pipeline.results import SuiteResult
     from pytest_novelty.pipeline.session import Baseline, ResultsSession
     from pytest_novelty.suites.schema import Suite, Threshold
 
 __all__ = ["SnapshotStore", "case_id", "decide", "decide_in", "frozen_tail", "header"]
+
+
+AdaptiveHook = Callable[["Verdict", "FrozenTail | None"], "tuple[Verdict, Adaptive]"]
+"""What a case's decision asks of ``--novelty-adaptive``: the threshold's verdict as the sequential rule
+ends it, given the first pass's and the frozen tail (:func:`pytest_novelty.gate.adaptive.adaptive_verdict`)."""
 
 
 class SnapshotStore(Protocol):
@@ -137,6 +144,7 @@ def decide(
     snapshot: SnapshotStore | None = None,
     mode: str | None = None,
     comparisons: int = 1,
+    adaptive: AdaptiveHook | None = None,
 ) -> CaseRecord:
     """Decide one case (see the module doc for the rules, in order).
 
@@ -146,7 +154,9 @@ def decide(
     ``mode`` is the threshold mode (the command line's, else the suite's ``[gate] threshold_mode``).
     ``comparisons`` is the number of regression tests the whole run makes: each is held to
     α / comparisons (Bonferroni), so that an unchanged checkpoint fails any of them in at most α of
-    runs, not α of cases.
+    runs, not α of cases. ``adaptive(verdict, tail)`` (``--novelty-adaptive``) may replace the
+    threshold's verdict by the sequential rule's (:mod:`pytest_novelty.gate.adaptive`), for a value
+    that could be computed.
     """
     base = None if baseline is None else baseline.result
     tail: FrozenTail | None = None
@@ -160,6 +170,9 @@ def decide(
     mode = mode or suite.gate.threshold_mode
     verdict = check_threshold(suite.name, threshold, metrics, interval=interval,
                               mode=mode if interval is not None else "point")
+    adapted = None
+    if adaptive is not None and not math.isnan(verdict.value):
+        verdict, adapted = adaptive(verdict, tail)
     message = verdict.message
     failures = [] if verdict.passed else [verdict.message]
     agreement = agreement_text(result.judge_agreement)
@@ -222,6 +235,7 @@ def decide(
         within_noise=verdict.within_noise,
         mode=verdict.mode,
         threshold_passed=verdict.passed and not distrusted,
+        adaptive=adapted,
     )
 
 

@@ -16,15 +16,19 @@ in (syrupy's under pytest, plain files on the command line) is the one thing it 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_novelty.gate.case import SnapshotStore, decide, with_repeats
+from pytest_novelty.gate.adaptive import Adaptive, AdaptiveBudget, adaptive_verdict
+from pytest_novelty.gate.case import AdaptiveHook, SnapshotStore, decide, with_repeats
 from pytest_novelty.gate.record import CaseRecord
 from pytest_novelty.infra.errors import HarnessError
 
 if TYPE_CHECKING:
+    from pytest_novelty.gate.regression import FrozenTail
+    from pytest_novelty.gate.thresholds import Verdict
     from pytest_novelty.pipeline.results import SuiteResult
     from pytest_novelty.pipeline.series import Checkpoint
     from pytest_novelty.pipeline.session import Baseline, ResultsSession
@@ -39,12 +43,20 @@ StoreFor = Callable[["Suite", "Threshold"], "SnapshotStore | None"]
 @dataclass(frozen=True)
 class CaseSettings:
     """How a run decides its cases: the threshold mode of ``--novelty-threshold-mode`` (None: each
-    suite's own), the ``--novelty-repeat`` count, and the number of regression tests the run makes
-    (each held to α / that number)."""
+    suite's own), the ``--novelty-repeat`` count, the number of regression tests the run makes
+    (each held to α / that number), and the budget of ``--novelty-adaptive`` (None: no rounds)."""
 
     mode: str | None = None
     repeats: int = 1
     comparisons: int = 1
+    adaptive: AdaptiveBudget | None = None
+
+    @classmethod
+    def from_options(cls, options: Any, comparisons: int = 1) -> CaseSettings:
+        """The settings a run's options ask for (either front end's parsed options)."""
+        samples, minutes = options.novelty_adaptive, options.novelty_adaptive_minutes
+        budget = AdaptiveBudget(int(samples), None if minutes is None else float(minutes)) if samples else None
+        return cls(options.novelty_threshold_mode, int(options.novelty_repeat or 1), comparisons, budget)
 
 
 class CaseLoop:
@@ -74,6 +86,8 @@ class CaseLoop:
         """Per suite: step → an earlier checkpoint's part, handed in by the items that scored them."""
         self.series_gaps: dict[str, str] = {}
         """Per suite: why its series could not be put together."""
+        self._started: dict[str, float] = {}
+        """Per suite run: when its first adaptive look began (the time bound counts from there)."""
 
     # -- a suite's results ----------------------------------------------------------------------
 
@@ -115,11 +129,38 @@ class CaseLoop:
         result, baseline = self.result(suite), self.baseline(suite)
         earlier = self.earlier(suite) if baseline is None and suite.gate.against == "series-best" else []
         record = decide(suite, threshold, result, baseline=baseline, earlier=earlier, snapshot=snapshot,
-                        mode=settings.mode, comparisons=settings.comparisons)  # fmt: skip
+                        mode=settings.mode, comparisons=settings.comparisons,
+                        adaptive=self._adaptive(suite, threshold))  # fmt: skip
         record = with_repeats(self.session, suite, threshold, record, settings.repeats, snapshot=snapshot,
                               mode=settings.mode, comparisons=settings.comparisons)  # fmt: skip
         self._note_repeats(suite)
+        if record.adaptive is not None:
+            self._note_rounds(suite, record.adaptive.rounds)
         return record
+
+    def _adaptive(self, suite: Suite, threshold: Threshold) -> AdaptiveHook | None:
+        """The case's sequential rule over its suite's rounds (None without a budget)."""
+        budget = self.settings.adaptive
+        if budget is None:
+            return None
+        started = self._started.setdefault(suite.name, time.monotonic())
+
+        def rounds(k: int) -> SuiteResult:
+            return self.session.result(suite if k == 0 else suite.repeated(k))
+
+        def hook(first: Verdict, tail: FrozenTail | None) -> tuple[Verdict, Adaptive]:
+            return adaptive_verdict(suite, threshold, first, rounds, tail, budget, started=started)
+
+        return hook
+
+    def _note_rounds(self, suite: Suite, rounds: int) -> None:
+        """Keep what the suite's adaptive rounds generated, up to its slowest case's (for the work line)."""
+        data = self.suite_data.get(suite.name)
+        if data is None or rounds <= len(data.get("adaptive") or []):
+            return
+        from pytest_novelty.pipeline.export import repeats_json
+
+        data["adaptive"] = repeats_json(self.session, suite, rounds + 1)
 
     def _note_repeats(self, suite: Suite) -> None:
         """Keep, once per suite, what its repeats generated (for the work line)."""

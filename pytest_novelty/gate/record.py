@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pytest_novelty.gate.adaptive import Adaptive
 from pytest_novelty.gate.regression import Comparison
 
 __all__ = ["OUTCOMES", "CaseRecord", "Repeats", "TailUsed"]
@@ -138,6 +139,8 @@ class CaseRecord:
     judge_agreement: str | None = None
     warnings: tuple[str, ...] = ()
     repeats: Repeats | None = None
+    adaptive: Adaptive | None = None
+    """With ``--novelty-adaptive``: how the sequential rule ended the threshold (its rounds and looks)."""
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -234,7 +237,9 @@ class CaseRecord:
         return f"[{self.ci[0]:.3f}, {self.ci[1]:.3f}]"
 
     def repeats_note(self) -> str:
-        return "" if self.repeats is None else self.repeats.note()
+        """What repeats and adaptive rounds add to the verdict's words (``; 2 of 3 repeats pass``)."""
+        return ("" if self.repeats is None else self.repeats.note()) + (
+            "" if self.adaptive is None else self.adaptive.note())
 
     def verdict_text(self) -> str:
         """What the verdict cell says: the threshold's outcome and the comparison's, FAIL first."""
@@ -338,6 +343,7 @@ class CaseRecord:
             "judge_agreement": self.judge_agreement,
             "warnings": list(self.warnings),
             "repeats": None if self.repeats is None else self.repeats.to_json(),
+            "adaptive": None if self.adaptive is None else self.adaptive.to_json(),
         }
 
     @classmethod
@@ -347,6 +353,7 @@ class CaseRecord:
             raise ValueError(f"a case record is a JSON object, not {type(data).__name__}")
         try:
             tail, comparison, repeats = data.get("tail"), data.get("comparison"), data.get("repeats")
+            adaptive = data.get("adaptive")
             passed = data.get("threshold_passed")
             return cls(
                 suite=str(data["suite"]),
@@ -369,6 +376,7 @@ class CaseRecord:
                 judge_agreement=None if data.get("judge_agreement") is None else str(data["judge_agreement"]),
                 warnings=tuple(str(w) for w in data.get("warnings") or ()),
                 repeats=None if repeats is None else Repeats.from_json(repeats),
+                adaptive=None if adaptive is None else Adaptive.from_json(adaptive),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed case record: {exc!r}") from None

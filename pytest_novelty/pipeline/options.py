@@ -163,6 +163,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("repeat", metavar="N", type=_positive, default=1,
            help="also generate N - 1 more independent sets of samples and report each case's pass rate and "
            "spread over the N (the verdict stays the first's, whose cached answers are reused)"),
+    Option("adaptive", metavar="SAMPLES", type=_positive,
+           help="spend up to SAMPLES more samples per suite run, in rounds, on the threshold cases the first pass "
+           "cannot decide, under a sequential rule that keeps each case's error rates (docs/verdicts.md)"),
+    Option("adaptive-minutes", metavar="M", type=float,
+           help="with --novelty-adaptive: stop a suite's rounds after M minutes (its undecided cases stay undecided)"),
     Option("shard", metavar="K/N", field="shard",
            help="do shard K of N of the gate only (numbered from 1, as Slurm's --array=1-N): generate and score "
            "its part into the cache and decide no case (each is 'decided by the merge run', a skip under "

@@ -119,9 +119,7 @@ class NoveltyState:
         return self.session.baseline(suite)
 
     def _case_settings(self, comparisons: int = 1) -> CaseSettings:
-        option = self.config.option
-        return CaseSettings(mode=option.novelty_threshold_mode, repeats=int(option.novelty_repeat or 1),
-                            comparisons=comparisons)  # fmt: skip
+        return CaseSettings.from_options(self.config.option, comparisons)
 
     @property
     def suite_data(self) -> dict[str, dict[str, Any]]:

@@ -245,6 +245,10 @@ def work_summary(suite_data: Mapping[str, Mapping[str, Any]], repairs: int = 0) 
     if repeats:  # --novelty-repeat: the runs after the first
         made, kept = sum(int(e["generated_rows"]) for e in repeats), sum(int(e["cached_rows"]) for e in repeats)
         line += f"; repeats: {made} samples generated ({kept} from cache)"
+    rounds = [e for d in suite_data.values() for e in (d.get("adaptive") or [])]
+    if rounds:  # --novelty-adaptive: the rounds the undecided cases drew
+        made, kept = sum(int(e["generated_rows"]) for e in rounds), sum(int(e["cached_rows"]) for e in rounds)
+        line += f"; adaptive rounds: {made} samples generated ({kept} from cache)"
     earlier = [e for d in suite_data.values() for e in (d.get("series") or [])[:-1]]
     if earlier:  # --model-series: the checkpoints before the candidate
         made, kept = sum(int(e["generated_rows"]) for e in earlier), sum(int(e["cached_rows"]) for e in earlier)
