@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -185,31 +185,11 @@ def decide(
             "is among the suite's prompts; point [gate] tail at a tail of these prompts"
         )
         failures = [message]
-    comparison: Comparison | None = None
-    written = False
     candidate = result_record(result, threshold, suite=suite, tail=tail, metrics=metrics)
-    alpha, correction = corrected_alpha(suite.gate.alpha, comparisons)
-
-    def compare_with(accepted: MetricRecord, against: str) -> Comparison:
-        return compare(accepted, candidate, alpha=alpha, correction=correction, against=against)
-
-    if base is not None:
-        against = HUMAN_REFERENCES if baseline is not None and baseline.kind == "references" else "baseline"
-        comparison = compare_with(result_record(base, threshold, suite=suite, tail=tail), against)
-        if not comparison.passed:
-            failures.extend(comparison.lines())
-    elif suite.gate.against == "series-best" and earlier:
-        found = best_earlier(earlier, suite, threshold, tail)
-        if found is not None:
-            best, record = found
-            comparison = compare_with(record, Path(best.model).name)
-            if not comparison.passed:
-                failures.append(f"against the best earlier checkpoint of the series, {best.model}:")
-                failures.extend(comparison.lines())
-    elif snapshot is not None:
-        outcome = snapshot.check(candidate, alpha=alpha, correction=correction)
-        comparison, written = outcome.comparison, outcome.written
-        failures.extend(outcome.lines)
+    compared = compare_case(suite, threshold, candidate, tail, baseline=baseline, earlier=earlier,
+                            snapshot=snapshot, comparisons=comparisons)  # fmt: skip
+    comparison, written = compared.comparison, compared.written
+    failures.extend(compared.lines)
     warnings = (comparison.message,) if comparison is not None and comparison.passed and comparison.warning else ()
     head = header(result) + (f", {agreement}" if agreement else "")
     value = metrics.get(threshold.metric, math.nan)
@@ -237,6 +217,55 @@ def decide(
         threshold_passed=verdict.passed and not distrusted,
         adaptive=adapted,
     )
+
+
+@dataclass(frozen=True)
+class Compared:
+    """What a case's regression check found: the comparison (None when nothing was compared), whether
+    the run accepted the candidate as the new snapshot instead, and the lines of its failure."""
+
+    comparison: Comparison | None = None
+    written: bool = False
+    lines: tuple[str, ...] = ()
+
+
+def compare_case(
+    suite: Suite,
+    threshold: Threshold,
+    candidate: MetricRecord,
+    tail: FrozenTail | None,
+    *,
+    baseline: Baseline | None = None,
+    earlier: Sequence[SuiteResult] = (),
+    snapshot: SnapshotStore | None = None,
+    comparisons: int = 1,
+) -> Compared:
+    """Rule 3 of the module doc: ``candidate`` (the case's record) against the first found of the
+    baseline checkpoint or the references, the best earlier checkpoint of the series
+    (``[gate] against = "series-best"``) and the accepted snapshot, at the run's corrected α."""
+    alpha, correction = corrected_alpha(suite.gate.alpha, comparisons)
+
+    def compare_with(accepted: MetricRecord, against: str) -> Comparison:
+        return compare(accepted, candidate, alpha=alpha, correction=correction, against=against)
+
+    if baseline is not None:
+        against = HUMAN_REFERENCES if baseline.kind == "references" else "baseline"
+        comparison = compare_with(result_record(baseline.result, threshold, suite=suite, tail=tail), against)
+        return Compared(comparison, lines=() if comparison.passed else tuple(comparison.lines()))
+    if suite.gate.against == "series-best" and earlier:
+        found = best_earlier(earlier, suite, threshold, tail)
+        if found is None:
+            return Compared()
+        best, record = found
+        comparison = compare_with(record, Path(best.model).name)
+        if comparison.passed:
+            return Compared(comparison)
+        return Compared(comparison, lines=(f"against the best earlier checkpoint of the series, {best.model}:",
+                                           *comparison.lines()))  # fmt: skip
+    if snapshot is not None:
+        outcome = snapshot.check(candidate, alpha=alpha, correction=correction)
+        return Compared(outcome.comparison, outcome.written, tuple(outcome.lines))
+    return Compared()
 
 
 def decide_in(
