@@ -114,8 +114,9 @@ def test_a_suite_freezing_it_judges_every_checkpoint_on_its_prompts(tmp_path: Pa
         main(["run", "--model", model, "--suites", str(suite.parent), "--cache", str(cache), "--report", str(report)])
         data = json.loads((report / "report.json").read_text())
         rows = {r["metric"]: r for r in data["rows"]}
-        judged[model] = rows["q_at_tail@0.25"]["tail_ids"]
-        assert rows["q_at_tail@0.25"]["tail"] == f"tail file tail.json, {len(built['q_at_tail@0.25'])} prompts"
+        judged[model] = rows["q_at_tail@0.25"]["tail"]["ids"]
+        assert rows["q_at_tail@0.25"]["tail"]["description"] == (
+            f"tail file tail.json, {len(built['q_at_tail@0.25'])} prompts")
         # Novelty at Peak on the file's peak: the checkpoint's own output novelty over those prompts.
         (result,) = _results(cache, suite, [model])
         novelty = dict(zip([p.id for p in result.prompts], originality_counting_short(result.originality[4]).mean(1),

@@ -59,8 +59,8 @@ def test_a_snapshot_keeps_the_peak_and_a_later_run_is_compared_on_it(
     data = json.loads((report / "report.json").read_text())
     (row,) = [r for r in data["rows"] if r["metric"] == "novelty_at_peak@0.5"]
     novelty = _per_prompt_novelty(data)
-    assert row["compared_value"] == pytest.approx((novelty["p0"] + novelty["p2"]) / 2, abs=1e-6)
-    assert row["n_pairs"] == 2
+    assert row["comparison"]["candidate_value"] == pytest.approx((novelty["p0"] + novelty["p2"]) / 2, abs=1e-6)
+    assert row["comparison"]["n_pairs"] == 2
 
 
 def test_a_gated_peak_needs_its_entry_in_the_tail_file(
