@@ -24,7 +24,7 @@ from typing import Any
 
 from pytest_novelty.generation import GENERATORS
 
-__all__ = ["OPTIONS", "Option", "add_arguments", "by_name", "ini_settings", "offered"]
+__all__ = ["OPTIONS", "Option", "add_arguments", "by_name", "ini_settings", "offered", "spelled"]
 
 UNSET: Any = object()
 """The default of an option that declares none (see :attr:`Option.default`)."""
@@ -69,6 +69,11 @@ class Option:
     def cli_flag(self) -> str:
         """The command line's spelling: the short one, else ``--NAME``."""
         return self.short or f"--{self.name}"
+
+    def spelled(self, front: str) -> str:
+        """How ``front`` (``"pytest"`` or ``"cli"``) spells the option in a message: the command
+        line's flag, or pytest's short spelling where it has one, else ``--novelty-NAME``."""
+        return self.cli_flag if front == CLI else self.short or self.long
 
     @property
     def takes_value(self) -> bool:
@@ -178,6 +183,16 @@ def by_name(name: str) -> Option:
         if option.name == name:
             return option
     raise KeyError(name)
+
+
+def spelled(flag: str, front: str) -> str:
+    """``flag``, any spelling of an option of the table (``--novelty-log``, ``--log``), as ``front``
+    spells it (see :meth:`Option.spelled`); any other text (a suite key, an ini setting) as it is.
+    A message names an option the way the user typed it in their front end."""
+    for option in OPTIONS:
+        if flag in (option.long, option.cli_flag):
+            return option.spelled(front)
+    return flag
 
 
 def offered(where: str) -> Iterator[Option]:

@@ -110,8 +110,7 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
     from pytest_novelty.pipeline.options import by_name
 
     def flag(name: str) -> str:
-        option = by_name(name)
-        return option.cli_flag if front == "cli" else option.short or option.long
+        return by_name(name).spelled(front)
 
     from pytest_novelty.generation import is_served
     from pytest_novelty.generation.devices import check_device
@@ -140,7 +139,9 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
     for name in ("cache", "report", "snapshot-dir", "suites"):
         value = getattr(options, "novelty_" + name.replace("-", "_"), None)
         if value and Path(str(value)).expanduser().exists() and not Path(str(value)).expanduser().is_dir():
-            raise ConfigError(f"{value} is a file; give a folder (it is created when missing)", field=flag(name))
+            fix = "give a folder (it is created when missing)"
+            fix = "give the folder of suite files (*.toml)" if name == "suites" else fix
+            raise ConfigError(f"{value} is a file; {fix}", field=flag(name))
     return model
 
 
