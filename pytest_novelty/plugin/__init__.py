@@ -146,6 +146,16 @@ def _suites_dir(config: pytest.Config) -> Path:
     return bundled_path("suites")
 
 
+def _suites_field(config: pytest.Config) -> str | None:
+    """Where the suites folder came from, as the user wrote it: the option, the ini setting, or
+    neither (the folder found by default)."""
+    if config.option.novelty_suites:
+        return "--novelty-suites"
+    if not config.getini("novelty_suites"):
+        return None
+    return f"novelty_suites in {config.inipath}" if config.inipath is not None else "novelty_suites"
+
+
 def _cache_dir(config: pytest.Config) -> Path:
     opt = config.option.novelty_cache or config.getini("novelty_cache")
     if opt:
@@ -189,13 +199,16 @@ def pytest_configure(config: pytest.Config) -> None:
         if config.option.novelty_log and not worker:
             from pytest_novelty.integrations import check_trackers
 
-            check_trackers(config.option.novelty_log)  # a bad spec or a missing extra: one line, exit 4
+            try:  # a bad spec, URI or folder: one line, exit 4; a tracker down: no case runs, exit 8
+                check_trackers(config.option.novelty_log)
+            except HarnessError as exc:
+                stopped = exc
         if config.option.novelty_report and not worker:
             from pytest_novelty.report.json_report import write_placeholder  # no stale "all passed" report
 
             write_placeholder(config.option.novelty_report, "the run stopped before its summary (see pytest's output)")
         folder = _suites_dir(config)
-        suites = load_suites(folder)
+        suites = load_suites(folder, field=_suites_field(config))
         cache_dir = _cache_dir(config)
         if config.option.novelty_cache_clear and not worker:
             from pytest_novelty.infra.cache import clear_cache
@@ -208,8 +221,12 @@ def pytest_configure(config: pytest.Config) -> None:
         try:
             check_models(config.option, models, config.option.novelty_baseline_model, cache_dir, suites)
         except HarnessError as exc:
-            stopped = exc
+            stopped = stopped or exc
     except ConfigError as exc:
+        if config.option.novelty_report and not worker:
+            from pytest_novelty.report.json_report import record_no_verdict
+
+            record_no_verdict(config.option.novelty_report, f"bad input: {exc}", pytest.ExitCode.USAGE_ERROR)
         raise pytest.UsageError(str(exc)) from None
     _place_worker(config)
     _configure_snapshots(config)
@@ -292,6 +309,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
         def _split_scope(self, nodeid: str) -> str:
             return nodeid if checkpoint_key(nodeid) else str(super()._split_scope(nodeid))
+
+        def _assign_work_unit(self, node: Any) -> None:
+            """A unit of work for a node whose collection has arrived; a node still collecting gets
+            its work when its collection arrives (``schedule`` runs again then). A worker that
+            replaced a crashed one was given work before it had collected, when the last original
+            worker finished collecting after the crash: a KeyError in xdist, an INTERNALERROR."""
+            if node in self.registered_collections:
+                super()._assign_work_unit(node)
+
+        def _reschedule(self, node: Any) -> None:
+            """As ``loadscope`` does, and a node left with the last unit of work is told at once
+            that no more comes. A worker runs a test only once it knows the next one or that none
+            comes, and ``loadscope`` tells it only when one of its tests finishes: a replacement
+            worker given a single test (what was left of a crashed worker's unit) waited forever."""
+            super()._reschedule(node)
+            if not self.workqueue and not node.shutting_down and node in self.registered_collections:
+                node.shutdown()
 
         def remove_node(self, node: Any) -> str | None:
             """A crashed worker's unfinished items go back to the queue, the one it died on excepted

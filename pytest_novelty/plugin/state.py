@@ -72,6 +72,8 @@ class NoveltyState:
         """The status the run exits with, once the session has finished."""
         self.comparisons = 1
         """How many regression tests the run's selected cases make (set when collection ends)."""
+        self.worker_crashes: list[str] = []
+        """One line per xdist worker that crashed, for the summary and the report."""
         self._said = False
 
     # -- running suites -------------------------------------------------------------------------
@@ -366,10 +368,18 @@ class NoveltyState:
         return {"suite": suite_name or key, "metric": metric, "op": None, "threshold": None, "value": None}
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """xdist controller: merge the suites' arrays that a worker computed."""
-        output = getattr(node, "workeroutput", {})
+        """xdist controller: merge the suites' arrays that a worker computed. A worker that went down
+        with an error (killed, out of memory) is a harness error whenever it happened: before its
+        first case, during one (xdist also reports that case as crashed), between two, or after its
+        last, when the arrays of its suites never arrive (the report would lack them)."""
+        output = getattr(node, "workeroutput", None) or {}
         self.suite_data.update(output.get(_WORKER_KEY, {}))
         self.worker_repairs += int(output.get(_REPAIRS_KEY, 0))
+        if error is not None and error != "keyboard-interrupt":  # an interrupt is the user's, not a crash
+            worker = getattr(getattr(node, "gateway", None), "id", None) or "?"
+            line = f"harness error: the xdist worker {worker} crashed ({error}); work it finished is cached"
+            self.harness_errors.setdefault(line, "worker")
+            self.worker_crashes.append(line)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
         if hasattr(self.config, "workerinput"):
@@ -385,33 +395,42 @@ class NoveltyState:
                 terminalreporter.line(line)
             for line in self.series_gaps.values():
                 terminalreporter.line(line)
+        for line in self.worker_crashes:
+            terminalreporter.line(f"novelty: {line}", red=True, bold=True)
         folder = self.config.option.novelty_report
+        status = self.exit_status if self.exit_status is not None else int(exitstatus)
         if folder:
             # Written on every run, from pytest's outcomes: errors and crashes included.
-            from pytest_novelty.report import write_report
+            from pytest_novelty.report.json_report import record_no_verdict
 
             self._say_stopped()
-            if self.stopped is not None and not rows:  # no case ran: no verdict, and why
-                from pytest_novelty.report.json_report import write_placeholder
-
-                write_placeholder(Path(folder), self.stopped)
+            if self.stopped is not None and not rows:  # no case ran: no verdict, why, and the exit status
+                record_no_verdict(folder, self.stopped, status)
                 terminalreporter.line(f"novelty report: {folder} (no verdict)")
                 return
-            status = self.exit_status if self.exit_status is not None else int(exitstatus)
-            versions = {**self.versions(), "exit status": status}
-            files = write_report(Path(folder), rows, cast(Any, self.suite_data), versions)
+            files = self._write_report(folder, rows, status)
             terminalreporter.line(f"novelty report: {files.json.parent}")
         if self.config.option.novelty_log and rows:  # --novelty-log: the trackers read the report
             from pytest_novelty.integrations import log_session
 
             logged = log_session(
-                self.config.option.novelty_log, rows, self.suite_data,
-                {**self.versions(), "exit status": self.exit_status if self.exit_status is not None else exitstatus},
+                self.config.option.novelty_log, rows, self.suite_data, {**self.versions(), "exit status": status},
                 report_dir=folder or None, write=terminalreporter.line,
             )  # fmt: skip
             session = self.pytest_session
             if logged.status and session and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-                session.exitstatus = logged.status
+                session.exitstatus = self.exit_status = logged.status
+                if folder:  # the report records the status the run exits with: the tracker's
+                    self._write_report(folder, rows, logged.status)
+
+    def _write_report(self, folder: str, rows: list[dict[str, Any]], status: int) -> Any:
+        """The report folder of ``--novelty-report``, recording ``status`` as the run's exit status."""
+        from pytest_novelty.report import write_report
+
+        versions = {**self.versions(), "exit status": status}
+        if self.worker_crashes:  # why a run whose cases all decided exits with the harness status
+            versions["status"] = "; ".join(self.worker_crashes)
+        return write_report(Path(folder), rows, cast(Any, self.suite_data), versions)
 
     def versions(self) -> dict[str, Any]:
         """What produced the numbers, for report.json."""

@@ -155,12 +155,13 @@ def build_report(
     return cleaned
 
 
-def write_placeholder(out_dir: str | Path, reason: str) -> None:
+def write_placeholder(out_dir: str | Path, reason: str, status: int | None = None) -> None:
     """Replace a previous report with one that says no verdict was reached (yet).
 
     Written when a run starts, so a run that stops before its summary (a configuration or harness
-    error, an interrupted session) never leaves the previous run's "all passed" on disk. The plots
-    the previous ``report.json`` listed are removed with it.
+    error, an interrupted session) never leaves the previous run's "all passed" on disk, and again
+    with ``status``, the exit status the run ends with, once that is known (a run stopped by its
+    preflight, by bad input). The plots the previous ``report.json`` listed are removed with it.
     """
     from pytest_novelty.infra.storage import atomic_write_text, read_json
 
@@ -170,10 +171,21 @@ def write_placeholder(out_dir: str | Path, reason: str) -> None:
         for kinds in dict(old.get("plots") or {}).values():
             for name in dict(kinds or {}).values():
                 (folder / Path(str(name)).name).unlink(missing_ok=True)
-    report = build_report([], None, {"status": reason})
+    report = build_report([], None, {"status": reason, **({} if status is None else {"exit status": int(status)})})
     report["summary"]["complete"] = False
     atomic_write_json(folder / JSON_NAME, report)
-    atomic_write_text(folder / "report.md", f"## Novelty gate\n\n**no verdict**: {reason}\n")
+    said = "" if status is None else f"\n- exit status: `{int(status)}`\n"
+    atomic_write_text(folder / "report.md", f"## Novelty gate\n\n**no verdict**: {reason}\n{said}")
+
+
+def record_no_verdict(out_dir: str | Path, reason: str, status: int) -> None:
+    """The report folder of a run that reaches no verdict says so, why, and the exit status the run
+    ends with (:func:`write_placeholder`); a folder that cannot be written is left as it is, since
+    the run's own error already says why it stops."""
+    from contextlib import suppress
+
+    with suppress(OSError):
+        write_placeholder(out_dir, reason, int(status))
 
 
 def write_json_report(
