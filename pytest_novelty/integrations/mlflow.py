@@ -29,7 +29,8 @@ reads at every request: ``MLFLOW_HTTP_REQUEST_TIMEOUT`` (:data:`~.base.CALL_TIME
 ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` (:data:`~.base.CALL_RETRIES`) and
 ``MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR`` (1 s), each only while a tracker call runs and only where the
 user has not set it (a value the user set is theirs); the whole check or log is bounded by
-:data:`~.base.DEADLINE` whatever they set.
+:data:`~.base.DEADLINE` whatever they set. MLflow's own link to the run, which it prints with the
+tracking URI as given (a password in it too), is suppressed (``MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT``).
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ HTTP_SETTINGS = {
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
 }
 """MLflow's own request settings while a tracker call runs, where the user set none (see the module doc)."""
+QUIET = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
 
 
 def metric_key(name: str) -> str:
@@ -108,7 +110,7 @@ class MlflowTracker:
 
     def check(self) -> None:
         installed("mlflow", "mlflow", self.spec)
-        with bounded_requests():
+        with bounded_client():
             try:
                 client = self._client()
             except ConfigError:
@@ -126,7 +128,7 @@ class MlflowTracker:
             local_folder(self.spec, self.folder)  # the runs are written there: it must take a write
 
     def log(self, run: TrackedRun) -> str:
-        with bounded_requests():
+        with bounded_client():
             try:
                 return self._log(run)
             except Exception as exc:
@@ -169,22 +171,28 @@ class MlflowTracker:
 
 
 @contextmanager
-def bounded_requests() -> Iterator[None]:
-    """MLflow's request settings of :data:`HTTP_SETTINGS` while the block runs, each where the user
-    set none, and MLflow's own log lines held back to errors (its warnings about an answer it could
-    not read repeat what the one line of ours says); the environment and the logger are as they
-    were afterwards."""
-    added = {name: value for name, value in HTTP_SETTINGS.items() if name not in os.environ}
+def bounded_client() -> Iterator[None]:
+    """MLflow's client bounded and quiet while the block runs: the request settings of
+    :data:`HTTP_SETTINGS`, each where the user set none; its log lines held back to errors (its
+    warnings about an answer it could not read repeat what our one line says); and its own link to
+    the run, printed with the tracking URI as given (credentials and all), suppressed through
+    ``MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT``: our one line, redacted, says where the run went.
+    The environment and the logger are as they were afterwards."""
+    saved = {name: os.environ.get(name) for name in (*HTTP_SETTINGS, QUIET)}
     logger = logging.getLogger("mlflow")
     level = logger.level
-    os.environ.update(added)
+    os.environ.update({name: value for name, value in HTTP_SETTINGS.items() if name not in os.environ})
+    os.environ[QUIET] = "true"
     logger.setLevel(logging.ERROR)
     try:
         yield
     finally:
         logger.setLevel(level)
-        for name in added:
-            os.environ.pop(name, None)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 _STATUS = re.compile(r"error code (\d{3}) != 200|too many (\d{3}) error responses")

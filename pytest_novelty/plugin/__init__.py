@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
-from pytest_novelty.pipeline.options import PYTEST, ini_settings, offered
+from pytest_novelty.pipeline.options import PYTEST, by_name, ini_settings, offered
 from pytest_novelty.plugin.state import NoveltyState, checkpoint_key, spread_series
 from pytest_novelty.suites.schema import Suite, load_suites
 
@@ -150,7 +150,7 @@ def _suites_field(config: pytest.Config) -> str | None:
     """Where the suites folder came from, as the user wrote it: the option, the ini setting, or
     neither (the folder found by default)."""
     if config.option.novelty_suites:
-        return "--novelty-suites"
+        return by_name("suites").long
     if not config.getini("novelty_suites"):
         return None
     return f"novelty_suites in {config.inipath}" if config.inipath is not None else "novelty_suites"
@@ -319,12 +319,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                 super()._assign_work_unit(node)
 
         def _reschedule(self, node: Any) -> None:
-            """As ``loadscope`` does, and a node left with the last unit of work is told at once
-            that no more comes. A worker runs a test only once it knows the next one or that none
-            comes, and ``loadscope`` tells it only when one of its tests finishes: a replacement
-            worker given a single test (what was left of a crashed worker's unit) waited forever."""
+            """As ``loadscope`` does, and then a node always holds two tests or knows that no more
+            come. A worker runs a test only once it knows the next one or that none comes, and
+            ``loadscope`` gives a node more work (or says there is none) only when one of its tests
+            finishes: a replacement worker given a single test (what was left of a crashed worker's
+            suite) never finished it, and the session waited forever."""
             super()._reschedule(node)
-            if not self.workqueue and not node.shutting_down and node in self.registered_collections:
+            if node.shutting_down or node not in self.registered_collections:
+                return
+            while self.workqueue and self._pending_of(self.assigned_work[node]) < 2:
+                self._assign_work_unit(node)
+            if not self.workqueue:
                 node.shutdown()
 
         def remove_node(self, node: Any) -> str | None:
