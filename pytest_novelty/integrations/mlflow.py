@@ -71,6 +71,7 @@ HTTP_SETTINGS = {
 }
 """MLflow's own request settings while a tracker call runs, where the user set none (see the module doc)."""
 QUIET = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
+FILE_STORE = "MLFLOW_ALLOW_FILE_STORE"
 
 
 def metric_key(name: str) -> str:
@@ -117,6 +118,8 @@ class MlflowTracker:
                 raise
             except Exception as exc:  # no store for this URI: bad input, with MLflow's own reason
                 why = f"MLflow has no store for this URI: {failure(exc)}"
+                if FILE_STORE in str(exc):  # MLflow 3 keeps its folder store behind a variable
+                    why = f"MLflow opens a folder store only with {FILE_STORE}=true; set it, or log to a server"
                 raise ConfigError(f"{self.spec}: {why}", field=FIELD) from None
             try:
                 client.get_experiment_by_name(self.experiment)
@@ -211,6 +214,9 @@ def server_failure(exc: BaseException) -> str:
         timeout = os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT", str(CALL_TIMEOUT))
         return f"the tracking server accepts connections but did not answer within {timeout} s"
     text = str(exc)
+    if "SSLError" in text or "CERTIFICATE_VERIFY_FAILED" in text:
+        return "cannot reach the tracking server over TLS (the handshake failed: is it served over http, or is its " \
+               "certificate one this machine trusts?)"
     found = _STATUS.search(text)
     if found is None:
         return f"MLflow's client could not use the tracking server's answer: {failure(exc)}"

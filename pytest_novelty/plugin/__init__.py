@@ -197,10 +197,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config.option.novelty_model = check_options(config.option, model=config.option.novelty_model)
         if config.option.novelty_log and not worker:
-            from pytest_novelty.integrations import check_trackers
+            from pytest_novelty.integrations.base import check_trackers, open_trackers
 
             try:  # a bad spec, URI or folder: one line, exit 4; a tracker down: no case runs, exit 8
-                check_trackers(config.option.novelty_log)
+                (open_trackers if config.option.collectonly else check_trackers)(config.option.novelty_log)
             except HarnessError as exc:
                 stopped = exc
         if config.option.novelty_report and not worker:

@@ -107,10 +107,15 @@ class _Refusing:
 # -- the preflight -------------------------------------------------------------------------------
 
 
-def test_a_uri_mlflow_has_no_store_for_is_bad_input() -> None:
+def test_a_uri_mlflow_has_no_store_for_is_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("mlflow", reason="needs the mlflow extra")
     with pytest.raises(ConfigError, match=r"^--novelty-log: mlflow:bogus://x: MLflow has no store for this URI"):
         check_trackers(["mlflow:bogus://x"])
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    with pytest.raises(ConfigError, match=r"opens a folder store only with MLFLOW_ALLOW_FILE_STORE=true; set it"):
+        check_trackers([f"mlflow:{tmp_path / 'mlruns'}"])
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    check_trackers([f"mlflow:{tmp_path / 'mlruns'}"])  # a folder store that takes a write
 
 
 @pytest.mark.usefixtures("mlflow_defaults")
@@ -126,6 +131,8 @@ def test_a_tracking_server_that_cannot_be_reached_is_a_harness_error_at_once() -
     assert str(caught.value).endswith(f"accepts connections but did not answer within {CALL_TIMEOUT} s")
     with _Refusing(500, b"\x00internal \xff error") as broken, pytest.raises(PreflightError, match=r"HTTP 500$"):
         check_trackers([f"mlflow:{broken.url}"])
+    with _Refusing(200, b"{}") as plain, pytest.raises(PreflightError, match=r"over TLS \(the handshake failed"):
+        check_trackers([f"mlflow:{plain.url.replace('http://', 'https://')}"])
     assert not any(name in os.environ for name in MLFLOW_SETTINGS)  # set for the call only
 
 
