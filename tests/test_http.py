@@ -20,6 +20,7 @@ from pytest_novelty.infra.http import (
     RetryPolicy,
     Secret,
     Traffic,
+    echo,
     fan_out,
     is_retryable,
     post_json,
@@ -86,6 +87,43 @@ def test_secrets_stay_hidden() -> None:
     secret = Secret(KEY)
     assert repr(secret) == "***" and KEY not in repr(vars(type(secret))) and secret.reveal() == KEY
     assert scrub(f"bad key {KEY} at http://h/v1?api_key=abc", secret) == "bad key *** at http://h/v1?api_key=***"
+
+
+#: What a broken proxy or server sends: a NUL, bytes that are not UTF-8, a terminal escape that
+#: clears the screen, an encoded U+FFFD, a new line and a tab.
+GARBAGE = "\x00oops \udcff\udcfe <b>\x1b[2J\ufffd</b>\r\n\tbye"
+GARBAGE_SHOWN = "\\x00oops \\xff\\xfe <b>\\x1b[2J\\ufffd</b> bye"
+
+
+def test_a_reply_is_quoted_printable_on_one_line_short_and_scrubbed() -> None:
+    raw = GARBAGE.encode("utf-8", "surrogateescape")
+    assert echo(raw) == GARBAGE_SHOWN and echo(raw).isprintable()
+    assert echo(raw.decode("utf-8", "replace")).isprintable()  # text a client already decoded
+    assert echo("x" * 500) == "x" * 197 + "..." and len(echo("x" * 500, limit=20)) == 20
+    cut = echo("a" * 190 + " " + KEY)  # the key is masked before the cut, so no part of it survives
+    assert "sk-" not in cut and cut == "a" * 190 + " ***"
+    assert "sk-" not in echo("a" * 195 + " " + KEY)
+    assert echo(f"bad key {KEY}", Secret("hunter2")) == "bad key ***" and echo("hunter2!", "hunter2") == "***!"
+
+
+def test_a_servers_garbage_reaches_the_user_printable() -> None:
+    """A served model answering raw garbage, and an index service whose error holds control
+    characters: each harness error quotes the reply printable (the old messages carried the NUL,
+    the screen-clearing escape and U+FFFD to the terminal as they came)."""
+    with FakeOpenAI() as server:
+        server.inject("garbage", times=-1, message=GARBAGE)
+        gen = OpenAIGenerator("openai:judge-model", base_url=server.url, max_attempts=1)
+        with pytest.raises(HarnessError) as caught:
+            gen.sample(Batch(["Lily and Tom"], [1], GenerationSettings(samples=1, max_new_tokens=4, seed=1)))
+    message = str(caught.value)
+    assert message.isprintable() and GARBAGE_SHOWN[:30] in message, message
+    with FakeInfiniGram(text_indexes={"v2_fake": ["the cat sat"]}) as index:
+        index.inject("error", times=-1, message=GARBAGE)
+        client = JsonClient(index.url, name="the fake API", connection=Connection.of({"max_attempts": 1}))
+        with pytest.raises(HarnessError) as caught:
+            client.post(QUERY)
+    message = str(caught.value)
+    assert message.isprintable() and "reports an error: \\x00oops" in message, message
 
 
 # -- the clients follow it ----------------------------------------------------------------------

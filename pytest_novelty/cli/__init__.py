@@ -57,7 +57,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.novelty_log:
         from pytest_novelty.integrations import check_trackers
 
-        check_trackers(args.novelty_log)  # a bad spec or a missing extra: one line, exit 4
+        check_trackers(args.novelty_log)  # a bad spec, URI or folder: exit 4; a tracker down: exit 8
     suites = _load_suites(args)
     cache_dir = Path(args.novelty_cache).expanduser().resolve() if args.novelty_cache else default_cache_dir()
     checkpoints = []
@@ -110,7 +110,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         logged = log_session(args.novelty_log, records, loop.suite_data, versions, report_dir=report_dir,
                              write=print)  # fmt: skip
-        status = logged.status if logged.status and status in (0, 1) else status
+        if logged.status and status in (0, 1):
+            status = logged.status
+            if report_dir:  # the report records the status the run exits with: the tracker's
+                from pytest_novelty.report import write_report
+
+                write_report(Path(report_dir), records, cast(Any, loop.suite_data), {**versions, "exit status": status})
     if args.novelty_output:
         status = _write_output(Path(args.novelty_output), _exported(session, runs, loop.suite_data), status)
     return status
@@ -156,10 +161,11 @@ def _exported(session: Any, runs: Sequence[Any], data: dict[str, Any]) -> dict[s
 
 def _load_suites(args: argparse.Namespace) -> list[Any]:
     from pytest_novelty.infra.resources import bundled_path
+    from pytest_novelty.pipeline.options import by_name
     from pytest_novelty.suites.schema import load_suites
 
     folder = args.novelty_suites or (Path("suites") if Path("suites").is_dir() else bundled_path("suites"))
-    suites = load_suites(Path(folder).expanduser())
+    suites = load_suites(Path(folder).expanduser(), field=by_name("suites").cli_flag if args.novelty_suites else None)
     if args.novelty_suite:
         wanted = set(args.novelty_suite)
         unknown = sorted(wanted - {s.name for s in suites})
@@ -228,11 +234,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except NoveltyError as exc:
-        print(f"pytest-novelty: error: {exc}", file=sys.stderr)
-        return HARNESS_EXIT_STATUS if isinstance(exc, HarnessError) else USAGE_EXIT_STATUS
+        error = _in_our_words(exc)
+        print(f"pytest-novelty: error: {error}", file=sys.stderr)
+        status = HARNESS_EXIT_STATUS if isinstance(error, HarnessError) else USAGE_EXIT_STATUS
+        _no_verdict(args, f"{'harness error' if status == HARNESS_EXIT_STATUS else 'bad input'}: {error}", status)
+        return status
     except KeyboardInterrupt:
         print("pytest-novelty: interrupted; finished work is cached and a rerun resumes", file=sys.stderr)
+        _no_verdict(args, "interrupted", 130)
         return 130
+
+
+def _in_our_words(exc: NoveltyError) -> NoveltyError:
+    """``exc`` naming the command line's own options: a field the layers spell as pytest does
+    (``--novelty-log``) is respelled from the option table (``--log``)."""
+    from pytest_novelty.infra.errors import ConfigError
+    from pytest_novelty.pipeline.options import CLI, spelled
+
+    if not isinstance(exc, ConfigError) or exc.field is None or spelled(exc.field, CLI) == exc.field:
+        return exc
+    return ConfigError(exc.detail, path=exc.path, field=spelled(exc.field, CLI))
+
+
+def _no_verdict(args: argparse.Namespace, reason: str, status: int) -> None:
+    """``run --report DIR`` that stops before its verdict: the folder says so, why, and the exit
+    status (never the previous run's report)."""
+    folder = getattr(args, "novelty_report", None)
+    if folder and getattr(args, "func", None) is _cmd_run:
+        from pytest_novelty.report.json_report import record_no_verdict
+
+        record_no_verdict(Path(folder).expanduser(), reason, status)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,7 @@ from pytest_novelty.infra.http import (
     RetryPolicy,
     Secret,
     Traffic,
+    echo,
     failure_reason,
     fan_out,
     is_retryable,
@@ -172,9 +173,9 @@ def _error_text(error: Any) -> Any:
 
 
 def _short(value: Any, limit: int = 120) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    """A part of a reply, quoted printable and short (:func:`~pytest_novelty.infra.http.echo`)."""
+    text = value if isinstance(value, (str, bytes)) else json.dumps(value, ensure_ascii=False, default=str)
+    return echo(text, limit=limit)
 
 
 def silent_server_bound(connection: Connection) -> tuple[int, float]:
@@ -358,9 +359,10 @@ class OpenAIGenerator:
             raise PreflightError(f"{where} answered GET /models with HTTP {status}: {self._message(response)}")
         names = _listed_models(response)
         if names is None:
-            raise PreflightError(f"{where}: GET /models did not answer a model list: {_short(response.text)}")
+            raise PreflightError(f"{where}: GET /models did not answer a model list: {_short(response.content)}")
         if self.model not in names:
-            listed = ", ".join(repr(n) for n in names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+            listed = ", ".join(repr(_short(n)) for n in names[:8])
+            listed += f" and {len(names) - 8} more" if len(names) > 8 else ""
             raise ConfigError(
                 f"{where} does not serve {self.model!r}{did_you_mean(self.model, names)}; "
                 f"it lists {listed or 'no models'} (pass the name it lists, as openai:NAME)",
@@ -530,8 +532,8 @@ class OpenAIGenerator:
             error = data.get("error", data) if isinstance(data, dict) else data
             message = error.get("message", error) if isinstance(error, dict) else error
         except ValueError:
-            message = response.text
-        return self._scrub(" ".join(str(message).split()))[:200] or response.reason_phrase
+            message = response.content
+        return echo(message if isinstance(message, bytes) else str(message), self._key) or response.reason_phrase
 
     def _scrub(self, text: str) -> str:
         return self._key.hide(text)
@@ -542,7 +544,7 @@ def _json(response: httpx.Response) -> Any:
     try:
         return json.loads(response.content)
     except ValueError:
-        raise BadReply(f"the reply is not JSON: {_short(response.content[:120].decode('utf-8', 'replace'))}") from None
+        raise BadReply(f"the reply is not JSON: {_short(response.content[:400])}") from None
 
 
 def _listed_models(response: httpx.Response) -> list[str] | None:

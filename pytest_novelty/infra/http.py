@@ -28,6 +28,8 @@ with its own retries switched off. What differs between them is only what an ans
 - :class:`Held`: a caller's place among its requests in flight, given up while a request waits
   to be retried, so that a ``Retry-After`` of one request does not hold up the others.
 - :class:`Secret` and :func:`scrub`: keys that never appear in a repr, an error or a cache.
+- :func:`echo`: a server's reply as a message may quote it: scrubbed, on one line, short, and
+  printable whatever bytes the server sent.
 - :func:`fan_out`: run one coroutine per item, ``concurrency`` at a time; the first failure stops
   the batch (nothing new starts, what is in flight is cancelled) and is raised.
 - :func:`run_coroutine`: synchronous APIs drive asyncio code even inside a running event loop.
@@ -70,6 +72,7 @@ __all__ = [
     "Secret",
     "Traffic",
     "attempts_of",
+    "echo",
     "failure_reason",
     "fan_out",
     "is_retryable",
@@ -623,6 +626,26 @@ def scrub(text: str, *secrets: Secret | str) -> str:
         if value:
             text = text.replace(value, "***")
     return redact(text)
+
+
+ECHO_LIMIT = 200
+"""How many characters of a server's reply a message quotes."""
+
+
+def echo(reply: str | bytes, *secrets: Secret | str, limit: int = ECHO_LIMIT) -> str:
+    """``reply`` (a body, a message, any text a server sent) as a message may quote it to a terminal.
+
+    Bytes are read as UTF-8, a byte that is not UTF-8 shown as ``\\xNN``; the secrets and anything
+    :func:`scrub` recognises become ``***``; runs of white space (new lines, tabs) become one space;
+    every character left that is not printable (a NUL, an escape sequence, U+FFFD, which stands for
+    bytes already lost) is written as its Python escape (``\\x00``, ``\\x1b``, ``\\ufffd``), so what a
+    server sends can neither garble the terminal nor hide in it; the result is cut to ``limit``
+    characters. Scrubbed before it is cut, so no part of a key survives the cut.
+    """
+    text = bytes(reply).decode("utf-8", "backslashreplace") if isinstance(reply, (bytes, bytearray)) else str(reply)
+    text = " ".join(scrub(text, *secrets).split())
+    shown = "".join(c if c.isprintable() and c != "\ufffd" else c.encode("unicode_escape").decode() for c in text)
+    return shown if len(shown) <= limit else shown[: max(0, limit - 3)] + "..."
 
 
 async def fan_out(count: int, work: Callable[[int], Awaitable[T]], *, concurrency: int) -> list[T]:

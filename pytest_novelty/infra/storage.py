@@ -129,7 +129,7 @@ def folder_error(
     otherwise: a full disk, or a default folder of the environment. ``elsewhere`` says how to give
     another folder (``pass --novelty-cache DIR``)."""
     cause = write_cause(exc, folder)
-    if named_by and exc.errno in _NEVER:
+    if named_by and never_writable(exc):
         return ConfigError(f"the {what} cannot be written: {cause}; give a writable folder", path=folder,
                            field=named_by)
     other = elsewhere or "give another folder"
@@ -138,13 +138,22 @@ def folder_error(
     return HarnessError(f"{folder}: the {what} cannot be written: {cause}; {fix}")
 
 
+def probe_write(folder: Path | str) -> None:
+    """Create ``folder`` when missing and write (fsync'd) and remove one small file in it: the
+    ``OSError`` of a read-only, full or forbidden folder, found before anything is spent on it."""
+    os.unlink(write_temp(Path(folder) / ".novelty-write-check", b"\0" * _PROBE_BYTES))
+
+
+def never_writable(exc: OSError) -> bool:
+    """Whether the cause of ``exc`` stays until the user changes something (read-only, no
+    permission, a file in the way), unlike a full disk, which frees up."""
+    return exc.errno in _NEVER
+
+
 def check_writable(folder: Path | str, what: str, *, named_by: str | None = None, elsewhere: str = "") -> None:
-    """Create ``folder`` when missing and write (fsync'd) and remove one small file in it, so a
-    read-only, full or forbidden folder is found before the run spends anything; raises
-    :func:`folder_error`'s error. ``what`` names the folder's role (``cache folder``)."""
-    folder = Path(folder)
+    """:func:`probe_write` of ``folder``, its failure raised as :func:`folder_error`'s one line.
+    ``what`` names the folder's role (``cache folder``)."""
     try:
-        tmp = write_temp(folder / ".novelty-write-check", b"\0" * _PROBE_BYTES)
-        os.unlink(tmp)
+        probe_write(folder)
     except OSError as exc:
         raise folder_error(folder, what, exc, named_by=named_by, elsewhere=elsewhere) from None

@@ -3,11 +3,19 @@
 A tracker is opened from a spec (``tensorboard:DIR``, ``wandb:PROJECT?entity=..``, ``mlflow:URI``)
 registered by its prefix in its own module, and answers two calls:
 
-* ``check()``: cheap, before the run: its client library is installed (else one line naming the
-  extra to install) and the destination is usable where that can be told without a network
-  request;
+* ``check()``: the preflight, before anything is generated: its client library is installed (else
+  one line naming the extra to install), the spec's destination is one the tool accepts, a server
+  answers, a folder takes a write. Bad input (a spec or URI the tool refuses, a folder that can
+  never be written) is a :class:`~pytest_novelty.infra.errors.ConfigError` (exit 4); a destination
+  that cannot be reached or written now (a server down or silent, a full disk) a
+  :class:`~pytest_novelty.infra.errors.PreflightError` (exit 8);
 * ``log(run)``: log a :class:`~pytest_novelty.integrations.run.TrackedRun` through the tool's own
   client library; returns one line saying where it went.
+
+A tracker is an edge like a judge or an index: every request it makes is bounded through the
+tool's own settings (:data:`CALL_TIMEOUT` seconds, :data:`CALL_RETRIES` retry), and its whole check
+or log through :func:`within` (:data:`DEADLINE` seconds), so a server that never answers costs
+the run seconds, named in one line, never a hang.
 
 Credentials follow each tool's own conventions (environment variables, netrc, its login files);
 nothing here reads or prints them, and every line shown is redacted.
@@ -17,17 +25,29 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import ModuleType
-from typing import Protocol
+from typing import Protocol, TypeVar
 
-from pytest_novelty.infra.errors import ConfigError, NoveltyError
+from pytest_novelty.infra.errors import ConfigError, NoveltyError, PreflightError
+from pytest_novelty.infra.http import echo, failure_reason
 from pytest_novelty.infra.registry import Registry
 from pytest_novelty.integrations.run import TrackedRun
 
 FIELD = "--novelty-log"
+"""The option the specs come from, as pytest spells it (the command line's ``--log`` is the same option)."""
+CALL_TIMEOUT = 10
+"""Seconds one request of a tracker's client may wait for an answer (passed through the tool's settings)."""
+CALL_RETRIES = 1
+"""Retries of a failed request the tool's client may make (MLflow's default is 7, with backoff: minutes)."""
+DEADLINE = 60.0
+"""Seconds a tracker's whole check, or its whole log, may take before the run gives up on it."""
+
+T = TypeVar("T")
 
 
 class Tracker(Protocol):
@@ -36,7 +56,8 @@ class Tracker(Protocol):
     spec: str
 
     def check(self) -> None:
-        """Raise :class:`ConfigError` when the tracker cannot be used (missing extra, bad destination)."""
+        """The preflight (see the module doc): :class:`ConfigError` for bad input,
+        :class:`PreflightError` for a destination that cannot be reached or written now."""
 
     def log(self, run: TrackedRun) -> str:
         """Log ``run``; return one line saying where it went."""
@@ -81,11 +102,39 @@ def open_trackers(specs: Sequence[str]) -> list[Tracker]:
 
 
 def check_trackers(specs: Sequence[str]) -> list[Tracker]:
-    """Open and check every spec; raises :class:`ConfigError` (bad input, exit 4) on the first problem."""
+    """Open and check every spec, before anything is generated: every spec is parsed first (a typo
+    in the last one costs no request), then each tracker is checked within :data:`DEADLINE`.
+    Raises on the first problem: :class:`ConfigError` (bad input, exit 4) or
+    :class:`PreflightError` (exit 8)."""
     trackers = open_trackers(specs)
     for tracker in trackers:
-        tracker.check()
+        within(tracker.spec, "check", tracker.check)
     return trackers
+
+
+def within(spec: str, what: str, call: Callable[[], T], seconds: float = DEADLINE) -> T:
+    """``call()``, given at most ``seconds``: its result, or its error as raised; when it has not
+    returned by then, a :class:`PreflightError` (a harness error) naming ``spec``.
+
+    The call runs in a daemon thread, the one way to stop waiting for a client library that does
+    not give up on its own; the thread is left to end by itself and never keeps the process alive.
+    """
+    box: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the caller as it is
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name=f"novelty-tracker-{what}", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise PreflightError(f"{spec}: the tracker's {what} did not finish within {seconds:g} s; gave up on it")
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -116,10 +165,10 @@ def log_run(specs: Sequence[str], run: TrackedRun, write: Callable[[str], None] 
     for spec in specs:
         try:
             tracker = TRACKERS.open(spec)
-            tracker.check()
-            say(f"novelty log: {tracker.log(run)}")
-        except ConfigError as exc:
-            say(f"novelty log error: {exc}")
+            within(tracker.spec, "check", tracker.check)
+            say(f"novelty log: {within(tracker.spec, 'log', partial(tracker.log, run))}")
+        except ConfigError as exc:  # its words without the option's name, which each front end spells its own way
+            say(f"novelty log error: {exc.detail}")
             status = max(status, 4)  # a harness error (8) outranks bad input
         except NoveltyError as exc:
             say(f"novelty log harness error: {exc}")
@@ -131,16 +180,29 @@ def log_run(specs: Sequence[str], run: TrackedRun, write: Callable[[str], None] 
 
 
 def failure(exc: BaseException) -> str:
-    """An exception as one line: its type and the first line of its message."""
+    """An exception of a tool's client as one printable line: why a request got no answer when it
+    was one (``connection refused``, ``timed out``), else its type and the first line of its message
+    (which may quote what a server sent)."""
+    reason = failure_reason(exc)
+    if not reason.startswith(f"{type(exc).__name__}:"):
+        return reason
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    return echo(f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__, limit=300)
 
 
+#: Why a folder cannot be written, for the causes that stay until the user changes something.
 def local_folder(spec: str, folder: str | Path) -> Path:
-    """A destination folder, created if needed; one that cannot be is bad input naming it."""
+    """A destination folder, created if needed, that takes a write (one small file, written,
+    synced and removed): one that never can (read-only, no permission, a file in the way) is bad
+    input naming it; one that cannot now (a full disk) is a harness error."""
+    from pytest_novelty.infra.storage import never_writable, probe_write, write_cause
+
     path = Path(folder).expanduser()
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        probe_write(path)
     except OSError as exc:
-        raise ConfigError(f"{spec}: cannot create the folder {path}: {exc.strerror or exc}", field=FIELD) from None
+        if never_writable(exc):
+            raise ConfigError(f"{spec}: the folder {path} cannot be written: {write_cause(exc, path)}",
+                              field=FIELD) from None
+        raise PreflightError(f"{spec}: the folder {path} cannot be written now: {write_cause(exc, path)}") from None
     return path

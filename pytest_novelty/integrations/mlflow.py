@@ -16,23 +16,62 @@ One MLflow run per gate run, in experiment E (default ``pytest-novelty``), named
 * params: the run's identity (checkpoint, content identity, suites, judge, index, units);
 * artifacts under ``novelty/``: ``cases.json`` and ``cases.md`` (value, bound, outcome,
   comparison), ``copied_spans.json``, and the plots under ``novelty/plots/``.
+
+The preflight (``check``) opens the store as MLflow does: a URI MLflow has no store for
+(``bogus://x``, ``sqlite:`` with ``mlflow-skinny``) or a folder store it refuses is bad input; a
+server (``http(s)://``, Databricks) must answer one request (reading experiment E), else a harness
+error naming why (refused, timed out, the status it answered); a folder store must take a write.
+
+MLflow's client retries a failed request 7 times with exponential backoff and waits 120 s for each
+answer by default, so a server that accepts connections and never answers held a run for about ten
+minutes. Its requests here are bounded through MLflow's own settings, the environment variables it
+reads at every request: ``MLFLOW_HTTP_REQUEST_TIMEOUT`` (:data:`~.base.CALL_TIMEOUT` s),
+``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` (:data:`~.base.CALL_RETRIES`) and
+``MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR`` (1 s), each only while a tracker call runs and only where the
+user has not set it (a value the user set is theirs); the whole check or log is bounded by
+:data:`~.base.DEADLINE` whatever they set. MLflow's own link to the run, which it prints with the
+tracking URI as given (a password in it too), is suppressed (``MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT``).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from pytest_novelty.infra.errors import ConfigError
-from pytest_novelty.integrations.base import FIELD, TRACKERS, failure, installed, require
+from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
+from pytest_novelty.infra.http import echo, failure_reason
+from pytest_novelty.integrations.base import (
+    CALL_RETRIES,
+    CALL_TIMEOUT,
+    FIELD,
+    TRACKERS,
+    failure,
+    installed,
+    local_folder,
+    require,
+)
 from pytest_novelty.integrations.run import PREFIX, TrackedRun
 
 _KEY_UNSAFE = re.compile(r"[^0-9A-Za-z_\-. :/]")
 #: MLflow's limits for one log_batch request (metrics, params) and for one param value.
 BATCH_METRICS, BATCH_PARAMS, PARAM_CHARS = 1000, 100, 6000
-LOCAL_SCHEMES = ("", "file", "sqlite")
+REMOTE_SCHEMES = ("http", "https", "databricks", "databricks-uc", "uc")
+"""Stores behind a server: a failure to reach one is a harness error, not bad input."""
+HTTP_SETTINGS = {
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": str(CALL_TIMEOUT),
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(CALL_RETRIES),
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+}
+"""MLflow's own request settings while a tracker call runs, where the user set none (see the module doc)."""
+QUIET = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
+FILE_STORE = "MLFLOW_ALLOW_FILE_STORE"
 
 
 def metric_key(name: str) -> str:
@@ -52,10 +91,17 @@ class MlflowTracker:
         self.spec = f"mlflow:{uri}"
 
     @property
-    def local(self) -> bool:
-        """Whether the store is on this machine (a folder or a SQLite file): checked before the run."""
-        scheme = urlparse(self.uri).scheme
-        return scheme in LOCAL_SCHEMES or len(scheme) == 1  # one letter: a Windows drive
+    def remote(self) -> bool:
+        """Whether the store is behind a server (see :data:`REMOTE_SCHEMES`)."""
+        return urlparse(self.uri).scheme.lower() in REMOTE_SCHEMES
+
+    @property
+    def folder(self) -> Path | None:
+        """The folder of a folder store (a path or a ``file:`` URI), None for any other store."""
+        parts = urlparse(self.uri)
+        if parts.scheme == "file":
+            return Path(parts.path)
+        return Path(self.uri) if parts.scheme == "" or len(parts.scheme) == 1 else None
 
     def _client(self) -> Any:
         require("mlflow", "mlflow", self.spec)
@@ -65,14 +111,35 @@ class MlflowTracker:
 
     def check(self) -> None:
         installed("mlflow", "mlflow", self.spec)
-        if not self.local:
-            return  # a server is reached when the run logs; a failure then is a harness error
-        try:
-            self._client().get_experiment_by_name(self.experiment)
-        except Exception as exc:  # MLflow refuses the store: bad input, with MLflow's own reason
-            raise ConfigError(f"{self.spec}: MLflow cannot open this store: {failure(exc)}", field=FIELD) from None
+        with bounded_client():
+            try:
+                client = self._client()
+            except ConfigError:
+                raise
+            except Exception as exc:  # no store for this URI: bad input, with MLflow's own reason
+                why = f"MLflow has no store for this URI: {failure(exc)}"
+                if FILE_STORE in str(exc):  # MLflow 3 keeps its folder store behind a variable
+                    why = f"MLflow opens a folder store only with {FILE_STORE}=true; set it, or log to a server"
+                raise ConfigError(f"{self.spec}: {why}", field=FIELD) from None
+            try:
+                client.get_experiment_by_name(self.experiment)
+            except Exception as exc:
+                if self.remote:  # the server is down, silent, refuses us, or is no MLflow server
+                    raise PreflightError(f"{self.spec}: {server_failure(exc)}") from None
+                raise ConfigError(f"{self.spec}: MLflow cannot open this store: {failure(exc)}", field=FIELD) from None
+        if self.folder is not None:
+            local_folder(self.spec, self.folder)  # the runs are written there: it must take a write
 
     def log(self, run: TrackedRun) -> str:
+        with bounded_client():
+            try:
+                return self._log(run)
+            except Exception as exc:
+                if self.remote and type(exc).__module__.startswith("mlflow"):
+                    raise HarnessError(f"{self.spec}: {server_failure(exc)}") from None
+                raise
+
+    def _log(self, run: TrackedRun) -> str:
         from mlflow.entities import Metric, Param
 
         client = self._client()
@@ -99,7 +166,62 @@ class MlflowTracker:
                 for path in run.plots.get(suite, {}).values():
                     client.log_artifact(run_id, str(path), f"{PREFIX}/plots")
         except BaseException:
-            client.set_terminated(run_id, "FAILED")
+            with suppress(Exception):  # the store may be what failed: the first error is the one to tell
+                client.set_terminated(run_id, "FAILED")
             raise
         client.set_terminated(run_id, "FINISHED")
         return f"mlflow: run {run_id} in experiment {self.experiment} at step {run.step} ({self.uri})"
+
+
+@contextmanager
+def bounded_client() -> Iterator[None]:
+    """MLflow's client bounded and quiet while the block runs: the request settings of
+    :data:`HTTP_SETTINGS`, each where the user set none; its log lines held back to errors (its
+    warnings about an answer it could not read repeat what our one line says); and its own link to
+    the run, printed with the tracking URI as given (credentials and all), suppressed through
+    ``MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT``: our one line, redacted, says where the run went.
+    The environment and the logger are as they were afterwards."""
+    saved = {name: os.environ.get(name) for name in (*HTTP_SETTINGS, QUIET)}
+    logger = logging.getLogger("mlflow")
+    level = logger.level
+    os.environ.update({name: value for name, value in HTTP_SETTINGS.items() if name not in os.environ})
+    os.environ[QUIET] = "true"
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+_STATUS = re.compile(r"error code (\d{3}) != 200|too many (\d{3}) error responses")
+_CREDENTIALS = ("MLflow reads the credentials from MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, "
+                "or MLFLOW_TRACKING_TOKEN")  # fmt: skip
+
+
+def server_failure(exc: BaseException) -> str:
+    """Why a request of MLflow's client to a tracking server failed, in words: not reached (and
+    why), no answer in time, the HTTP status it answered (with its body, printable, and what to
+    check for 401, 403 and 404), else MLflow's own message."""
+    reason = failure_reason(exc)
+    if reason in ("connection refused", "host name not resolved", "connection dropped"):
+        return f"cannot reach the tracking server ({reason})"
+    if reason == "timed out":
+        timeout = os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT", str(CALL_TIMEOUT))
+        return f"the tracking server accepts connections but did not answer within {timeout} s"
+    text = str(exc)
+    if "SSLError" in text or "CERTIFICATE_VERIFY_FAILED" in text:
+        return "cannot reach the tracking server over TLS (the handshake failed: is it served over http, or is its " \
+               "certificate one this machine trusts?)"
+    found = _STATUS.search(text)
+    if found is None:
+        return f"MLflow's client could not use the tracking server's answer: {failure(exc)}"
+    status = found.group(1) or found.group(2)
+    body = text.partition("Response body: ")[2].strip().strip("'")
+    said = f": {echo(body, limit=120)}" if body else ""
+    hint = {"401": _CREDENTIALS, "403": _CREDENTIALS, "404": "is the URI that of an MLflow tracking server?"}
+    return f"the tracking server answered HTTP {status}{said}" + (f"; {hint[status]}" if status in hint else "")

@@ -15,15 +15,25 @@ training run's checkpoints gated one by one can share a group). It holds:
 * at the gated step: a table of cases per run (``novelty/cases``: suite, metric, value, bound,
   outcome, comparison, message), a table of copied spans (``novelty/copied_spans``) and the
   suites' plots as images (``novelty/<suite>/<plot>``).
+
+The preflight (``check``) follows ``WANDB_MODE``: online, W&B's own API client (``wandb.Api``, with
+a :data:`~.base.CALL_TIMEOUT` s timeout) must find a key (none is bad input) and have the server
+accept it (a server that is down, silent or refuses the key is a harness error); offline, the
+folder the run is written to (``WANDB_DIR``, else the working folder) must take a write; disabled,
+nothing is checked or logged. ``wandb.init`` gets ``init_timeout`` (half of
+:data:`~.base.DEADLINE`), the whole log :data:`~.base.DEADLINE`.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from pytest_novelty.integrations.base import TRACKERS, installed, require
+from pytest_novelty.infra.errors import ConfigError, PreflightError
+from pytest_novelty.integrations.base import CALL_TIMEOUT, DEADLINE, FIELD, TRACKERS, failure, local_folder, require
 from pytest_novelty.integrations.run import PREFIX, TrackedRun
 
+OFFLINE_MODES = ("offline", "dryrun")
 CASE_COLUMNS = ("suite", "metric", "value", "bound", "outcome", "comparison", "message")
 SPAN_COLUMNS = ("suite", "length", "units", "text", "document", "prompt", "sample", "answer")
 
@@ -40,12 +50,38 @@ class WandbTracker:
         self.project, self.entity, self.name, self.group = project, entity, name, group
         self.spec = f"wandb:{project}"
 
+    @property
+    def mode(self) -> str:
+        """How W&B runs here, from its own variables: online, offline, dryrun or disabled."""
+        if os.environ.get("WANDB_DISABLED", "").strip().lower() in ("1", "true", "yes"):
+            return "disabled"
+        return os.environ.get("WANDB_MODE", "online").strip().lower() or "online"
+
     def check(self) -> None:
-        installed("wandb", "wandb", self.spec)
+        wandb: Any = require("wandb", "wandb", self.spec)
+        mode = self.mode
+        try:
+            wandb.Settings(mode=mode)
+        except Exception:  # W&B's own validation of the mode
+            raise ConfigError(f"{self.spec}: W&B has no mode WANDB_MODE={mode!r}; use online, offline or disabled",
+                              field=FIELD) from None  # fmt: skip
+        if mode == "disabled":
+            return
+        if mode in OFFLINE_MODES:  # the run is written under WANDB_DIR, for `wandb sync` later
+            local_folder(self.spec, os.environ.get("WANDB_DIR") or ".")
+            return
+        try:  # W&B's own client: finds the key, and has the server verify it
+            wandb.Api(timeout=CALL_TIMEOUT)
+        except wandb.errors.UsageError as exc:  # no key: bad input
+            raise ConfigError(f"{self.spec}: W&B finds no API key ({failure(exc)}); run `wandb login`, set "
+                              "WANDB_API_KEY, or set WANDB_MODE=offline to keep the run on disk",
+                              field=FIELD) from None  # fmt: skip
+        except Exception as exc:  # the server is down, silent, or refuses the key
+            raise PreflightError(f"{self.spec}: W&B could not verify the key with its server: {failure(exc)}") from None
 
     def log(self, run: TrackedRun) -> str:
         wandb: Any = require("wandb", "wandb", self.spec)
-        settings = wandb.Settings(silent=True, console="off")
+        settings = wandb.Settings(silent=True, console="off", init_timeout=DEADLINE / 2)
         active = wandb.init(
             project=self.project, entity=self.entity, name=self.name, group=self.group,
             config=dict(run.identity), job_type="novelty-gate", settings=settings,

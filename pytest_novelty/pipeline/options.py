@@ -70,6 +70,11 @@ class Option:
         """The command line's spelling: the short one, else ``--NAME``."""
         return self.short or f"--{self.name}"
 
+    def spelled(self, front: str) -> str:
+        """How ``front`` (``"pytest"`` or ``"cli"``) spells the option in a message: the command
+        line's flag, or pytest's short spelling where it has one, else ``--novelty-NAME``."""
+        return self.cli_flag if front == CLI else self.short or self.long
+
     @property
     def takes_value(self) -> bool:
         """Whether the option reads a value (so ``--option VALUE`` can hold a path)."""
@@ -194,11 +199,15 @@ def by_name(name: str) -> Option:
     raise KeyError(name)
 
 
-def spelled(name: str, front: str = PYTEST) -> str:
-    """How the option ``name`` is typed in a front end (``"pytest"`` or ``"cli"``), for messages:
-    its short spelling, else ``--novelty-NAME`` under pytest and ``--NAME`` on the command line."""
-    option = by_name(name)
-    return option.cli_flag if front == CLI else option.short or option.long
+def spelled(option: str, front: str = PYTEST) -> str:
+    """How ``front`` (``"pytest"`` or ``"cli"``) spells ``option`` in a message: ``option`` is the
+    name of an option of the table (``fill-missing-shards``) or any of its spellings
+    (``--novelty-log``, ``--log``), see :meth:`Option.spelled`; any other text (a suite key, an ini
+    setting) is returned as it is. A message names an option the way the user typed it."""
+    for candidate in OPTIONS:
+        if option in (candidate.name, candidate.long, candidate.cli_flag):
+            return candidate.spelled(front)
+    return option
 
 
 def offered(where: str) -> Iterator[Option]:

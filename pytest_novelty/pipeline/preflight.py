@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError, PreflightError
+from pytest_novelty.pipeline.options import spelled
 from pytest_novelty.suites.schema import Suite
 
 __all__ = [
@@ -131,7 +132,7 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
     Returns the model to gate: a hub id with ``--model-revision`` becomes ``org/name@REV``.
     """
     def flag(name: str) -> str:
-        return _flag(name, front)
+        return spelled(name, front)
 
     from pytest_novelty.generation import is_answers, is_served
     from pytest_novelty.generation.devices import check_device
@@ -163,7 +164,9 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
     for name in ("cache", "report", "snapshot-dir", "suites"):
         value = getattr(options, "novelty_" + name.replace("-", "_"), None)
         if value and Path(str(value)).expanduser().exists() and not Path(str(value)).expanduser().is_dir():
-            raise ConfigError(f"{value} is a file; give a folder (it is created when missing)", field=flag(name))
+            fix = "give a folder (it is created when missing)"
+            fix = "give the folder of suite files (*.toml)" if name == "suites" else fix
+            raise ConfigError(f"{value} is a file; {fix}", field=flag(name))
     shard = getattr(options, "novelty_shard", None)
     if shard:  # K/N, or auto with the scheduler's variables set
         from pytest_novelty.pipeline.shards import parse_shard
@@ -176,14 +179,6 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
             raise ConfigError("a shard decides no case, so it accepts no snapshot; --snapshot-update is for the "
                               "merge run", field=flag("shard"))
     return model
-
-
-def _flag(name: str, front: str) -> str:
-    """An option's name as ``front`` (``"pytest"`` or ``"cli"``) spells it."""
-    from pytest_novelty.pipeline.options import by_name
-
-    option = by_name(name)
-    return option.cli_flag if front == "cli" else option.short or option.long
 
 
 def check_folders(options: Any, cache_dir: Path, *, front: str = "pytest", cache_ini: bool = False) -> None:
@@ -201,13 +196,14 @@ def check_folders(options: Any, cache_dir: Path, *, front: str = "pytest", cache
     """
     from pytest_novelty.infra.storage import check_writable
 
-    check_cache_folder(cache_dir, option=_flag("cache", front), given=bool(options.novelty_cache), ini=cache_ini)
+    check_cache_folder(cache_dir, option=spelled("cache", front), given=bool(options.novelty_cache), ini=cache_ini)
     if options.novelty_report:
-        check_writable(Path(str(options.novelty_report)).expanduser(), "report folder", named_by=_flag("report", front))
+        report = Path(str(options.novelty_report)).expanduser()
+        check_writable(report, "report folder", named_by=spelled("report", front))
     output = getattr(options, "novelty_output", None)
     if output:
         folder = Path(str(output)).expanduser().parent
-        check_writable(folder, "folder of the output file", named_by=_flag("output", front))
+        check_writable(folder, "folder of the output file", named_by=spelled("output", front))
 
 
 def check_cache_folder(cache_dir: Path, *, option: str, given: bool, ini: bool = False) -> None:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
-from pytest_novelty.pipeline.options import PYTEST, ini_settings, offered
+from pytest_novelty.pipeline.options import PYTEST, by_name, ini_settings, offered
 from pytest_novelty.plugin.state import NoveltyState, checkpoint_key, spread_series
 from pytest_novelty.suites.schema import Suite, load_suites
 
@@ -146,6 +146,16 @@ def _suites_dir(config: pytest.Config) -> Path:
     return bundled_path("suites")
 
 
+def _suites_field(config: pytest.Config) -> str | None:
+    """Where the suites folder came from, as the user wrote it: the option, the ini setting, or
+    neither (the folder found by default)."""
+    if config.option.novelty_suites:
+        return by_name("suites").long
+    if not config.getini("novelty_suites"):
+        return None
+    return f"novelty_suites in {config.inipath}" if config.inipath is not None else "novelty_suites"
+
+
 def _cache_dir(config: pytest.Config) -> Path:
     opt = config.option.novelty_cache or config.getini("novelty_cache")
     if opt:
@@ -187,14 +197,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config.option.novelty_model = check_options(config.option, model=config.option.novelty_model)
         if config.option.novelty_log and not worker:
-            from pytest_novelty.integrations import check_trackers
+            from pytest_novelty.integrations.base import check_trackers, open_trackers
 
-            check_trackers(config.option.novelty_log)  # a bad spec or a missing extra: one line, exit 4
+            trackers = open_trackers if config.option.collectonly else check_trackers
+            stopped = _stopped_by(lambda: trackers(config.option.novelty_log))  # a bad spec: exit 4; down: 8
         cache_dir = _cache_dir(config)
         if not worker:  # the cache and report folders can be written: found before any model loads
-            stopped = _stopped_by(lambda: _prepare_folders(config, cache_dir))
+            stopped = stopped or _stopped_by(lambda: _prepare_folders(config, cache_dir))
         folder = _suites_dir(config)
-        suites = load_suites(folder)
+        suites = load_suites(folder, field=_suites_field(config))
         if config.option.novelty_cache_clear and not worker and stopped is None:
             from pytest_novelty.infra.cache import clear_cache
 
@@ -208,6 +219,10 @@ def pytest_configure(config: pytest.Config) -> None:
                 lambda: check_models(config.option, models, config.option.novelty_baseline_model, cache_dir, suites)
             )
     except ConfigError as exc:
+        if config.option.novelty_report and not worker:
+            from pytest_novelty.report.json_report import record_no_verdict
+
+            record_no_verdict(config.option.novelty_report, f"bad input: {exc}", pytest.ExitCode.USAGE_ERROR)
         raise pytest.UsageError(str(exc)) from None
     _place_worker(config)
     _configure_snapshots(config)
@@ -231,7 +246,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args = [str(folder)]
 
 
-def _stopped_by(step: Callable[[], None]) -> HarnessError | None:
+def _stopped_by(step: Callable[[], object]) -> HarnessError | None:
     """Run a step of the configuration: the harness error that stops the run before any case, or None
     (bad input is raised as it is)."""
     try:
@@ -313,6 +328,28 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
         def _split_scope(self, nodeid: str) -> str:
             return nodeid if checkpoint_key(nodeid) else str(super()._split_scope(nodeid))
+
+        def _assign_work_unit(self, node: Any) -> None:
+            """A unit of work for a node whose collection has arrived; a node still collecting gets
+            its work when its collection arrives (``schedule`` runs again then). A worker that
+            replaced a crashed one was given work before it had collected, when the last original
+            worker finished collecting after the crash: a KeyError in xdist, an INTERNALERROR."""
+            if node in self.registered_collections:
+                super()._assign_work_unit(node)
+
+        def _reschedule(self, node: Any) -> None:
+            """As ``loadscope`` does, and then a node always holds two tests or knows that no more
+            come. A worker runs a test only once it knows the next one or that none comes, and
+            ``loadscope`` gives a node more work (or says there is none) only when one of its tests
+            finishes: a replacement worker given a single test (what was left of a crashed worker's
+            suite) never finished it, and the session waited forever."""
+            super()._reschedule(node)
+            if node.shutting_down or node not in self.registered_collections:
+                return
+            while self.workqueue and self._pending_of(self.assigned_work[node]) < 2:
+                self._assign_work_unit(node)
+            if not self.workqueue:
+                node.shutdown()
 
         def remove_node(self, node: Any) -> str | None:
             """A crashed worker's unfinished items go back to the queue, the one it died on excepted

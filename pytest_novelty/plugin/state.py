@@ -71,6 +71,8 @@ class NoveltyState:
         """Bad input found only while a case ran (a prompt too long for the context, say)."""
         self.exit_status: int | None = None
         """The status the run exits with, once the session has finished."""
+        self.worker_crashes: list[str] = []
+        """One line per xdist worker that crashed, for the summary and the report."""
         self._said = False
         from pytest_novelty.plugin.shard import ShardRun
 
@@ -324,10 +326,18 @@ class NoveltyState:
         return CaseRecord.error(suite_name or key, metric, None, None, "")
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """xdist controller: merge the suites' arrays that a worker computed."""
-        output = getattr(node, "workeroutput", {})
+        """xdist controller: merge the suites' arrays that a worker computed. A worker that went down
+        with an error (killed, out of memory) is a harness error whenever it happened: before its
+        first case, during one (xdist also reports that case as crashed), between two, or after its
+        last, when the arrays of its suites never arrive (the report would lack them)."""
+        output = getattr(node, "workeroutput", None) or {}
         self.suite_data.update(output.get(_WORKER_KEY, {}))
         self.worker_repairs += int(output.get(_REPAIRS_KEY, 0))
+        if error is not None and error != "keyboard-interrupt":  # an interrupt is the user's, not a crash
+            worker = getattr(getattr(node, "gateway", None), "id", None) or "?"
+            line = f"harness error: the xdist worker {worker} crashed ({error}); work it finished is cached"
+            self.harness_errors.setdefault(line, "worker")
+            self.worker_crashes.append(line)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
         if hasattr(self.config, "workerinput"):
@@ -346,11 +356,14 @@ class NoveltyState:
                 terminalreporter.line(line)
             for line in self.cases.series_gaps.values():
                 terminalreporter.line(line)
+        for line in self.worker_crashes:
+            terminalreporter.line(f"novelty: {line}", red=True, bold=True)
         folder = self.config.option.novelty_report
+        status = self.exit_status if self.exit_status is not None else int(exitstatus)
         if folder:
             self._say_stopped()
             try:
-                if not self._write_report(terminalreporter, Path(folder), records, exitstatus):
+                if not self._write_report(terminalreporter, Path(folder), records, status):
                     return
             except NoveltyError as exc:  # a full disk: one line, and no verdict from this run
                 self._harness_at_the_end(terminalreporter, exc)
@@ -359,29 +372,35 @@ class NoveltyState:
             from pytest_novelty.integrations import log_session
 
             logged = log_session(
-                self.config.option.novelty_log, records, self.suite_data,
-                {**self.versions(), "exit status": self.exit_status if self.exit_status is not None else exitstatus},
+                self.config.option.novelty_log, records, self.suite_data, {**self.versions(), "exit status": status},
                 report_dir=folder or None, write=terminalreporter.line,
             )  # fmt: skip
             session = self.pytest_session
             if logged.status and session and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-                session.exitstatus = logged.status
+                session.exitstatus = self.exit_status = logged.status
+                if folder:  # the report records the status the run exits with: the tracker's
+                    self._write_report(terminalreporter, Path(folder), records, logged.status, say=False)
 
-    def _write_report(self, terminalreporter: Any, folder: Path, records: list[CaseRecord], exitstatus: int) -> bool:
+    def _write_report(
+        self, terminalreporter: Any, folder: Path, records: list[CaseRecord], status: int, *, say: bool = True
+    ) -> bool:
         """Write the report folder, on every run, from pytest's outcomes (errors and crashes
-        included); False when no case ran (the folder then says there is no verdict, and why)."""
+        included), recording ``status`` as the run's exit status; False when no case ran (the folder
+        then says there is no verdict, why, and the status)."""
         if self.stopped is not None and not records:
-            from pytest_novelty.report.json_report import write_placeholder
+            from pytest_novelty.report.json_report import record_no_verdict
 
-            write_placeholder(folder, self.stopped)
+            record_no_verdict(folder, self.stopped, status)
             terminalreporter.line(f"novelty report: {folder} (no verdict)")
             return False
         from pytest_novelty.report import write_report
 
-        status = self.exit_status if self.exit_status is not None else int(exitstatus)
         versions = {**self.versions(), "exit status": status}
+        if self.worker_crashes:  # why a run whose cases all decided exits with the harness status
+            versions["status"] = "; ".join(self.worker_crashes)
         files = write_report(folder, records, cast(Any, self.suite_data), versions)
-        terminalreporter.line(f"novelty report: {files.json.parent}")
+        if say:
+            terminalreporter.line(f"novelty report: {files.json.parent}")
         return True
 
     def _harness_at_the_end(self, terminalreporter: Any, exc: NoveltyError) -> None:

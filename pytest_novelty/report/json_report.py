@@ -163,23 +163,25 @@ def build_report(
     return cleaned
 
 
-def write_placeholder(out_dir: str | Path, reason: str) -> None:
+def write_placeholder(out_dir: str | Path, reason: str, status: int | None = None) -> None:
     """Replace a previous report with one that says no verdict was reached (yet).
 
     Written when a run starts, so a run that stops before its summary (a configuration or harness
-    error, an interrupted session) never leaves the previous run's "all passed" on disk. The plots
-    the previous ``report.json`` listed are removed with it. A write the file system refuses
-    raises one :class:`~pytest_novelty.infra.errors.HarnessError` line naming the folder.
+    error, an interrupted session) never leaves the previous run's "all passed" on disk, and again
+    with ``status``, the exit status the run ends with, once that is known (a run stopped by its
+    preflight, by bad input). The plots the previous ``report.json`` listed are removed with it. A
+    write the file system refuses raises one :class:`~pytest_novelty.infra.errors.HarnessError`
+    line naming the folder.
     """
     from pytest_novelty.infra.storage import folder_error
 
     try:
-        _write_placeholder(Path(out_dir), reason)
+        _write_placeholder(Path(out_dir), reason, status)
     except OSError as exc:
         raise folder_error(out_dir, "report folder", exc) from None
 
 
-def _write_placeholder(folder: Path, reason: str) -> None:
+def _write_placeholder(folder: Path, reason: str, status: int | None) -> None:
     from pytest_novelty.infra.storage import atomic_write_text, read_json
 
     old = read_json(folder / JSON_NAME)
@@ -187,10 +189,23 @@ def _write_placeholder(folder: Path, reason: str) -> None:
         for kinds in dict(old.get("plots") or {}).values():
             for name in dict(kinds or {}).values():
                 (folder / Path(str(name)).name).unlink(missing_ok=True)
-    report = build_report([], None, {"status": reason})
+    report = build_report([], None, {"status": reason, **({} if status is None else {"exit status": int(status)})})
     report["summary"]["complete"] = False
     atomic_write_json(folder / JSON_NAME, report)
-    atomic_write_text(folder / "report.md", f"## Novelty gate\n\n**no verdict**: {reason}\n")
+    said = "" if status is None else f"\n- exit status: `{int(status)}`\n"
+    atomic_write_text(folder / "report.md", f"## Novelty gate\n\n**no verdict**: {reason}\n{said}")
+
+
+def record_no_verdict(out_dir: str | Path, reason: str, status: int) -> None:
+    """The report folder of a run that reaches no verdict says so, why, and the exit status the run
+    ends with (:func:`write_placeholder`); a folder that cannot be written is left as it is, since
+    the run's own error already says why it stops."""
+    from contextlib import suppress
+
+    from pytest_novelty.infra.errors import NoveltyError
+
+    with suppress(OSError, NoveltyError):
+        write_placeholder(out_dir, reason, int(status))
 
 
 def write_json_report(

@@ -57,6 +57,7 @@ from pytest_novelty.infra.http import (
     Secret,
     Traffic,
     attempts_of,
+    echo,
     failure_reason,
     is_retryable,
     run_coroutine,
@@ -344,7 +345,7 @@ class OpenAIChat:
             text = f"HTTP {error.status_code}" + (f": {message}" if message else "")
         else:
             text = str(error)
-        return self._scrub(text)[:300]
+        return echo(text, self._api_key, limit=300)
 
     def _scrub(self, text: str) -> str:
         """``text`` with the key, and anything that looks like a key, replaced by ``***``."""
@@ -365,10 +366,10 @@ def _choice_texts(response: Any) -> list[str]:
     try:
         answer = json.loads(response.content)
     except ValueError:
-        raise RequestFailed(f"the reply is not JSON: {redact(response.text[:120])!r}") from None
+        raise RequestFailed(f"the reply is not JSON: {echo(response.content, limit=120)}") from None
     choices = answer.get("choices") if isinstance(answer, dict) else None
     if not isinstance(choices, list):
-        raise RequestFailed(f"the reply has no choices: {redact(str(answer)[:120])!r}")
+        raise RequestFailed(f"the reply has no choices: {echo(json.dumps(answer, ensure_ascii=False), limit=120)}")
     texts = []
     for choice in choices:
         message = choice.get("message") if isinstance(choice, dict) else None

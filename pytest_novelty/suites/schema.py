@@ -537,22 +537,21 @@ def load_suite(path: str | Path) -> Suite:
     return parse_suite(data, path)
 
 
-def find_suite_files(folder: str | Path) -> list[Path]:
-    """The suite files directly inside ``folder``, sorted by name."""
+def find_suite_files(folder: str | Path, *, field: str | None = None) -> list[Path]:
+    """The suite files directly inside ``folder``, sorted by name; ``field`` is where the folder
+    came from (the option or setting a front end read it from), for the error."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise ConfigError(
-            "suite folder not found; pass --novelty-suites DIR or set novelty_suites in your pytest ini",
-            path=folder,
-        )
+        what = "is a file, not a folder" if folder.exists() else "suite folder not found"
+        raise ConfigError(f"{what}; give a folder of suite files (*.toml)", path=folder, field=field)
     return sorted(p for p in folder.glob("*.toml") if p.is_file())
 
 
-def load_suites(folder: str | Path) -> list[Suite]:
-    """Load every suite in ``folder``; suite names must be unique."""
-    suites = [load_suite(p) for p in find_suite_files(folder)]
+def load_suites(folder: str | Path, *, field: str | None = None) -> list[Suite]:
+    """Load every suite in ``folder``; suite names must be unique. ``field``: see :func:`find_suite_files`."""
+    suites = [load_suite(p) for p in find_suite_files(folder, field=field)]
     if not suites:
-        raise ConfigError("no suite files (*.toml) in this folder", path=folder)
+        raise ConfigError("no suite files (*.toml) in this folder", path=folder, field=field)
     seen: dict[str, Path] = {}
     for suite in suites:
         if suite.name in seen:

@@ -82,6 +82,17 @@ def test_a_folder_option_given_a_file_is_bad_input(
     clean_usage_error(result, option, "is a file; give a folder")
 
 
+def test_a_suites_option_given_a_file_asks_for_the_folder_of_suite_files(
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path
+) -> None:
+    """Suites are never created: the message says what to give, not that the folder "is created
+    when missing" (true of the cache and report folders only)."""
+    args = [a for a in novelty_args if not a.startswith("--novelty-suites=")]
+    result = pytester.runpytest_subprocess(*args, f"--novelty-suites={suite_dir / 'story.toml'}")
+    line = clean_usage_error(result, "--novelty-suites", "is a file; give the folder of suite files (*.toml)")
+    assert "created" not in line
+
+
 def test_options_that_make_no_sense_are_refused(pytester: pytest.Pytester, novelty_args: list[str]) -> None:
     result = pytester.runpytest_subprocess(*novelty_args, "--gpus-per-worker", "0")
     assert result.ret == USAGE and "must be at least 1" in output(result)

@@ -21,7 +21,7 @@ message (or completion prompt) contains a marker string, for a given number of r
   ``"error"``), ``empty_no_finish`` (``""`` with no ``finish_reason``);
 - ``empty_stop``: the legitimate empty answer (``""`` with ``finish_reason: "stop"``, a model that
   ends its answer at once);
-- ``garbage``: HTTP 200 whose body is not JSON (a proxy's error page).
+- ``garbage``: HTTP 200 whose body is not JSON (a proxy's error page, or the raw bytes of ``message``).
 
 Server-wide behaviours: ``latency`` before every answer, ``n_mode`` (``"support"``, ``"ignore"``
 returns a single choice, ``"reject"`` answers 400 to ``n > 1``), ``reject_temperature`` (400 like a
@@ -142,8 +142,9 @@ class _Handler(FakeHandler):
                 return
             if fault.kind == "delay":
                 time.sleep(fault.seconds)
-            if fault.kind == "garbage":
-                self._send(200, b"<html><body>502 Bad Gateway</body></html>")
+            if fault.kind == "garbage":  # ``message``: the raw body instead (any bytes, as surrogate escapes)
+                garbage = fault.message.encode("utf-8", "surrogateescape") if fault.message is not None else None
+                self._send(200, garbage or b"<html><body>502 Bad Gateway</body></html>")
                 return
         if fake.n_mode == "ignore":
             n = 1

@@ -43,7 +43,7 @@ from typing import Any, Unpack
 from urllib.parse import urlsplit
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
-from pytest_novelty.infra.http import CONNECTION_OPTIONS, Connection, ConnectionOptions
+from pytest_novelty.infra.http import CONNECTION_OPTIONS, Connection, ConnectionOptions, echo
 from pytest_novelty.scoring.originality.backend import BACKENDS, MatchBounds, Span, check_ns
 from pytest_novelty.scoring.originality.cache import CountCache
 from pytest_novelty.scoring.originality.client import PREFLIGHT_TIMEOUT, JsonClient
@@ -148,7 +148,7 @@ class _CountApiBackend:
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise PreflightError(
                 f"the {self.service} API at {self.url} answered a test query for index {self.index!r} "
-                f"without a count: {str(answer)[:200]}"
+                f"without a count: {echo(str(answer))}"
             )
 
     def _ask(self, queries: list[Hashable], progress: bool) -> dict[Hashable, bool]:

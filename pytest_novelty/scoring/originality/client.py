@@ -28,6 +28,7 @@ from pytest_novelty.infra.http import (
     Connection,
     RetryPolicy,
     Traffic,
+    echo,
     fan_out,
     is_retryable,
     post_json,
@@ -50,11 +51,11 @@ def _problem(response: httpx.Response) -> str | None:
     try:
         answer = json.loads(response.content)
     except ValueError:
-        return scrub(f"the answer is not JSON: {response.content[:120]!r}")
+        return f"the answer is not JSON: {echo(response.content, limit=120)}"
     if isinstance(answer, dict) and "error" not in answer:
         return None
     error = answer.get("error") if isinstance(answer, dict) else answer
-    return scrub(f"the answer reports an error: {error}")
+    return f"the answer reports an error: {echo(str(error))}"
 
 
 class JsonClient:
@@ -92,8 +93,7 @@ class JsonClient:
                 )
             raise PreflightError(f"cannot reach {where} ({reply.problem}); {self.hint.rstrip('; ')}")
         if reply.status != 200:
-            body = scrub(reply.response.content[:200].decode("utf-8", "replace"))
-            raise PreflightError(f"{where} answered a test query with {reply.problem}: {' '.join(body.split())}")
+            raise PreflightError(f"{where} answered a test query with {reply.problem}: {echo(reply.response.content)}")
         problem = _problem(reply.response)
         if problem:
             raise PreflightError(f"{where} answered a test query, but {problem}")
@@ -143,7 +143,7 @@ class JsonClient:
             elif not is_retryable(reply.response.status_code):
                 raise HarnessError(
                     f"{self.name} at {scrub(self.url)} refused a query with {problem}: "
-                    f"{scrub(reply.response.content[:300].decode('utf-8', 'replace'))}"
+                    f"{echo(reply.response.content, limit=300)}"
                 )
         raise HarnessError(
             f"{self.name} at {scrub(self.url)} gave no usable answer after {reply.attempts} attempts "

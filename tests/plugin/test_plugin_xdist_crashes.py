@@ -1,0 +1,153 @@
+"""A crashed pytest-xdist worker ends the run with the harness status whenever it crashes: before its
+first case, during one, after its last; never INTERNALERROR, never a hang, never exit 0.
+
+A host conftest kills one worker (``os._exit``, as an out-of-memory kill would) at a chosen moment,
+once per run (a marker file), and makes the other workers wait on files for the order of events
+where that matters, so no outcome here depends on timing. Each case was reproduced on the code
+before this change: a worker killed after its cases ended the run with exit 0 (its suites' arrays
+never reached the report); a replacement worker still collecting when the last original worker
+finished collecting was given work (a KeyError in xdist's scheduling: INTERNALERROR, exit 3); a
+replacement given a single test (what was left of a crashed worker's suite) waited forever.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS
+
+pytestmark = pytest.mark.slow
+
+CRASHES = """
+import os, time
+from pathlib import Path
+
+import pytest
+
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+HERE = Path(__file__).parent
+WHEN = {when!r}
+SUITE = {suite!r}
+
+
+def die(where, nodeid=""):
+    # The first worker to reach WHEN (in a test of SUITE) dies there, once per run.
+    if WORKER and where == WHEN and SUITE in nodeid and not (HERE / "crashed").exists():
+        (HERE / "crashed").write_text(WORKER)
+        os._exit(3)
+
+
+def wait_for(name):
+    while not (HERE / name).exists():
+        time.sleep(0.1)
+
+
+def pytest_runtest_setup(item):
+    die("setup", item.nodeid)
+
+
+class Late:
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session):
+        if session.testscollected and any(HERE.glob("ran-" + str(WORKER))):
+            die("after its cases", SUITE)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session):
+        # after xdist has sent this worker's collection to the controller
+        if WHEN != "while another collects":
+            return
+        die(WHEN, SUITE)  # gw0 (the first to get here)
+        (HERE / ("collected-" + str(WORKER))).write_text("")
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    (HERE / ("ran-" + str(WORKER))).write_text(nodeid)
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(Late(), "late")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session):
+    # before xdist sends the collection: gw1 waits until gw0's replacement is up; the replacement
+    # says so, and waits until gw1's collection has gone
+    if WHEN != "while another collects" or WORKER in (None, "gw0"):
+        return
+    if WORKER == "gw1":
+        wait_for("replacement-up")
+    else:
+        (HERE / "replacement-up").write_text(WORKER)
+        wait_for("collected-gw1")
+"""
+
+
+def crash_at(pytester: pytest.Pytester, when: str, suite: str = "") -> None:
+    pytester.makeconftest(CRASHES.format(when=when, suite=suite))
+
+
+def suites(folder: Path, *names: str) -> None:
+    """More suites beside ``story``, each with other settings (so each generates its own answers)."""
+    story = (folder / "story.toml").read_text()
+    for tokens, name in enumerate(names, start=10):
+        (folder / f"{name}.toml").write_text(story.replace("max_new_tokens = 16", f"max_new_tokens = {tokens}"))
+
+
+def _ended_with_the_harness_status(result: pytest.RunResult, report: Path) -> dict[str, object]:
+    out = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in out, out[-4000:]
+    assert result.ret == HARNESS_EXIT_STATUS, out[-4000:]
+    data = json.loads((report / "report.json").read_text())
+    assert data["versions"]["exit status"] == HARNESS_EXIT_STATUS
+    return dict(data)
+
+
+def test_a_worker_that_dies_after_its_last_case_is_a_harness_error(
+    pytester: pytest.Pytester, novelty_args: list[str]
+) -> None:
+    """Every case decided, then the worker died before its suite's arrays reached the controller:
+    the report would lack them; the old run exited 0."""
+    crash_at(pytester, "after its cases", "story")
+    report = pytester.path / "report"
+    result = pytester.runpytest_subprocess(*novelty_args, "-n", "2", f"--novelty-report={report}", timeout=900)
+    result.assert_outcomes(passed=2)
+    data = _ended_with_the_harness_status(result, report)
+    result.stdout.fnmatch_lines(["novelty: harness error: the xdist worker gw? crashed (*); work it finished is *"])
+    assert "crashed" in str(data["versions"]["status"])  # type: ignore[index]
+
+
+def test_a_replacement_worker_still_collecting_gets_its_work_later(
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path
+) -> None:
+    """gw0 dies right after its collection reached the controller; its replacement is up and still
+    collecting when gw1 finishes collecting and the work is first handed out (xdist's loadscope
+    gave the replacement work it could not take: INTERNALERROR)."""
+    suites(suite_dir, "tale")  # two units of work, one per worker
+    crash_at(pytester, "while another collects")
+    report = pytester.path / "report"
+    result = pytester.runpytest_subprocess(*novelty_args, "-n", "2", f"--novelty-report={report}", timeout=900)
+    result.assert_outcomes(passed=4)  # every case ran
+    _ended_with_the_harness_status(result, report)
+    result.stdout.fnmatch_lines(["novelty: harness error: the xdist worker gw0 crashed (*"])
+
+
+def test_a_replacement_given_a_single_case_runs_it(
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path
+) -> None:
+    """Three suites on two workers: one takes the first and the third, the other the second, and
+    both are told that no more work comes. The first dies in the setup of its first case; the
+    replacement was given that suite's other case alone and waited forever to learn what follows
+    it, while the third suite waited in the queue."""
+    suites(suite_dir, "tale", "yarn")  # files in name order: story, tale, yarn
+    crash_at(pytester, "setup", "story.toml::test_metric[story-originality")
+    report = pytester.path / "report"
+    result = pytester.runpytest_subprocess(*novelty_args, "-n", "2", f"--novelty-report={report}", timeout=900)
+    result.assert_outcomes(passed=5, failed=1)  # the case the worker died in: crashed, no verdict
+    data = _ended_with_the_harness_status(result, report)
+    (crashed,) = [r for r in data["rows"] if r["outcome"] == "error"]  # type: ignore[attr-defined]
+    assert (crashed["suite"], crashed["metric"]) == ("story", "originality@4")
+    assert "worker crashed" in crashed["message"]
