@@ -338,4 +338,4 @@ def test_a_denial_baseline_is_compared_round_by_round(tmp_path: Path, concept_se
     candidate = session.result(round2)
     assert candidate.answers == [["c"], ["d"]] and candidate.denial is not None and candidate.denial.number == 2
     data = suite_data(candidate, baseline)
-    assert data["info"]["round"] == 2 and "baseline" in data
+    assert data.info.round == 2 and data.baseline is not None

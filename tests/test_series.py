@@ -8,6 +8,7 @@ import pytest
 
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.pipeline.series import find_checkpoints
+from pytest_novelty.pipeline.suite_data import GenerationArrays, SuiteData, SuiteInfo
 from pytest_novelty.report.json_report import build_report
 from pytest_novelty.report.series import series_report, series_tables, write_series_plots
 
@@ -57,10 +58,16 @@ def entry(step: int, quality: float, change: dict | None) -> dict:
     }
 
 
+def data(series: list[dict] | None = None) -> SuiteData:
+    """A suite's exported data with one answer and, given, a series."""
+    arrays = GenerationArrays([[0.5]], [[0.5]], [[0.5]])
+    return SuiteData(4, arrays, SuiteInfo(), series=tuple(series or ()))
+
+
 SUITES = {
-    "story": {"series": [entry(200, 0.5, {"quality": {"delta": 0.1, "delta_ci": [0.05, 0.15]}}), entry(60, 0.4, None)]},
-    "poem": {"series": [entry(60, 0.2, None)]},
-    "plain": {"quality": [[0.5]], "originality": [[0.5]]},
+    "story": data([entry(200, 0.5, {"quality": {"delta": 0.1, "delta_ci": [0.05, 0.15]}}), entry(60, 0.4, None)]),
+    "poem": data([entry(60, 0.2, None)]),
+    "plain": data(),
 }
 
 
@@ -77,11 +84,11 @@ def test_tables_show_values_and_paired_changes() -> None:
     assert "| 60 | 0.4000 | checkpoint-60 |" in text
     assert "| 200 | 0.5000 (+0.1000 [+0.0500, +0.1500]) | checkpoint-200 |" in text
     assert series_tables({"plain": SUITES["plain"]}) == []
-    top = {"s": {"series": [
+    top = {"s": data([
         {"step": 1, "model": "c-1", "metrics": {"top10_novelty@5": 0.8}, "change": None},
         {"step": 2, "model": "c-2", "metrics": {"top10_novelty@5": 0.7},
          "change": {"top10_novelty@5": {"delta": -0.1, "delta_ci": [-0.3, -0.2], "status": "regressed"}}},
-    ]}}
+    ])}
     # The interval is the gated statistic's own (the top-10 % bootstrap): no "on novelty@5" aside.
     assert "0.7000 (-0.1000 [-0.3000, -0.2000], regression)" in "\n".join(series_tables(top))
 

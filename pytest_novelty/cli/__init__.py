@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, USAGE_EXIT_STATUS, HarnessError, NoveltyError
 from pytest_novelty.infra.storage import default_cache_dir
 from pytest_novelty.pipeline.options import add_arguments
+
+if TYPE_CHECKING:
+    from pytest_novelty.pipeline.suite_data import SuiteData
 
 
 def _cmd_demo_build(args: argparse.Namespace) -> int:
@@ -100,7 +103,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from pytest_novelty.report import write_report
 
         try:
-            files = write_report(Path(report_dir), records, cast(Any, loop.suite_data), versions)
+            files = write_report(Path(report_dir), records, loop.suite_data, versions)
             print(f"novelty report: {files.json.parent}")
         except HarnessError as exc:  # a full disk after the gate: one line, and the harness status
             print(f"pytest-novelty: error: {exc}", file=sys.stderr)
@@ -115,7 +118,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             if report_dir:  # the report records the status the run exits with: the tracker's
                 from pytest_novelty.report import write_report
 
-                write_report(Path(report_dir), records, cast(Any, loop.suite_data), {**versions, "exit status": status})
+                write_report(Path(report_dir), records, loop.suite_data, {**versions, "exit status": status})
     if args.novelty_output:
         status = _write_output(Path(args.novelty_output), _exported(session, runs, loop.suite_data), status)
     return status
@@ -147,15 +150,14 @@ def _snapshot_stores(args: argparse.Namespace) -> Any:
     return store
 
 
-def _exported(session: Any, runs: Sequence[Any], data: dict[str, Any]) -> dict[str, Any]:
+def _exported(session: Any, runs: Sequence[Any], data: Mapping[str, SuiteData]) -> dict[str, Any]:
     """``--output``: each suite's prompt ids, answers and metrics (and series), for other tools."""
     out = {}
     for run in runs:
         if run.name in data:  # a suite whose harness failed has nothing to export
-            result = session.result(run)
+            result, series = session.result(run), data[run.name].series
             out[run.name] = {"prompts": [p.id for p in result.prompts], "answers": result.answers,
-                             "metrics": result.metrics, **({"series": data[run.name]["series"]}
-                                                           if "series" in data[run.name] else {})}  # fmt: skip
+                             "metrics": result.metrics, **({"series": list(series)} if series else {})}  # fmt: skip
     return out
 
 

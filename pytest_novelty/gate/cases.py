@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pytest_novelty.pipeline.results import SuiteResult
     from pytest_novelty.pipeline.series import Checkpoint
     from pytest_novelty.pipeline.session import Baseline, ResultsSession
+    from pytest_novelty.pipeline.suite_data import SuiteData
     from pytest_novelty.suites.schema import Suite, Threshold
 
 __all__ = ["CaseLoop", "CaseSettings", "checkpoint_part"]
@@ -80,10 +81,12 @@ class CaseLoop:
         self.settings = settings
         self.series = list(series or [])
         self.spread = spread or (lambda suite: False)
-        self.suite_data: dict[str, dict[str, Any]] = {}
+        self.suite_data: dict[str, SuiteData] = {}
         """Per suite run: its exported data (:func:`pytest_novelty.pipeline.export.suite_data`)."""
+        self.candidate_parts: dict[str, dict[str, Any]] = {}
+        """Per suite: the candidate's part of its series (with a series; JSON-ready, it may come from a worker)."""
         self.series_parts: dict[str, dict[int, dict[str, Any]]] = {}
-        """Per suite: step → an earlier checkpoint's part, handed in by the items that scored them."""
+        """Per suite: step → an earlier checkpoint's part, scored here or handed in by the items that scored them."""
         self.series_gaps: dict[str, str] = {}
         """Per suite: why its series could not be put together."""
         self._started: dict[str, float] = {}
@@ -100,15 +103,15 @@ class CaseLoop:
 
             base = self.session.baseline(suite)
             alpha = suite.gate.alpha / self.settings.comparisons
-            data = suite_data(result, None if base is None else base.result, alpha=alpha)
+            self.suite_data[suite.name] = suite_data(result, None if base is None else base.result, alpha=alpha)
             if self.series:
                 from pytest_novelty.gate.series import series_part
 
-                data["series_part"] = series_part(result)
+                self.candidate_parts[suite.name] = series_part(result)
                 if not self.spread(suite):  # its earlier checkpoints are scored here, one after another
                     steps = [c.step for c in self.series[:-1]]
-                    data["earlier_parts"] = dict(zip(steps, map(series_part, self.earlier(suite)), strict=True))
-            self.suite_data[suite.name] = data
+                    for step, earlier in zip(steps, self.earlier(suite), strict=True):
+                        self.add_series_part(suite.name, step, series_part(earlier))
         return result
 
     def baseline(self, suite: Suite) -> Baseline | None:
@@ -156,19 +159,19 @@ class CaseLoop:
     def _note_rounds(self, suite: Suite, rounds: int) -> None:
         """Keep what the suite's adaptive rounds generated, up to its slowest case's (for the work line)."""
         data = self.suite_data.get(suite.name)
-        if data is None or rounds <= len(data.get("adaptive") or []):
+        if data is None or rounds <= len(data.adaptive):
             return
-        from pytest_novelty.pipeline.export import repeats_json
+        from pytest_novelty.pipeline.export import rounds_work
 
-        data["adaptive"] = repeats_json(self.session, suite, rounds + 1)
+        self.suite_data[suite.name] = data.with_(adaptive=rounds_work(self.session, suite, rounds + 1))
 
     def _note_repeats(self, suite: Suite) -> None:
         """Keep, once per suite, what its repeats generated (for the work line)."""
         data = self.suite_data.get(suite.name)
-        if self.settings.repeats > 1 and data is not None and "repeats" not in data:
-            from pytest_novelty.pipeline.export import repeats_json
+        if self.settings.repeats > 1 and data is not None and not data.repeats:
+            from pytest_novelty.pipeline.export import rounds_work
 
-            data["repeats"] = repeats_json(self.session, suite, self.settings.repeats)
+            self.suite_data[suite.name] = data.with_(repeats=rounds_work(self.session, suite, self.settings.repeats))
 
     def run(self, runs: Sequence[Suite], store_for: StoreFor) -> tuple[list[CaseRecord], list[str]]:
         """Every case of ``runs``, in order: the records, and one line per suite whose harness failed
@@ -203,13 +206,11 @@ class CaseLoop:
 
         newest = self.series[-1]
         for name in sorted({*self.suite_data, *self.series_parts}):  # a crashed worker's suite has no data
-            data = self.suite_data.get(name, {})
-            # the parts are read once, here: the report and its writers never walk their records again
-            candidate = data.pop("series_part", None)
-            parts = data.pop("earlier_parts", None) or self.series_parts.get(name, {})
+            candidate = self.candidate_parts.get(name)
+            parts = self.series_parts.get(name, {})
             missing = [c.step for c in self.series[:-1] if c.step not in parts]
             missing += [] if candidate is not None else [newest.step]
-            if missing:
+            if missing or candidate is None:
                 steps = ", ".join(map(str, missing))
                 harness = any(r.suite == name and r.is_error for r in records) or any(
                     failed is not None and failed(name, step) for step in missing
@@ -219,7 +220,8 @@ class CaseLoop:
                 continue
             tails = {r.metric: list(r.tail.ids) for r in records if r.suite == name and r.tail is not None}
             ordered = [(c, parts[c.step]) for c in self.series[:-1]] + [(newest, candidate)]
-            data["series"] = series_entries(ordered, tails)
+            if name in self.suite_data:
+                self.suite_data[name] = self.suite_data[name].with_(series=tuple(series_entries(ordered, tails)))
 
 
 def checkpoint_part(session: ResultsSession, suite: Suite, checkpoint: Checkpoint) -> tuple[dict[str, Any], str]:

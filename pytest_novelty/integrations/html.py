@@ -29,6 +29,7 @@ import pytest
 
 from pytest_novelty.gate.record import CaseRecord
 from pytest_novelty.integrations.run import TrackedRun
+from pytest_novelty.pipeline.suite_data import SuiteData
 
 #: The columns added to the results table, after the test's id.
 COLUMNS = ("value", "bound", "comparison")
@@ -47,7 +48,7 @@ class NoveltyHtml:
     """pytest-html hooks; ``records`` and ``suites`` give the session's case records and suite data."""
 
     def __init__(self, records: Callable[[], Sequence[CaseRecord]],
-                 suites: Callable[[], Mapping[str, Any]]) -> None:  # fmt: skip
+                 suites: Callable[[], Mapping[str, SuiteData]]) -> None:  # fmt: skip
         self.records, self.suites = records, suites
 
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
@@ -68,21 +69,21 @@ class NoveltyHtml:
 
 
 def register_html(config: pytest.Config, records: Callable[[], Sequence[CaseRecord]],
-                  suites: Callable[[], Mapping[str, Any]]) -> None:  # fmt: skip
+                  suites: Callable[[], Mapping[str, SuiteData]]) -> None:  # fmt: skip
     """Register the hooks for this session (unregistered at the config's cleanup)."""
     hooks = NoveltyHtml(records, suites)
     config.pluginmanager.register(hooks, "novelty-html")
     config.add_cleanup(lambda: config.pluginmanager.unregister(hooks))
 
 
-def render_sections(records: Sequence[CaseRecord], suites_data: Mapping[str, Any]) -> str:
+def render_sections(records: Sequence[CaseRecord], suites_data: Mapping[str, SuiteData]) -> str:
     """The HTML of every suite's section (tables, series, copied spans, plots)."""
-    from pytest_novelty.infra.redact import redact_data
     from pytest_novelty.report.json_report import build_report
     from pytest_novelty.report.plots import write_plots
     from pytest_novelty.report.series import write_series_plots
 
-    records, suites_data = [r.redacted() for r in records], redact_data(dict(suites_data))
+    records = [r.redacted() for r in records]
+    suites_data = {name: data.redacted() for name, data in suites_data.items()}
     with tempfile.TemporaryDirectory(prefix="novelty-html-") as folder:
         plots = write_plots(folder, suites_data)
         for suite, kinds in write_series_plots(folder, suites_data).items():

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_novelty.gate.record import CaseRecord, sort_key
+from pytest_novelty.pipeline.suite_data import SuiteInfo
 from pytest_novelty.report.json_report import read_records
 from pytest_novelty.report.spans import CopiedSpan, copied_spans
 
@@ -174,7 +175,8 @@ class TrackedRun:
                 present = {k: p for k, p in files.items() if p.is_file()}
                 if present:
                     plots[str(suite)] = present
-        spans = {name: tuple(found) for name, found in copied_spans(suites).items()}
+        infos = {name: SuiteInfo.from_json(dict(data.get("info") or {})) for name, data in suites.items()}
+        spans = {name: tuple(found) for name, found in copied_spans(infos).items()}
         return cls(_identity(versions, suites), tuple(points), cases, plots, spans)
 
     @classmethod

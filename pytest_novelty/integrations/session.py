@@ -17,12 +17,13 @@ from typing import Any
 from pytest_novelty.gate.record import CaseRecord
 from pytest_novelty.integrations.base import Logged, log_run
 from pytest_novelty.integrations.run import TrackedRun
+from pytest_novelty.pipeline.suite_data import SuiteData
 
 
 def log_session(
     specs: Sequence[str],
     records: Sequence[CaseRecord],
-    suites_data: Mapping[str, Any],
+    suites_data: Mapping[str, SuiteData],
     versions: Mapping[str, Any],
     *,
     report_dir: str | Path | None = None,

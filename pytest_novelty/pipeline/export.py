@@ -1,5 +1,6 @@
-"""The one place a suite result becomes JSON: ``report.json``'s per-suite arrays and ``info``
-(what also crosses from an xdist worker to the controller), and the run log's work line."""
+"""The one place a suite result becomes exported data: its :class:`~pytest_novelty.pipeline.suite_data.SuiteData`
+(``report.json``'s per-suite arrays and ``info``, and what crosses from an xdist worker to the
+controller), and the run log's work line."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import math
 from typing import Any
 
 from pytest_novelty.pipeline.results import SuiteResult
+from pytest_novelty.pipeline.suite_data import GenerationArrays, RoundWork, SuiteData, SuiteInfo
 
 
 def batches_text(count: int) -> str:
@@ -14,8 +16,12 @@ def batches_text(count: int) -> str:
     return f"{count} batch" if count == 1 else f"{count} batches"
 
 
-def info_json(result: SuiteResult) -> dict[str, Any]:
-    """The descriptive part of a result as JSON: ``report.json``'s ``info`` and the work summary."""
+def suite_info(result: SuiteResult) -> SuiteInfo:
+    """The descriptive part of a result: ``report.json``'s ``info`` and the work summary."""
+    return SuiteInfo.from_json(_info(result))
+
+
+def _info(result: SuiteResult) -> dict[str, Any]:
     answers, scores, work = result.generated, result.scores, result.generated.work
     info: dict[str, Any] = {
         "model": answers.model,
@@ -63,15 +69,16 @@ def _lists(values: Any) -> list[list[float | None]]:
     return [[None if math.isnan(v) else float(v) for v in row] for row in values]
 
 
-def _arrays(result: SuiteResult, n: int) -> dict[str, Any]:
+def _arrays(result: SuiteResult, n: int, model: str = "") -> GenerationArrays:
     """Per-generation arrays at order n: originality as measured (None: too short for an n-gram),
     novelty as the gate counts it (a too-short generation at 0), and the shares the gate reports."""
-    return {
-        "quality": _lists(result.quality),
-        "originality": _lists(result.originality[n]),
-        "novelty": _lists(result.measured.novelty[n]),
-        "shares": {k: None if math.isnan(v) else float(v) for k, v in result.measured.shares.items()},
-    }
+    return GenerationArrays(
+        quality=_lists(result.quality),
+        originality=_lists(result.originality[n]),
+        novelty=_lists(result.measured.novelty[n]),
+        shares={k: None if math.isnan(v) else float(v) for k, v in result.measured.shares.items()},
+        model=model,
+    )
 
 
 def detectable_json(result: SuiteResult, alpha: float) -> dict[str, Any]:
@@ -110,18 +117,19 @@ def detectable_json(result: SuiteResult, alpha: float) -> dict[str, Any]:
     return out
 
 
-def suite_data(result: SuiteResult, baseline: SuiteResult | None, *, alpha: float | None = None) -> dict[str, Any]:
-    """Plain, JSON-ready arrays of one suite for the report (they may cross from an xdist worker);
-    ``alpha`` (the α each of the run's regression tests is held to) adds what the suite can detect."""
+def suite_data(result: SuiteResult, baseline: SuiteResult | None, *, alpha: float | None = None) -> SuiteData:
+    """One suite's exported data for the report (it may cross from an xdist worker); ``alpha`` (the
+    α each of the run's regression tests is held to) adds what the suite can detect."""
     n = result.measured.order
-    data: dict[str, Any] = {**_arrays(result, n), "n": n, "info": info_json(result)}
-    if alpha is not None:
-        data["detectable"] = detectable_json(result, alpha)
-    # Every value the metrics step computed (gated or not), for the trackers and report.json.
-    data["metrics"] = {k: None if math.isnan(v) else float(v) for k, v in result.metrics.items()}
-    if baseline is not None:
-        data["baseline"] = {**_arrays(baseline, n), "model": baseline.model}
-    return data
+    return SuiteData(
+        n=n,
+        candidate=_arrays(result, n),
+        info=suite_info(result),
+        # Every value the metrics step computed (gated or not), for the trackers and report.json.
+        metrics={k: None if math.isnan(v) else float(v) for k, v in result.metrics.items()},
+        detectable={} if alpha is None else detectable_json(result, alpha),
+        baseline=None if baseline is None else _arrays(baseline, n, baseline.model),
+    )
 
 
 def work_line(name: str, result: SuiteResult) -> str:
@@ -144,10 +152,11 @@ def work_line(name: str, result: SuiteResult) -> str:
     )
 
 
-def repeats_json(session: Any, suite: Any, repeats: int) -> list[dict[str, Any]]:
-    """What each ``--novelty-repeat`` run of ``suite`` after the first generated, from the session's memo."""
+def rounds_work(session: Any, suite: Any, count: int) -> tuple[RoundWork, ...]:
+    """What each of the ``count - 1`` sets of samples of ``suite`` after the run itself (repeats,
+    adaptive rounds) generated, from the session's memo."""
     out = []
-    for index in range(1, repeats):
+    for index in range(1, count):
         work = session.result(suite.repeated(index)).generated.work
-        out.append({"repeat": index, "generated_rows": work.rows, "cached_rows": work.cached_rows})
-    return out
+        out.append(RoundWork(index, work.rows, work.cached_rows))
+    return tuple(out)

@@ -8,8 +8,9 @@ prints one table and writes one report.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -18,6 +19,7 @@ from pytest_novelty.gate.record import CaseRecord
 from pytest_novelty.infra.cache import repaired
 from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, ConfigError, HarnessError, NoveltyError, last_line
 from pytest_novelty.infra.progress import ProgressSink
+from pytest_novelty.pipeline.suite_data import SuiteData
 from pytest_novelty.suites.schema import Suite
 
 if TYPE_CHECKING:
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 
 
 _WORKER_KEY = "novelty_suites"
+_PARTS_KEY = "novelty_series_parts"
 _REPAIRS_KEY = "novelty_cache_repairs"
 HARNESS_PROPERTY = "novelty_harness"
 """The user property that carries a harness error's message to the controller (and JUnit)."""
@@ -124,7 +127,7 @@ class NoveltyState:
         return CaseSettings.from_options(self.config.option, comparisons)
 
     @property
-    def suite_data(self) -> dict[str, dict[str, Any]]:
+    def suite_data(self) -> dict[str, SuiteData]:
         """Per suite run: its exported data (on the controller, the workers' too)."""
         return self.cases.suite_data
 
@@ -238,7 +241,8 @@ class NoveltyState:
         ``report.md`` record the status the run exits with (:attr:`exit_status`)."""
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
-            workeroutput[_WORKER_KEY] = self.suite_data
+            workeroutput[_WORKER_KEY] = {name: data.to_json() for name, data in self.suite_data.items()}
+            workeroutput[_PARTS_KEY] = self.cases.candidate_parts  # the candidates' parts of their series
             workeroutput[_REPAIRS_KEY] = repaired()
         elif self.shard is None:  # before pytest-html writes its page (its own sessionfinish runs after this one)
             failed = self._series_failed
@@ -331,7 +335,8 @@ class NoveltyState:
         first case, during one (xdist also reports that case as crashed), between two, or after its
         last, when the arrays of its suites never arrive (the report would lack them)."""
         output = getattr(node, "workeroutput", None) or {}
-        self.suite_data.update(output.get(_WORKER_KEY, {}))
+        self.suite_data.update({name: SuiteData.from_json(data) for name, data in output.get(_WORKER_KEY, {}).items()})
+        self.cases.candidate_parts.update(output.get(_PARTS_KEY, {}))
         self.worker_repairs += int(output.get(_REPAIRS_KEY, 0))
         if error is not None and error != "keyboard-interrupt":  # an interrupt is the user's, not a crash
             worker = getattr(getattr(node, "gateway", None), "id", None) or "?"
@@ -398,7 +403,7 @@ class NoveltyState:
         versions = {**self.versions(), "exit status": status}
         if self.worker_crashes:  # why a run whose cases all decided exits with the harness status
             versions["status"] = "; ".join(self.worker_crashes)
-        files = write_report(folder, records, cast(Any, self.suite_data), versions)
+        files = write_report(folder, records, self.suite_data, versions)
         if say:
             terminalreporter.line(f"novelty report: {files.json.parent}")
         return True
@@ -419,17 +424,21 @@ class NoveltyState:
         """What produced the numbers, for report.json."""
         from importlib import metadata
 
-        infos = [d.get("info", {}) for d in self.suite_data.values()]
+        infos = [d.info for d in self.suite_data.values()]
+
+        def joined(values: Iterable[str]) -> str:
+            return ", ".join(sorted({v for v in values if v}))
+
         return {
             "pytest-novelty": metadata.version("pytest-novelty"),
             "model": self.config.option.novelty_model,
-            "fingerprint": ", ".join(sorted({str(i.get("fingerprint")) for i in infos if i.get("fingerprint")})),
+            "fingerprint": joined(i.fingerprint for i in infos),
             "baseline_model": self.baseline_model,
             "model_series": self.config.option.novelty_model_series,
             "suites": {s.name: str(p) for p, s in self.suites.items()},
-            "judge": ", ".join(sorted({str(i.get("judge")) for i in infos if i.get("judge")})),
-            "index": ", ".join(sorted({str(i.get("originality")) for i in infos if i.get("originality")})),
-            "originality units": ", ".join(sorted({str(i.get("units")) for i in infos if i.get("units")})),
+            "judge": joined(i.judge for i in infos),
+            "index": joined(i.originality for i in infos),
+            "originality units": joined(i.units for i in infos),
         }
 
 

@@ -1,8 +1,8 @@
 """The report layer: what a reviewer reads at the end of a run."""
 
+from pytest_novelty.pipeline.suite_data import SuiteData
 from pytest_novelty.report.json_report import (
     ReportFiles,
-    SuiteData,
     build_report,
     write_json_report,
 )

@@ -27,7 +27,8 @@ import numpy as np
 
 from pytest_novelty.gate.record import CaseRecord, sort_key
 from pytest_novelty.infra.storage import atomic_write_json
-from pytest_novelty.report.data import SuiteData, as_vector, novelty_of
+from pytest_novelty.pipeline.suite_data import GenerationArrays, SuiteData
+from pytest_novelty.report.data import as_vector
 
 #: The layout of ``report.json``. 2: every row is a case record as
 #: :meth:`~pytest_novelty.gate.record.CaseRecord.to_json` writes it (the comparison nested under
@@ -67,13 +68,10 @@ def clean(value: Any) -> Any:
     return str(value)
 
 
-def _summary(arrays: Mapping[str, Any]) -> dict[str, Any]:
+def _summary(arrays: GenerationArrays) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name, values in (
-        ("quality", as_vector(arrays.get("quality"))),
-        ("originality", as_vector(arrays.get("originality"))),
-        ("novelty", novelty_of(arrays)),
-    ):
+    for name, grid in (("quality", arrays.quality), ("originality", arrays.originality), ("novelty", arrays.novelty)):
+        values = as_vector(grid)
         present = values[~np.isnan(values)]
         out[name] = {
             "mean": float(present.mean()) if present.size else None,
@@ -83,20 +81,24 @@ def _summary(arrays: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _arrays_entry(arrays: GenerationArrays) -> dict[str, Any]:
+    """A checkpoint's arrays as ``report.json`` keeps them, with their summary."""
+    entry: dict[str, Any] = {"quality": arrays.quality, "originality": arrays.originality, "novelty": arrays.novelty}
+    if arrays.model:
+        entry["model"] = arrays.model
+    return {**entry, "summary": _summary(arrays)}
+
+
 def _suite_entry(data: SuiteData) -> dict[str, Any]:
-    raw: dict[str, Any] = dict(data)
-    entry: dict[str, Any] = {"n": raw.get("n"), "info": dict(raw.get("info") or {})}
-    candidate = {k: raw[k] for k in ("quality", "originality", "novelty") if raw.get(k) is not None}
-    entry["candidate"] = {**candidate, "summary": _summary(candidate)}
-    if raw.get("shares"):
-        entry["shares"] = dict(raw["shares"])
-    if raw.get("metrics"):
-        entry["metrics"] = dict(raw["metrics"])
-    if raw.get("detectable") is not None:  # metric -> the smallest drop a comparison detects (80 % power)
-        entry["detectable"] = dict(raw["detectable"])
-    if raw.get("baseline"):
-        baseline = dict(raw["baseline"])
-        entry["baseline"] = {**baseline, "summary": _summary(baseline)}
+    entry: dict[str, Any] = {"n": data.n, "info": data.info.to_json(), "candidate": _arrays_entry(data.candidate)}
+    if data.shares:
+        entry["shares"] = dict(data.shares)
+    if data.metrics:
+        entry["metrics"] = dict(data.metrics)
+    if data.detectable:  # metric -> the smallest drop a comparison detects (80 % power)
+        entry["detectable"] = dict(data.detectable)
+    if data.baseline is not None:
+        entry["baseline"] = {**_arrays_entry(data.baseline), "shares": dict(data.baseline.shares)}
     return entry
 
 

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_novelty.infra.storage import atomic_write
-from pytest_novelty.report.data import SuiteData, as_vector, novelty_of
+from pytest_novelty.pipeline.suite_data import GenerationArrays, SuiteData, sweep_points
+from pytest_novelty.report.data import as_vector
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -55,21 +56,19 @@ def new_figure() -> Figure:
     return Figure(figsize=(SIZE[0] / DPI, SIZE[1] / DPI), dpi=DPI, layout="constrained")
 
 
-def _pairs(arrays: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    q, o = as_vector(arrays.get("quality")), as_vector(arrays.get("originality"))
+def _pairs(arrays: GenerationArrays) -> tuple[np.ndarray, np.ndarray]:
+    q, o = as_vector(arrays.quality), as_vector(arrays.originality)
     if q.size != o.size:
         raise ValueError(f"quality has {q.size} values but originality {o.size}")
     keep = ~(np.isnan(q) | np.isnan(o))
     return o[keep], q[keep]
 
 
-def _series(data: SuiteData) -> list[tuple[str, Mapping[str, Any], str]]:
-    raw: dict[str, Any] = dict(data)
-    series: list[tuple[str, Mapping[str, Any], str]] = [("candidate", raw, CANDIDATE_COLOR)]
-    if raw.get("baseline"):
-        baseline = raw["baseline"]
-        name = f"baseline {baseline['model']}" if baseline.get("model") else "baseline"
-        series.append((name, baseline, BASELINE_COLOR))
+def _series(data: SuiteData) -> list[tuple[str, GenerationArrays, str]]:
+    series = [("candidate", data.candidate, CANDIDATE_COLOR)]
+    if data.baseline is not None:
+        name = f"baseline {data.baseline.model}" if data.baseline.model else "baseline"
+        series.append((name, data.baseline, BASELINE_COLOR))
     return series
 
 
@@ -83,10 +82,10 @@ def plot_quality_originality(path: str | Path, suite: str, data: SuiteData) -> P
     h_grid = np.divide(2 * o_grid * q_grid, total, out=np.zeros_like(total), where=total != 0)
     contours = ax.contour(o_grid, q_grid, h_grid, levels=NOVELTY_LEVELS, colors="0.6", linewidths=0.8)
     ax.clabel(contours, fmt=lambda level: f"novelty {level:.1f}", fontsize=7)
-    n = data.get("n")
+    n = data.n
     for label, arrays, color in _series(data):
         o, q = _pairs(arrays)
-        answers = as_vector(arrays.get("quality")).size
+        answers = arrays.answers
         counted = f"{o.size} of {answers} answers: scored, with a {n}-gram" if n else f"{o.size} of {answers} answers"
         ax.scatter(o, q, s=14, alpha=0.45, color=color, edgecolors="none", label=f"{label} ({counted})")
         if o.size:
@@ -115,12 +114,12 @@ def plot_novelty_histogram(path: str | Path, suite: str, data: SuiteData) -> Pat
     figure = new_figure()
     ax = figure.add_subplot()
     bins = [i / 20 for i in range(21)]
-    n = data.get("n")
+    n = data.n
     for label, arrays, color in _series(data):
-        values = novelty_of(arrays)
+        values = as_vector(arrays.novelty)
         total = values.size
         values = values[~np.isnan(values)]
-        short = int(np.isnan(as_vector(arrays.get("originality"))).sum())
+        short = int(np.isnan(as_vector(arrays.originality)).sum())
         counted = f"{values.size} of {total} scored answers"
         if short:
             counted += f", {short} with no {n}-gram at novelty 0"
@@ -136,7 +135,6 @@ def plot_novelty_histogram(path: str | Path, suite: str, data: SuiteData) -> Pat
                 linewidth=1.2,
                 label=f"{label} mean {values.mean():.3f}",
             )
-    n = data.get("n")
     ax.set_xlim(0.0, 1.0)
     return _finish(
         figure, path, title=f"{suite}: novelty of each generation",
@@ -161,16 +159,14 @@ def plot_sweep(path: str | Path, base: str, parameter: str, points: list[tuple[f
 
 
 def _sweep_points(suites_data: Mapping[str, SuiteData]) -> dict[tuple[str, str], list[tuple[float, float, float]]]:
+    """Per swept suite file and parameter: (value, mean novelty, mean quality) of each sweep value."""
     groups: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
-    for data in suites_data.values():
-        info: Mapping[str, Any] = dict(data).get("info") or {}  # type: ignore[assignment]
-        sweep = info.get("sweep")
-        if not sweep:
-            continue
-        nov = novelty_of(data)
-        qual = as_vector(dict(data).get("quality"))
-        point = (float(sweep["value"]), float(np.nanmean(nov)) if nov.size else np.nan, float(np.nanmean(qual)))
-        groups.setdefault((str(sweep["suite"]), str(sweep["parameter"])), []).append(point)
+    for key, runs in sweep_points(list(suites_data.values())).items():
+        for data in runs:
+            nov, qual = as_vector(data.candidate.novelty), as_vector(data.candidate.quality)
+            value = float((data.info.sweep or {})["value"])
+            groups.setdefault(key, []).append((value, float(np.nanmean(nov)) if nov.size else np.nan,
+                                               float(np.nanmean(qual))))  # fmt: skip
     return groups
 
 
@@ -185,8 +181,7 @@ def write_plots(out_dir: str | Path, suites_data: Mapping[str, SuiteData]) -> di
     folder = Path(out_dir)
     written: dict[str, dict[str, Path]] = {}
     for suite, data in sorted(suites_data.items()):
-        raw: dict[str, Any] = dict(data)
-        if raw.get("quality") is None or raw.get("originality") is None:
+        if not data.candidate.quality or not data.candidate.originality:
             continue
         written[suite] = {
             "quality_originality": plot_quality_originality(folder / f"{suite}-quality-originality.png", suite, data),

@@ -12,17 +12,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-
-def _series_of(suites_data: Mapping[str, Mapping[str, Any]] | None) -> dict[str, list[dict[str, Any]]]:
-    out = {}
-    for name, data in sorted((suites_data or {}).items()):
-        entries: Any = dict(data).get("series")
-        if entries:
-            out[name] = sorted(entries, key=lambda e: int(e["step"]))
-    return out
+from pytest_novelty.pipeline.suite_data import SuiteData
 
 
-def series_report(suites_data: Mapping[str, Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+def _series_of(suites_data: Mapping[str, SuiteData] | None) -> dict[str, list[dict[str, Any]]]:
+    return {name: sorted(data.series, key=lambda e: int(e["step"]))
+            for name, data in sorted((suites_data or {}).items()) if data.series}  # fmt: skip
+
+
+def series_report(suites_data: Mapping[str, SuiteData] | None) -> list[dict[str, Any]]:
     """``report.json["series"]``: one entry per checkpoint in step order, ``{"step", "model",
     "suites": {suite: {"metrics", "means", "change"}}}``; empty without a series."""
     by_step: dict[int, dict[str, Any]] = {}
@@ -50,7 +48,7 @@ def _change(change: Mapping[str, Any] | None, metric: str) -> str:
     return text + ")"
 
 
-def series_tables(suites_data: Mapping[str, Mapping[str, Any]] | None) -> list[str]:
+def series_tables(suites_data: Mapping[str, SuiteData] | None) -> list[str]:
     """A Markdown table per suite with a series: step, each gated metric with its paired change
     from the previous checkpoint (delta and CI in brackets), and the checkpoint folder."""
     lines: list[str] = []
@@ -113,7 +111,7 @@ def plot_series(path: str | Path, suite: str, entries: Sequence[Mapping[str, Any
 
 
 def write_series_plots(
-    out_dir: str | Path, suites_data: Mapping[str, Mapping[str, Any]] | None
+    out_dir: str | Path, suites_data: Mapping[str, SuiteData] | None
 ) -> dict[str, dict[str, Path]]:
     """``<suite>-series.png`` for every suite with a series; returns suite → {"series": file}."""
     folder = Path(out_dir)

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_novelty.pipeline.suite_data import SuiteInfo
+
 #: Characters of an answer shown beside its span in tables (the whole answer is in report.json).
 ANSWER_CHARS = 160
 
@@ -80,17 +82,16 @@ def _span(suite: str, units: str, entry: Mapping[str, Any]) -> CopiedSpan | None
     )
 
 
-def copied_spans(suites: Mapping[str, Mapping[str, Any]] | None) -> dict[str, list[CopiedSpan]]:
+def copied_spans(infos: Mapping[str, SuiteInfo] | None) -> dict[str, list[CopiedSpan]]:
     """Per suite (sorted by name), its copied spans, longest first; suites without any are left out.
 
-    ``suites`` maps a suite to its report data (the plugin's suite data, or ``report.json``'s
-    ``suites``): each has ``info`` with ``longest_copied`` and ``units``.
+    ``infos`` maps a suite to its :class:`~pytest_novelty.pipeline.suite_data.SuiteInfo` (the
+    suite data's, or read back from ``report.json``): its ``longest_copied`` and ``units``.
     """
     out: dict[str, list[CopiedSpan]] = {}
-    for name, data in sorted((suites or {}).items()):
-        info = dict(data).get("info") or {}
-        units = str(info.get("units") or "units")
-        spans = [s for s in (_span(name, units, e) for e in info.get("longest_copied") or []) if s is not None]
+    for name, info in sorted((infos or {}).items()):
+        units = info.units or "units"
+        spans = [s for s in (_span(name, units, e) for e in info.longest_copied) if s is not None]
         if spans:
             out[name] = sorted(spans, key=lambda s: -s.length)
     return out
@@ -100,9 +101,9 @@ def _cell(text: str) -> str:
     return " ".join(text.replace("|", "\\|").split())
 
 
-def spans_markdown(suites: Mapping[str, Mapping[str, Any]] | None) -> list[str]:
+def spans_markdown(infos: Mapping[str, SuiteInfo] | None) -> list[str]:
     """``report.md``'s section: per suite, a table of its longest copied spans."""
-    spans = copied_spans(suites)
+    spans = copied_spans(infos)
     if not spans:
         return []
     lines = ["", "### Longest copied spans", "",

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_novelty.gate.record import CaseRecord, by_suite, sort_key
+from pytest_novelty.pipeline.suite_data import RoundWork, SuiteData
 
 
 def format_ci(ci: Sequence[float] | None) -> str:
@@ -164,14 +165,9 @@ SHARES_LEGEND = (
 )
 
 
-def shares_note(data: Mapping[str, Any]) -> str:
-    """``coverage@4 0.9850, ...; unscored 0.0000 (0 of 200 answers)``: the shares every suite shows.
-
-    ``data`` is a suite's report data (:class:`pytest_novelty.report.json_report.SuiteData`):
-    ``shares`` maps ``coverage@n`` and ``unscored`` to their values, ``quality`` the answers.
-    """
-    shares = data.get("shares") or {}
-    total = sum(len(row) for row in data.get("quality") or [])
+def shares_note(data: SuiteData) -> str:
+    """``coverage@4 0.9850, ...; unscored 0.0000 (0 of 200 answers)``: the shares every suite shows."""
+    shares, total = data.shares, data.candidate.answers
     parts = []
     for name in sorted((k for k in shares if k.startswith("coverage@")), key=lambda k: int(k.split("@")[1])):
         value = shares[name]
@@ -182,11 +178,10 @@ def shares_note(data: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def suite_note(data: Mapping[str, Any]) -> str:
+def suite_note(data: SuiteData) -> str:
     """The line under a suite's header: its shares (:func:`shares_note`) and, for answers read from
     files, what their source said (prompt texts it accepted that differ from the suite's)."""
-    answers = str((data.get("info") or {}).get("answers_note") or "")
-    return "; ".join(part for part in (shares_note(data), answers) if part)
+    return "; ".join(part for part in (shares_note(data), data.info.answers_note) if part)
 
 
 def detectable_lines(suite: str, detectable: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -222,43 +217,39 @@ def consistency_lines(suite: str, consistency: Mapping[str, Any] | None) -> list
     return [line]
 
 
-def work_summary(suite_data: Mapping[str, Mapping[str, Any]], repairs: int = 0) -> str:
+def _rounds_text(what: str, rounds: Sequence[RoundWork]) -> str:
+    made, kept = sum(r.generated_rows for r in rounds), sum(r.cached_rows for r in rounds)
+    return f"; {what}: {made} samples generated ({kept} from cache)" if rounds else ""
+
+
+def work_summary(suite_data: Mapping[str, SuiteData], repairs: int = 0) -> str:
     """One line with the work a run did: what a warm rerun should show as zeros."""
     from pytest_novelty.pipeline.export import batches_text
 
-    infos = [d.get("info", {}) for d in suite_data.values()]
+    infos = [d.info for d in suite_data.values()]
     if not infos:
         return ""
-    batches = sum(int(i.get("generated_batches", 0)) for i in infos)
     line = (
-        f"novelty work done: {sum(int(i.get('generated_rows', 0)) for i in infos)} samples generated in "
-        f"{batches_text(batches)} ({sum(int(i.get('cached_rows', 0)) for i in infos)} from cache), "
-        f"{sum(int(i.get('originality_lookups', 0)) for i in infos)} originality lookups, "
-        f"{sum(int(i.get('judge_requests', 0)) for i in infos)} judge requests"
+        f"novelty work done: {sum(i.generated_rows for i in infos)} samples generated in "
+        f"{batches_text(sum(i.generated_batches for i in infos))} ({sum(i.cached_rows for i in infos)} from cache), "
+        f"{sum(i.originality_lookups for i in infos)} originality lookups, "
+        f"{sum(i.judge_requests for i in infos)} judge requests"
     )
-    read = sum(int(i.get("read_rows", 0)) for i in infos)
+    read = sum(i.read_rows for i in infos)
     if read:  # --model answers:FILE
         line += f", {read} answers read from files"
     if repairs:
         line += f"; warning: {repairs} damaged cache entries dropped and recomputed"
-    repeats = [e for d in suite_data.values() for e in (d.get("repeats") or [])]
-    if repeats:  # --novelty-repeat: the runs after the first
-        made, kept = sum(int(e["generated_rows"]) for e in repeats), sum(int(e["cached_rows"]) for e in repeats)
-        line += f"; repeats: {made} samples generated ({kept} from cache)"
-    rounds = [e for d in suite_data.values() for e in (d.get("adaptive") or [])]
-    if rounds:  # --novelty-adaptive: the rounds the undecided cases drew
-        made, kept = sum(int(e["generated_rows"]) for e in rounds), sum(int(e["cached_rows"]) for e in rounds)
-        line += f"; adaptive rounds: {made} samples generated ({kept} from cache)"
-    earlier = [e for d in suite_data.values() for e in (d.get("series") or [])[:-1]]
+    line += _rounds_text("repeats", [r for d in suite_data.values() for r in d.repeats])  # --novelty-repeat
+    line += _rounds_text("adaptive rounds", [r for d in suite_data.values() for r in d.adaptive])
+    earlier = [e for d in suite_data.values() for e in d.series[:-1]]
     if earlier:  # --model-series: the checkpoints before the candidate
         made, kept = sum(int(e["generated_rows"]) for e in earlier), sum(int(e["cached_rows"]) for e in earlier)
         line += f"; earlier checkpoints: {made} samples generated ({kept} from cache)"
     return line
 
 
-def gate_summary(
-    records: Sequence[CaseRecord], suite_data: Mapping[str, Mapping[str, Any]], repairs: int = 0
-) -> list[str]:
+def gate_summary(records: Sequence[CaseRecord], suite_data: Mapping[str, SuiteData], repairs: int = 0) -> list[str]:
     """The lines every front end prints at the end of a run: the table of cases (with each suite's
     header and shares), the shares' legend, the series tables and the work line."""
     from pytest_novelty.report.series import series_tables
@@ -274,8 +265,8 @@ def gate_summary(
             lines.append(NOISE_LEGEND)
         lines += mode_notes(records)
         for name in sorted(suite_data):
-            lines += detectable_lines(name, suite_data[name].get("detectable") or {})
-            lines += consistency_lines(name, (suite_data[name].get("info") or {}).get("judge_consistency"))
+            lines += detectable_lines(name, suite_data[name].detectable)
+            lines += consistency_lines(name, suite_data[name].info.judge_consistency)
         lines += series_tables(suite_data)
     work = work_summary(suite_data, repairs)
     if work:

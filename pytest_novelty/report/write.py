@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_novelty.gate.record import CaseRecord
-from pytest_novelty.report.json_report import ReportFiles, SuiteData, write_json_report
+from pytest_novelty.pipeline.suite_data import SuiteData
+from pytest_novelty.report.json_report import ReportFiles, write_json_report
 from pytest_novelty.report.markdown import write_markdown_report
 from pytest_novelty.report.plots import write_plots
 from pytest_novelty.report.series import series_tables, write_series_plots
@@ -69,7 +70,8 @@ def _write_report(
     from pytest_novelty.infra.redact import redact_data
 
     records = [r.redacted() for r in records]
-    suites_data, versions = redact_data(dict(suites_data or {})), redact_data(versions)
+    suites_data = {name: data.redacted() for name, data in (suites_data or {}).items()}
+    versions = redact_data(versions)
     folder = Path(out_dir)
     plots = write_plots(folder, suites_data or {})
     for suite, kinds in write_series_plots(folder, suites_data).items():  # --model-series
@@ -78,16 +80,16 @@ def _write_report(
     headers = {r.suite: r.header for r in records if r.header}
     suites = {}
     for name in sorted({*headers, *(suites_data or {})}):
-        note = suite_note(dict((suites_data or {}).get(name) or {}))
+        note = suite_note(suites_data[name]) if name in suites_data else ""
         suites[name] = "; ".join(part for part in (headers.get(name, ""), note) if part)
     note = ""
-    if has_comparison(records) and not any(dict(d).get("baseline") for d in (suites_data or {}).values()):
+    if has_comparison(records) and not any(d.baseline is not None for d in suites_data.values()):
         note = (
             "The plots show the candidate only: a snapshot keeps per-prompt values of its metric, not "
             "per-generation arrays. `--baseline-model` overlays the baseline checkpoint."
         )
     md_path = write_markdown_report(
         folder, records, versions, plots=plots, step_summary=step_summary, suites=suites, plot_note=note,
-        sections=[*series_tables(suites_data), *spans_markdown(suites_data)],
+        sections=[*series_tables(suites_data), *spans_markdown({n: d.info for n, d in suites_data.items()})],
     )
     return ReportFiles(json=json_path, markdown=md_path, plots=plots)

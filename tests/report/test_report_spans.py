@@ -11,6 +11,7 @@ import pytest
 
 from pytest_novelty.pipeline.export import suite_data
 from pytest_novelty.pipeline.runner import RunConfig, Runner
+from pytest_novelty.pipeline.suite_data import SuiteInfo
 from pytest_novelty.report import write_report
 from pytest_novelty.report.spans import copied_spans
 from pytest_novelty.suites.schema import load_suite
@@ -42,14 +43,15 @@ def test_report_md_shows_the_longest_copied_spans_per_suite(result, tmp_path: Pa
     data = {"story": suite_data(result, None)}
     files = write_report(tmp_path / "report", [], data, {"model": "tiny"}, step_summary=False)
     markdown = files.markdown.read_text()
-    spans = copied_spans(json.loads(files.json.read_text())["suites"])["story"]
+    written = json.loads(files.json.read_text())["suites"]
+    spans = copied_spans({name: SuiteInfo.from_json(suite["info"]) for name, suite in written.items()})["story"]
     assert spans and [s.length for s in spans] == sorted((s.length for s in spans), reverse=True)
     assert "### Longest copied spans" in markdown and "| length | copied text | corpus document | answer |" in markdown
     for span in spans:
         assert f"| {span.size} | {' '.join(span.text.split())} | {span.document} | prompt {span.prompt}, sample " \
                f"{span.sample}: " in markdown
     # A suite that copied nothing shows no table.
-    none = {"story": {**data["story"], "info": {**data["story"]["info"], "longest_copied": []}}}
+    none = {"story": data["story"].with_(info=replace(data["story"].info, longest_copied=[]))}
     empty = write_report(tmp_path / "r2", [], none, step_summary=False)
     assert "Longest copied spans" not in empty.markdown.read_text()
 
@@ -62,7 +64,7 @@ def test_spans_of_length_zero_are_left_out_and_the_longest_comes_first() -> None
         {"generation": "m n o p", "prompt": "r", "sample": 0, "longest_span": 3, "longest_span_doc": 9,
          "longest_span_text": "n o p"},
     ]}  # fmt: skip
-    (spans,) = copied_spans({"tale": {"info": info}}).values()
+    (spans,) = copied_spans({"tale": SuiteInfo.from_json(info)}).values()
     assert [(s.text, s.size, s.source) for s in spans] == [("n o p", "3 tokens", "prompt r, sample 0"),
                                                            ("y z", "2 tokens", "prompt q, sample 2")]
     assert replace(spans[0], answer="w " * 200).answer_excerpt().endswith("…")

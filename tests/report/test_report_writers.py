@@ -6,7 +6,6 @@ import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -14,9 +13,9 @@ import pytest
 from pytest_novelty.gate.record import CaseRecord
 from pytest_novelty.gate.regression import Comparison
 from pytest_novelty.metrics import gated_novelty
+from pytest_novelty.pipeline.suite_data import GenerationArrays, SuiteData, SuiteInfo
 from pytest_novelty.report import (
     ReportFiles,
-    SuiteData,
     build_report,
     render_markdown,
     render_table,
@@ -66,18 +65,19 @@ def test_a_malformed_record_is_named() -> None:
         CaseRecord.from_json({**rows()[0].to_json(), "outcome": "maybe"})
 
 
-def generations(seed: int, shift: float = 0.0) -> dict[str, Any]:
+def generations(seed: int, shift: float = 0.0, model: str = "") -> GenerationArrays:
     rng = np.random.default_rng(seed)
     quality = np.clip(rng.normal(0.6 + shift, 0.15, size=(12, 4)), 0, 1)
     originality = np.clip(rng.normal(0.5, 0.2, size=(12, 4)), 0, 1)
     quality[0, 0] = math.nan
     novelty = gated_novelty(quality, originality)  # the metrics step's values, which the report shows as given
-    return {"quality": quality.tolist(), "originality": originality.tolist(), "novelty": novelty.tolist()}
+    grids = [[[None if math.isnan(v) else float(v) for v in row] for row in a] for a in (quality, originality, novelty)]
+    return GenerationArrays(*grids, model=model)
 
 
 def suites_data() -> dict[str, SuiteData]:
-    poetry: SuiteData = {"n": 5, **generations(0), "baseline": generations(1, shift=0.1), "info": {"prompts": 12}}  # type: ignore[typeddict-item]
-    story: SuiteData = {"n": 4, **generations(2)}  # type: ignore[typeddict-item]
+    poetry = SuiteData(5, generations(0), SuiteInfo(prompts=12), baseline=generations(1, shift=0.1, model="ckpt-a"))
+    story = SuiteData(4, generations(2), SuiteInfo())
     return {"poetry": poetry, "story": story}
 
 
@@ -112,7 +112,8 @@ def test_report_json_holds_everything(report: ReportFiles) -> None:
     assert by_metric["quality"]["comparison"]["against"] == "baseline"
     assert by_metric["originality@4"]["value"] is None
     poetry = data["suites"]["poetry"]
-    assert poetry["n"] == 5 and poetry["info"] == {"prompts": 12}
+    assert poetry["n"] == 5 and poetry["info"]["prompts"] == 12
+    assert SuiteInfo.from_json(poetry["info"]) == SuiteInfo(prompts=12)  # read back as written
     assert len(poetry["candidate"]["quality"]) == 12 and poetry["candidate"]["quality"][0][0] is None
     assert poetry["candidate"]["summary"]["quality"]["unscored"] == 1
     assert poetry["baseline"]["summary"]["novelty"]["mean"] > 0
@@ -126,8 +127,7 @@ def test_report_json_holds_everything(report: ReportFiles) -> None:
 def test_build_report_is_json_safe_for_numpy_input() -> None:
     data = build_report(
         [CaseRecord("s", "quality", ">=", 0.3, float(np.float64(np.nan)), "passed")],
-        {"s": {"quality": np.array([[0.5, np.nan]]), "originality": np.array([[0.1, 0.2]]),
-               "novelty": np.array([[1 / 6, np.nan]])}},
+        {"s": SuiteData(4, GenerationArrays([[0.5, np.nan]], [[0.1, 0.2]], [[1 / 6, np.nan]]), SuiteInfo())},
     )
     text = json.dumps(data, allow_nan=False)
     assert '"value": null' in text
