@@ -28,7 +28,7 @@ from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
-    from pytest_novelty.infra.identity import Memo
+    from pytest_novelty.infra.identity import Identity, Memo
 
 ModelInput = str | Sequence[dict[str, str]]
 StepCallback = Callable[[int, int], None]
@@ -192,6 +192,22 @@ class Generator(Protocol):
         """One continuation (new text only) per row of ``batch``, in its order; each row's randomness
         comes from its own seed only, and its callbacks are called as :class:`Batch` describes."""
         ...
+
+
+@runtime_checkable
+class Identified(Protocol):
+    """A generator that knows what it generates from by content: a checkpoint's files, a hub
+    revision, the files of answers (a served model does not: its server cannot prove its weights)."""
+
+    identity: Identity
+    """The content identity (:class:`~pytest_novelty.infra.identity.Identity`); its description is
+    what the report and the messages name."""
+
+
+def identity_description(generator: Generator) -> str | None:
+    """What messages and the report name ``generator`` by (``ckpt @ 1a2b3c4d``) when it is
+    :class:`Identified`; None when it is not."""
+    return generator.identity.description if isinstance(generator, Identified) else None
 
 
 @dataclass(frozen=True)

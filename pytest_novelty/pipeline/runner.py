@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,11 @@ from pytest_novelty.pipeline.results import HUMAN_REFERENCES, SuiteAnswers, Suit
 from pytest_novelty.pipeline.scores import lookup, originality_column, score_answers
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
+
+if TYPE_CHECKING:
+    from pytest_novelty.generation import Generator
+    from pytest_novelty.scoring.judges import Judge
+    from pytest_novelty.scoring.originality import OriginalityBackend
 
 __all__ = ["RunConfig", "Runner", "SessionModels", "SuiteResult"]
 
@@ -53,7 +58,7 @@ class Runner:
     def __init__(self, config: RunConfig, models: SessionModels | None = None) -> None:
         self.config = config
         self.models = SessionModels(config) if models is None else models
-        self._generator: Any = None
+        self._generator: Generator | None = None
         self._model_path: str | None = None
         self._loading_said = False
 
@@ -100,7 +105,7 @@ class Runner:
             field="scoring.originality",
         )
 
-    def generator(self) -> Any:
+    def generator(self) -> Generator:
         """The checkpoint's generator, opened on first use: its identity is known then, while its
         weights load only when something is generated (:meth:`say_loading`)."""
         if self._generator is None:
@@ -122,11 +127,11 @@ class Runner:
             self._loading_said = True
             self.config.log(f"[novelty] loading {self.config.model} ({self.model_path()})")
 
-    def backend(self, spec: str) -> Any:
+    def backend(self, spec: str) -> OriginalityBackend:
         """The session's originality backend of ``spec``."""
         return self.models.backend(spec)
 
-    def judge(self, suite: Suite) -> Any:
+    def judge(self, suite: Suite) -> Judge:
         """The session's judge of ``suite``."""
         return self.models.judge(suite)
 

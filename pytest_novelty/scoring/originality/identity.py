@@ -40,11 +40,11 @@ from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.scoring.originality.index import (
     CHECKSUM_MEMO,
     INFO_FILE,
-    READS_INDEX_FOLDERS,
     IndexInfo,
     is_index,
     read_index,
     read_indexes,
+    reads_index_folders,
 )
 
 __all__ = ["DESCRIPTIVE", "index_identity", "local_targets"]
@@ -68,7 +68,7 @@ def local_targets(spec: str) -> list[Path] | None:
 
     parsed = BACKENDS.parse(spec)
     parts = [Path(p.strip()).expanduser() for p in _split(parsed.argument)]
-    if getattr(parsed.backend.factory, READS_INDEX_FOLDERS, False):
+    if reads_index_folders(parsed.backend.factory):
         return parts
     if parts and all(p.exists() for p in parts):
         return parts
@@ -95,7 +95,7 @@ def index_identity(
     if targets is None:
         return stable_hash(spec, [])  # remote: the spec names the index (the key cached answers already have)
     memo = None if cache_dir is None else memo_at(Path(cache_dir) / CHECKSUM_MEMO)
-    if getattr(parsed.backend.factory, READS_INDEX_FOLDERS, False):
+    if reads_index_folders(parsed.backend.factory):
         parts = [_built_identity(info, memo, log) for info in read_indexes(parsed.argument, cache_dir=cache_dir)]
     else:
         parts = [
