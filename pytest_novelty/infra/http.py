@@ -29,7 +29,8 @@ with its own retries switched off. What differs between them is only what an ans
   to be retried, so that a ``Retry-After`` of one request does not hold up the others.
 - :class:`Secret` and :func:`scrub`: keys that never appear in a repr, an error or a cache.
 - :func:`fan_out`: run one coroutine per item, ``concurrency`` at a time; the first failure stops
-  the batch (nothing new starts, what is in flight is cancelled) and is raised.
+  the batch (nothing new starts, what is in flight is cancelled) and is raised, unless it is of a
+  kind the caller collects (then it takes the item's place and the batch goes on).
 - :func:`run_coroutine`: synchronous APIs drive asyncio code even inside a running event loop.
 
 This module imports no layer (only the shared errors); ``httpx`` is imported when a client opens.
@@ -47,7 +48,7 @@ import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast, get_type_hints
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast, get_type_hints, overload
 from urllib.parse import urlsplit
 
 from pytest_novelty.infra.errors import ConfigError
@@ -80,6 +81,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+E = TypeVar("E", bound=BaseException)
 
 MAX_RETRY_AFTER = 120.0
 """The longest ``Retry-After`` wait honoured, in seconds; a longer one is cut to this."""
@@ -625,13 +627,36 @@ def scrub(text: str, *secrets: Secret | str) -> str:
     return redact(text)
 
 
-async def fan_out(count: int, work: Callable[[int], Awaitable[T]], *, concurrency: int) -> list[T]:
-    """``[await work(0), ..., await work(count - 1)]``, at most ``concurrency`` running at once.
+@overload
+async def fan_out(count: int, work: Callable[[int], Awaitable[T]], *, concurrency: int | None) -> list[T]: ...
+
+
+@overload
+async def fan_out(
+    count: int, work: Callable[[int], Awaitable[T]], *, concurrency: int | None, collect: tuple[type[E], ...]
+) -> list[T | E]: ...
+
+
+async def fan_out(
+    count: int,
+    work: Callable[[int], Awaitable[T]],
+    *,
+    concurrency: int | None,
+    collect: tuple[type[BaseException], ...] = (),
+) -> list[Any]:
+    """``[await work(0), ..., await work(count - 1)]``, at most ``concurrency`` running at once: the
+    one bounded fan-out of the harness.
 
     A fixed pool of ``concurrency`` workers takes the indices in order, so no more than
-    ``concurrency`` items are ever in flight. The first item that raises stops the batch: no worker
-    starts another item once it is known (the flag is set before the error leaves the item), the
-    items in flight are cancelled, and that first error is raised as it is.
+    ``concurrency`` items are ever in flight; ``None`` puts every item under way at once, for work
+    that bounds its own requests with a semaphore it gives up while a request waits to be retried
+    (:class:`Held`: the judges and the concept extractors, whose items send several requests).
+
+    An item that raises one of the ``collect`` types (the collect-failures mode: a request that
+    failed, which the caller counts) has that exception in its place, and the batch goes on. Any
+    other exception stops the batch: no worker starts another item once it is known (the flag is
+    set before the error leaves the item), the items in flight are cancelled, and that first error
+    is raised as it is.
     """
     results: list[Any] = [None] * count
     indices = iter(range(count))
@@ -644,11 +669,14 @@ async def fan_out(count: int, work: Callable[[int], Awaitable[T]], *, concurrenc
                 return
             try:
                 results[i] = await work(i)
+            except collect as error:
+                results[i] = error
             except BaseException as error:
                 failed.append(error)
                 raise
 
-    workers = [asyncio.ensure_future(worker()) for _ in range(min(max(1, concurrency), count))]
+    size = count if concurrency is None else min(max(1, concurrency), count)
+    workers = [asyncio.ensure_future(worker()) for _ in range(size)]
     try:
         if workers:
             await asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION)

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Unpack
 
-from pytest_novelty.infra.http import CONNECTION_OPTIONS, run_coroutine
+from pytest_novelty.infra.http import CONNECTION_OPTIONS, fan_out, run_coroutine
 from pytest_novelty.scoring.judges.base import JUDGES, NO_SCORE, JudgeItem, JudgeResult, rubric_result
 from pytest_novelty.scoring.judges.cache import AnswerCache, endpoint_identity, judge_key
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score
@@ -183,27 +183,23 @@ class OpenAIJudge(OpenAIChat):
         first: dict[str, int] = {}
         for i, item_keys in enumerate(keys):
             first.setdefault(item_keys[0], i)
-        bar = tqdm(total=len(first), disable=not progress, desc=f"judge {self.spec}", unit="item")
-        by_item = {
-            key: asyncio.ensure_future(self._score_item(client, run, items[i], keys[i], cached))
-            for key, i in first.items()
-        }
-        tasks = list(by_item.values())
-        for task in tasks:
-            task.add_done_callback(lambda _task: bar.update(1))
+        unique = list(first.values())
+        bar = tqdm(total=len(unique), disable=not progress, desc=f"judge {self.spec}", unit="item")
+
+        async def judged(slot: int) -> JudgeResult:
+            i = unique[slot]
+            try:
+                return await self._score_item(client, run, items[i], keys[i], cached)
+            finally:
+                bar.update(1)
+
         try:
-            if tasks:
-                await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            for task in tasks:
-                if task.done() and not task.cancelled():
-                    error = task.exception()
-                    if error is not None:
-                        raise error
-            return [by_item[item_keys[0]].result() for item_keys in keys]
+            # Every item under way at once: the run's semaphore bounds the requests, and a request
+            # waiting to be retried gives its place to another item's (Held, in _create).
+            results = await fan_out(len(unique), judged, concurrency=None)
+            by_item = {keys[i][0]: result for i, result in zip(unique, results, strict=True)}
+            return [by_item[item_keys[0]] for item_keys in keys]
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
             bar.close()
             await client.close()
             if run.writer is not None:
@@ -253,12 +249,9 @@ class OpenAIJudge(OpenAIChat):
                 self.send_n = False  # the server ignores or rejects ``n``: one request per sample from now on
             if replies:
                 return replies
-        outcomes = await asyncio.gather(
-            *(self._request(client, run, messages, 1) for _ in range(n)), return_exceptions=True
+        outcomes = await fan_out(
+            n, lambda _: self._request(client, run, messages, 1), concurrency=None, collect=(RequestFailed,)
         )
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException) and not isinstance(outcome, RequestFailed):
-                raise outcome
         replies = [reply for outcome in outcomes if isinstance(outcome, list) for reply in outcome]
         if replies:
             return replies
