@@ -263,11 +263,11 @@ GENERATOR_BACKENDS: Registry[Generator] = Registry(
 MODEL_SOURCES: Registry[Generator] = Registry(
     "model source", field="--model",
     builtins=("pytest_novelty.generation.openai", "pytest_novelty.generation.answers"),
-    settings=("base_url", "revision", "log", "memo"),
+    settings=("base_url", "revision", "memo"),
 )
 """``--model PREFIX:NAME`` values that are not checkpoints (``openai:NAME``: a served model,
 ``answers:FILE``: answers generated elsewhere); a factory is called as ``factory(name,
-base_url=..., revision=..., log=..., memo=...)`` (each takes those it has a use for), and the
+base_url=..., revision=..., memo=...)`` (each takes those it has a use for), and the
 backend's ``check(model, base_url)`` runs before anything heavy is loaded."""
 
 SERVED_PREFIX = "openai:"
@@ -319,7 +319,6 @@ def open_generator(
     base_model: str | None = None,
     base_url: str | None = None,
     revision: str | None = None,
-    log: Callable[[str], None] | None = None,
     memo: Memo | None = None,
 ) -> Generator:
     """Load ``model`` for sampling with ``backend`` (a name in :data:`GENERATOR_BACKENDS`, or
@@ -333,7 +332,7 @@ def open_generator(
     """
     source = MODEL_SOURCES.find(model)
     if source is not None:
-        return MODEL_SOURCES.call(source, base_url=base_url, revision=revision, log=log, memo=memo)
+        return MODEL_SOURCES.call(source, base_url=base_url, revision=revision, memo=memo)
     load = LoadSettings(device=device, trust_remote_code=trust_remote_code, gpus=gpus, base_model=base_model, memo=memo)
     return GENERATOR_BACKENDS.open(choose_backend(backend, device), model, load)
 

@@ -59,7 +59,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 from urllib.parse import urlsplit, urlunsplit
 
@@ -78,6 +78,7 @@ from pytest_novelty.infra.http import (
     post_json,
     run_coroutine,
 )
+from pytest_novelty.infra.progress import notice
 from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
@@ -241,14 +242,13 @@ def open_served(
     *,
     base_url: str | None = None,
     revision: str | None = None,
-    log: Callable[[str], None] | None = None,
     memo: object = None,
     **connection: Unpack[ConnectionOptions],
 ) -> OpenAIGenerator:
     """``--model openai:NAME[?option=value&...]``: the served model ``NAME`` at ``base_url``; the
     options say how it is reached (:class:`~pytest_novelty.infra.http.ConnectionOptions`). ``memo``
     (the file digests a source with files keeps) does not apply: a served model has no files."""
-    return OpenAIGenerator(PREFIX + name, base_url=base_url, revision=revision, log=log, **connection)
+    return OpenAIGenerator(PREFIX + name, base_url=base_url, revision=revision, **connection)
 
 
 class OpenAIGenerator:
@@ -261,13 +261,13 @@ class OpenAIGenerator:
         base_url: str | None,
         revision: str | None = None,
         api_key: str | None = None,
-        log: Callable[[str], None] | None = None,
         notify_every: float = NOTIFY_EVERY,
         **connection: Unpack[ConnectionOptions],
     ) -> None:
         """``connection``: by default :data:`CONCURRENCY` requests in flight, :data:`TIMEOUT` s each,
-        6 attempts within :data:`MAX_RETRY_TIME` s; ``log`` hears the run's lines (waits, retries),
-        at most one per ``notify_every`` seconds."""
+        6 attempts within :data:`MAX_RETRY_TIME` s; waits and retries are notices
+        (:func:`~pytest_novelty.infra.progress.notice`), at most one of each kind per ``notify_every``
+        seconds."""
         check_served(model, base_url)
         assert base_url is not None
         self.name = model
@@ -283,8 +283,6 @@ class OpenAIGenerator:
         )
         """How the server is reached: requests in flight, timeout, retries (:class:`~.http.Connection`)."""
         self.traffic = Traffic()
-        self.log = log
-        """Where waits and retries are announced (the run log), if anywhere."""
         self.notify_every = notify_every
         self._last_notice: dict[str, float] = {}  # kind of line -> when it was last said
         self._key_from = "the api_key argument" if api_key is not None else None
@@ -292,8 +290,8 @@ class OpenAIGenerator:
             self._key_from = next((v for v in API_KEY_VARIABLES if os.environ.get(v)), None)
             api_key = os.environ[self._key_from] if self._key_from else ""
         self._key = Secret(api_key)
-        if revision is None and log is not None:
-            log(
+        if revision is None:
+            notice(
                 f"[novelty] {model}: no --model-revision pinned; cached answers from {self.base_url} are trusted "
                 "to come from the same weights (pin one whenever the served weights change)"
             )
@@ -466,10 +464,10 @@ class OpenAIGenerator:
         """One line to the run log, at most one of each ``kind`` (waits, retries) every
         :attr:`notify_every` seconds, however many rows have something to say."""
         now = time.monotonic()
-        if self.log is None or now - self._last_notice.get(kind, -math.inf) < self.notify_every:
+        if now - self._last_notice.get(kind, -math.inf) < self.notify_every:
             return
         self._last_notice[kind] = now
-        self.log(line)
+        notice(line)
 
     def _reject(self, response: httpx.Response) -> str | None:
         """The ``accept`` check of the HTTP client: why a 200 reply holds no answer, or None."""

@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.progress import notice
 from pytest_novelty.pipeline.config import RunConfig
 from pytest_novelty.pipeline.results import GenerationWork, SuiteAnswers, Sweep
 from pytest_novelty.suites.prompts import Prompt
@@ -197,7 +198,7 @@ def _generate(
             if bar.disable and quarter > reported[0]:
                 reported[0] = quarter
                 eta = p.seconds / p.rows_done * (p.rows_total - p.rows_done)
-                config.log(
+                notice(
                     f"[novelty] {name}: generated {p.rows_done}/{p.rows_total} samples "
                     f"({p.batches_done}/{p.batches_total} batches done, {p.tokens_per_second:,.0f} tokens/s, "
                     f"ETA {eta:.0f}s)"

@@ -52,7 +52,7 @@ class SessionModels:
         if spec not in self._identities:
             from pytest_novelty.scoring.originality.identity import index_identity
 
-            self._identities[spec] = index_identity(spec, cache_dir=self._originality_cache, log=self.config.log)
+            self._identities[spec] = index_identity(spec, cache_dir=self._originality_cache)
         return self._identities[spec]
 
     @property
@@ -82,8 +82,6 @@ class SessionModels:
                 base_url=self.config.judge_base_url,
                 **options,
             )
-            if hasattr(judge, "notify"):
-                judge.notify = self.config.log  # waits on a remote judge are shown
             self._judges[key] = judge
             self.opened.append(f"judge {spec}")
         return self._judges[key]

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.progress import notice
 from pytest_novelty.pipeline import answers as answer_step
-from pytest_novelty.pipeline.config import RunConfig
+from pytest_novelty.pipeline.config import MAIN, RunConfig
 from pytest_novelty.pipeline.export import work_line
 from pytest_novelty.pipeline.measure import gated_order, measure, needs_equivalence
 from pytest_novelty.pipeline.models import SessionModels, originality_units
@@ -69,7 +70,7 @@ class Runner:
 
             model = self.config.model
             if model in demo.DEMO_MODELS:
-                self._model_path = str(demo.ensure_demo(self.config.cache_dir, log=self.config.log) / model)
+                self._model_path = str(demo.ensure_demo(self.config.cache_dir) / model)
             else:
                 from pytest_novelty.generation import check_model
 
@@ -92,7 +93,7 @@ class Runner:
         from pytest_novelty.scoring.originality import is_index
 
         if self.config.model in demo.DEMO_MODELS:
-            return f"infini-gram:{demo.ensure_demo(self.config.cache_dir, log=self.config.log) / 'index'}"
+            return f"infini-gram:{demo.ensure_demo(self.config.cache_dir) / 'index'}"
         if is_served(self.config.model):
             raise ConfigError(needs_originality(self.config.model), path=suite.path, field="scoring.originality")
         local = Path(self.model_path()) / "novelty-index"
@@ -116,7 +117,7 @@ class Runner:
             self._generator = open_generator(
                 path, device=config.device, trust_remote_code=config.trust_remote_code, backend=config.generator,
                 gpus=config.gpus_per_worker, base_model=config.base_model, base_url=config.model_base_url,
-                revision=config.model_revision, log=config.log, memo=identity_memo(config.cache_dir),
+                revision=config.model_revision, memo=identity_memo(config.cache_dir),
             )
         return self._generator
 
@@ -125,7 +126,7 @@ class Runner:
         whose answers are all cached, loads no model and says nothing)."""
         if not self._loading_said:
             self._loading_said = True
-            self.config.log(f"[novelty] loading {self.config.model} ({self.model_path()})")
+            notice(f"[novelty] loading {self.config.model} ({self.model_path()})")
 
     def backend(self, spec: str) -> OriginalityBackend:
         """The session's originality backend of ``spec``."""
@@ -182,7 +183,8 @@ class Runner:
                                                  self.model_path(), on_work=self.say_loading)
         result = self.score_answers(generated, pool_novelty=pool_novelty)
         result = replace(result, cache_repaired=repaired() - repaired_before)
-        self.config.log(work_line(suite.name, result))
+        if self.config.worker == MAIN:  # an xdist worker's cases carry its work line to the controller
+            notice(work_line(suite.name, result))
         return result
 
     def references(self, suite: Suite) -> SuiteResult:

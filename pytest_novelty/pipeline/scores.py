@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_novelty.infra.errors import HarnessError
+from pytest_novelty.infra.progress import notice
 from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.pipeline.config import RunConfig
 from pytest_novelty.pipeline.models import SessionModels
@@ -104,7 +105,7 @@ def lookup(models: SessionModels, spec: str, texts: list[str], ns: list[int], wh
     pending = list({key: text for key, text in zip(keys, texts, strict=True) if found[key] is None}.items())
     backend = models.backend(spec) if pending else None
     if isinstance(backend, AnnouncesQueries):  # a web API: how many requests, and how long at its rate
-        backend.announce([text for _, text in pending], ns, config.log)
+        backend.announce([text for _, text in pending], ns)
     with config.progress.bar(len(texts), what, unit="text") as bar:
         bar.update(len(texts) - sum(uses[key] for key, _ in pending))
         for start in range(0, len(pending), LOOKUP_CHUNK):
@@ -155,7 +156,7 @@ def judge_answers(
             f"({unscored / len(items):.0%}, above scoring.max_unscored = {suite.scoring.max_unscored:g}): {named}"
         )
     if unscored:
-        models.config.log(f"[novelty] {suite.name}: {unscored} of {len(items)} answers unscored: {named}")
+        notice(f"[novelty] {suite.name}: {unscored} of {len(items)} answers unscored: {named}")
     samples = [[float(v) for v in (r.scores or [])] for r in results]
     return flat.reshape(len(answers), -1), description_of(judge, judge.spec), sent, reasons, samples
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.infra.cache import Cache
 from pytest_novelty.infra.errors import HarnessError
+from pytest_novelty.infra.progress import notice
 from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.pipeline.config import RunConfig
 from pytest_novelty.pipeline.shards import MAX_SHARDS, Shard, ShardPlan, gate_units, split_units
@@ -159,9 +160,9 @@ def merge_check(
             return
         what = f"{len(missing)} of {len(prompts)} prompts" + (f" of {model}" if model else "")
         if config.fill_missing_shards:
-            config.log(f"[novelty] {suite}: generating the answers of {len(missing)} prompts that "
-                       f"{_shards(lack.absent | lack.lost, lack.count)} did not bring "
-                       f"({_spelled('fill-missing-shards', config.front)})")
+            notice(f"[novelty] {suite}: generating the answers of {len(missing)} prompts that "
+                   f"{_shards(lack.absent | lack.lost, lack.count)} did not bring "
+                   f"({_spelled('fill-missing-shards', config.front)})")
             return
         raise HarnessError(f"{suite}: " + lack.message(config.cache_dir, what, _spelled("fill-missing-shards",
                                                                                     config.front)))

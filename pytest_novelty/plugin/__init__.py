@@ -171,16 +171,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.option.novelty_model:
         return
     worker = hasattr(config, "workerinput")
-    if not worker:  # the layers' notices (an offline hub, an index without checksums) reach the terminal now
-        from pytest_novelty.infra.progress import send_notices_to
-        from pytest_novelty.plugin.state import terminal_line
-
-        previous = send_notices_to(lambda line: terminal_line(config, line))
-
-        def restore() -> None:
-            send_notices_to(previous)
-
-        config.add_cleanup(restore)
+    _send_notices(config, worker)
     stopped: HarnessError | None = None
     try:
         from pytest_novelty.pipeline.preflight import check_models, check_options
@@ -229,6 +220,26 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --model X` with no paths: run the suites, not the project's own tests.
         config.args = [str(folder)]
+
+
+def _send_notices(config: pytest.Config, worker: bool) -> None:
+    """The layers' notices (a model loads, a suite's work, an offline hub) go to the terminal past
+    pytest's capture from now on; an xdist worker's go with its test reports to the controller's
+    (:class:`~pytest_novelty.plugin.state.WorkerNotices`). The channel before is restored at cleanup."""
+    from pytest_novelty.infra.progress import send_notices_to
+    from pytest_novelty.plugin.state import TERMINAL_NOTICES, WORKER_NOTICES, TerminalNotices, WorkerNotices
+
+    if worker:
+        notices = config.stash[WORKER_NOTICES] = WorkerNotices()
+        previous = send_notices_to(notices.add)
+    else:
+        terminal = config.stash[TERMINAL_NOTICES] = TerminalNotices(config)
+        previous = send_notices_to(terminal.add)
+
+    def restore() -> None:
+        send_notices_to(previous)
+
+    config.add_cleanup(restore)
 
 
 def _stopped_by(step: Callable[[], None]) -> HarnessError | None:

@@ -11,7 +11,7 @@ lives here, once:
   429, 5xx, timeouts, connection errors and 200 answers that are not JSON with exponential backoff
   and jitter, honouring
   ``Retry-After``, for at most ``max_attempts`` attempts and ``max_retry_time`` seconds in all,
-  each wait announced through ``notify`` (the package's own retries are off); and
+  each wait announced as a notice (the package's own retries are off); and
   :meth:`OpenAIChat._create`, one request (the package's plain ``post`` of the chat route: the
   typed request transform and response models cost a third of a judge's CPU, and only the choices'
   texts are read) and what its failure means: a model that rejects
@@ -62,6 +62,7 @@ from pytest_novelty.infra.http import (
     run_coroutine,
 )
 from pytest_novelty.infra.identity import Memo, identity_memo
+from pytest_novelty.infra.progress import notice
 from pytest_novelty.infra.redact import redact, register_secret, secrets_in_url
 from pytest_novelty.suites.prompting import Message
 
@@ -167,8 +168,6 @@ class OpenAIChat:
         """Requests in flight, the timeout of one request, and when requests are retried."""
         self.traffic = Traffic()
         """HTTP requests sent (all attempts) and retries over the life of this client."""
-        self.notify: Callable[[str], None] | None = None
-        """Where waits for the endpoint are announced (the run log), if anywhere."""
         self._last_notice = -math.inf
         self._api_key = Secret(api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", ""))
         register_secret(self._api_key.reveal())
@@ -323,12 +322,12 @@ class OpenAIChat:
         )
 
     def _announce(self, line: str) -> None:
-        """Tell the run log that requests are waiting on the endpoint, at most every :data:`NOTIFY_EVERY` s."""
+        """Say that requests are waiting on the endpoint (a notice), at most every :data:`NOTIFY_EVERY` s."""
         now = time.monotonic()
-        if self.notify is None or now - self._last_notice < NOTIFY_EVERY:
+        if now - self._last_notice < NOTIFY_EVERY:
             return
         self._last_notice = now
-        self.notify(line)
+        notice(line)
 
     def _describe(self, error: Exception) -> str:
         """A one-line reason for ``error``, with the key and anything resembling one removed."""

@@ -22,7 +22,7 @@ How a run goes, per item:
   (default 120) per request; each attempt waits at most ``timeout`` seconds (default 60: a rubric
   reply of a few hundred tokens, with room for a loaded server); the client's own retries are
   switched off so that these are the only ones. While requests wait, a line says so at most
-  every ten seconds (``notify``, the run log);
+  every ten seconds (a notice, in the run's log);
 - every answer (scored, or failed after all re-asks) is committed to the cache at once (by a
   thread of its own, so that writing never stalls the requests in flight), keyed by
   (model, endpoint's scheme, host, port and path, rubric version, temperature, max_tokens,

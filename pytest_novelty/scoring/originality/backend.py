@@ -12,7 +12,7 @@ thresholds), and scoring reports whether the longest copied span is exact.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -68,8 +68,9 @@ class AnnouncesQueries(Protocol):
     """A backend whose lookups cost requests to a service (the web APIs): before the first, it can
     say how many it will send and how long that takes at its rate."""
 
-    def announce(self, texts: Sequence[str], ns: Sequence[int], log: Callable[[str], None]) -> object:
-        """Tell ``log``, in one line, what scoring ``texts`` at ``ns`` will ask the service."""
+    def announce(self, texts: Sequence[str], ns: Sequence[int]) -> object:
+        """Say, in one :func:`~pytest_novelty.infra.progress.notice`, what scoring ``texts`` at ``ns``
+        will ask the service."""
         ...
 
 

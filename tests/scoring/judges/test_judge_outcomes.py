@@ -31,12 +31,11 @@ def closed_port() -> int:
 
 
 def test_a_judge_that_never_answers_is_a_harness_error_within_its_retry_bound(
-    server: FakeOpenAI, make_judge: Build
+    server: FakeOpenAI, make_judge: Build, notices: list[str]
 ) -> None:
     server.inject("hang", times=-1, seconds=30)
-    shown: list[str] = []
+    shown = notices
     judge = make_judge(timeout=0.5, max_attempts=10, max_retry_time=2.0, backoff=0.2, max_backoff=0.2)
-    judge.notify = shown.append
     start = time.monotonic()
     with pytest.raises(HarnessError, match=r"failed every request: timed out after 0.5 s") as caught:
         judge.score(items(20))
