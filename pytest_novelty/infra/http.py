@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CONNECTION_OPTIONS",
     "MAX_RETRY_AFTER",
+    "PREFLIGHT_TIMEOUT",
     "RETRYABLE_STATUS",
     "Connection",
     "ConnectionOptions",
@@ -83,6 +84,9 @@ __all__ = [
 T = TypeVar("T")
 E = TypeVar("E", bound=BaseException)
 
+PREFLIGHT_TIMEOUT = 10.0
+"""Seconds a preflight waits for its one request (a served model's or a judge's ``GET /models``, a
+web API's test query): a service that cannot answer that in this time will not serve a run either."""
 MAX_RETRY_AFTER = 120.0
 """The longest ``Retry-After`` wait honoured, in seconds; a longer one is cut to this."""
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
@@ -244,14 +248,16 @@ class Connection:
         traffic: Traffic,
         *,
         headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
         accept: Callable[[httpx.Response], str | None] | None = None,
         on_wait: Callable[[str, int, float], None] | None = None,
     ) -> httpx.AsyncClient:
         """A fresh client for requests to ``url`` (within one event loop), retrying as :attr:`retry` says.
 
-        ``accept(response)`` may reject a 200 answer worth another attempt by returning the problem
-        in words (``response.request`` is the request it answers); ``on_wait(problem, attempt,
-        seconds)`` hears of each wait; ``traffic`` counts.
+        ``headers`` and ``params`` (a query) go with every request; ``accept(response)`` may reject a
+        200 answer worth another attempt by returning the problem in words (``response.request`` is
+        the request it answers); ``on_wait(problem, attempt, seconds)`` hears of each wait;
+        ``traffic`` counts.
         """
         import httpx
 
@@ -267,6 +273,7 @@ class Connection:
         return httpx.AsyncClient(
             transport=cast("httpx.AsyncBaseTransport", transport),
             headers=dict(headers or {}),
+            params=dict(params or {}),
             timeout=self.timeout,
             trust_env=False,
         )
@@ -436,6 +443,8 @@ class Reply:
     attempts: int
     problem: str
     """What went wrong in words (``HTTP 503``, ``connection refused``); empty for an HTTP 200."""
+    seconds: float = 0.0
+    """Seconds the attempts and the waits between them took."""
 
     @property
     def status(self) -> int | None:
@@ -449,9 +458,13 @@ async def post_json(client: httpx.AsyncClient, url: str, body: Any) -> Reply:
     try:
         response = await client.post(url, json=body)
     except httpx.TransportError as error:
-        return Reply(None, attempts_of(error)[0], failure_reason(error))
+        return Reply(None, *_tried(attempts_of(error), failure_reason(error)))
     problem = "" if response.status_code == 200 else f"HTTP {response.status_code}"
-    return Reply(response, attempts_of(response)[0], problem)
+    return Reply(response, *_tried(attempts_of(response), problem))
+
+
+def _tried(attempts: tuple[int, float], problem: str) -> tuple[int, str, float]:
+    return attempts[0], problem, attempts[1]
 
 
 @dataclass

@@ -213,7 +213,7 @@ class OpenAIConceptExtractor(_CachedExtractor, OpenAIChat):
         try:
             outcomes = await fan_out(len(requests), ask, concurrency=None, collect=(RequestFailed,))
         finally:
-            await client.close()
+            await client.aclose()
         return [_Failed(str(outcome)) if isinstance(outcome, RequestFailed) else outcome for outcome in outcomes]
 
 

@@ -270,6 +270,28 @@ def test_preflight_names_a_wrong_base_url() -> None:
             gen.check()
 
 
+def test_a_key_in_the_base_url_goes_as_a_query_to_every_route_and_is_never_shown(
+    notices: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--model-base-url 'http://host/v1?api_key=KEY'``: the preflight and every row reach their
+    routes with the query kept a query (it was glued before the route, so the server saw /v1), and
+    no line or error shows the key."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("NOVELTY_MODEL_API_KEY", raising=False)
+    with FakeOpenAI(models=("judge-model",)) as server:
+        gen = OpenAIGenerator("openai:judge-model", base_url=f"{server.url}?api_key={SECRET}", revision="r1", **FAST)
+        gen.check()
+        server.inject("status", status=503, times=1, match="Mia")
+        answers = gen.sample(Batch(TEXTS, [1, 2, 3], SETTINGS))
+        assert all(answers) and len(server.requests) == 3 + 1
+        server.inject("status", status=403, times=1, message=f"key {SECRET} is not allowed here")
+        with pytest.raises(HarnessError) as caught:
+            gen.sample(Batch(TEXTS[:1], [4], SETTINGS))
+    assert gen.base_url == server.url and SECRET not in repr(gen)
+    assert notices and all(SECRET not in line for line in notices)
+    assert "(HTTP 403: key *** is not allowed here)" in str(caught.value) and SECRET not in str(caught.value)
+
+
 def test_connection_options_come_from_the_model_spec() -> None:
     gen = open_generator("openai:m?timeout=5&max_retry_time=7&concurrency=2", base_url="http://gpu:8000/v1")
     assert isinstance(gen, OpenAIGenerator) and gen.name == "openai:m"

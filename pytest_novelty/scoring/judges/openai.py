@@ -44,7 +44,8 @@ key, does not know the model, or fails the run's first requests with no success 
 (unreachable, hanging, 5xx), so a dead judge stops the suite after one request's retries.
 
 Reaching the endpoint (key handling, client, retries, error wording) is shared with the concept
-extractors: :class:`~pytest_novelty.scoring.llm.OpenAIChat`.
+extractors (:class:`~pytest_novelty.scoring.llm.OpenAIChat`), and the endpoint itself (its URL,
+key, client, preflight and notices) with the served model (:class:`~pytest_novelty.infra.endpoint.Endpoint`).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from pytest_novelty.infra.http import CONNECTION_OPTIONS, fan_out, run_coroutine
 from pytest_novelty.scoring.judges.base import JUDGES, NO_SCORE, JudgeItem, JudgeResult, rubric_result
@@ -69,6 +70,9 @@ from pytest_novelty.scoring.llm import (
     is_about,
     safe_url,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIJudge"]
 
@@ -201,12 +205,12 @@ class OpenAIJudge(OpenAIChat):
             return [by_item[item_keys[0]] for item_keys in keys]
         finally:
             bar.close()
-            await client.close()
+            await client.aclose()
             if run.writer is not None:
                 run.writer.shutdown(wait=True)
 
     async def _score_item(
-        self, client: Any, run: _Run, item: JudgeItem, keys: list[str], cached: dict[str, dict[str, Any]]
+        self, client: httpx.AsyncClient, run: _Run, item: JudgeItem, keys: list[str], cached: dict[str, dict[str, Any]]
     ) -> JudgeResult:
         messages = rubric_for(item.task).messages(item)
         answers: dict[int, dict[str, Any]] = {s: cached[key] for s, key in enumerate(keys) if key in cached}
@@ -241,7 +245,9 @@ class OpenAIJudge(OpenAIChat):
             return self.cache.put(key, answer)
         return await asyncio.get_running_loop().run_in_executor(run.writer, self.cache.put, key, answer)
 
-    async def _complete(self, client: Any, run: _Run, messages: list[dict[str, str]], n: int) -> list[str]:
+    async def _complete(
+        self, client: httpx.AsyncClient, run: _Run, messages: list[dict[str, str]], n: int
+    ) -> list[str]:
         """Get up to ``n`` replies, in one request when the server honours ``n``, else one per sample."""
         if n > 1 and self.send_n:
             replies = await self._request(client, run, messages, n)
@@ -258,7 +264,7 @@ class OpenAIJudge(OpenAIChat):
         failures = [outcome for outcome in outcomes if isinstance(outcome, RequestFailed)]
         raise failures[0] if failures else RequestFailed("the judge returned no choices")
 
-    async def _request(self, client: Any, run: _Run, messages: list[dict[str, str]], n: int) -> list[str]:
+    async def _request(self, client: httpx.AsyncClient, run: _Run, messages: list[dict[str, str]], n: int) -> list[str]:
         """One logical request with bounded retries (:meth:`OpenAIChat._create`); the choices' texts.
 
         Each request counts against the run's budget. A request for ``n`` choices sends nothing once
@@ -273,8 +279,8 @@ class OpenAIJudge(OpenAIChat):
             run.requests += 1
             return self._body(messages, n=n) if n > 1 else self._body(messages)
 
-        def adapt(error: Any, body: dict[str, Any]) -> bool:
-            if "n" in body and is_about(error, "n"):
+        def adapt(error: dict[str, Any] | None, text: str, body: dict[str, Any]) -> bool:
+            if "n" in body and is_about(error, "n", text):
                 self.send_n = False  # the next attempt sends nothing: one request per sample from now on
                 return True
             return False
