@@ -17,6 +17,7 @@ from pytest_novelty.suites.schema import GenerationSettings, Suite
 
 if TYPE_CHECKING:
     from pytest_novelty.generation import GenerationStats, Generator
+    from pytest_novelty.suites.prompting import ModelInput
 
 
 def load_prompts(suite: Suite) -> list[Prompt]:
@@ -36,7 +37,7 @@ def load_prompts(suite: Suite) -> list[Prompt]:
 
 def build_model_inputs(
     suite: Suite, prompts: list[Prompt], example_scores: Mapping[str, float] | None = None
-) -> list[Any]:
+) -> list[ModelInput]:
     """The model input of each prompt under the suite's prompting settings."""
     from pytest_novelty.suites.prompting import build_inputs
 
@@ -69,7 +70,7 @@ def run_settings(config: RunConfig, suite: Suite) -> GenerationSettings:
 
 
 def model_texts(
-    config: RunConfig, gen: Generator, suite: Suite, inputs: list[Any]
+    config: RunConfig, gen: Generator, suite: Suite, inputs: list[ModelInput]
 ) -> tuple[list[str], GenerationSettings]:
     """The exact text ``gen`` is given for each input, and the run's sampling settings as the model
     is sampled (:func:`run_settings`)."""
@@ -96,7 +97,7 @@ def generate_answers(
     gen: Generator,
     suite: Suite,
     prompts: list[Prompt],
-    inputs: list[Any],
+    inputs: list[ModelInput],
     model_path: str,
     *,
     on_work: Callable[[int], None] | None = None,

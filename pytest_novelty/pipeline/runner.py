@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pytest_novelty.generation import Generator
     from pytest_novelty.scoring.judges import Judge
     from pytest_novelty.scoring.originality import OriginalityBackend
+    from pytest_novelty.suites.prompting import ModelInput
 
 __all__ = ["RunConfig", "Runner", "SessionModels", "SuiteResult"]
 
@@ -144,7 +145,7 @@ class Runner:
         """The suite's prompts."""
         return answer_step.load_prompts(suite)
 
-    def prompts(self, suite: Suite) -> tuple[list[Prompt], list[Any]]:
+    def prompts(self, suite: Suite) -> tuple[list[Prompt], list[ModelInput]]:
         """The suite's prompts and the model inputs built from them."""
         prompts = self.load_prompts(suite)
         scores = self.example_scores(suite) if suite.prompting.method == "novel-examples" else None
@@ -163,7 +164,7 @@ class Runner:
         return {e.id: 0.0 if math.isnan(v) else float(v) for e, v in zip(examples, values, strict=True)}
 
     def run(
-        self, suite: Suite, *, pool_novelty: np.ndarray | None = None, inputs: list[Any] | None = None
+        self, suite: Suite, *, pool_novelty: np.ndarray | None = None, inputs: list[ModelInput] | None = None
     ) -> SuiteResult:
         """Generate, score and summarise one suite.
 
