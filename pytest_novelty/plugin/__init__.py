@@ -171,7 +171,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.option.novelty_model:
         return
     worker = hasattr(config, "workerinput")
-    _send_notices(config, worker)
+    from pytest_novelty.plugin.notices import send_notices
+
+    send_notices(config, worker=worker)  # the layers' notices reach the terminal (a worker's: the controller's)
     stopped: HarnessError | None = None
     try:
         from pytest_novelty.pipeline.preflight import check_models, check_options
@@ -220,26 +222,6 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --model X` with no paths: run the suites, not the project's own tests.
         config.args = [str(folder)]
-
-
-def _send_notices(config: pytest.Config, worker: bool) -> None:
-    """The layers' notices (a model loads, a suite's work, an offline hub) go to the terminal past
-    pytest's capture from now on; an xdist worker's go with its test reports to the controller's
-    (:class:`~pytest_novelty.plugin.state.WorkerNotices`). The channel before is restored at cleanup."""
-    from pytest_novelty.infra.progress import send_notices_to
-    from pytest_novelty.plugin.state import TERMINAL_NOTICES, WORKER_NOTICES, TerminalNotices, WorkerNotices
-
-    if worker:
-        notices = config.stash[WORKER_NOTICES] = WorkerNotices()
-        previous = send_notices_to(notices.add)
-    else:
-        terminal = config.stash[TERMINAL_NOTICES] = TerminalNotices(config)
-        previous = send_notices_to(terminal.add)
-
-    def restore() -> None:
-        send_notices_to(previous)
-
-    config.add_cleanup(restore)
 
 
 def _stopped_by(step: Callable[[], None]) -> HarnessError | None:

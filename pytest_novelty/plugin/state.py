@@ -8,8 +8,6 @@ prints one table and writes one report.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
@@ -19,8 +17,9 @@ from pytest_novelty.gate.cases import CaseLoop, CaseSettings
 from pytest_novelty.gate.record import CaseRecord
 from pytest_novelty.infra.cache import repaired
 from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, ConfigError, HarnessError, NoveltyError, last_line
-from pytest_novelty.infra.progress import ProgressSink, to_stderr
+from pytest_novelty.infra.progress import ProgressSink
 from pytest_novelty.pipeline.config import MAIN
+from pytest_novelty.plugin.notices import terminal_line
 from pytest_novelty.suites.schema import Suite
 
 if TYPE_CHECKING:
@@ -36,70 +35,6 @@ HARNESS_PROPERTY = "novelty_harness"
 """The user property that carries a harness error's message to the controller (and JUnit)."""
 SERIES_PROPERTY = "novelty_series"
 """The user property that carries one earlier checkpoint's part of a series to the controller."""
-NOTICE_PROPERTY = "novelty_notice"
-"""The user property that carries a notice an xdist worker's test said to the controller's terminal."""
-
-
-class WorkerNotices:
-    """An xdist worker's notices (:func:`~pytest_novelty.infra.progress.notice`), held until the
-    report of the test phase that said them carries them to the controller (a worker's own output
-    never reaches the terminal), each line in exactly one report.
-
-    Lines said before the worker's first test are dropped: they come from the checks every process
-    makes alike when it starts (the options, the checkpoint folders, a hub id), which the controller
-    makes too and says itself.
-    """
-
-    def __init__(self) -> None:
-        self._lines: list[str] = []
-        self._started = False
-        self._lock = threading.Lock()
-
-    def add(self, line: str) -> None:
-        """The worker's notice channel (:func:`~pytest_novelty.infra.progress.send_notices_to`)."""
-        with self._lock:
-            if self._started:
-                self._lines.append(line)
-
-    def start(self) -> None:
-        """The worker's tests begin: keep what is said from now on."""
-        with self._lock:
-            self._started = True
-
-    def take(self) -> list[str]:
-        """The lines said since the last call, in order."""
-        with self._lock:
-            lines, self._lines = self._lines, []
-        return lines
-
-
-class TerminalNotices:
-    """The notice channel of a process that has the terminal (no xdist, or the xdist controller):
-    each line on the terminal past pytest's capture (:func:`terminal_line`), remembered, so that a
-    worker's report that repeats one is not shown twice (a worker opens the index the controller's
-    preflight checked, and says what it said)."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        self._said: set[str] = set()
-        self._lock = threading.Lock()
-
-    def add(self, line: str) -> None:
-        """This process's own notice."""
-        with self._lock:
-            self._said.add(line)
-        terminal_line(self.config, line)
-
-    def forwarded(self, line: str) -> None:
-        """A worker's notice, unless this process said the same line itself."""
-        with self._lock:
-            if line in self._said:
-                return
-        terminal_line(self.config, line)
-
-
-WORKER_NOTICES = pytest.StashKey[WorkerNotices]()
-TERMINAL_NOTICES = pytest.StashKey[TerminalNotices]()
 
 
 class NoveltyState:
@@ -320,22 +255,6 @@ class NoveltyState:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.pytest_session = session  # the terminal summary may still change its exit status (--novelty-log)
 
-    def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
-        notices = self.config.stash.get(WORKER_NOTICES, None)
-        if notices is not None:
-            notices.start()
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[
-        None, pytest.TestReport, pytest.TestReport
-    ]:
-        """On an xdist worker: the notices said during this phase of the test go with its report."""
-        report = yield
-        notices = self.config.stash.get(WORKER_NOTICES, None)
-        if notices is not None:
-            report.user_properties.extend((NOTICE_PROPERTY, line) for line in notices.take())
-        return report
-
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect each case's numbers and pytest's outcome for it, on the controller too under xdist.
 
@@ -364,11 +283,6 @@ class NoveltyState:
                     self._node_records[report.nodeid] = CaseRecord.from_json(value)
                 elif name == "novelty_work" and getattr(report, "node", None) is not None:
                     terminal_line(self.config, str(value))  # from an xdist worker, whose output never reaches it
-        terminal = self.config.stash.get(TERMINAL_NOTICES, None)
-        if terminal is not None and getattr(report, "node", None) is not None:  # a worker's notices
-            for name, value in report.user_properties:
-                if name == NOTICE_PROPERTY:
-                    terminal.forwarded(str(value))
         if not case:
             return
         if report.when == "call" and report.nodeid not in self._outcomes:
@@ -496,25 +410,6 @@ class NoveltyState:
             "index": ", ".join(sorted({str(i.get("originality")) for i in infos if i.get("originality")})),
             "originality units": ", ".join(sorted({str(i.get("units")) for i in infos if i.get("units")})),
         }
-
-
-def terminal_line(config: pytest.Config, line: str) -> None:
-    """``line``, redacted, on the terminal past pytest's output capture, on its own line even in the
-    middle of a verbose test line: the session's one channel for progress and notices (on stderr
-    while the plugin configures, before pytest's terminal exists: the demo being prepared, a hub
-    that cannot be checked)."""
-    from pytest_novelty.infra.redact import redact
-
-    reporter = config.pluginmanager.getplugin("terminalreporter")
-    if reporter is None:  # early in pytest_configure, before pytest's terminal exists
-        to_stderr(redact(line))
-        return
-    capman = config.pluginmanager.getplugin("capturemanager")
-    if capman is not None:
-        with capman.global_and_fixture_disabled():
-            reporter.write_line(redact(line))
-    else:
-        reporter.write_line(redact(line))
 
 
 class _TerminalStream:
