@@ -33,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pytest_novelty.infra.progress import notices_to
 from pytest_novelty.pipeline import demo
 from pytest_novelty.pipeline.runner import RunConfig, Runner
 from pytest_novelty.scoring.originality import build_index, open_backend, score_texts
@@ -96,10 +97,10 @@ def main() -> int:
                 spec = f"infini-gram-api:{INDEX}?url={server.url}&tokenizer={model}&rate={args.rate:g}"
                 config = RunConfig(
                     model=str(model), cache_dir=Path(tmp) / f"run-{path.stem}", device="cpu", originality=spec,
-                    log=heard,
                 )  # fmt: skip
                 before = server.request_count
-                result = Runner(config).run(suite)
+                with notices_to(heard):
+                    result = Runner(config).run(suite)
                 sent = server.request_count - before
                 # the answers' lookup comes first, the prompts' (prompt novelty) second
                 for_answers = (plans[1][1] if len(plans) > 1 else server.request_count) - before

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from pytest_novelty.infra.cache import Namespace
 from pytest_novelty.infra.identity import checkpoint_identity, loaded_files, memo_at
+from pytest_novelty.infra.progress import notices_to
 
 READ = 16 << 20
 
@@ -111,7 +112,8 @@ def sha256_speed() -> float:
 
 def timed_identity(folder: Path, memo: Namespace | None = None) -> tuple[float, str]:
     start = time.perf_counter()
-    ident = checkpoint_identity(folder, memo=memo, log=lambda line: None)
+    with notices_to(lambda line: None):  # the figures only, not the hashing lines
+        ident = checkpoint_identity(folder, memo=memo)
     return time.perf_counter() - start, ident.id
 
 

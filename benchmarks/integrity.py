@@ -40,16 +40,17 @@ def main() -> None:
     args = parser.parse_args()
 
     from pytest_novelty.infra.identity import identity_memo
+    from pytest_novelty.infra.progress import send_notices_to
     from pytest_novelty.infra.storage import default_cache_dir
     from pytest_novelty.pipeline import demo
     from pytest_novelty.scoring.originality.identity import index_identity
 
-    quiet = lambda line: None  # noqa: E731
-    shared = demo.ensure_demo(default_cache_dir(), log=quiet, progress=False)
+    send_notices_to(lambda line: None)  # the figures only, not the demo's own lines
+    shared = demo.ensure_demo(default_cache_dir(), progress=False)
     with tempfile.TemporaryDirectory(prefix="novelty-integrity-") as scratch:
         cache = Path(scratch) / "cache"
         shutil.copytree(shared, cache / shared.name)
-        demo.ensure_demo(cache, log=quiet, progress=False)  # an older demo gets its checksums here
+        demo.ensure_demo(cache, progress=False)  # an older demo gets its checksums here
         folder = demo.demo_dir(cache)
         files = demo.check_demo(cache).files
         size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
@@ -65,17 +66,17 @@ def main() -> None:
         cold = timed(lambda: demo.check_demo(cache, memo=NoMemo()))
         memo = identity_memo(cache)
         warm = timed(lambda: demo.check_demo(cache, memo=memo), args.repeat)
-        ensure = timed(lambda: demo.ensure_demo(cache, log=quiet, progress=False), args.repeat)
+        ensure = timed(lambda: demo.ensure_demo(cache, progress=False), args.repeat)
         print(f"demo check: cold {cold * 1e3:.1f} ms, warm {warm * 1e3:.2f} ms; ensure_demo warm {ensure * 1e3:.2f} ms")
 
         with (folder / "index" / "table.0").open("r+b") as fh:
             fh.seek(4096)
             fh.write(os.urandom(4096))
-        index_repair = timed(lambda: demo.ensure_demo(cache, log=quiet, progress=False))
+        index_repair = timed(lambda: demo.ensure_demo(cache, progress=False))
         with (folder / "demo" / "model.safetensors").open("r+b") as fh:
             fh.seek(4096)
             fh.write(os.urandom(4096))
-        full_repair = timed(lambda: demo.ensure_demo(cache, log=quiet, progress=False))
+        full_repair = timed(lambda: demo.ensure_demo(cache, progress=False))
         print(f"repair: index only {index_repair:.2f} s, whole demo (shipped weights) {full_repair:.2f} s")
 
         spec = f"infini-gram:{folder / 'index'}"

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pytest_novelty.generation import Batch
 from pytest_novelty.generation.openai import OpenAIGenerator, silent_server_bound
 from pytest_novelty.infra.errors import HarnessError
+from pytest_novelty.infra.progress import send_notices_to
 from pytest_novelty.scoring.originality import open_backend
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.servers.base import SilentServer
@@ -61,7 +62,8 @@ def main() -> None:
         timed("preflight, mini index, silent server", open_backend(f"infini-gram-mini:v2_x?url={silent.url}").check)
         if args.skip_generation:
             return
-        gen = OpenAIGenerator("openai:m", base_url=silent.url, revision="r", log=lambda line: print("   ", line))
+        send_notices_to(lambda line: print("   ", line))
+        gen = OpenAIGenerator("openai:m", base_url=silent.url, revision="r")
         attempts, bound = silent_server_bound(gen.connection)
         timeout, budget = gen.connection.timeout, gen.connection.retry.max_retry_time
         line = f"defaults: timeout {timeout:g} s, retries within {budget:g} s"

@@ -84,9 +84,11 @@ def _noisy_copy(source: Path, dest: Path, seed: int = 1, scale: float = 2e-3) ->
 def agreement(cache: Path) -> str:
     """tail agreement on three demo checkpoints against an illustrative ranking (not human data)."""
     sys.path.insert(0, str(REPO))
+    from pytest_novelty.infra.progress import notices_to
     from pytest_novelty.pipeline import demo
 
-    built = demo.ensure_demo(cache, log=lambda line: None, progress=False)
+    with notices_to(lambda line: None):
+        built = demo.ensure_demo(cache, progress=False)
     noisy = cache / "docs-demo-noisy"
     if not (noisy / "config.json").is_file():
         _noisy_copy(built / "demo", noisy)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,17 @@ def build_tiny_checkpoint(folder: Path, corpus: list[str], *, seed: int = 0) -> 
     return folder
 
 
+@pytest.fixture
+def notices() -> Iterator[list[str]]:
+    """Every notice (:func:`pytest_novelty.infra.progress.notice`) said during the test, in order;
+    the channel before is restored after it."""
+    from pytest_novelty.infra.progress import notices_to
+
+    heard: list[str] = []
+    with notices_to(heard.append):
+        yield heard
+
+
 @pytest.fixture(scope="session")
 def tiny_corpus() -> list[str]:
     return small_corpus()
@@ -127,7 +139,7 @@ def demo_assets() -> Path:
     """
     from pytest_novelty.pipeline import demo
 
-    return demo.ensure_demo(DEMO_CACHE, log=lambda line: None, progress=False)
+    return demo.ensure_demo(DEMO_CACHE, progress=False)
 
 
 def copy_demo(assets: Path, cache: Path) -> Path:

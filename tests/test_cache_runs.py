@@ -10,12 +10,12 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_novelty.infra.progress import notices_to
 from pytest_novelty.pipeline.runner import RunConfig, Runner
 from pytest_novelty.suites.schema import load_suite
 from tests.servers.openai_api import FakeOpenAI
@@ -101,7 +101,8 @@ def test_every_cache_file_damaged_the_rerun_recomputes_the_same_numbers(
     requests = server.request_count
 
     lines: list[str] = []
-    again = Runner(replace(config, log=lines.append)).run(suite)  # no exception: damage is never raised
+    with notices_to(lines.append):
+        again = Runner(config).run(suite)  # no exception: damage is never raised
 
     assert again.answers == first.answers
     assert _same(again.metrics, first.metrics)

@@ -223,16 +223,15 @@ def concept_server() -> Iterator[FakeOpenAI]:
 
 @pytest.mark.slow
 def test_denial_rounds_end_to_end(
-    chat_checkpoint: Path, tiny_index: Path, concept_server: FakeOpenAI, tmp_path: Path
+    chat_checkpoint: Path, tiny_index: Path, concept_server: FakeOpenAI, tmp_path: Path, notices: list[str]
 ) -> None:
     suite = write_suite(tmp_path)
-    logs: list[str] = []
+    logs = notices
     config = RunConfig(
         model=str(chat_checkpoint),
         cache_dir=tmp_path / "cache",
         device="cpu",
         originality=f"infini-gram:{tiny_index}",
-        log=logs.append,
     )
     runner = RecordingRunner(config)
     extractor = open_concept_extractor(

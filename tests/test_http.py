@@ -161,6 +161,53 @@ def test_fan_out_starts_nothing_after_the_first_failure() -> None:
     assert run_coroutine(fan_out(0, work, concurrency=3)) == []
 
 
+class _Refused(Exception):
+    pass
+
+
+def test_fan_out_collects_the_failures_it_is_told_to_and_stops_at_any_other() -> None:
+    """The collect-failures mode: a collected failure takes its item's place and every other item
+    still runs (in order, bounded); an error of another kind stops the batch as before."""
+    running: list[int] = []
+    most = [0]
+
+    async def work(i: int) -> int:
+        running.append(i)
+        most[0] = max(most[0], len(running))
+        await asyncio.sleep(0.01)
+        running.remove(i)
+        if i % 3 == 1:
+            raise _Refused(f"item {i}")
+        return i
+
+    out = run_coroutine(fan_out(7, work, concurrency=2, collect=(_Refused,)))
+    assert [o if isinstance(o, int) else str(o) for o in out] == [0, "item 1", 2, 3, "item 4", 5, 6]
+    assert most[0] == 2
+
+    async def harsh(i: int) -> int:
+        if i == 2:
+            raise ValueError("not collected")
+        await asyncio.sleep(0 if i < 2 else 5)
+        return i
+
+    with pytest.raises(ValueError, match="not collected"):
+        run_coroutine(fan_out(6, harsh, concurrency=None, collect=(_Refused,)))
+
+
+def test_fan_out_without_a_bound_starts_every_item_at_once() -> None:
+    started: list[int] = []
+    gate = asyncio.Event()
+
+    async def work(i: int) -> int:
+        started.append(i)
+        if len(started) == 5:
+            gate.set()
+        await gate.wait()  # every item must be under way before any can end
+        return -i
+
+    assert run_coroutine(fan_out(5, work, concurrency=None)) == [0, -1, -2, -3, -4]
+
+
 def test_a_client_batch_sends_no_request_after_one_fails_for_good() -> None:
     """One query is refused at once while the others are slow: the batch stops with exactly the
     requests that were in flight, however the event loop orders the wake-ups."""

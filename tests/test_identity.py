@@ -157,7 +157,7 @@ def test_the_runner_keeps_the_memo_in_its_cache(checkpoint: Path, tmp_path: Path
     from pytest_novelty.pipeline.runner import RunConfig, Runner
 
     cache = tmp_path / "cache"
-    gen = Runner(RunConfig(model=str(checkpoint), cache_dir=cache, device="cpu", log=lambda line: None)).generator()
+    gen = Runner(RunConfig(model=str(checkpoint), cache_dir=cache, device="cpu")).generator()
     weights = checkpoint / "model.safetensors"
     assert identity_memo(cache).get(stat_key(weights, "blake3")) == gen.identity.files["model.safetensors"]
     assert gen.identity.description == f"ckpt @ {gen.fingerprint[:8]}"

@@ -62,7 +62,6 @@ def model_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
 def runner(tmp_path: Path, base_url: str, originality: str) -> Runner:
     config = RunConfig(
         model="openai:judge-model", model_base_url=base_url, originality=originality, cache_dir=tmp_path / "cache",
-        log=lambda line: None,
     )  # fmt: skip
     return Runner(config)
 

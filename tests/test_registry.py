@@ -251,7 +251,7 @@ class EchoGenerator:
 
 def test_open_generator_finds_a_registered_backend_and_model_source(tmp_path: Path) -> None:
     GENERATOR_BACKENDS.register("echo")(EchoGenerator)
-    MODEL_SOURCES.register("echo-served", argument="NAME")(lambda name, *, log=None: EchoGenerator(f"served-{name}"))
+    MODEL_SOURCES.register("echo-served", argument="NAME")(lambda name: EchoGenerator(f"served-{name}"))
     try:
         generator = open_generator(str(tmp_path), backend="echo", device="cpu", gpus=3, memo=None)
         assert isinstance(generator, EchoGenerator) and generator.load == LoadSettings(device="cpu", gpus=3)

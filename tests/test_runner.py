@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_novelty.infra.progress import notices_to
 from pytest_novelty.metrics import gated_novelty
 from pytest_novelty.pipeline.runner import RunConfig, Runner
 from pytest_novelty.suites.schema import load_suite
@@ -49,8 +50,7 @@ def tiny_config(tiny_checkpoint: Path, tiny_index: Path, tmp_path: Path) -> RunC
 
 
 def test_suite_runs_end_to_end_and_resumes_from_cache(suite_file: Path, tiny_config: RunConfig) -> None:
-    lines: list[str] = []
-    config = replace(tiny_config, log=lines.append)
+    config = tiny_config
     suite = load_suite(suite_file)
     result = Runner(config).run(suite)
 
@@ -87,8 +87,9 @@ def test_progress_bars_for_generation_originality_and_judging(
 
     stream = io.StringIO()
     lines: list[str] = []
-    config = replace(tiny_config, log=lines.append, progress=ProgressSink(stream=stream, enabled=True))
-    Runner(config).run(load_suite(suite_file))
+    config = replace(tiny_config, progress=ProgressSink(stream=stream, enabled=True))
+    with notices_to(lines.append):
+        Runner(config).run(load_suite(suite_file))
     shown = stream.getvalue()
     assert "story: generating" in shown and "12/12" in shown and "tok/s" in shown
     assert "story: originality" in shown and "story: judging" in shown
@@ -96,8 +97,9 @@ def test_progress_bars_for_generation_originality_and_judging(
     assert not any("generated 3/12" in line for line in lines)
 
     quiet: list[str] = []
-    config = replace(config, cache_dir=tmp_path / "other", log=quiet.append, progress=ProgressSink(enabled=False))
-    Runner(config).run(load_suite(suite_file))
+    config = replace(config, cache_dir=tmp_path / "other", progress=ProgressSink(enabled=False))
+    with notices_to(quiet.append):
+        Runner(config).run(load_suite(suite_file))
     assert any("story: generated 12/12 samples" in line and "tokens/s, ETA" in line for line in quiet)
 
 

@@ -37,10 +37,9 @@ def _prompts(n: int) -> list[Prompt]:
     return [Prompt(id=f"p{i}", task="story", text=f"prompt {i}") for i in range(n)]
 
 
-def _config(tmp_path: Path, **settings: object) -> tuple[RunConfig, list[str]]:
-    lines: list[str] = []
-    config = RunConfig(model="m", cache_dir=tmp_path / "cache", log=lines.append, **settings)  # type: ignore[arg-type]
-    return config, lines
+def _config(tmp_path: Path, **settings: object) -> RunConfig:
+    config = RunConfig(model="m", cache_dir=tmp_path / "cache", **settings)  # type: ignore[arg-type]
+    return config
 
 
 def _record(config: RunConfig, keys: list[str], parts: dict[int, list[str]], count: int) -> None:
@@ -50,14 +49,14 @@ def _record(config: RunConfig, keys: list[str], parts: dict[int, list[str]], cou
 
 
 def test_a_plain_run_is_never_stopped(tmp_path: Path) -> None:
-    config, _ = _config(tmp_path)
+    config = _config(tmp_path)
     keys = [f"key{i}" for i in range(6)]
     _record(config, ["other", "keys"], {1: ["p0"], 2: []}, 2)  # another run's records
     merge_check(config, "story", _prompts(6))(keys, [0, 1, 2])  # no record of this run: it generates
 
 
 def test_a_missing_shard_is_named_before_generating(tmp_path: Path) -> None:
-    config, _ = _config(tmp_path)
+    config = _config(tmp_path)
     keys = [f"key{i}" for i in range(6)]
     _record(config, keys, {1: ["p0", "p3"], 3: ["p2", "p5"]}, 3)  # shard 2 (p1, p4) never merged
     with pytest.raises(HarnessError) as caught:
@@ -69,7 +68,7 @@ def test_a_missing_shard_is_named_before_generating(tmp_path: Path) -> None:
 
 
 def test_the_command_line_is_told_its_own_option(tmp_path: Path) -> None:
-    config, _ = _config(tmp_path, front="cli")
+    config = _config(tmp_path, front="cli")
     keys = [f"key{i}" for i in range(4)]
     _record(config, keys, {1: ["p0", "p2"]}, 2)
     with pytest.raises(HarnessError, match="pass --fill-missing-shards to generate"):
@@ -77,7 +76,7 @@ def test_the_command_line_is_told_its_own_option(tmp_path: Path) -> None:
 
 
 def test_answers_lost_after_every_shard_recorded_its_part(tmp_path: Path) -> None:
-    config, _ = _config(tmp_path)
+    config = _config(tmp_path)
     keys = [f"key{i}" for i in range(4)]
     _record(config, keys, {1: ["p0", "p2"], 2: ["p1", "p3"]}, 2)
     with pytest.raises(HarnessError, match="shard 2 of 2 recorded its part done") as caught:
@@ -85,8 +84,8 @@ def test_answers_lost_after_every_shard_recorded_its_part(tmp_path: Path) -> Non
     assert "left out as damaged" in str(caught.value)
 
 
-def test_filling_missing_shards_says_so_and_goes_on(tmp_path: Path) -> None:
-    config, lines = _config(tmp_path, fill_missing_shards=True)
+def test_filling_missing_shards_says_so_and_goes_on(tmp_path: Path, notices: list[str]) -> None:
+    config, lines = _config(tmp_path, fill_missing_shards=True), notices
     keys = [f"key{i}" for i in range(4)]
     _record(config, keys, {1: ["p0", "p2"]}, 2)
     merge_check(config, "story", _prompts(4))(keys, [1, 3])
@@ -96,7 +95,7 @@ def test_filling_missing_shards_says_so_and_goes_on(tmp_path: Path) -> None:
 
 def test_the_records_are_content_keyed(tmp_path: Path) -> None:
     """Two shards writing the same record (a shard run twice, or merged twice) leave one entry."""
-    config, _ = _config(tmp_path)
+    config = _config(tmp_path)
     keys = ["b", "a"]
     _record(config, keys, {1: ["p1", "p0"]}, 2)
     _record(config, list(reversed(keys)), {1: ["p0", "p1"]}, 2)  # the same run, its keys in another order

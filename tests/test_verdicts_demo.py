@@ -41,7 +41,7 @@ def story() -> Suite:
 
 @pytest.fixture(scope="module")
 def runner(demo_cache: Path) -> Runner:
-    return Runner(RunConfig(model="demo", cache_dir=demo_cache, log=lambda line: None))
+    return Runner(RunConfig(model="demo", cache_dir=demo_cache))
 
 
 @pytest.fixture(scope="module")

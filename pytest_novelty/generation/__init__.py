@@ -28,7 +28,7 @@ from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
-    from pytest_novelty.infra.identity import Memo
+    from pytest_novelty.infra.identity import Identity, Memo
 
 ModelInput = str | Sequence[dict[str, str]]
 StepCallback = Callable[[int, int], None]
@@ -194,6 +194,22 @@ class Generator(Protocol):
         ...
 
 
+@runtime_checkable
+class Identified(Protocol):
+    """A generator that knows what it generates from by content: a checkpoint's files, a hub
+    revision, the files of answers (a served model does not: its server cannot prove its weights)."""
+
+    identity: Identity
+    """The content identity (:class:`~pytest_novelty.infra.identity.Identity`); its description is
+    what the report and the messages name."""
+
+
+def identity_description(generator: Generator) -> str | None:
+    """What messages and the report name ``generator`` by (``ckpt @ 1a2b3c4d``) when it is
+    :class:`Identified`; None when it is not."""
+    return generator.identity.description if isinstance(generator, Identified) else None
+
+
 @dataclass(frozen=True)
 class PromptRequest:
     """What one suite run asks of a :class:`RecordedAnswers` source: its prompts, the exact text the
@@ -247,11 +263,11 @@ GENERATOR_BACKENDS: Registry[Generator] = Registry(
 MODEL_SOURCES: Registry[Generator] = Registry(
     "model source", field="--model",
     builtins=("pytest_novelty.generation.openai", "pytest_novelty.generation.answers"),
-    settings=("base_url", "revision", "log", "memo"),
+    settings=("base_url", "revision", "memo"),
 )
 """``--model PREFIX:NAME`` values that are not checkpoints (``openai:NAME``: a served model,
 ``answers:FILE``: answers generated elsewhere); a factory is called as ``factory(name,
-base_url=..., revision=..., log=..., memo=...)`` (each takes those it has a use for), and the
+base_url=..., revision=..., memo=...)`` (each takes those it has a use for), and the
 backend's ``check(model, base_url)`` runs before anything heavy is loaded."""
 
 SERVED_PREFIX = "openai:"
@@ -303,7 +319,6 @@ def open_generator(
     base_model: str | None = None,
     base_url: str | None = None,
     revision: str | None = None,
-    log: Callable[[str], None] | None = None,
     memo: Memo | None = None,
 ) -> Generator:
     """Load ``model`` for sampling with ``backend`` (a name in :data:`GENERATOR_BACKENDS`, or
@@ -317,7 +332,7 @@ def open_generator(
     """
     source = MODEL_SOURCES.find(model)
     if source is not None:
-        return MODEL_SOURCES.call(source, base_url=base_url, revision=revision, log=log, memo=memo)
+        return MODEL_SOURCES.call(source, base_url=base_url, revision=revision, memo=memo)
     load = LoadSettings(device=device, trust_remote_code=trust_remote_code, gpus=gpus, base_model=base_model, memo=memo)
     return GENERATOR_BACKENDS.open(choose_backend(backend, device), model, load)
 

@@ -35,12 +35,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.infra.errors import ConfigError, did_you_mean
 from pytest_novelty.infra.jsonlines import json_lines
+
+if TYPE_CHECKING:
+    from pytest_novelty.suites.schema import GenerationSettings
 
 __all__ = [
     "FORMAT", "LM_EVAL", "VERSION", "AnswerRecord", "answer_record", "chat_text", "read_answer_file",
@@ -142,11 +145,14 @@ def _fail(where: str, message: str) -> ConfigError:
 # -- our own records --------------------------------------------------------------------------
 
 
-def answer_record(run: str, prompt_id: str, model_input: Any, answers: Sequence[str], settings: Any) -> dict[str, Any]:
+def answer_record(
+    run: str, prompt_id: str, model_input: Any, answers: Sequence[str], settings: GenerationSettings
+) -> dict[str, Any]:
     """One record of our format: the answers a model gave one prompt of the suite run ``run``,
     with the model input (a string, chat messages, or None: not recorded) and the sampling
     ``settings`` (:class:`~pytest_novelty.suites.schema.GenerationSettings`) they were generated with."""
-    given = {name: getattr(settings, name) for name in SETTING_TYPES}
+    values = asdict(settings)
+    given = {name: values[name] for name in SETTING_TYPES}
     given["stop"] = list(given["stop"])
     record: dict[str, Any] = {"format": FORMAT, "version": VERSION, "suite": run, "id": prompt_id}
     if model_input is not None:

@@ -312,10 +312,12 @@ def contradiction(recorded: Any, settings: GenerationSettings) -> str | None:
     new tokens, and stop strings (each one the answers stopped at must be one the suite stops at:
     others would cut answers the suite lets run on; stops the suite adds cut them afterwards).
     """
-    for name in ("temperature", "top_p", "top_k", "max_new_tokens"):
-        if name in recorded and not _same(recorded[name], getattr(settings, name)):
+    suite = {"temperature": settings.temperature, "top_p": settings.top_p, "top_k": settings.top_k,
+             "max_new_tokens": settings.max_new_tokens}
+    for name, value in suite.items():
+        if name in recorded and not _same(recorded[name], value):
             given = "0 (greedy)" if name == "temperature" and not recorded[name] else f"{recorded[name]:g}"
-            return f"{name} {given}; the suite has {getattr(settings, name):g} (generation.{name})"
+            return f"{name} {given}; the suite has {value:g} (generation.{name})"
     extra = [s for s in recorded.get("stop", ()) if s not in settings.stop]
     if extra:
         return (f"the stop string {extra[0]!r}, which the suite does not stop at (it stops at "

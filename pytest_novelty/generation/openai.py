@@ -49,28 +49,28 @@ How a call goes:
 
 The key comes from ``NOVELTY_MODEL_API_KEY``, else ``OPENAI_API_KEY`` (a local server may need
 none); it is sent in the ``Authorization`` header only, and never appears in output, caches or
-errors.
+errors. The URL (credentials in it sent as given, its query as a query on every route), the key,
+the client, the preflight's request and the notices are the one
+:class:`~pytest_novelty.infra.endpoint.Endpoint` the judges use too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
-import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Unpack
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from pytest_novelty.generation import MODEL_SOURCES
+from pytest_novelty.infra.endpoint import NOTIFY_EVERY, Endpoint, bare_url
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError, did_you_mean
 from pytest_novelty.infra.http import (
     CONNECTION_OPTIONS,
+    PREFLIGHT_TIMEOUT,
     Connection,
     ConnectionOptions,
-    RetryPolicy,
-    Secret,
     Traffic,
     echo,
     failure_reason,
@@ -79,6 +79,7 @@ from pytest_novelty.infra.http import (
     post_json,
     run_coroutine,
 )
+from pytest_novelty.infra.progress import notice
 from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
@@ -101,11 +102,6 @@ TIMEOUT = 60.0
 MAX_RETRY_TIME = 120.0
 """Seconds one row may spend on attempts and waits by default (the judges' figure): with
 :data:`TIMEOUT`, a silent server fails the run after two attempts, about two minutes."""
-NOTIFY_EVERY = 10.0
-"""Seconds between two "waiting for the server" lines, and how long a request waits before the first."""
-PREFLIGHT_TIMEOUT = 10.0
-"""Seconds the preflight waits for ``GET /models``: a server that cannot list its models in that
-time will not generate a suite either."""
 REPLY_CHECK = 2
 """Part of the cache fingerprint: answers cached before replies were checked (:func:`read_reply`)
 might be a broken server's empty replies, so they are not reused."""
@@ -113,7 +109,6 @@ ERROR_FINISH = frozenset({"error", "abort", "aborted", "cancelled", "canceled"})
 """``finish_reason`` values that say the server failed the request (vLLM and SGLang say ``abort``;
 others ``error``): whatever text came with them is not the model's answer. ``stop``, ``length``,
 ``content_filter`` and the other reasons servers give are answers."""
-OPENAI_HOST = "api.openai.com"
 
 
 class BadReply(ValueError):
@@ -225,9 +220,7 @@ def check_served(model: str, base_url: str | None) -> None:
 
 def endpoint(base_url: str) -> str:
     """The endpoint as shown and keyed: no user:password part, no query, no trailing slash."""
-    parts = urlsplit(base_url)
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
+    return bare_url(base_url)
 
 
 @MODEL_SOURCES.register(
@@ -242,14 +235,13 @@ def open_served(
     *,
     base_url: str | None = None,
     revision: str | None = None,
-    log: Callable[[str], None] | None = None,
     memo: object = None,
     **connection: Unpack[ConnectionOptions],
 ) -> OpenAIGenerator:
     """``--model openai:NAME[?option=value&...]``: the served model ``NAME`` at ``base_url``; the
     options say how it is reached (:class:`~pytest_novelty.infra.http.ConnectionOptions`). ``memo``
     (the file digests a source with files keeps) does not apply: a served model has no files."""
-    return OpenAIGenerator(PREFIX + name, base_url=base_url, revision=revision, log=log, **connection)
+    return OpenAIGenerator(PREFIX + name, base_url=base_url, revision=revision, **connection)
 
 
 class OpenAIGenerator:
@@ -262,19 +254,21 @@ class OpenAIGenerator:
         base_url: str | None,
         revision: str | None = None,
         api_key: str | None = None,
-        log: Callable[[str], None] | None = None,
         notify_every: float = NOTIFY_EVERY,
         **connection: Unpack[ConnectionOptions],
     ) -> None:
         """``connection``: by default :data:`CONCURRENCY` requests in flight, :data:`TIMEOUT` s each,
-        6 attempts within :data:`MAX_RETRY_TIME` s; ``log`` hears the run's lines (waits, retries),
-        at most one per ``notify_every`` seconds."""
+        6 attempts within :data:`MAX_RETRY_TIME` s; waits and retries are notices
+        (:func:`~pytest_novelty.infra.progress.notice`), at most one of each kind per ``notify_every``
+        seconds. The key is ``api_key``, else the first of :data:`API_KEY_VARIABLES` that is set."""
         check_served(model, base_url)
         assert base_url is not None
         self.name = model
         self.model = model[len(PREFIX) :]
-        self.base_url = endpoint(base_url)
-        self._send_to = base_url.rstrip("/")  # credentials in the URL, if any, are the user's to send
+        self.endpoint = Endpoint(base_url, api_key=api_key, variables=API_KEY_VARIABLES, notify_every=notify_every)
+        """The server: its URL (credentials in it, if any, are the user's to send), the key, the
+        client, the preflight and the notices."""
+        self.base_url = self.endpoint.bare
         self.revision = revision
         self.fingerprint = "served:" + stable_hash(self.base_url, self.model, revision or "", REPLY_CHECK)[:16]
         self.device = self.base_url
@@ -284,17 +278,8 @@ class OpenAIGenerator:
         )
         """How the server is reached: requests in flight, timeout, retries (:class:`~.http.Connection`)."""
         self.traffic = Traffic()
-        self.log = log
-        """Where waits and retries are announced (the run log), if anywhere."""
-        self.notify_every = notify_every
-        self._last_notice: dict[str, float] = {}  # kind of line -> when it was last said
-        self._key_from = "the api_key argument" if api_key is not None else None
-        if api_key is None:
-            self._key_from = next((v for v in API_KEY_VARIABLES if os.environ.get(v)), None)
-            api_key = os.environ[self._key_from] if self._key_from else ""
-        self._key = Secret(api_key)
-        if revision is None and log is not None:
-            log(
+        if revision is None:
+            notice(
                 f"[novelty] {model}: no --model-revision pinned; cached answers from {self.base_url} are trusted "
                 "to come from the same weights (pin one whenever the served weights change)"
             )
@@ -342,9 +327,10 @@ class OpenAIGenerator:
         A 429 passes: the server is there, and the run's requests wait as it asks.
         """
         where = f"{self.name} at {self.base_url}"
-        if not self._key and urlsplit(self.base_url).hostname == OPENAI_HOST:
+        if self.endpoint.needs_key:
             raise PreflightError(f"{where} needs a key and none is set; {self._set_key_hint()}")
-        response = run_coroutine(self._get_models(timeout, where))
+        silent = ": the server accepts connections but does not answer (stuck, overloaded or still starting?)"
+        response = run_coroutine(self.endpoint.get_models(timeout, where=where, silent=silent, fix="--model-base-url"))
         status = response.status_code
         if status in (401, 403):
             raise PreflightError(self._refused(f"HTTP {status}: {self._message(response)}"))
@@ -369,23 +355,6 @@ class OpenAIGenerator:
                 field="--model",
             )
 
-    async def _get_models(self, timeout: float, where: str) -> httpx.Response:
-        import httpx
-
-        once = Connection(timeout=timeout, concurrency=1, retry=RetryPolicy(max_attempts=1))
-        async with once.client(self._send_to, Traffic(), headers=self._headers()) as client:
-            try:
-                return await client.get(self._send_to + "/models")
-            except httpx.TimeoutException:
-                raise PreflightError(
-                    f"{where} did not answer GET /models within {timeout:g} s: the server accepts connections "
-                    "but does not answer (stuck, overloaded or still starting?)"
-                ) from None
-            except httpx.TransportError as error:
-                raise PreflightError(
-                    f"cannot reach {where} ({failure_reason(error)}); is the server running and --model-base-url right?"
-                ) from None
-
     # -- requests ------------------------------------------------------------------------------------
 
     def body(self, text: str, seed: int, settings: GenerationSettings) -> tuple[str, dict[str, Any]]:
@@ -405,16 +374,12 @@ class OpenAIGenerator:
             return "/chat/completions", {**body, "messages": json.loads(text[len(CHAT) :])}
         return "/completions", {**body, "prompt": text}
 
-    def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._key.reveal()}"} if self._key.reveal() else {}
-
     async def _sample_all(self, batch: Batch) -> list[str]:
         done = [0, 0]  # rows answered, tokens
         waiting: dict[int, float] = {}  # row -> when its request was sent
 
-        async with self.connection.client(
-            self._send_to, self.traffic, headers=self._headers(), accept=self._reject, on_wait=self._retrying
-        ) as client:
+        retrying = self.endpoint.on_wait(f"{self.name} at {self.base_url}", self.connection.retry)
+        async with self.endpoint.client(self.connection, self.traffic, accept=self._reject, on_wait=retrying) as client:
 
             async def row(i: int) -> str:
                 waiting[i] = time.monotonic()
@@ -438,40 +403,23 @@ class OpenAIGenerator:
                 await asyncio.gather(watch, return_exceptions=True)
 
     async def _watch(self, waiting: dict[int, float]) -> None:
-        """While requests are outstanding, say every :attr:`notify_every` seconds that the run is
-        waiting for the server, once the oldest has waited that long."""
+        """While requests are outstanding, say every ``notify_every`` seconds that the run is waiting
+        for the server, once the oldest has waited that long."""
         attempts, bound = silent_server_bound(self.connection)
+        every = self.endpoint.notify_every
         while True:
-            await asyncio.sleep(self.notify_every / 5)
+            await asyncio.sleep(every / 5)
             if not waiting:
                 continue
             oldest = time.monotonic() - min(waiting.values())
-            if oldest >= self.notify_every:
-                self._announce(
+            if oldest >= every:
+                self.endpoint.say(
                     "waiting",
                     f"[novelty] {self.name} at {self.base_url}: waiting for {len(waiting)} "
                     f"answer{'s' if len(waiting) != 1 else ''}, the oldest for {oldest:.0f} s (a request times "
                     f"out after {self.connection.timeout:g} s; a row with no answer stops the run after "
                     f"{attempts} attempts, at most {bound:.0f} s)"
                 )
-
-    def _retrying(self, problem: str, attempt: int, wait: float) -> None:
-        """The HTTP client waits before attempt ``attempt + 1``: say so in the run log."""
-        policy = self.connection.retry
-        self._announce(
-            "retry",
-            f"[novelty] {self.name} at {self.base_url}: {self._scrub(problem)}; retrying (attempt {attempt + 1} "
-            f"of {policy.max_attempts}, giving up after {policy.max_retry_time:g} s)"
-        )
-
-    def _announce(self, kind: str, line: str) -> None:
-        """One line to the run log, at most one of each ``kind`` (waits, retries) every
-        :attr:`notify_every` seconds, however many rows have something to say."""
-        now = time.monotonic()
-        if self.log is None or now - self._last_notice.get(kind, -math.inf) < self.notify_every:
-            return
-        self._last_notice[kind] = now
-        self.log(line)
 
     def _reject(self, response: httpx.Response) -> str | None:
         """The ``accept`` check of the HTTP client: why a 200 reply holds no answer, or None."""
@@ -484,7 +432,7 @@ class OpenAIGenerator:
     async def _request(self, client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> tuple[str, int]:
         """One row's answer and its token count (the client retries; see the module doc)."""
         where = f"{self.name} at {self.base_url}{path}"
-        reply = await post_json(client, self._send_to + path, body)
+        reply = await post_json(client, self.endpoint.url(path), body)
         tried = f"after {reply.attempts} attempt{'s' if reply.attempts != 1 else ''}"
         if reply.response is not None:
             if reply.status == 200:
@@ -515,10 +463,10 @@ class OpenAIGenerator:
     def _refused(self, reason: str, path: str = "") -> str:
         """The one line for a 401/403: what was refused, and the variable to set."""
         where = f"{self.name} at {self.base_url}{path}"
-        if not self._key:
+        if not self.endpoint.key:
             return f"{where}: the endpoint needs a key and none is set ({reason}); {self._set_key_hint()}"
         return (
-            f"{where}: the endpoint refused the key from {self._key_from} ({reason}); "
+            f"{where}: the endpoint refused the key from {self.endpoint.key_from} ({reason}); "
             f"set {API_KEY_VARIABLES[0]} to a key it accepts"
         )
 
@@ -526,17 +474,12 @@ class OpenAIGenerator:
         return f"set {API_KEY_VARIABLES[0]} (or {API_KEY_VARIABLES[1]})"
 
     def _message(self, response: httpx.Response) -> str:
-        """The server's error message, short and without the key."""
-        try:
-            data = response.json()
-            error = data.get("error", data) if isinstance(data, dict) else data
-            message = error.get("message", error) if isinstance(error, dict) else error
-        except ValueError:
-            message = response.content
-        return echo(message if isinstance(message, bytes) else str(message), self._key) or response.reason_phrase
+        """The server's error message (else what it answered), quoted printable, short and without the key."""
+        said = self.endpoint.error_message(response) or echo(response.content, self.endpoint.key)
+        return said or response.reason_phrase
 
     def _scrub(self, text: str) -> str:
-        return self._key.hide(text)
+        return self.endpoint.scrub(text)
 
 
 def _json(response: httpx.Response) -> Any:

@@ -49,7 +49,7 @@ from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.infra.storage import folder_error, write_temp
+from pytest_novelty.infra.storage import canonical, folder_error, key_digest, write_temp
 
 __all__ = ["FORMAT", "Cache", "Namespace", "as_namespace", "entry_digest", "repaired", "sound_entry"]
 
@@ -90,19 +90,14 @@ def repaired() -> int:
     return _REPAIRED.count
 
 
-def canonical(value: Any) -> str:
-    """The canonical JSON text of ``value`` (sorted keys, no spaces): what the checksum covers."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
 def _key_text(key: Any) -> str:
     return key if isinstance(key, str) else canonical(key)
 
 
 def entry_digest(key: Any) -> str:
-    """The name an entry of ``key`` is stored under: 40 hex digits of a SHA-256 of the key's text
+    """The name an entry of ``key`` is stored under: its 40-digit :func:`~pytest_novelty.infra.storage.key_digest`
     (in the folder named by its first two)."""
-    return hashlib.sha256(_key_text(key).encode()).hexdigest()[:40]
+    return key_digest(key, length=40)
 
 
 def _envelope(raw: bytes) -> dict[str, Any] | None:

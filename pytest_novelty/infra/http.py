@@ -31,7 +31,8 @@ with its own retries switched off. What differs between them is only what an ans
 - :func:`echo`: a server's reply as a message may quote it: scrubbed, on one line, short, and
   printable whatever bytes the server sent.
 - :func:`fan_out`: run one coroutine per item, ``concurrency`` at a time; the first failure stops
-  the batch (nothing new starts, what is in flight is cancelled) and is raised.
+  the batch (nothing new starts, what is in flight is cancelled) and is raised, unless it is of a
+  kind the caller collects (then it takes the item's place and the batch goes on).
 - :func:`run_coroutine`: synchronous APIs drive asyncio code even inside a running event loop.
 
 This module imports no layer (only the shared errors); ``httpx`` is imported when a client opens.
@@ -49,7 +50,7 @@ import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast, get_type_hints
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast, get_type_hints, overload
 from urllib.parse import urlsplit
 
 from pytest_novelty.infra.errors import ConfigError
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CONNECTION_OPTIONS",
     "MAX_RETRY_AFTER",
+    "PREFLIGHT_TIMEOUT",
     "RETRYABLE_STATUS",
     "Connection",
     "ConnectionOptions",
@@ -83,7 +85,11 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+E = TypeVar("E", bound=BaseException)
 
+PREFLIGHT_TIMEOUT = 10.0
+"""Seconds a preflight waits for its one request (a served model's or a judge's ``GET /models``, a
+web API's test query): a service that cannot answer that in this time will not serve a run either."""
 MAX_RETRY_AFTER = 120.0
 """The longest ``Retry-After`` wait honoured, in seconds; a longer one is cut to this."""
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
@@ -245,14 +251,16 @@ class Connection:
         traffic: Traffic,
         *,
         headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
         accept: Callable[[httpx.Response], str | None] | None = None,
         on_wait: Callable[[str, int, float], None] | None = None,
     ) -> httpx.AsyncClient:
         """A fresh client for requests to ``url`` (within one event loop), retrying as :attr:`retry` says.
 
-        ``accept(response)`` may reject a 200 answer worth another attempt by returning the problem
-        in words (``response.request`` is the request it answers); ``on_wait(problem, attempt,
-        seconds)`` hears of each wait; ``traffic`` counts.
+        ``headers`` and ``params`` (a query) go with every request; ``accept(response)`` may reject a
+        200 answer worth another attempt by returning the problem in words (``response.request`` is
+        the request it answers); ``on_wait(problem, attempt, seconds)`` hears of each wait;
+        ``traffic`` counts.
         """
         import httpx
 
@@ -268,6 +276,7 @@ class Connection:
         return httpx.AsyncClient(
             transport=cast("httpx.AsyncBaseTransport", transport),
             headers=dict(headers or {}),
+            params=dict(params or {}),
             timeout=self.timeout,
             trust_env=False,
         )
@@ -437,6 +446,8 @@ class Reply:
     attempts: int
     problem: str
     """What went wrong in words (``HTTP 503``, ``connection refused``); empty for an HTTP 200."""
+    seconds: float = 0.0
+    """Seconds the attempts and the waits between them took."""
 
     @property
     def status(self) -> int | None:
@@ -450,9 +461,13 @@ async def post_json(client: httpx.AsyncClient, url: str, body: Any) -> Reply:
     try:
         response = await client.post(url, json=body)
     except httpx.TransportError as error:
-        return Reply(None, attempts_of(error)[0], failure_reason(error))
+        return Reply(None, *_tried(attempts_of(error), failure_reason(error)))
     problem = "" if response.status_code == 200 else f"HTTP {response.status_code}"
-    return Reply(response, attempts_of(response)[0], problem)
+    return Reply(response, *_tried(attempts_of(response), problem))
+
+
+def _tried(attempts: tuple[int, float], problem: str) -> tuple[int, str, float]:
+    return attempts[0], problem, attempts[1]
 
 
 @dataclass
@@ -648,13 +663,36 @@ def echo(reply: str | bytes, *secrets: Secret | str, limit: int = ECHO_LIMIT) ->
     return shown if len(shown) <= limit else shown[: max(0, limit - 3)] + "..."
 
 
-async def fan_out(count: int, work: Callable[[int], Awaitable[T]], *, concurrency: int) -> list[T]:
-    """``[await work(0), ..., await work(count - 1)]``, at most ``concurrency`` running at once.
+@overload
+async def fan_out(count: int, work: Callable[[int], Awaitable[T]], *, concurrency: int | None) -> list[T]: ...
+
+
+@overload
+async def fan_out(
+    count: int, work: Callable[[int], Awaitable[T]], *, concurrency: int | None, collect: tuple[type[E], ...]
+) -> list[T | E]: ...
+
+
+async def fan_out(
+    count: int,
+    work: Callable[[int], Awaitable[T]],
+    *,
+    concurrency: int | None,
+    collect: tuple[type[BaseException], ...] = (),
+) -> list[Any]:
+    """``[await work(0), ..., await work(count - 1)]``, at most ``concurrency`` running at once: the
+    one bounded fan-out of the harness.
 
     A fixed pool of ``concurrency`` workers takes the indices in order, so no more than
-    ``concurrency`` items are ever in flight. The first item that raises stops the batch: no worker
-    starts another item once it is known (the flag is set before the error leaves the item), the
-    items in flight are cancelled, and that first error is raised as it is.
+    ``concurrency`` items are ever in flight; ``None`` puts every item under way at once, for work
+    that bounds its own requests with a semaphore it gives up while a request waits to be retried
+    (:class:`Held`: the judges and the concept extractors, whose items send several requests).
+
+    An item that raises one of the ``collect`` types (the collect-failures mode: a request that
+    failed, which the caller counts) has that exception in its place, and the batch goes on. Any
+    other exception stops the batch: no worker starts another item once it is known (the flag is
+    set before the error leaves the item), the items in flight are cancelled, and that first error
+    is raised as it is.
     """
     results: list[Any] = [None] * count
     indices = iter(range(count))
@@ -667,11 +705,14 @@ async def fan_out(count: int, work: Callable[[int], Awaitable[T]], *, concurrenc
                 return
             try:
                 results[i] = await work(i)
+            except collect as error:
+                results[i] = error
             except BaseException as error:
                 failed.append(error)
                 raise
 
-    workers = [asyncio.ensure_future(worker()) for _ in range(min(max(1, concurrency), count))]
+    size = count if concurrency is None else min(max(1, concurrency), count)
+    workers = [asyncio.ensure_future(worker()) for _ in range(size)]
     try:
         if workers:
             await asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION)

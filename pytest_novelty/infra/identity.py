@@ -49,7 +49,7 @@ from urllib.parse import urlparse
 
 from pytest_novelty.infra.cache import Cache, Namespace
 from pytest_novelty.infra.errors import ConfigError, HarnessError
-from pytest_novelty.infra.progress import notice, to_stderr
+from pytest_novelty.infra.progress import notice
 from pytest_novelty.infra.storage import read_json
 
 __all__ = [
@@ -287,12 +287,11 @@ def file_sha256(path: Path, on_bytes: Callable[[int], None] | None = None) -> st
 
 
 class _Progress:
-    """Counts hashed bytes; reports through ``on_progress``, or logs once hashing passes a second."""
+    """Counts hashed bytes; reports through ``on_progress``, or says so (:func:`notice`) once hashing
+    passes a second, unless ``quiet``."""
 
-    def __init__(
-        self, what: str, total: int, on_progress: Callable[[int, int], None] | None, log: Callable[[str], None]
-    ) -> None:
-        self.what, self.total, self.on_progress, self.log = what, total, on_progress, log
+    def __init__(self, what: str, total: int, on_progress: Callable[[int, int], None] | None, quiet: bool) -> None:
+        self.what, self.total, self.on_progress, self.quiet = what, total, on_progress, quiet
         self.done = 0
         self.start = time.perf_counter()
         self.announced = False
@@ -306,13 +305,13 @@ class _Progress:
             self.announced = self.announced or announce
         if self.on_progress is not None:
             self.on_progress(done, self.total)
-        elif announce:
-            self.log(f"[novelty] hashing {self.what}: {self.total / 1e9:.1f} GB (remembered afterwards)")
+        elif announce and not self.quiet:
+            notice(f"[novelty] hashing {self.what}: {self.total / 1e9:.1f} GB (remembered afterwards)")
 
     def finish(self) -> None:
-        if self.announced and self.on_progress is None:
+        if self.announced and self.on_progress is None and not self.quiet:
             seconds = time.perf_counter() - self.start
-            self.log(f"[novelty] hashed {self.what} in {seconds:.1f}s ({self.done / 1e6 / seconds:,.0f} MB/s)")
+            notice(f"[novelty] hashed {self.what} in {seconds:.1f}s ({self.done / 1e6 / seconds:,.0f} MB/s)")
 
 
 def hash_files(
@@ -321,7 +320,7 @@ def hash_files(
     memo: Memo | None = None,
     what: str = "files",
     on_progress: Callable[[int, int], None] | None = None,
-    log: Callable[[str], None] | None = None,
+    quiet: bool = False,
     algorithm: str = "sha256",
 ) -> dict[Path, str]:
     """The ``algorithm`` digest of each file, from ``memo`` where its stat is unchanged, else read.
@@ -329,8 +328,8 @@ def hash_files(
     Files are hashed largest first. SHA-256 cannot split a file, so files run on up to two threads
     per core; BLAKE3 hashes each block on every core, so :data:`BLAKE3_FILES` files at a time keep
     the disk and the cores busy. ``on_progress(done, total)`` hears of the bytes read, and without
-    it one line goes to ``log`` (stderr) once hashing has taken more than a second, and another
-    when it ends.
+    it one notice (:func:`~pytest_novelty.infra.progress.notice`) says so once hashing has taken
+    more than a second, and another when it ends (none when ``quiet``).
     """
     if algorithm not in DIGESTS:
         raise ValueError(f"unknown digest {algorithm!r}; one of {', '.join(DIGESTS)}")
@@ -343,7 +342,7 @@ def hash_files(
     todo = sorted((f for f in files if f not in digests), key=lambda f: -f.stat().st_size)
     if not todo:
         return digests
-    progress = _Progress(what, sum(f.stat().st_size for f in todo), on_progress, log or to_stderr)
+    progress = _Progress(what, sum(f.stat().st_size for f in todo), on_progress, quiet)
     if algorithm == "blake3":
         workers = min(len(todo), BLAKE3_FILES)
     else:  # twice as many threads as cores, so that one thread's wait for the disk overlaps another's hashing
@@ -363,13 +362,10 @@ def _folder_identity(
     *,
     memo: Memo | None,
     on_progress: Callable[[int, int], None] | None,
-    log: Callable[[str], None],
     base: str | None,
 ) -> Identity:
     files = loaded_files(folder)
-    digests = hash_files(
-        files, memo=memo, what=folder.name, on_progress=on_progress, log=log, algorithm=CHECKPOINT_DIGEST
-    )
+    digests = hash_files(files, memo=memo, what=folder.name, on_progress=on_progress, algorithm=CHECKPOINT_DIGEST)
     # Format 2: the files' BLAKE3 digests (format 1 used SHA-256). The format and the digest's name
     # open the hashed text, so no identity of one format can equal one of another: answers cached
     # under a format-1 identity are never found again, rather than misread.
@@ -379,7 +375,7 @@ def _folder_identity(
         total.update(f"{name}\0{digest}\0".encode())
     base_model = _adapter_base(folder, base)
     if base_model is not None:
-        base_id = checkpoint_identity(base_model, memo=memo, on_progress=on_progress, log=log)
+        base_id = checkpoint_identity(base_model, memo=memo, on_progress=on_progress)
         total.update(f"base\0{base_id.id}\0".encode())
     hex_id = total.hexdigest()[:24]
     return Identity(hex_id, f"{folder.name} @ {hex_id[:8]}", str(folder), None, named)
@@ -600,18 +596,17 @@ def checkpoint_identity(
     *,
     memo: Memo | None = None,
     on_progress: Callable[[int, int], None] | None = None,
-    log: Callable[[str], None] = to_stderr,
     base: str | None = None,
 ) -> Identity:
     """The identity of a checkpoint folder or hub id (see the module docstring).
 
     ``memo`` remembers file digests between calls (see :func:`memo_at`); ``on_progress(done,
-    total)`` hears of hashed bytes, and without it one line goes to ``log`` when hashing takes
-    more than a second. ``base`` overrides an adapter's ``base_model_name_or_path``.
+    total)`` hears of hashed bytes, and without it one notice says so when hashing takes more
+    than a second. ``base`` overrides an adapter's ``base_model_name_or_path``.
     """
     path = Path(model).expanduser()
     if path.is_dir():
-        return _folder_identity(path.resolve(), memo=memo, on_progress=on_progress, log=log, base=base)
+        return _folder_identity(path.resolve(), memo=memo, on_progress=on_progress, base=base)
     text = str(model)
     if not looks_like_hub_id(text):
         raise ConfigError(
@@ -652,7 +647,6 @@ def content_identity(
     path: Path,
     *,
     memo: Memo | None = None,
-    log: Callable[[str], None] | None = None,
 ) -> str:
     """A hex identity of the data file or folder ``path`` by content: the SHA-256 over each file's
     relative name and SHA-256 (:func:`data_files`), so any changed byte, added, removed or renamed
@@ -661,7 +655,7 @@ def content_identity(
     """
     path = Path(path).expanduser().resolve()
     files = data_files(path)
-    digests = hash_files(files, memo=memo, what=path.name, log=log)
+    digests = hash_files(files, memo=memo, what=path.name)
     total = hashlib.sha256(b"pytest-novelty data identity 1\0")
     for file in files:
         name = "" if file == path else file.relative_to(path).as_posix()  # a lone file: its name does not count

@@ -1,4 +1,11 @@
-"""Progress bars for the long steps (generation, originality lookups, judging).
+"""The run's one message channel (:func:`notice`) and progress bars for the long steps
+(generation, originality lookups, judging).
+
+Every layer says what a person should know while a run goes (a model loads, a suite's work, a
+server that makes requests wait, an index without checksums) with :func:`notice`; the front end
+chooses where the lines go (:func:`send_notices_to`): stderr by default and on the command line,
+pytest's terminal past its capture under the plugin, the controller's terminal for an xdist worker
+(the plugin sends a worker's lines with its test reports).
 
 A :class:`ProgressSink` says where bars go and whether they are drawn at all. Bars are tqdm bars
 that disappear when their step ends (the step then logs one summary line), so a finished run
@@ -8,8 +15,9 @@ leaves a clean log. They are drawn only on a terminal: in CI logs and on pytest-
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,6 +43,17 @@ def send_notices_to(channel: Callable[[str], None]) -> Callable[[str], None]:
     global _notices
     previous, _notices = _notices, channel
     return previous
+
+
+@contextlib.contextmanager
+def notices_to(channel: Callable[[str], None]) -> Iterator[Callable[[str], None]]:
+    """Within the block, :func:`notice` writes to ``channel`` (the one before is restored after it,
+    however the block ends): for a caller of the library that wants the lines, and for tests."""
+    previous = send_notices_to(channel)
+    try:
+        yield channel
+    finally:
+        send_notices_to(previous)
 
 
 class TextStream(Protocol):

@@ -83,10 +83,34 @@ def json_float(value: Any) -> float | None:
     return round(number, 6) if math.isfinite(number) else None
 
 
+def canonical(value: Any) -> str:
+    """The canonical JSON text of ``value``: sorted keys, no spaces, non-ASCII as it is. What a cache
+    entry's checksum covers, and the text :func:`key_digest` hashes."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def key_digest(key: Any, *, length: int = 24) -> str:
+    """The one hash of keys: the first ``length`` hex digits of the SHA-256 of ``key``'s text (a
+    string is its own text; anything else its :func:`canonical` JSON).
+
+    Every key of the package goes through it, in one of three lengths kept from the caches already
+    written (so their entries stay valid): 24 digits for the answers' keys (:func:`stable_hash`),
+    64 for judge and concept answers (:func:`~pytest_novelty.scoring.judges.cache.judge_key`), 40
+    for the name a cache entry is stored under (:func:`~pytest_novelty.infra.cache.entry_digest`).
+    """
+    text = key if isinstance(key, str) else canonical(key)
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
 def stable_hash(*parts: Any) -> str:
-    """A short SHA-256 of JSON-serialisable parts, for cache keys."""
-    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:24]
+    """The key of JSON-serialisable ``parts`` (24 hex digits, :func:`key_digest`): generations, row
+    seeds, originality answers, identities.
+
+    The parts are written as JSON the way the first caches wrote them (", " and ": " between items,
+    a value JSON cannot hold by its ``str``), not in the compact :func:`canonical` form: that text
+    fixes every cached answer's key and every row's seed, so it stays.
+    """
+    return key_digest(json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str))
 
 
 def default_cache_dir() -> Path:

@@ -64,7 +64,6 @@ def partition(generations: Sequence[str], equivalent: Equivalence | BatchEquival
         raise ValueError("generations is empty: nothing to partition")
     if not all(isinstance(text, str) for text in texts):
         raise ValueError("generations must be strings")
-    batch = getattr(equivalent, "matches", None)
     labels = [-1] * len(texts)
     classes = 0
     for index, representative in enumerate(texts):
@@ -74,8 +73,8 @@ def partition(generations: Sequence[str], equivalent: Equivalence | BatchEquival
         waiting = [later for later in range(index + 1, len(texts)) if labels[later] < 0]
         if waiting:
             candidates = [texts[later] for later in waiting]
-            if callable(batch):
-                verdicts = list(batch(representative, candidates))
+            if isinstance(equivalent, BatchEquivalence):
+                verdicts = list(equivalent.matches(representative, candidates))
                 if len(verdicts) != len(candidates):
                     raise ValueError(
                         f"equivalent.matches returned {len(verdicts)} answers "

@@ -79,7 +79,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -153,6 +153,26 @@ class ClusterStatistic(Protocol):
 
     def __call__(self, weights: Array) -> Array:
         """The statistic on every resample (row) of ``weights``."""
+        ...
+
+
+@runtime_checkable
+class Linearised(ClusterStatistic, Protocol):
+    """A :class:`ClusterStatistic` with a linearisation (the delta method): what the studentized
+    interval needs."""
+
+    def linearised(self, weights: Array) -> tuple[Array, Array]:
+        """The values and the (resamples × G) contributions e_i, Σ_i w_i·e_i = 0, of every row."""
+        ...
+
+
+@runtime_checkable
+class WithStandardErrors(ClusterStatistic, Protocol):
+    """A :class:`ClusterStatistic` that computes its linearised standard errors directly, without
+    building the (resamples × G) contributions (a ratio of weighted sums can)."""
+
+    def values_and_ses(self, weights: Array) -> tuple[Array, Array]:
+        """The values and their linearised standard errors on every row."""
         ...
 
 
@@ -237,11 +257,10 @@ class Resamples:
 
 def _with_se(statistic: ClusterStatistic) -> Callable[[Array], tuple[Array, Array]] | None:
     """The statistic's way to its values and standard errors, if it has a linearisation."""
-    fast = getattr(statistic, "values_and_ses", None)
-    if callable(fast):
-        return fast
-    linear = getattr(statistic, "linearised", None)
-    if callable(linear):
+    if isinstance(statistic, WithStandardErrors):
+        return statistic.values_and_ses
+    if isinstance(statistic, Linearised):
+        linear = statistic.linearised
 
         def from_contributions(weights: Array) -> tuple[Array, Array]:
             value, contributions = linear(weights)
@@ -587,7 +606,7 @@ class TopFractionStatistic:
 class DifferenceStatistic:
     """``after(w) − before(w)``: the paired change of a statistic, both sides on the same resample."""
 
-    def __init__(self, before: ClusterStatistic, after: ClusterStatistic) -> None:
+    def __init__(self, before: Linearised, after: Linearised) -> None:
         self.before, self.after = before, after
 
     def __call__(self, weights: Array) -> Array:
@@ -596,8 +615,8 @@ class DifferenceStatistic:
 
     def linearised(self, weights: Array) -> tuple[Array, Array]:
         """The change and the difference of the two sides' contributions (both need a linearisation)."""
-        after, after_parts = self.after.linearised(weights)  # type: ignore[attr-defined]
-        before, before_parts = self.before.linearised(weights)  # type: ignore[attr-defined]
+        after, after_parts = self.after.linearised(weights)
+        before, before_parts = self.before.linearised(weights)
         return after - before, after_parts - before_parts
 
 

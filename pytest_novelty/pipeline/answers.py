@@ -4,15 +4,20 @@ one checkpoint gives (prompts × samples), as :class:`~pytest_novelty.pipeline.r
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.progress import notice
 from pytest_novelty.pipeline.config import RunConfig
 from pytest_novelty.pipeline.results import GenerationWork, SuiteAnswers, Sweep
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import GenerationSettings, Suite
+
+if TYPE_CHECKING:
+    from pytest_novelty.generation import GenerationStats, Generator
+    from pytest_novelty.suites.prompting import ModelInput
 
 
 def load_prompts(suite: Suite) -> list[Prompt]:
@@ -32,7 +37,7 @@ def load_prompts(suite: Suite) -> list[Prompt]:
 
 def build_model_inputs(
     suite: Suite, prompts: list[Prompt], example_scores: Mapping[str, float] | None = None
-) -> list[Any]:
+) -> list[ModelInput]:
     """The model input of each prompt under the suite's prompting settings."""
     from pytest_novelty.suites.prompting import build_inputs
 
@@ -64,33 +69,35 @@ def run_settings(config: RunConfig, suite: Suite) -> GenerationSettings:
     return settings
 
 
-def model_texts(config: RunConfig, gen: Any, suite: Suite, inputs: list[Any]) -> tuple[list[str], GenerationSettings]:
+def model_texts(
+    config: RunConfig, gen: Generator, suite: Suite, inputs: list[ModelInput]
+) -> tuple[list[str], GenerationSettings]:
     """The exact text ``gen`` is given for each input, and the run's sampling settings as the model
     is sampled (:func:`run_settings`)."""
     return [gen.render(x) for x in inputs], run_settings(config, suite)
 
 
 def check_recorded(
-    gen: Any, suite: Suite, prompts: list[Prompt], texts: list[str], settings: GenerationSettings
+    gen: Generator, suite: Suite, prompts: list[Prompt], texts: list[str], settings: GenerationSettings
 ) -> str:
     """For a source whose answers exist already (:class:`~pytest_novelty.generation.RecordedAnswers`),
     its check that it answers every prompt of the run (``texts`` and ``settings`` from
     :func:`model_texts`) as the suite would have them generated: bad input otherwise, naming the
     prompt and the file. Returns its note for the report; '' for a model, which is not asked."""
-    from pytest_novelty.generation import PromptRequest, is_recorded
+    from pytest_novelty.generation import PromptRequest, RecordedAnswers
 
-    if not is_recorded(gen):
+    if not isinstance(gen, RecordedAnswers):
         return ""
     request = PromptRequest(suite.run_key, suite.repeat, [p.id for p in prompts], texts, settings)
-    return str(gen.check_prompts(request))
+    return gen.check_prompts(request)
 
 
 def generate_answers(
     config: RunConfig,
-    gen: Any,
+    gen: Generator,
     suite: Suite,
     prompts: list[Prompt],
-    inputs: list[Any],
+    inputs: list[ModelInput],
     model_path: str,
     *,
     on_work: Callable[[int], None] | None = None,
@@ -105,6 +112,7 @@ def generate_answers(
     ``--novelty-fill-missing-shards`` says so (:func:`pytest_novelty.pipeline.shard_work.merge_check`);
     a shard run (``--novelty-shard``) generates what it lacks, as does ``merge_check=False``.
     """
+    from pytest_novelty.generation import RecordedAnswers, identity_description
     from pytest_novelty.generation.hf import PromptTooLong
     from pytest_novelty.suites.prompting import extract_answer
     from pytest_novelty.suites.tasks import get_task
@@ -119,7 +127,7 @@ def generate_answers(
     if merge_check and not config.shard:
         from pytest_novelty.pipeline.shard_work import merge_check as check
 
-        on_missing = check(config, suite.name, prompts, getattr(getattr(gen, "identity", None), "description", ""))
+        on_missing = check(config, suite.name, prompts, identity_description(gen) or "")
     try:
         raw, stats = _generate(config, suite.name, gen, texts, settings, on_work, on_missing)
     except PromptTooLong as exc:
@@ -128,7 +136,7 @@ def generate_answers(
     answers = [[extract_answer(method, task, p, r) for r in rows] for p, rows in zip(prompts, raw, strict=True)]
     work = GenerationWork(
         worker=config.worker,
-        device=str(getattr(gen, "device", "")) if stats.rows or stats.read_rows else "cache",
+        device=gen.device if stats.rows or stats.read_rows else "cache",
         samples=settings.samples,
         batches=stats.batches,
         rows=stats.rows,
@@ -137,15 +145,15 @@ def generate_answers(
         tokens_per_second=float(stats.tokens_per_second),
         seconds=time.perf_counter() - start,
         read_rows=stats.read_rows,
-        read_from=str(getattr(gen, "source", "")) if stats.read_rows else "",
+        read_from=gen.source if stats.read_rows and isinstance(gen, RecordedAnswers) else "",
         note=note,
     )
-    identity = getattr(getattr(gen, "identity", None), "description", gen.fingerprint)
+    identity = identity_description(gen) or gen.fingerprint
     return SuiteAnswers(suite, config.model, prompts, answers, model_path=model_path, fingerprint=gen.fingerprint,
-                        identity=str(identity), work=work, sweep=sweep_of(suite))
+                        identity=identity, work=work, sweep=sweep_of(suite))
 
 
-def _too_long(suite: Suite, gen: Any, prompts: list[Prompt], texts: list[str], exc: Any) -> ConfigError:
+def _too_long(suite: Suite, gen: Generator, prompts: list[Prompt], texts: list[str], exc: Any) -> ConfigError:
     """Name the prompt that does not fit the context (see :func:`too_long`)."""
     return too_long(suite, prompts, gen.token_counts(texts), exc.context)
 
@@ -169,9 +177,10 @@ def too_long(suite: Suite, prompts: list[Prompt], counts: list[int], context: in
 
 
 def _generate(
-    config: RunConfig, name: str, gen: Any, texts: list[str], settings: Any,
-    on_work: Callable[[int], None] | None = None, on_missing: Any = None,
-) -> tuple[Any, Any]:
+    config: RunConfig, name: str, gen: Generator, texts: list[str], settings: GenerationSettings,
+    on_work: Callable[[int], None] | None = None,
+    on_missing: Callable[[Sequence[str], Sequence[int]], None] | None = None,
+) -> tuple[list[list[str]], GenerationStats]:
     """The generation step with a progress bar (samples, tokens/s, ETA), or quarter-way log lines;
     a source whose answers exist already is read without either (nothing is generated)."""
     from pytest_novelty import generation
@@ -190,7 +199,7 @@ def _generate(
             if bar.disable and quarter > reported[0]:
                 reported[0] = quarter
                 eta = p.seconds / p.rows_done * (p.rows_total - p.rows_done)
-                config.log(
+                notice(
                     f"[novelty] {name}: generated {p.rows_done}/{p.rows_total} samples "
                     f"({p.batches_done}/{p.batches_total} batches done, {p.tokens_per_second:,.0f} tokens/s, "
                     f"ETA {eta:.0f}s)"

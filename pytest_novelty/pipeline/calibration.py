@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_novelty.infra.abilities import description_of
 from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.infra.jsonlines import json_lines
 from pytest_novelty.infra.storage import json_float
@@ -67,8 +68,8 @@ class Calibration:
         calibration table. Undefined values are ``null``."""
         a = self.agreement
         out: dict[str, Any] = {"n": a.n}
-        for name in ("spearman", "kendall", "pairwise_accuracy"):
-            estimate = getattr(a, name)
+        for name, estimate in (("spearman", a.spearman), ("kendall", a.kendall),
+                               ("pairwise_accuracy", a.pairwise_accuracy)):
             out[name] = json_float(estimate.value)
             out[f"{name}_ci"] = [json_float(estimate.ci_low), json_float(estimate.ci_high)]
         out.update(
@@ -187,7 +188,7 @@ def calibrate(
         resamples=resamples,
         seed=seed,
     )
-    spec = str(getattr(judge, "description", judge.spec))
+    spec = description_of(judge, judge.spec)
     return Calibration(judge=spec, path=str(path), total=len(items), agreement=measured, unscored=dict(unscored))
 
 

@@ -7,14 +7,15 @@ whose ``field`` entries name the settings below.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.infra.progress import QUIET, ProgressSink, to_stderr
+from pytest_novelty.infra.progress import QUIET, ProgressSink
 
-Log = Callable[[str], None]
+MAIN = "main"
+"""The worker name of a run that is no pytest-xdist worker (the command line, a pytest session
+without workers, the xdist controller)."""
 
 
 @dataclass
@@ -34,19 +35,20 @@ class RunConfig:
     base_model: str | None = None  # the base checkpoint of a PEFT adapter folder (else its config's)
     model_base_url: str | None = None  # the endpoint of a served model (--model openai:NAME)
     model_revision: str | None = None  # the served weights' revision, for the cache key
-    worker: str = "main"  # the pytest-xdist worker running the suites (for the log and the report)
+    worker: str = MAIN  # the pytest-xdist worker running the suites (for the log and the report)
     shard: str | None = None  # --novelty-shard K/N (or auto): this run does one shard's part of the gate
     fill_missing_shards: bool = False  # a merge run generates what the shards' caches did not bring
     front: str = "pytest"  # the front end ("pytest" or "cli"): how a message spells an option
-    log: Log = to_stderr
     progress: ProgressSink = QUIET
+    """Where progress bars are drawn; the run's lines are notices (:func:`~pytest_novelty.infra.progress.notice`),
+    which go where the front end sends them."""
 
     @classmethod
     def from_options(cls, options: Any, *, model: str, cache_dir: Path, **settings: Any) -> RunConfig:
         """The configuration for ``model`` from parsed options (``novelty_device``, ``novelty_judge``, …).
 
-        An option the namespace lacks keeps the field's default; ``settings`` (``worker``, ``log``,
-        ``progress``) are passed through as given.
+        An option the namespace lacks keeps the field's default; ``settings`` (``worker``,
+        ``progress``, ``front``) are passed through as given.
         """
         from pytest_novelty.pipeline.options import OPTIONS
 

@@ -36,14 +36,14 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from pytest_novelty.infra.errors import HarnessError
-from pytest_novelty.infra.progress import to_stderr
+from pytest_novelty.infra.progress import notice
 
 DEMO_MODELS = ("demo", "demo-early")
 DEMO_VERSION = "v2"  # v2: the index records checksums of its files
@@ -244,7 +244,7 @@ def _checksums(folder: Path, memo: Any) -> dict[str, dict[str, Any]]:
     from pytest_novelty.infra.identity import hash_files
 
     files = _demo_files(folder)
-    digests = hash_files(files, memo=memo, what="the demo", log=lambda line: None)
+    digests = hash_files(files, memo=memo, what="the demo", quiet=True)
     return {f.relative_to(folder).as_posix(): {"bytes": f.stat().st_size, "sha256": digests[f]} for f in files}
 
 
@@ -280,7 +280,7 @@ def check_demo(cache_dir: Path, *, memo: Any = None) -> DemoCheck:
             damaged.append(f"{name} has {file.stat().st_size} bytes, {_get(entry, 'bytes')} recorded")
         else:
             present.append(file)
-    digests = hash_files(present, memo=memo, what="the demo", log=lambda line: None)
+    digests = hash_files(present, memo=memo, what="the demo", quiet=True)
     for file in present:
         name = file.relative_to(folder).as_posix()
         if digests[file] != recorded[name].get("sha256"):
@@ -317,7 +317,7 @@ def _check_legacy(folder: Path, facts: dict[str, Any], memo: Any) -> DemoCheck:
         for model in DEMO_MODELS:
             checks[folder / model / "model.safetensors"] = manifest["weights"][model]["sha256"]
     present = [f for f in checks if f.is_file()]
-    digests = hash_files(present, memo=memo, what="the demo", log=lambda line: None)
+    digests = hash_files(present, memo=memo, what="the demo", quiet=True)
     damaged.extend(f"{f.relative_to(folder).as_posix()} differs from its record" for f in present
                    if digests[f] != checks[f])
     for file in files:
@@ -338,8 +338,7 @@ def _record_checksums(folder: Path, facts: dict[str, Any], memo: Any) -> None:
     atomic_write_text(folder / BUILD_FILE, json.dumps(facts, indent=1, default=str) + "\n")
 
 
-def ensure_demo(cache_dir: Path, *, log: Callable[[str], None] | None = None, progress: bool = True,
-                train: bool = False) -> Path:
+def ensure_demo(cache_dir: Path, *, progress: bool = True, train: bool = False) -> Path:
     """The prepared demo in ``cache_dir``: checked, and prepared (again) where it is missing or damaged.
 
     With the shipped trained weights (the usual case) preparing takes seconds; ``train=True``, or
@@ -347,18 +346,19 @@ def ensure_demo(cache_dir: Path, *, log: Callable[[str], None] | None = None, pr
     checked on every use (:func:`check_demo`; warm, it reads none of its files); a damaged one is
     repaired with one line saying what was damaged and what was redone: only the index when only
     the index is damaged, else the whole demo. A demo prepared by an older version is checked
-    against the records it has and then gets its checksums, with one line saying so.
+    against the records it has and then gets its checksums, with one line saying so. Each line is
+    a :func:`~pytest_novelty.infra.progress.notice`.
     """
     target = demo_dir(cache_dir)
     try:
-        return _ensure(cache_dir, target, log or to_stderr, progress=progress, train=train)
+        return _ensure(cache_dir, target, progress=progress, train=train)
     except OSError as exc:  # a full or read-only disk while preparing: one line naming the demo folder
         from pytest_novelty.infra.storage import folder_error
 
         raise folder_error(target, "demo folder", exc, elsewhere="give another cache folder") from None
 
 
-def _ensure(cache_dir: Path, target: Path, say: Callable[[str], None], *, progress: bool, train: bool) -> Path:
+def _ensure(cache_dir: Path, target: Path, *, progress: bool, train: bool) -> Path:
     from pytest_novelty.infra.identity import identity_memo
 
     memo = identity_memo(cache_dir)
@@ -369,15 +369,15 @@ def _ensure(cache_dir: Path, target: Path, say: Callable[[str], None], *, progre
         if found is not None and found.ok:
             if found.legacy:
                 _record_checksums(target, _read_build(target) or {}, memo)
-                say(f"[novelty] the demo in {target} was prepared by an older version without checksums: checked "
+                notice(f"[novelty] the demo in {target} was prepared by an older version without checksums: checked "
                     f"against the records it has, and the checksums of its {found.files} files recorded now")
             return target
         if found is not None and found.index_only:
-            say(f"[novelty] the demo in {target} is damaged ({found.summary}); rebuilding its index (seconds)")
+            notice(f"[novelty] the demo in {target} is damaged ({found.summary}); rebuilding its index (seconds)")
             _rebuild_index(target, memo, progress)
         else:
             damage = None if found is None else f"the demo in {target} is damaged ({found.summary}); preparing it again"
-            _prepare(cache_dir, target, say, progress=progress, train=train, damage=damage, memo=memo)
+            _prepare(cache_dir, target, progress=progress, train=train, damage=damage, memo=memo)
         after = check_demo(cache_dir, memo=memo)
         if not after.ok:
             raise HarnessError(f"the demo in {target} is still damaged after preparing it again ({after.summary}); "
@@ -406,31 +406,30 @@ def _rebuild_index(target: Path, memo: Any, progress: bool) -> None:
     _record_checksums(target, facts, memo)
 
 
-def _prepare(cache_dir: Path, target: Path, say: Callable[[str], None], *, progress: bool, train: bool,
-             damage: str | None, memo: Any) -> None:
+def _prepare(cache_dir: Path, target: Path, *, progress: bool, train: bool, damage: str | None, memo: Any) -> None:
     """Build the whole demo in a staging folder and swap it into place (the old one, if any, removed)."""
     start = time.perf_counter()
     builder = _load_builder()
     weights, why = (None, "training requested") if train else shipped_weights(builder)
     head = f"[novelty] {damage}" if damage else f"[novelty] preparing the demo in {target}"
     if weights is not None:
-        say(f"{head}: shipped weights of both checkpoints, corpus and index rebuilt here "
+        notice(f"{head}: shipped weights of both checkpoints, corpus and index rebuilt here "
             f"({'' if damage else 'once; '}about 10 s on 2 idle cores)")
     else:
-        say(f"{head}: training the checkpoints ({why}), corpus and index "
+        notice(f"{head}: training the checkpoints ({why}), corpus and index "
             f"({'' if damage else 'once; '}about 2 minutes on 2 idle cores)")
     staging = Path(cache_dir) / f".{target.name}-staging"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
-        _build_into(staging, target, cache_dir, builder, weights, say, progress=progress, memo=memo, start=start)
+        _build_into(staging, target, cache_dir, builder, weights, progress=progress, memo=memo, start=start)
     except BaseException:  # a full disk, an interrupt: the half-built staging folder goes, its space freed
         shutil.rmtree(staging, ignore_errors=True)
         raise
 
 
-def _build_into(staging: Path, target: Path, cache_dir: Path, builder: ModuleType, weights: Any,
-                say: Callable[[str], None], *, progress: bool, memo: Any, start: float) -> None:
+def _build_into(staging: Path, target: Path, cache_dir: Path, builder: ModuleType, weights: Any, *,
+                progress: bool, memo: Any, start: float) -> None:
     """Build the demo in ``staging``, then move it into place (see :func:`_prepare`)."""
     with quiet_transformers():
         facts: dict[str, Any] = dict(builder.build_demo(staging, progress=progress, weights=weights))
@@ -438,7 +437,7 @@ def _build_into(staging: Path, target: Path, cache_dir: Path, builder: ModuleTyp
         _check_placed(staging, read_manifest() or {})
     from pytest_novelty.scoring.originality import build_index
 
-    say("[novelty] indexing the demo training corpus")
+    notice("[novelty] indexing the demo training corpus")
     # The indexer's bar redraws with carriage returns: only on a terminal, never in a CI log.
     index_facts = build_index([staging / "corpus.jsonl"], staging / "index", tokenizer="words",
                               progress=progress and sys.stderr.isatty())
@@ -454,7 +453,7 @@ def _build_into(staging: Path, target: Path, cache_dir: Path, builder: ModuleTyp
         shutil.rmtree(aside, ignore_errors=True)
     else:
         staging.rename(target)
-    say(f"[novelty] demo built in {facts['seconds_total']:.0f}s")
+    notice(f"[novelty] demo built in {facts['seconds_total']:.0f}s")
 
 
 def ship(build: Path | None = None, dest: Path | None = None) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.scoring.concepts import ConceptExtractor, ConceptItem, open_concept_extractor
-from pytest_novelty.suites.prompting import build_inputs, merge_concepts
+from pytest_novelty.suites.prompting import ModelInput, build_inputs, merge_concepts
 
 if TYPE_CHECKING:
     from pytest_novelty.pipeline.config import RunConfig
@@ -37,7 +37,7 @@ Forbidden = Mapping[str, Sequence[str]]
 class SuiteRunner(Protocol):
     """What denial prompting needs from the runner: one suite run on given model inputs."""
 
-    def run(self, suite: Suite, *, inputs: list[Any] | None = None) -> SuiteResult:
+    def run(self, suite: Suite, *, inputs: list[ModelInput] | None = None) -> SuiteResult:
         """Generate, score and summarise ``suite``; ``inputs`` (one per prompt) replace the built ones."""
         ...
 

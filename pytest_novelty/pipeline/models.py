@@ -9,11 +9,16 @@ loads once, on the session's device, honouring ``--trust-remote-code``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.infra.storage import read_json
 from pytest_novelty.pipeline.config import RunConfig
 from pytest_novelty.suites.schema import Suite
+
+if TYPE_CHECKING:
+    from pytest_novelty.scoring.equivalence import Equivalence
+    from pytest_novelty.scoring.judges import Judge
+    from pytest_novelty.scoring.originality import OriginalityBackend
 
 _LOCAL_JUDGES = ("hf", "reward")  # the judge kinds that load a model here (and take device options)
 _LOCAL_INDEXES = ("infini-gram", "ngram-set")  # originality backends read from local folders
@@ -24,14 +29,14 @@ class SessionModels:
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
-        self._backends: dict[str, Any] = {}
-        self._judges: dict[tuple[Any, ...], Any] = {}
-        self._equivalences: dict[str, Any] = {}
+        self._backends: dict[str, OriginalityBackend] = {}
+        self._judges: dict[tuple[str, int, float], Judge] = {}
+        self._equivalences: dict[str, Equivalence] = {}
         self._agreements: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._identities: dict[str, str] = {}
         self.opened: list[str] = []  # what was loaded, in order (one entry per load)
 
-    def backend(self, spec: str) -> Any:
+    def backend(self, spec: str) -> OriginalityBackend:
         """The originality backend of ``spec`` (``infini-gram:DIR``, ``ngram-set:DIR``, …)."""
         if spec not in self._backends:
             from pytest_novelty.scoring.originality import open_backend
@@ -47,7 +52,7 @@ class SessionModels:
         if spec not in self._identities:
             from pytest_novelty.scoring.originality.identity import index_identity
 
-            self._identities[spec] = index_identity(spec, cache_dir=self._originality_cache, log=self.config.log)
+            self._identities[spec] = index_identity(spec, cache_dir=self._originality_cache)
         return self._identities[spec]
 
     @property
@@ -59,7 +64,7 @@ class SessionModels:
         """The judge of a suite: the command line wins, then the suite file."""
         return self.config.judge or suite.scoring.judge
 
-    def judge(self, suite: Suite) -> Any:
+    def judge(self, suite: Suite) -> Judge:
         """The suite's judge (one per spec, sample count and temperature)."""
         spec = self.judge_spec(suite)
         key = (spec, suite.scoring.judge_samples, suite.scoring.judge_temperature)
@@ -77,13 +82,11 @@ class SessionModels:
                 base_url=self.config.judge_base_url,
                 **options,
             )
-            if hasattr(judge, "notify"):
-                judge.notify = self.config.log  # waits on a remote judge are shown
             self._judges[key] = judge
             self.opened.append(f"judge {spec}")
         return self._judges[key]
 
-    def equivalence(self, spec: str) -> Any:
+    def equivalence(self, spec: str) -> Equivalence:
         """The equivalence check of ``scoring.equivalence`` (NoveltyBench's distinct_k and utility_k)."""
         if spec not in self._equivalences:
             from pytest_novelty.scoring.equivalence import open_equivalence

@@ -84,9 +84,8 @@ class Option:
         """The keywords for ``parser.addoption`` / ``add_argument`` (without the names)."""
         out: dict[str, Any] = {"dest": self.dest, "help": self.help, "action": self.action}
         if self.takes_value:
-            for key in ("metavar", "type", "choices"):
-                if getattr(self, key) is not None:
-                    out[key] = getattr(self, key)
+            given = {"metavar": self.metavar, "type": self.type, "choices": self.choices}
+            out.update({key: value for key, value in given.items() if value is not None})
         default = self.default
         if default is UNSET:
             default = False if self.action == "store_true" else None

@@ -31,8 +31,9 @@ to what is generated.
 
 Bad configuration raises :class:`~pytest_novelty.infra.errors.ConfigError`, an unreachable or broken
 service :class:`~pytest_novelty.infra.errors.PreflightError` (a harness error). Each distinct judge and
-index is checked once, however many suites share it. A part is checked when it has a ``check()``
-method (the remote ones), so a registered backend opts in by defining one.
+index is checked once, however many suites share it. A part is checked when it is
+:class:`~pytest_novelty.infra.abilities.Preflighted` (has a ``check()`` method: the remote ones), so a
+registered backend opts in by defining one.
 """
 
 from __future__ import annotations
@@ -41,11 +42,15 @@ import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pytest_novelty.infra.abilities import Preflighted
 from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError, PreflightError
 from pytest_novelty.pipeline.options import spelled
 from pytest_novelty.suites.schema import Suite
+
+if TYPE_CHECKING:
+    from pytest_novelty.pipeline.runner import Runner
 
 __all__ = [
     "check_cache_folder",
@@ -63,7 +68,7 @@ __all__ = [
 EXTRAS = {"vllm": "vllm", "peft": "peft", "datasets": "datasets"}
 
 
-def preflight(runner: Any, suites: Iterable[Suite]) -> float:
+def preflight(runner: Runner, suites: Iterable[Suite]) -> float:
     """Check what ``runner`` (a :class:`~pytest_novelty.pipeline.runner.Runner`) needs for ``suites``.
 
     Returns the seconds it took; raises on the first problem (see the module doc).
@@ -94,20 +99,19 @@ def preflight(runner: Any, suites: Iterable[Suite]) -> float:
         except Exception as exc:  # the engines raise OSError, ValueError, RuntimeError for a broken index
             first = (str(exc).strip().splitlines() or [""])[0][:300]
             raise PreflightError(f"cannot open the originality index {spec}: {type(exc).__name__}: {first}") from None
-        check = getattr(backend, "check", None)
-        if callable(check):
-            check()  # a remote index: one real query (PreflightError in one line)
-    checked: set[tuple[str, str]] = set()
+        if isinstance(backend, Preflighted):
+            backend.check()  # a remote index: one real query (PreflightError in one line)
+    checked: set[str] = set()
     for suite in suites:
         try:
             judge = runner.judge(suite)
         except ConfigError as exc:
             raise _blame(exc, config.judge, "--judge", suite, "scoring.judge") from None
-        check = getattr(judge, "check", None)
-        where = (str(judge.spec), str(getattr(judge, "base_url", "")))
-        if check is not None and where not in checked:
-            checked.add(where)
-            check()
+        # A spec names one endpoint in a session (the judge's base URL is the session's), so each
+        # is checked once, however many suites (and sample counts) share it.
+        if isinstance(judge, Preflighted) and judge.spec not in checked:
+            checked.add(judge.spec)
+            judge.check()
     from pytest_novelty.pipeline.shard_work import check_merged
 
     check_merged(runner, suites)  # a merge run over shards' caches: every shard's part is there
@@ -254,7 +258,7 @@ def check_models(
             raise ConfigError(needs_originality(model), field="--originality")
 
 
-def check_served_model(runner: Any) -> None:
+def check_served_model(runner: Runner) -> None:
     """A served model (``openai:NAME``) must be listed by its server, which must answer in seconds.
 
     The generator opens here (it loads nothing: a served model is only an endpoint), so the run
@@ -264,12 +268,12 @@ def check_served_model(runner: Any) -> None:
 
     if not is_served(runner.config.model):
         return
-    check = getattr(runner.generator(), "check", None)
-    if callable(check):
-        check()
+    generator = runner.generator()
+    if isinstance(generator, Preflighted):
+        generator.check()
 
 
-def check_context(runner: Any, suites: Iterable[Suite], generating: Iterable[Suite] | None = None) -> None:
+def check_context(runner: Runner, suites: Iterable[Suite], generating: Iterable[Suite] | None = None) -> None:
     """Every suite's ``generation.max_new_tokens`` must leave room for a prompt in the context.
 
     Read from the checkpoint's ``config.json`` (``max_position_embeddings`` / ``n_positions``);
@@ -300,7 +304,7 @@ def check_context(runner: Any, suites: Iterable[Suite], generating: Iterable[Sui
         check_prompt_lengths(runner, counted, path, context)
 
 
-def check_prompt_lengths(runner: Any, suites: Iterable[Suite], path: str, context: int) -> None:
+def check_prompt_lengths(runner: Runner, suites: Iterable[Suite], path: str, context: int) -> None:
     """No prompt fills the model's context: each suite's model inputs (with their in-context
     examples and the chat template) are counted with the checkpoint's own tokenizer, read from
     its folder without loading the weights. A prompt of ``context`` tokens or more would leave no
@@ -329,7 +333,7 @@ def check_prompt_lengths(runner: Any, suites: Iterable[Suite], path: str, contex
             raise too_long(suite, prompts, counts, context)
 
 
-def check_recorded_answers(runner: Any, suites: Iterable[Suite]) -> None:
+def check_recorded_answers(runner: Runner, suites: Iterable[Suite]) -> None:
     """A source whose answers exist already (``--model answers:FILE``) answers every prompt of
     every run as the suite would have them generated: each prompt that has no answers, fewer than
     ``generation.samples``, another prompt text or contradicting settings is bad input naming the

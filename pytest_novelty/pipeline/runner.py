@@ -12,13 +12,14 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.progress import notice
 from pytest_novelty.pipeline import answers as answer_step
-from pytest_novelty.pipeline.config import RunConfig
+from pytest_novelty.pipeline.config import MAIN, RunConfig
 from pytest_novelty.pipeline.export import work_line
 from pytest_novelty.pipeline.measure import gated_order, measure, needs_equivalence
 from pytest_novelty.pipeline.models import SessionModels, originality_units
@@ -26,6 +27,12 @@ from pytest_novelty.pipeline.results import HUMAN_REFERENCES, SuiteAnswers, Suit
 from pytest_novelty.pipeline.scores import lookup, originality_column, score_answers
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
+
+if TYPE_CHECKING:
+    from pytest_novelty.generation import Generator
+    from pytest_novelty.scoring.judges import Judge
+    from pytest_novelty.scoring.originality import OriginalityBackend
+    from pytest_novelty.suites.prompting import ModelInput
 
 __all__ = ["RunConfig", "Runner", "SessionModels", "SuiteResult"]
 
@@ -53,7 +60,7 @@ class Runner:
     def __init__(self, config: RunConfig, models: SessionModels | None = None) -> None:
         self.config = config
         self.models = SessionModels(config) if models is None else models
-        self._generator: Any = None
+        self._generator: Generator | None = None
         self._model_path: str | None = None
         self._loading_said = False
 
@@ -64,7 +71,7 @@ class Runner:
 
             model = self.config.model
             if model in demo.DEMO_MODELS:
-                self._model_path = str(demo.ensure_demo(self.config.cache_dir, log=self.config.log) / model)
+                self._model_path = str(demo.ensure_demo(self.config.cache_dir) / model)
             else:
                 from pytest_novelty.generation import check_model
 
@@ -87,7 +94,7 @@ class Runner:
         from pytest_novelty.scoring.originality import is_index
 
         if self.config.model in demo.DEMO_MODELS:
-            return f"infini-gram:{demo.ensure_demo(self.config.cache_dir, log=self.config.log) / 'index'}"
+            return f"infini-gram:{demo.ensure_demo(self.config.cache_dir) / 'index'}"
         if is_served(self.config.model):
             raise ConfigError(needs_originality(self.config.model), path=suite.path, field="scoring.originality")
         local = Path(self.model_path()) / "novelty-index"
@@ -100,7 +107,7 @@ class Runner:
             field="scoring.originality",
         )
 
-    def generator(self) -> Any:
+    def generator(self) -> Generator:
         """The checkpoint's generator, opened on first use: its identity is known then, while its
         weights load only when something is generated (:meth:`say_loading`)."""
         if self._generator is None:
@@ -111,7 +118,7 @@ class Runner:
             self._generator = open_generator(
                 path, device=config.device, trust_remote_code=config.trust_remote_code, backend=config.generator,
                 gpus=config.gpus_per_worker, base_model=config.base_model, base_url=config.model_base_url,
-                revision=config.model_revision, log=config.log, memo=identity_memo(config.cache_dir),
+                revision=config.model_revision, memo=identity_memo(config.cache_dir),
             )
         return self._generator
 
@@ -120,13 +127,13 @@ class Runner:
         whose answers are all cached, loads no model and says nothing)."""
         if not self._loading_said:
             self._loading_said = True
-            self.config.log(f"[novelty] loading {self.config.model} ({self.model_path()})")
+            notice(f"[novelty] loading {self.config.model} ({self.model_path()})")
 
-    def backend(self, spec: str) -> Any:
+    def backend(self, spec: str) -> OriginalityBackend:
         """The session's originality backend of ``spec``."""
         return self.models.backend(spec)
 
-    def judge(self, suite: Suite) -> Any:
+    def judge(self, suite: Suite) -> Judge:
         """The session's judge of ``suite``."""
         return self.models.judge(suite)
 
@@ -138,7 +145,7 @@ class Runner:
         """The suite's prompts."""
         return answer_step.load_prompts(suite)
 
-    def prompts(self, suite: Suite) -> tuple[list[Prompt], list[Any]]:
+    def prompts(self, suite: Suite) -> tuple[list[Prompt], list[ModelInput]]:
         """The suite's prompts and the model inputs built from them."""
         prompts = self.load_prompts(suite)
         scores = self.example_scores(suite) if suite.prompting.method == "novel-examples" else None
@@ -157,7 +164,7 @@ class Runner:
         return {e.id: 0.0 if math.isnan(v) else float(v) for e, v in zip(examples, values, strict=True)}
 
     def run(
-        self, suite: Suite, *, pool_novelty: np.ndarray | None = None, inputs: list[Any] | None = None
+        self, suite: Suite, *, pool_novelty: np.ndarray | None = None, inputs: list[ModelInput] | None = None
     ) -> SuiteResult:
         """Generate, score and summarise one suite.
 
@@ -177,7 +184,8 @@ class Runner:
                                                  self.model_path(), on_work=self.say_loading)
         result = self.score_answers(generated, pool_novelty=pool_novelty)
         result = replace(result, cache_repaired=repaired() - repaired_before)
-        self.config.log(work_line(suite.name, result))
+        if self.config.worker == MAIN:  # an xdist worker's cases carry its work line to the controller
+            notice(work_line(suite.name, result))
         return result
 
     def references(self, suite: Suite) -> SuiteResult:

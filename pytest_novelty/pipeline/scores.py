@@ -7,17 +7,22 @@ import functools
 import math
 import time
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pytest_novelty.infra.errors import HarnessError
+from pytest_novelty.infra.progress import notice
 from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.pipeline.config import RunConfig
 from pytest_novelty.pipeline.models import SessionModels
 from pytest_novelty.pipeline.results import SuiteScores
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
+
+if TYPE_CHECKING:
+    from pytest_novelty.scoring.judges import JudgeResult
+    from pytest_novelty.scoring.originality import OriginalityResult
 
 LOOKUP_CHUNK = 512  # texts per originality request to a backend
 SCORES_NAMESPACE = "originality-scores"
@@ -87,6 +92,7 @@ def lookup(models: SessionModels, spec: str, texts: list[str], ns: list[int], wh
     """
     from pytest_novelty.infra.cache import Cache
     from pytest_novelty.scoring.originality import score_texts
+    from pytest_novelty.scoring.originality.backend import AnnouncesQueries
 
     config: RunConfig = models.config
     identity = models.index_identity(spec)
@@ -97,9 +103,9 @@ def lookup(models: SessionModels, spec: str, texts: list[str], ns: list[int], wh
     uses = Counter(keys)  # a text that occurs twice is looked up once and counted twice
     found = {key: scores.get(key) for key in uses}
     pending = list({key: text for key, text in zip(keys, texts, strict=True) if found[key] is None}.items())
-    announce = getattr(models.backend(spec), "announce", None) if pending else None
-    if callable(announce):  # a web API: how many requests, and how long at its rate, before the first
-        announce([text for _, text in pending], ns, config.log)
+    backend = models.backend(spec) if pending else None
+    if isinstance(backend, AnnouncesQueries):  # a web API: how many requests, and how long at its rate
+        backend.announce([text for _, text in pending], ns)
     with config.progress.bar(len(texts), what, unit="text") as bar:
         bar.update(len(texts) - sum(uses[key] for key, _ in pending))
         for start in range(0, len(pending), LOOKUP_CHUNK):
@@ -123,6 +129,7 @@ def judge_answers(
     most frequent reasons: the judge, not the model, failed (unless ``limit_unscored`` is off: see
     :func:`score_answers`).
     """
+    from pytest_novelty.infra.abilities import CountsRequests, description_of
     from pytest_novelty.scoring.judges import JudgeItem
 
     judge = models.judge(suite)
@@ -131,14 +138,14 @@ def judge_answers(
         for p, samples in zip(prompts, answers, strict=True)
         for a in samples
     ]
-    sent_before = int(getattr(judge, "requests_sent", 0))
+    sent_before = judge.requests_sent if isinstance(judge, CountsRequests) else 0
     results = []
     with models.config.progress.bar(len(items), f"{suite.name}: judging", unit="answer") as bar:
         for start in range(0, len(items), JUDGE_CHUNK):
             chunk = items[start : start + JUDGE_CHUNK]
             results.extend(judge.score(chunk))
             bar.update(len(chunk))
-    sent = int(getattr(judge, "requests_sent", 0)) - sent_before
+    sent = (judge.requests_sent if isinstance(judge, CountsRequests) else 0) - sent_before
     flat = np.array([math.nan if r.quality is None else r.quality for r in results], dtype=float)
     reasons = unscored_reasons(results)
     unscored = int(np.isnan(flat).sum())
@@ -149,12 +156,12 @@ def judge_answers(
             f"({unscored / len(items):.0%}, above scoring.max_unscored = {suite.scoring.max_unscored:g}): {named}"
         )
     if unscored:
-        models.config.log(f"[novelty] {suite.name}: {unscored} of {len(items)} answers unscored: {named}")
+        notice(f"[novelty] {suite.name}: {unscored} of {len(items)} answers unscored: {named}")
     samples = [[float(v) for v in (r.scores or [])] for r in results]
-    return flat.reshape(len(answers), -1), str(getattr(judge, "description", judge.spec)), sent, reasons, samples
+    return flat.reshape(len(answers), -1), description_of(judge, judge.spec), sent, reasons, samples
 
 
-def unscored_reasons(results: list[Any]) -> list[list[Any]]:
+def unscored_reasons(results: list[JudgeResult]) -> list[list[Any]]:
     """``[reason, answers]`` pairs for the judge results without a score, most frequent first.
 
     An answer counts once under each distinct reason its samples failed with; a "no score in
@@ -171,13 +178,13 @@ def unscored_reasons(results: list[Any]) -> list[list[Any]]:
     return [[reason, count] for reason, count in counts.most_common()]
 
 
-def _score_row(result: Any, ns: list[int]) -> dict[str, Any]:
+def _score_row(result: OriginalityResult, ns: list[int]) -> dict[str, Any]:
     """One text's originality answer, as cached."""
     return {
         "originality": {str(n): result.originality[n] for n in ns},
         "longest_span": result.longest_span,
         "longest_span_doc": result.longest_span_doc,
-        "longest_span_text": getattr(result, "longest_span_text", ""),
+        "longest_span_text": result.longest_span_text,
     }
 
 

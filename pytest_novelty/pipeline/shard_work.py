@@ -20,12 +20,13 @@ a recorded run stops before generating with one line naming the shards whose par
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.infra.cache import Cache
 from pytest_novelty.infra.errors import HarnessError
+from pytest_novelty.infra.progress import notice
 from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.pipeline.config import RunConfig
 from pytest_novelty.pipeline.shards import MAX_SHARDS, Shard, ShardPlan, gate_units, split_units
@@ -33,6 +34,7 @@ from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
 
 if TYPE_CHECKING:
+    from pytest_novelty.pipeline.results import GenerationWork, SuiteAnswers, SuiteResult, SuiteScores
     from pytest_novelty.pipeline.runner import Runner
     from pytest_novelty.pipeline.session import ResultsSession
 
@@ -158,9 +160,9 @@ def merge_check(
             return
         what = f"{len(missing)} of {len(prompts)} prompts" + (f" of {model}" if model else "")
         if config.fill_missing_shards:
-            config.log(f"[novelty] {suite}: generating the answers of {len(missing)} prompts that "
-                       f"{_shards(lack.absent | lack.lost, lack.count)} did not bring "
-                       f"({_spelled('fill-missing-shards', config.front)})")
+            notice(f"[novelty] {suite}: generating the answers of {len(missing)} prompts that "
+                   f"{_shards(lack.absent | lack.lost, lack.count)} did not bring "
+                   f"({_spelled('fill-missing-shards', config.front)})")
             return
         raise HarnessError(f"{suite}: " + lack.message(config.cache_dir, what, _spelled("fill-missing-shards",
                                                                                     config.front)))
@@ -175,7 +177,7 @@ def check_merged(runner: Runner, suites: Iterable[Suite]) -> None:
     generation as well). Nothing to do in a shard run, with ``--novelty-fill-missing-shards``, or
     over a cache without records."""
     from pytest_novelty.generation import NAMESPACE as ANSWERS
-    from pytest_novelty.generation import prompt_key, uncached_prompts
+    from pytest_novelty.generation import identity_description, prompt_key, uncached_prompts
     from pytest_novelty.pipeline.answers import run_settings
 
     config = runner.config
@@ -198,7 +200,7 @@ def check_merged(runner: Runner, suites: Iterable[Suite]) -> None:
             total = Lack(lack.count, set(), set())
         total.add(lack, suite.name)
     if total is not None:
-        model = getattr(getattr(runner.generator(), "identity", None), "description", config.model)
+        model = identity_description(runner.generator()) or config.model
         count = f"{total.prompts} prompt{'' if total.prompts == 1 else 's'}"
         what = f"{count} of {model} (in {', '.join(total.suites or [])})"
         raise HarnessError(total.message(config.cache_dir, what, _spelled("fill-missing-shards", config.front)))
@@ -263,7 +265,7 @@ def do_part(
     family = run.family if run.denial_round is not None else None
     owned = family is not None and plan.owner(family) == shard.index
     mine = plan.prompts(run.first.run_key, shard.index) if family is None else None
-    done: list[Any] = []
+    done = _Done()
     for model in models:
         variants = [run.repeated(i) for i in range(repeats)] if model == session.model else [run.first]
         for variant in variants:
@@ -271,22 +273,30 @@ def do_part(
                 ids = None if owned else frozenset[str]()
                 if owned:  # every round at once; their work is told with the first round's part
                     rounds = _rounds(session, model, variant)
-                    done.extend(r.generated.work for r in rounds if run.denial_round == 1)
+                    done.generated.extend(r.generated.work for r in rounds if run.denial_round == 1)
             else:
                 ids = plan.prompts(variant.run_key, shard.index)
             _part_of(session.runner(model), variant, ids, shard, done)
         session.release(model)
     if run.gate.reference and session.baseline_model is None and mine:
-        done.append(_references(session.candidate, run.first, mine))
+        done.scored.extend(_references(session.candidate, run.first, mine))
     total = len(session.candidate.load_prompts(run))
     prompts = len(mine) if mine is not None else total if owned else 0
-    return PartWork(run.name, shard, prompts, total, rows=sum(getattr(w, "rows", 0) for w in done),
-                    tokens=sum(getattr(w, "tokens", 0) for w in done),
-                    cached_rows=sum(getattr(w, "cached_rows", 0) for w in done),
-                    lookups=sum(getattr(w, "lookups", 0) for w in done))
+    return PartWork(run.name, shard, prompts, total, rows=sum(w.rows for w in done.generated),
+                    tokens=sum(w.tokens for w in done.generated),
+                    cached_rows=sum(w.cached_rows for w in done.generated),
+                    lookups=sum(s.lookups for s in done.scored))
 
 
-def _rounds(session: ResultsSession, model: str, variant: Suite) -> list[Any]:
+@dataclass
+class _Done:
+    """The work of a shard's part of one suite run, as it is done: generations and scores."""
+
+    generated: list[GenerationWork] = field(default_factory=list)
+    scored: list[SuiteScores] = field(default_factory=list)
+
+
+def _rounds(session: ResultsSession, model: str, variant: Suite) -> list[SuiteResult]:
     """Every denial round of ``variant`` for ``model`` (the session runs them once, together)."""
     from dataclasses import replace
 
@@ -295,7 +305,7 @@ def _rounds(session: ResultsSession, model: str, variant: Suite) -> list[Any]:
             for number in range(1, variant.prompting.rounds + 1)]
 
 
-def _part_of(runner: Runner, variant: Suite, ids: frozenset[str] | None, shard: Shard, done: list[Any]) -> None:
+def _part_of(runner: Runner, variant: Suite, ids: frozenset[str] | None, shard: Shard, done: _Done) -> None:
     """Generate and score the prompts ``ids`` of ``variant`` with ``runner``'s checkpoint (None: every
     prompt, which the denial rounds did), keep the work in ``done`` and record the part."""
     from pytest_novelty.generation import prompt_key
@@ -307,15 +317,15 @@ def _part_of(runner: Runner, variant: Suite, ids: frozenset[str] | None, shard: 
     if chosen and ids is not None:
         answers = generate_answers(runner.config, gen, variant, [prompts[i] for i in chosen],
                                    [inputs[i] for i in chosen], runner.model_path(), merge_check=False)
-        done.append(answers.work)
-        done.append(_score(runner, variant, answers))
+        done.generated.append(answers.work)
+        done.scored.append(_score(runner, variant, answers))
     settings = run_settings(runner.config, variant)
     keys = [prompt_key(gen.fingerprint, gen.render(x), settings) for x in inputs]
     ShardRecords(runner.config.cache_dir).note(run_identity(keys), shard, variant.name,
                                                [prompts[i].id for i in chosen])
 
 
-def _score(runner: Runner, variant: Suite, answers: Any) -> Any:
+def _score(runner: Runner, variant: Suite, answers: SuiteAnswers) -> SuiteScores:
     """The scores step on a part of a run's answers (the unscored share is the merge run's to judge)."""
     from pytest_novelty.pipeline.models import originality_units
     from pytest_novelty.pipeline.scores import score_answers
@@ -326,10 +336,11 @@ def _score(runner: Runner, variant: Suite, answers: Any) -> Any:
                          limit_unscored=False)
 
 
-def _references(runner: Runner, suite: Suite, ids: frozenset[str]) -> Any:
-    """Score the human references of the prompts ``ids`` (``[gate] reference``), as the merge run will."""
+def _references(runner: Runner, suite: Suite, ids: frozenset[str]) -> list[SuiteScores]:
+    """Score the human references of the prompts ``ids`` (``[gate] reference``), as the merge run will
+    (nothing when none of them has a reference)."""
     from pytest_novelty.pipeline.results import SuiteAnswers
 
     prompts = [p for p in runner.load_prompts(suite) if p.id in ids and p.reference]
     answers = SuiteAnswers(suite, "human references", prompts, [[str(p.reference)] for p in prompts])
-    return _score(runner, suite, answers) if prompts else None
+    return [_score(runner, suite, answers)] if prompts else []

@@ -181,16 +181,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.option.novelty_model:
         return
     worker = hasattr(config, "workerinput")
-    if not worker:  # the layers' notices (an offline hub, an index without checksums) reach the terminal now
-        from pytest_novelty.infra.progress import send_notices_to
-        from pytest_novelty.plugin.state import terminal_line
+    from pytest_novelty.plugin.notices import send_notices
 
-        previous = send_notices_to(lambda line: terminal_line(config, line))
-
-        def restore() -> None:
-            send_notices_to(previous)
-
-        config.add_cleanup(restore)
+    send_notices(config, worker=worker)  # the layers' notices reach the terminal (a worker's: the controller's)
     stopped: HarnessError | None = None
     try:
         from pytest_novelty.pipeline.preflight import check_models, check_options

@@ -19,7 +19,9 @@ from pytest_novelty.gate.record import CaseRecord
 from pytest_novelty.infra.cache import repaired
 from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, ConfigError, HarnessError, NoveltyError, last_line
 from pytest_novelty.infra.progress import ProgressSink
+from pytest_novelty.pipeline.config import MAIN
 from pytest_novelty.pipeline.suite_data import SuiteData
+from pytest_novelty.plugin.notices import terminal_line
 from pytest_novelty.suites.schema import Suite
 
 if TYPE_CHECKING:
@@ -93,8 +95,8 @@ class NoveltyState:
         from pytest_novelty.pipeline.config import RunConfig
 
         return RunConfig.from_options(
-            self.config.option, model=model, cache_dir=self.cache_dir, worker=self.worker or "main",
-            log=self.log, progress=self.progress_sink(),
+            self.config.option, model=model, cache_dir=self.cache_dir, worker=self.worker or MAIN,
+            progress=self.progress_sink(),
         )
 
     def runner(self, model: str) -> Runner:
@@ -112,12 +114,6 @@ class NoveltyState:
         if self.worker or self.config.option.verbose < 0:
             return ProgressSink(enabled=False)
         return ProgressSink(stream=_TerminalStream(self.config))
-
-    def log(self, line: str) -> None:
-        """Progress lines, on their own line even in the middle of a verbose test line (redacted)."""
-        if self.worker:
-            return  # a worker's output never reaches the terminal; the controller logs for it
-        terminal_line(self.config, line)
 
     def baseline(self, suite: Suite) -> Baseline | None:
         """What the candidate is compared with (see :meth:`ResultsSession.baseline`)."""
@@ -290,7 +286,7 @@ class NoveltyState:
                 if name == "novelty" and isinstance(value, dict) and case:
                     self._node_records[report.nodeid] = CaseRecord.from_json(value)
                 elif name == "novelty_work" and getattr(report, "node", None) is not None:
-                    self.log(str(value))  # from an xdist worker: its own output never reaches the terminal
+                    terminal_line(self.config, str(value))  # from an xdist worker, whose output never reaches it
         if not case:
             return
         if report.when == "call" and report.nodeid not in self._outcomes:
@@ -440,22 +436,6 @@ class NoveltyState:
             "index": joined(i.originality for i in infos),
             "originality units": joined(i.units for i in infos),
         }
-
-
-def terminal_line(config: pytest.Config, line: str) -> None:
-    """``line``, redacted, on the terminal past pytest's output capture, on its own line even in the
-    middle of a verbose test line: the session's one channel for progress and notices."""
-    from pytest_novelty.infra.redact import redact
-
-    reporter = config.pluginmanager.getplugin("terminalreporter")
-    if reporter is None:
-        return
-    capman = config.pluginmanager.getplugin("capturemanager")
-    if capman is not None:
-        with capman.global_and_fixture_disabled():
-            reporter.write_line(redact(line))
-    else:
-        reporter.write_line(redact(line))
 
 
 class _TerminalStream:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol, Unpack, runtime_checkable
 
 from pytest_novelty.infra.errors import HarnessError
-from pytest_novelty.infra.http import CONNECTION_OPTIONS, run_coroutine
+from pytest_novelty.infra.http import CONNECTION_OPTIONS, fan_out, run_coroutine
 from pytest_novelty.infra.registry import Registry
 from pytest_novelty.scoring.judges.cache import AnswerCache, answer_key
 from pytest_novelty.scoring.llm import (
@@ -200,27 +200,21 @@ class OpenAIConceptExtractor(_CachedExtractor, OpenAIChat):
         return run_coroutine(self._ask_all(requests))
 
     async def _ask_all(self, requests: list[list[Message]]) -> list[str | _Failed]:
-        """All requests concurrently, at most ``concurrency`` at a time, over one client."""
+        """All requests concurrently, at most ``concurrency`` sent at a time (a request waiting to be
+        retried gives its place to another), over one client; a request that failed is a
+        :class:`_Failed` in its place, and any other error (a refused key) stops the batch."""
         client = self._client()
         semaphore = asyncio.Semaphore(self.connection.concurrency)
-        try:
-            outcomes = await asyncio.gather(
-                *(self._ask(client, semaphore, messages) for messages in requests), return_exceptions=True
-            )
-        finally:
-            await client.close()
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
-        return [outcome for outcome in outcomes if not isinstance(outcome, BaseException)]
 
-    async def _ask(self, client: Any, semaphore: asyncio.Semaphore, messages: list[Message]) -> str | _Failed:
-        """One request with bounded retries: the reply's text, or why there is none."""
+        async def ask(i: int) -> str:
+            choices = await self._create(client, semaphore, lambda: self._body(requests[i]))
+            return choices[0] if choices else ""
+
         try:
-            choices = await self._create(client, semaphore, lambda: self._body(messages))
-        except RequestFailed as failure:
-            return _Failed(str(failure))
-        return choices[0] if choices else ""
+            outcomes = await fan_out(len(requests), ask, concurrency=None, collect=(RequestFailed,))
+        finally:
+            await client.aclose()
+        return [_Failed(str(outcome)) if isinstance(outcome, RequestFailed) else outcome for outcome in outcomes]
 
 
 # -- hf: ----------------------------------------------------------------------------------------

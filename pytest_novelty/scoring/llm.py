@@ -5,66 +5,62 @@ They differ in what they ask and how they read the reply; reaching the model is 
 lives here, once:
 
 - :class:`OpenAIChat`, a base class for a client of an OpenAI-compatible chat endpoint: the base
-  URL (``OPENAI_BASE_URL`` by default) and the key (``OPENAI_API_KEY``), held so that it never
-  appears in a repr, an error or a cache; a fresh ``AsyncOpenAI`` client per run, on the harness's
-  one HTTP client (:meth:`pytest_novelty.infra.http.Connection.client`), which retries 408, 409, 425,
-  429, 5xx, timeouts, connection errors and 200 answers that are not JSON with exponential backoff
-  and jitter, honouring
-  ``Retry-After``, for at most ``max_attempts`` attempts and ``max_retry_time`` seconds in all,
-  each wait announced through ``notify`` (the package's own retries are off); and
-  :meth:`OpenAIChat._create`, one request (the package's plain ``post`` of the chat route: the
-  typed request transform and response models cost a third of a judge's CPU, and only the choices'
-  texts are read) and what its failure means: a model that rejects
-  ``temperature`` is asked again without it, for the rest of the client's life; a rejected key or
-  an unknown model stops the run (:class:`~pytest_novelty.infra.errors.HarnessError`), and so does an
-  endpoint that fails the first requests of a run with no success at all (unreachable, hanging,
-  or answering 5xx); any other failure is a :class:`RequestFailed` whose reason is short,
-  redacted and countable (``HTTP 503: message``, ``timed out after 60 s``, ``connection refused``).
-  :meth:`OpenAIChat.check` is the preflight: one cheap ``GET /models`` that names a missing or
-  refused key and an unreachable or silent endpoint within seconds.
-- A secret in the base URL (``?api_key=KEY``, ``https://user:KEY@host``) is registered with
-  :mod:`pytest_novelty.infra.redact`, and the query goes out as a query on every request (not glued
-  onto the path); URLs are shown redacted.
+  URL (``OPENAI_BASE_URL`` by default) and the key (``OPENAI_API_KEY``) held by the one
+  :class:`~pytest_novelty.infra.endpoint.Endpoint` the served model uses too (its URL with any
+  credentials in it, the key that never appears in a repr, an error or a cache, a fresh client per
+  run on the harness's one HTTP client, which retries 408, 409, 425, 429, 5xx, timeouts,
+  connection errors and 200 answers that are not JSON with exponential backoff and jitter,
+  honouring ``Retry-After``, for at most ``max_attempts`` attempts and ``max_retry_time`` seconds
+  in all, each wait announced as a notice); and :meth:`OpenAIChat._create`, one request (a plain
+  POST of the chat route: only the choices' texts are read) and what its failure means: a model
+  that rejects ``temperature`` is asked again without it, for the rest of the client's life; a
+  rejected key or an unknown model stops the run (:class:`~pytest_novelty.infra.errors.HarnessError`),
+  and so does an endpoint that fails the first requests of a run with no success at all
+  (unreachable, hanging, or answering 5xx); any other failure is a :class:`RequestFailed` whose
+  reason is short, redacted and countable (``HTTP 503: message``, ``timed out after 60 s``,
+  ``connection refused``). :meth:`OpenAIChat.check` is the preflight: the endpoint's one cheap
+  ``GET /models``, naming a missing or refused key and an unreachable or silent endpoint within
+  seconds.
 - :class:`LocalChatModel`, a base class for a local causal LM run through the generation layer:
   the checkpoint is checked and fingerprinted when the component is opened (:func:`checked_fingerprint`,
   also used by the reward judge), loaded on first use, and sampled in batches with a seed per
   attempt, so that a re-ask draws new replies.
 
-Only the layers below scoring are imported (errors, suites, generation), and heavy libraries
-(``openai``, transformers through the generation layer) only when they are used.
+Only the layers below scoring are imported (infra, suites, generation), and heavy libraries
+(``httpx``, transformers through the generation layer) only when they are used.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import re
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypedDict, cast, get_type_hints
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from typing import TYPE_CHECKING, Any, TypedDict, cast, get_type_hints
 
+from pytest_novelty.infra.endpoint import Endpoint
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
 from pytest_novelty.infra.http import (
+    PREFLIGHT_TIMEOUT,
     Connection,
     ConnectionOptions,
     Held,
-    RetryPolicy,
-    Secret,
+    Reply,
     Traffic,
-    attempts_of,
     echo,
-    failure_reason,
     is_retryable,
+    post_json,
     run_coroutine,
 )
 from pytest_novelty.infra.identity import Memo, identity_memo
-from pytest_novelty.infra.redact import redact, register_secret, secrets_in_url
+from pytest_novelty.infra.redact import redact
 from pytest_novelty.suites.prompting import Message
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -77,18 +73,9 @@ __all__ = [
     "checked_fingerprint",
     "is_about",
     "safe_url",
-    "split_base_url",
 ]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-PREFLIGHT_TIMEOUT = 10.0
-"""Seconds the preflight waits for ``GET /models``: an endpoint that cannot list its models in
-that time will not judge a suite either."""
-NOTIFY_EVERY = 10.0
-"""At most one "waiting for the endpoint" line per this many seconds (concurrent requests share it)."""
-
-
-# -- secrets and URLs ---------------------------------------------------------------------------
 
 
 def safe_url(url: str) -> str:
@@ -96,26 +83,14 @@ def safe_url(url: str) -> str:
     return redact(url)
 
 
-def split_base_url(url: str) -> tuple[str, dict[str, str]]:
-    """``url`` without its query string, and the query as parameters for every request.
-
-    The ``openai`` client glues paths onto the base URL, so ``http://h/v1?api_key=K`` would become
-    ``http://h/v1/?api_key=Kchat/completions``; sending the query as ``default_query`` keeps it
-    a query. Secrets in it (and in the user info) are registered for redaction.
-    """
-    for secret in secrets_in_url(url):
-        register_secret(secret)
-    parts = urlsplit(url)
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", parts.fragment)), query
-
-
-def is_about(error: Any, param: str) -> bool:
-    """Whether a 400 error complains about the request parameter ``param``."""
-    body = error.body if isinstance(getattr(error, "body", None), dict) else {}
-    if body.get("param") == param:
+def is_about(error: Mapping[str, Any] | None, param: str, text: str = "") -> bool:
+    """Whether a 400 answer complains about the request parameter ``param``: its error object
+    (:meth:`~pytest_novelty.infra.endpoint.Endpoint.error_of`) names it, or its message (else
+    ``text``, the answer as it came) speaks of it."""
+    found = dict(error or {})
+    if found.get("param") == param:
         return True
-    message = str(body.get("message") or getattr(error, "message", "") or "")
+    message = str(found.get("message") or text or "")
     if param == "n":
         return bool(re.search(r"(?<![\w'])'?n'?\s+(must|should|is|>|=)|\bparameter 'n'|`n`", message))
     return param in message.lower()
@@ -140,7 +115,9 @@ class EndpointOptions(ConnectionOptions, total=False):
 
 
 class OpenAIChat:
-    """A client of an OpenAI-compatible chat endpoint: settings, key, error wording and retries.
+    """A client of an OpenAI-compatible chat endpoint: settings, error wording and retries, on the
+    one :class:`~pytest_novelty.infra.endpoint.Endpoint` (the URL, the key, the client, the
+    preflight, the notices).
 
     ``what`` names the component in errors ("judge", "concept extractor"); its spec is
     ``openai:MODEL``. A subclass opens a client per run with :meth:`_client` and sends each
@@ -157,8 +134,9 @@ class OpenAIChat:
         self.model = model
         self.spec = f"openai:{model}"
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        self._endpoint, self._query = split_base_url(self.base_url)
-        self.shown_url = safe_url(self.base_url)
+        self.endpoint = Endpoint(self.base_url, api_key=api_key, variables=("OPENAI_API_KEY",))
+        """Where requests go, with the key (``OPENAI_API_KEY`` when none is given)."""
+        self.shown_url = self.endpoint.shown
         """The base URL as messages show it (redacted)."""
         self.temperature = temperature
         self.send_temperature = temperature is not None
@@ -168,34 +146,18 @@ class OpenAIChat:
         """Requests in flight, the timeout of one request, and when requests are retried."""
         self.traffic = Traffic()
         """HTTP requests sent (all attempts) and retries over the life of this client."""
-        self.notify: Callable[[str], None] | None = None
-        """Where waits for the endpoint are announced (the run log), if anywhere."""
-        self._last_notice = -math.inf
-        self._api_key = Secret(api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", ""))
-        register_secret(self._api_key.reveal())
 
     @property
     def requests_sent(self) -> int:
         """HTTP requests sent over the life of this client (all attempts)."""
         return self.traffic.requests
 
-    def _client(self, connection: Connection | None = None) -> Any:
-        """A fresh ``openai`` client for one run (bound to its event loop) on the harness's HTTP
-        client, which does the retrying (the package's own retries are off)."""
-        import openai
-
+    def _client(self, connection: Connection | None = None) -> httpx.AsyncClient:
+        """A fresh client for one run (bound to its event loop) on the harness's HTTP client, which
+        retries; each wait is a notice."""
         connection = connection or self.connection
-        return openai.AsyncOpenAI(
-            api_key=self._api_key.reveal() or "no-key",  # a local server may need none
-            base_url=self._endpoint,
-            default_query=self._query or None,
-            max_retries=0,
-            timeout=connection.timeout,
-            # A plain httpx client: openai 1.x and 2.x are built on httpx, 3.x takes it as a "legacy" one.
-            http_client=cast(
-                Any, connection.client(self._endpoint, self.traffic, accept=_not_json, on_wait=self._waiting)
-            ),
-        )
+        waiting = self.endpoint.on_wait(f"{self.what} at {self.shown_url}", connection.retry)
+        return self.endpoint.client(connection, self.traffic, accept=_not_json, on_wait=waiting)
 
     def check(self, *, timeout: float = PREFLIGHT_TIMEOUT) -> None:
         """Preflight: one ``GET /models``, so that a run stops within seconds, with one line, when
@@ -205,34 +167,17 @@ class OpenAIChat:
         endpoint that answers anything else (even 404: not every server lists its models) passes;
         the run's own requests then find what is wrong with the model or the replies.
         """
-        import openai
-
         where = f"the {self.what} {self.spec} at {self.shown_url}"
-        if not self._api_key and urlsplit(self._endpoint).hostname == urlsplit(DEFAULT_BASE_URL).hostname:
+        if self.endpoint.needs_key:
             raise PreflightError(f"OPENAI_API_KEY is not set; {where} needs it")
-        once = Connection(timeout=timeout, concurrency=1, retry=RetryPolicy(max_attempts=1))
+        response = run_coroutine(self.endpoint.get_models(timeout, where=where))
+        if response.status_code in (401, 403):
+            raise PreflightError(self._refused(response))
 
-        async def ping() -> None:
-            async with self._client(once) as client:
-                await client.models.list()
-
-        try:
-            run_coroutine(ping())
-        except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
-            raise PreflightError(self._refused(error)) from None
-        except openai.APITimeoutError:
-            raise PreflightError(f"{where} did not answer GET /models within {timeout:g} s") from None
-        except openai.APIConnectionError as error:
-            raise PreflightError(
-                f"cannot reach {where} ({failure_reason(error)}); is the server running and the URL right?"
-            ) from None
-        except openai.APIError:
-            return  # it answered: reachable
-
-    def _refused(self, error: Any) -> str:
+    def _refused(self, response: httpx.Response) -> str:
         """The one line for a 401/403: the status, the server's message, and what to check."""
-        hint = "OPENAI_API_KEY is not set" if not self._api_key.reveal() else "check OPENAI_API_KEY"
-        return self._scrub(f"the {self.what} at {self.shown_url} refused the API key ({self._describe(error)}); {hint}")
+        hint = "OPENAI_API_KEY is not set" if not self.endpoint.key else "check OPENAI_API_KEY"
+        return f"the {self.what} at {self.shown_url} refused the API key ({self._status(response)}); {hint}"
 
     def _body(self, messages: list[Message], **extra: Any) -> dict[str, Any]:
         """The request body: model, messages, ``extra``, and the sampling settings in force now."""
@@ -245,11 +190,11 @@ class OpenAIChat:
 
     async def _create(
         self,
-        client: Any,
+        client: httpx.AsyncClient,
         semaphore: asyncio.Semaphore,
         prepare: Callable[[], dict[str, Any] | None],
         *,
-        adapt: Callable[[Any, dict[str, Any]], bool] | None = None,
+        adapt: Callable[[dict[str, Any] | None, str, dict[str, Any]], bool] | None = None,
         fatal_unreachable: Callable[[], bool] | None = None,
     ) -> list[str] | None:
         """One logical request (the HTTP client retries it); the texts of the reply's choices, in
@@ -258,98 +203,68 @@ class OpenAIChat:
         ``prepare`` runs under ``semaphore`` before each sending and returns the body to send (or
         ``None`` to send nothing), so a request that waited for its turn uses what the requests
         before it learned. A 400 about ``temperature`` is sent again without it; ``adapt`` may
-        claim other 400s (it is given the error and the body; ``True``: prepare and send again).
-        When the endpoint could not be reached after the last attempt and ``fatal_unreachable()``
-        is true, the run stops with a :class:`~pytest_novelty.infra.errors.HarnessError`. Raises
+        claim other 400s (it is given the answer's error object, its text and the body; ``True``:
+        prepare and send again). A rejected key or an unknown model stops the run
+        (:class:`~pytest_novelty.infra.errors.HarnessError`), and so does an endpoint that could not
+        be reached after the last attempt when ``fatal_unreachable()`` is true. Raises
         :class:`RequestFailed` otherwise.
         """
-        import httpx
-        import openai
-
         while True:
-            body: dict[str, Any] = {}
-            try:
-                async with Held(semaphore):  # given up while the request waits to be retried
-                    prepared = prepare()
-                    if prepared is None:
-                        return None
-                    body = prepared
-                    # The plain POST the ``openai`` package offers for any route: no typed request
-                    # transform and no response models (they were a third of a judge's CPU); its
-                    # errors are the package's own, as below.
-                    response = await client.post("/chat/completions", cast_to=httpx.Response, body=body)
-                return _choice_texts(response)
-            except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
-                raise HarnessError(self._refused(error)) from None
-            except openai.NotFoundError:
-                raise HarnessError(
-                    f"the {self.what} at {self.shown_url} has no model {self.model!r} "
-                    "(404); check the spec and the base URL"
-                ) from None
-            except openai.BadRequestError as error:
-                if "temperature" in body and is_about(error, "temperature"):
-                    self.send_temperature = False  # a model that only runs at its default temperature
-                    continue
-                if adapt is not None and adapt(error, body):
-                    continue
-                raise RequestFailed(f"the request was rejected: {self._describe(error)}") from None
-            except (openai.APIStatusError, openai.APIConnectionError) as error:
-                status = getattr(error, "status_code", None)
-                if status is not None and not is_retryable(status):
-                    raise RequestFailed(f"the request was rejected: {self._describe(error)}") from None
-                attempts, spent = attempts_of(error)
-                if fatal_unreachable is not None and fatal_unreachable():
-                    # Nothing has worked yet in this run: the endpoint is down, not one request.
-                    raise HarnessError(self._down(error, attempts, spent)) from None
-                raise RequestFailed(f"gave up after {attempts} attempts: {self._describe(error)}") from None
+            async with Held(semaphore):  # given up while the request waits to be retried
+                body = prepare()
+                if body is None:
+                    return None
+                reply = await post_json(client, self.endpoint.url("/chat/completions"), body)
+            response = reply.response
+            if response is not None:
+                status = response.status_code
+                if 200 <= status < 300:
+                    return _choice_texts(response)
+                if status in (401, 403):
+                    raise HarnessError(self._refused(response))
+                if status == 404:
+                    raise HarnessError(
+                        f"the {self.what} at {self.shown_url} has no model {self.model!r} "
+                        "(404); check the spec and the base URL"
+                    )
+                if status == 400:
+                    error = self.endpoint.error_of(response)
+                    if "temperature" in body and is_about(error, "temperature", response.text):
+                        self.send_temperature = False  # a model that only runs at its default temperature
+                        continue
+                    if adapt is not None and adapt(error, response.text, body):
+                        continue
+                if not is_retryable(status):
+                    raise RequestFailed(f"the request was rejected: {self._describe(reply)}")
+            if fatal_unreachable is not None and fatal_unreachable():
+                # Nothing has worked yet in this run: the endpoint is down, not one request.
+                raise HarnessError(self._down(reply))
+            raise RequestFailed(f"gave up after {reply.attempts} attempts: {self._describe(reply)}")
 
-    def _down(self, error: Exception, attempts: int, spent: float) -> str:
+    def _down(self, reply: Reply) -> str:
         """The one line for an endpoint that failed the first request of a run after every retry."""
-        import openai
-
-        tried = f"{attempts} attempts over {spent:.0f} s"
-        if isinstance(error, openai.APIConnectionError) and not isinstance(error, openai.APITimeoutError):
+        tried = f"{reply.attempts} attempts over {reply.seconds:.0f} s"
+        if reply.response is None and reply.problem != "timed out":
             return (
-                f"cannot reach the {self.what} at {self.shown_url} ({failure_reason(error)}, {tried}); "
+                f"cannot reach the {self.what} at {self.shown_url} ({reply.problem}, {tried}); "
                 "is the server running and the URL right?"
             )
-        return f"the {self.what} at {self.shown_url} failed every request: {self._describe(error)} ({tried})"
+        return f"the {self.what} at {self.shown_url} failed every request: {self._describe(reply)} ({tried})"
 
-    def _waiting(self, problem: str, attempt: int, wait: float) -> None:
-        """The HTTP client waits before attempt ``attempt + 1``: say so in the run log."""
-        self._announce(
-            f"[novelty] {self.what} at {self.shown_url}: {self._scrub(problem)}; retrying "
-            f"(attempt {attempt + 1} of {self.connection.retry.max_attempts}, giving up after "
-            f"{self.connection.retry.max_retry_time:.0f} s)"
-        )
+    def _status(self, response: httpx.Response) -> str:
+        """``HTTP 503: message`` (the server's message, when it gives one), without the key."""
+        message = self.endpoint.error_message(response)
+        return echo(f"HTTP {response.status_code}" + (f": {message}" if message else ""), self.endpoint.key, limit=300)
 
-    def _announce(self, line: str) -> None:
-        """Tell the run log that requests are waiting on the endpoint, at most every :data:`NOTIFY_EVERY` s."""
-        now = time.monotonic()
-        if self.notify is None or now - self._last_notice < NOTIFY_EVERY:
-            return
-        self._last_notice = now
-        self.notify(line)
-
-    def _describe(self, error: Exception) -> str:
-        """A one-line reason for ``error``, with the key and anything resembling one removed."""
-        import openai
-
-        if isinstance(error, openai.APITimeoutError):
+    def _describe(self, reply: Reply) -> str:
+        """A one-line reason for a request that got no reply, with the key and anything resembling one removed."""
+        if reply.response is not None:
+            return self._status(reply.response)
+        if reply.problem == "timed out":
             text = f"timed out after {self.connection.timeout:g} s"
-        elif isinstance(error, openai.APIConnectionError):
-            text = f"cannot reach {self.shown_url} ({failure_reason(error)})"
-        elif isinstance(error, openai.APIStatusError):
-            body = error.body
-            message = body.get("message") if isinstance(body, dict) else None
-            text = f"HTTP {error.status_code}" + (f": {message}" if message else "")
         else:
-            text = str(error)
-        return echo(text, self._api_key, limit=300)
-
-    def _scrub(self, text: str) -> str:
-        """``text`` with the key, and anything that looks like a key, replaced by ``***``."""
-        return self._api_key.hide(text)
+            text = f"cannot reach {self.shown_url} ({reply.problem})"
+        return echo(text, self.endpoint.key, limit=300)
 
 
 def _not_json(response: Any) -> str | None:

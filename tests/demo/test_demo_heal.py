@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_novelty.infra.progress import notices_to
 from pytest_novelty.pipeline import demo
 from tests.conftest import copy_demo
 from tests.file_opens import opened_under
@@ -21,7 +22,7 @@ from tests.file_opens import opened_under
 def cache(demo_assets: Path, tmp_path: Path) -> Path:
     """A private cache holding a copy of the prepared demo, its checksums recorded."""
     folder = copy_demo(demo_assets, tmp_path / "cache")
-    demo.ensure_demo(folder, log=lambda line: None, progress=False)  # a demo of an older version gets them here
+    demo.ensure_demo(folder, progress=False)  # a demo of an older version gets them here
     check = demo.check_demo(folder)
     assert check.ok and not check.legacy
     every = [p for p in demo.demo_dir(folder).rglob("*") if p.is_file() and not p.name.startswith(".")]
@@ -45,7 +46,8 @@ def _truncate(file: Path) -> None:
 
 def _heal(cache: Path) -> list[str]:
     lines: list[str] = []
-    assert demo.ensure_demo(cache, log=lines.append, progress=False) == demo.demo_dir(cache)
+    with notices_to(lines.append):
+        assert demo.ensure_demo(cache, progress=False) == demo.demo_dir(cache)
     return lines
 
 

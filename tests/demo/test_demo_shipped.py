@@ -140,7 +140,7 @@ def test_a_rebuild_from_scratch_writes_the_demo_that_the_shipped_weights_give(
     """
     manifest = demo.read_manifest()
     assert manifest is not None
-    trained = demo.ensure_demo(tmp_path / "cache", log=lambda line: None, progress=False, train=True)
+    trained = demo.ensure_demo(tmp_path / "cache", progress=False, train=True)
     assert json.loads((trained / "BUILD.json").read_text())["trained_here"] is True
     assert json.loads((demo_assets / "BUILD.json").read_text())["trained_here"] is False
 

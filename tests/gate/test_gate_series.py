@@ -41,7 +41,7 @@ def series(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny
     for seed, step in enumerate((100, 200)):
         model = reseeded(tiny_checkpoint, folder / f"checkpoint-{step}", seed)
         config = RunConfig(model=str(model), cache_dir=folder / "cache", device="cpu",
-                           originality=f"infini-gram:{tiny_index}", log=lambda line: None)  # fmt: skip
+                           originality=f"infini-gram:{tiny_index}")  # fmt: skip
         results.append(Runner(config).run(suite))
     return suite, results
 

@@ -198,10 +198,10 @@ def test_cache_key_covers_url_name_and_revision_but_not_credentials(tmp_path: Pa
     assert (warm.rows, warm.cached_rows, pinned.rows) == (0, 3, 3)
 
 
-def test_unpinned_revision_is_said_once() -> None:
-    lines: list[str] = []
-    OpenAIGenerator("openai:m", base_url="http://gpu:8000/v1", log=lines.append)
-    OpenAIGenerator("openai:m", base_url="http://gpu:8000/v1", revision="abc", log=lines.append)
+def test_unpinned_revision_is_said_once(notices: list[str]) -> None:
+    lines = notices
+    OpenAIGenerator("openai:m", base_url="http://gpu:8000/v1")
+    OpenAIGenerator("openai:m", base_url="http://gpu:8000/v1", revision="abc")
     assert len(lines) == 1 and "no --model-revision pinned" in lines[0] and "http://gpu:8000/v1" in lines[0]
 
 

@@ -26,6 +26,7 @@ from pytest_novelty.generation.openai import (
 )
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
 from pytest_novelty.infra.http import Connection, RetryPolicy
+from pytest_novelty.infra.progress import notices_to
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.servers.base import SilentServer
 from tests.servers.openai_api import FakeOpenAI
@@ -80,11 +81,11 @@ def test_an_error_finish_reason_names_the_servers_word() -> None:
             gen.sample(Batch([TEXTS[0]], [1], SETTINGS))
 
 
-def test_a_reply_fixed_on_retry_is_the_answer_and_the_retry_is_announced() -> None:
-    lines: list[str] = []
+def test_a_reply_fixed_on_retry_is_the_answer_and_the_retry_is_announced(notices: list[str]) -> None:
+    lines = notices
     with FakeOpenAI() as server:
         server.inject("null_text", times=2, match="Mia")
-        gen = served(server, log=lines.append, revision="r1")
+        gen = served(server, revision="r1")
         answers = gen.sample(Batch(TEXTS, [1, 2, 3], SETTINGS))
     assert all(answers) and len(server.requests) == 3 + 2
     assert lines == [
@@ -176,10 +177,12 @@ def test_the_default_timeouts_make_a_silent_server_fail_within_about_two_minutes
     assert silent_server_bound(Connection(timeout=1.0, retry=RetryPolicy(max_attempts=3, backoff=0.0))) == (3, 3.0)
 
 
-def test_a_server_that_accepts_and_never_answers_is_a_harness_error_after_the_bounded_attempts() -> None:
-    lines: list[str] = []
+def test_a_server_that_accepts_and_never_answers_is_a_harness_error_after_the_bounded_attempts(
+    notices: list[str],
+) -> None:
+    lines = notices
     with SilentServer("/v1") as server:
-        gen = served(server, timeout=0.4, max_retry_time=1.0, log=lines.append, notify_every=0.2)
+        gen = served(server, timeout=0.4, max_retry_time=1.0, notify_every=0.2)
         attempts, _ = silent_server_bound(gen.connection)
         with pytest.raises(HarnessError) as caught:
             gen.sample(Batch(TEXTS, [1, 2, 3], SETTINGS))
@@ -198,10 +201,12 @@ def test_waiting_lines_are_spaced_by_notify_every() -> None:
     quick_lines: list[str] = []
     with FakeOpenAI() as server:
         server.inject("delay", seconds=1.2, times=1)
-        slow = served(server, log=slow_lines.append, notify_every=0.5, revision="r1")
-        assert slow.sample(Batch([TEXTS[0]], [1], SETTINGS))[0]
-        quick = served(server, log=quick_lines.append, notify_every=0.5, revision="r1")
-        assert quick.sample(Batch([TEXTS[1]], [2], SETTINGS))[0]
+        slow = served(server, notify_every=0.5, revision="r1")
+        with notices_to(slow_lines.append):
+            assert slow.sample(Batch([TEXTS[0]], [1], SETTINGS))[0]
+        quick = served(server, notify_every=0.5, revision="r1")
+        with notices_to(quick_lines.append):
+            assert quick.sample(Batch([TEXTS[1]], [2], SETTINGS))[0]
     assert slow_lines and all("waiting for 1 answer, the oldest for" in line for line in slow_lines)
     assert len(slow_lines) <= 3  # one per 0.5 s at most, though the watch looks every 0.1 s
     assert quick_lines == []  # an answer that comes at once is not waited for
@@ -263,6 +268,28 @@ def test_preflight_names_a_wrong_base_url() -> None:
         gen = OpenAIGenerator("openai:judge-model", base_url=server.url.removesuffix("/v1"))
         with pytest.raises(PreflightError, match=r"GET /models found nothing \(HTTP 404.*check --model-base-url"):
             gen.check()
+
+
+def test_a_key_in_the_base_url_goes_as_a_query_to_every_route_and_is_never_shown(
+    notices: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--model-base-url 'http://host/v1?api_key=KEY'``: the preflight and every row reach their
+    routes with the query kept a query (it was glued before the route, so the server saw /v1), and
+    no line or error shows the key."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("NOVELTY_MODEL_API_KEY", raising=False)
+    with FakeOpenAI(models=("judge-model",)) as server:
+        gen = OpenAIGenerator("openai:judge-model", base_url=f"{server.url}?api_key={SECRET}", revision="r1", **FAST)
+        gen.check()
+        server.inject("status", status=503, times=1, match="Mia")
+        answers = gen.sample(Batch(TEXTS, [1, 2, 3], SETTINGS))
+        assert all(answers) and len(server.requests) == 3 + 1
+        server.inject("status", status=403, times=1, message=f"key {SECRET} is not allowed here")
+        with pytest.raises(HarnessError) as caught:
+            gen.sample(Batch(TEXTS[:1], [4], SETTINGS))
+    assert gen.base_url == server.url and SECRET not in repr(gen)
+    assert notices and all(SECRET not in line for line in notices)
+    assert "(HTTP 403: key *** is not allowed here)" in str(caught.value) and SECRET not in str(caught.value)
 
 
 def test_connection_options_come_from_the_model_spec() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,41 @@ def test_each_suite_generated_once_on_one_worker(
     warm_lines = re.findall(cached, warm.stdout.str())
     assert sorted(warm_lines) == ["story", "tale"]
     warm.stdout.fnmatch_lines(["novelty work done: 0 samples generated in 0 batches (24 from cache), 0 originality*"])
+
+
+def test_a_workers_notices_reach_the_controllers_terminal_once(
+    pytester: pytest.Pytester, novelty_args: list[str]
+) -> None:
+    """The layers' notices on an xdist worker (the model loads, generation a quarter done) travel
+    with its test reports to the controller, which prints each once; the work line stays one line."""
+    result = pytester.runpytest_subprocess(*novelty_args, "-n", "2")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert out.count("[novelty] loading ") == 1, out
+    assert out.count("story: generated 12/12 samples") == 1, out  # the last quarter of 6 prompts x 2 samples
+    assert len(re.findall(r"\[novelty gw\d\] story: ", out)) == 1, out
+    assert "[novelty] loading" not in result.stderr.str()
+
+
+def test_a_notice_the_controller_and_a_worker_both_say_is_shown_once(
+    pytester: pytest.Pytester, novelty_args: list[str], tiny_index: Path
+) -> None:
+    """An index without checksums is noted by the controller's preflight and again by the worker
+    that scores with it: one line, not two (nor none, as before the plugin sent notices at
+    configure time and a worker's on to the controller)."""
+    import json
+    import shutil
+
+    from pytest_novelty.scoring.originality.index import INFO_FILE
+
+    index = pytester.path / "old-index"
+    shutil.copytree(tiny_index, index)
+    meta = json.loads((index / INFO_FILE).read_text())
+    del meta["checksums"]
+    (index / INFO_FILE).write_text(json.dumps(meta))
+    args = [a if not a.startswith("--originality=") else f"--originality=infini-gram:{index}" for a in novelty_args]
+    result = pytester.runpytest_subprocess(*args, "-n", "2")
+    result.assert_outcomes(passed=2)
+    both = result.stdout.lines + result.stderr.lines
+    notes = [line for line in both if "records no checksums" in line]
+    assert len(notes) == 1 and notes[0].startswith("[novelty] note: "), both

@@ -26,7 +26,7 @@ def result(tmp_path: Path, tiny_checkpoint: Path, tiny_index: Path):  # type: ig
     # repeat a few of its words; three samples each.
     folder = write_story_suite_folder(tmp_path / "suite", story_prompts(4), suite_toml(samples=3, max_new_tokens=24))
     config = RunConfig(model=str(tiny_checkpoint), cache_dir=tmp_path / "cache", device="cpu",
-                       originality=f"infini-gram:{tiny_index}", log=lambda line: None)  # fmt: skip
+                       originality=f"infini-gram:{tiny_index}")  # fmt: skip
     return Runner(config).run(load_suite(folder / "story.toml"))
 
 

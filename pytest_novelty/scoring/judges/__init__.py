@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_novelty.infra.errors import ConfigError
-from pytest_novelty.scoring.judges.base import JUDGES, Judge, JudgeItem, JudgeResult
+from pytest_novelty.scoring.judges.base import JUDGES, Judge, JudgeItem, JudgeResult, PlansCalls
 from pytest_novelty.scoring.judges.hf import HFJudge
 from pytest_novelty.scoring.judges.openai import OpenAIJudge
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score
@@ -37,6 +37,7 @@ __all__ = [
     "JudgeItem",
     "JudgeResult",
     "OpenAIJudge",
+    "PlansCalls",
     "RewardJudge",
     "Rubric",
     "RulesJudge",
@@ -92,6 +93,6 @@ def open_judge(
 
 def dry_run(judge: Judge, items: Sequence[JudgeItem]) -> int:
     """How many calls scoring ``items`` would make now (requests for ``openai:``, generated replies
-    for ``hf:``, items to score for ``reward:``, 0 for ``rules``), given what is already cached."""
-    planned = getattr(judge, "planned_calls", None)
-    return int(planned(items)) if planned is not None else len(items)
+    for ``hf:``, items to score for ``reward:``, 0 for ``rules``), given what is already cached; a
+    judge that cannot plan (not :class:`PlansCalls`) is taken to make one call per item."""
+    return int(judge.planned_calls(items)) if isinstance(judge, PlansCalls) else len(items)

@@ -74,6 +74,15 @@ class Judge(Protocol):
         ...
 
 
+@runtime_checkable
+class PlansCalls(Protocol):
+    """A judge that can tell, before scoring, how many calls scoring items would make (its dry run)."""
+
+    def planned_calls(self, items: Sequence[JudgeItem]) -> int:
+        """The calls :meth:`Judge.score` would make for ``items`` now, given what is cached."""
+        ...
+
+
 JUDGES: Registry[Judge] = Registry(
     "judge",
     field="judge",

@@ -14,7 +14,6 @@ no judge forgets one. Without a folder the answers live in memory for the life o
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from collections.abc import Iterable, Mapping
@@ -23,15 +22,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pytest_novelty.infra.cache import Cache, Namespace
+from pytest_novelty.infra.storage import key_digest
 
 NAMESPACE = "answers"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def answer_key(*parts: object) -> str:
-    """Hash the parts that determine one answer (a SHA-256 of their canonical JSON)."""
-    blob = json.dumps(parts, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    """The key of one judge or concept answer: the whole (64-digit) :func:`~pytest_novelty.infra.storage.key_digest`
+    of the parts that determine it, as a list."""
+    return key_digest(list(parts), length=64)
 
 
 def endpoint_identity(url: str | None) -> str:

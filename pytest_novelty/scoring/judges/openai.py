@@ -22,7 +22,7 @@ How a run goes, per item:
   (default 120) per request; each attempt waits at most ``timeout`` seconds (default 60: a rubric
   reply of a few hundred tokens, with room for a loaded server); the client's own retries are
   switched off so that these are the only ones. While requests wait, a line says so at most
-  every ten seconds (``notify``, the run log);
+  every ten seconds (a notice, in the run's log);
 - every answer (scored, or failed after all re-asks) is committed to the cache at once (by a
   thread of its own, so that writing never stalls the requests in flight), keyed by
   (model, endpoint's scheme, host, port and path, rubric version, temperature, max_tokens,
@@ -44,7 +44,8 @@ key, does not know the model, or fails the run's first requests with no success 
 (unreachable, hanging, 5xx), so a dead judge stops the suite after one request's retries.
 
 Reaching the endpoint (key handling, client, retries, error wording) is shared with the concept
-extractors: :class:`~pytest_novelty.scoring.llm.OpenAIChat`.
+extractors (:class:`~pytest_novelty.scoring.llm.OpenAIChat`), and the endpoint itself (its URL,
+key, client, preflight and notices) with the served model (:class:`~pytest_novelty.infra.endpoint.Endpoint`).
 """
 
 from __future__ import annotations
@@ -54,9 +55,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
-from pytest_novelty.infra.http import CONNECTION_OPTIONS, run_coroutine
+from pytest_novelty.infra.http import CONNECTION_OPTIONS, fan_out, run_coroutine
 from pytest_novelty.scoring.judges.base import JUDGES, NO_SCORE, JudgeItem, JudgeResult, rubric_result
 from pytest_novelty.scoring.judges.cache import AnswerCache, endpoint_identity, judge_key
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score
@@ -69,6 +70,9 @@ from pytest_novelty.scoring.llm import (
     is_about,
     safe_url,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIJudge"]
 
@@ -183,34 +187,30 @@ class OpenAIJudge(OpenAIChat):
         first: dict[str, int] = {}
         for i, item_keys in enumerate(keys):
             first.setdefault(item_keys[0], i)
-        bar = tqdm(total=len(first), disable=not progress, desc=f"judge {self.spec}", unit="item")
-        by_item = {
-            key: asyncio.ensure_future(self._score_item(client, run, items[i], keys[i], cached))
-            for key, i in first.items()
-        }
-        tasks = list(by_item.values())
-        for task in tasks:
-            task.add_done_callback(lambda _task: bar.update(1))
+        unique = list(first.values())
+        bar = tqdm(total=len(unique), disable=not progress, desc=f"judge {self.spec}", unit="item")
+
+        async def judged(slot: int) -> JudgeResult:
+            i = unique[slot]
+            try:
+                return await self._score_item(client, run, items[i], keys[i], cached)
+            finally:
+                bar.update(1)
+
         try:
-            if tasks:
-                await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            for task in tasks:
-                if task.done() and not task.cancelled():
-                    error = task.exception()
-                    if error is not None:
-                        raise error
-            return [by_item[item_keys[0]].result() for item_keys in keys]
+            # Every item under way at once: the run's semaphore bounds the requests, and a request
+            # waiting to be retried gives its place to another item's (Held, in _create).
+            results = await fan_out(len(unique), judged, concurrency=None)
+            by_item = {keys[i][0]: result for i, result in zip(unique, results, strict=True)}
+            return [by_item[item_keys[0]] for item_keys in keys]
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
             bar.close()
-            await client.close()
+            await client.aclose()
             if run.writer is not None:
                 run.writer.shutdown(wait=True)
 
     async def _score_item(
-        self, client: Any, run: _Run, item: JudgeItem, keys: list[str], cached: dict[str, dict[str, Any]]
+        self, client: httpx.AsyncClient, run: _Run, item: JudgeItem, keys: list[str], cached: dict[str, dict[str, Any]]
     ) -> JudgeResult:
         messages = rubric_for(item.task).messages(item)
         answers: dict[int, dict[str, Any]] = {s: cached[key] for s, key in enumerate(keys) if key in cached}
@@ -245,7 +245,9 @@ class OpenAIJudge(OpenAIChat):
             return self.cache.put(key, answer)
         return await asyncio.get_running_loop().run_in_executor(run.writer, self.cache.put, key, answer)
 
-    async def _complete(self, client: Any, run: _Run, messages: list[dict[str, str]], n: int) -> list[str]:
+    async def _complete(
+        self, client: httpx.AsyncClient, run: _Run, messages: list[dict[str, str]], n: int
+    ) -> list[str]:
         """Get up to ``n`` replies, in one request when the server honours ``n``, else one per sample."""
         if n > 1 and self.send_n:
             replies = await self._request(client, run, messages, n)
@@ -253,19 +255,16 @@ class OpenAIJudge(OpenAIChat):
                 self.send_n = False  # the server ignores or rejects ``n``: one request per sample from now on
             if replies:
                 return replies
-        outcomes = await asyncio.gather(
-            *(self._request(client, run, messages, 1) for _ in range(n)), return_exceptions=True
+        outcomes = await fan_out(
+            n, lambda _: self._request(client, run, messages, 1), concurrency=None, collect=(RequestFailed,)
         )
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException) and not isinstance(outcome, RequestFailed):
-                raise outcome
         replies = [reply for outcome in outcomes if isinstance(outcome, list) for reply in outcome]
         if replies:
             return replies
         failures = [outcome for outcome in outcomes if isinstance(outcome, RequestFailed)]
         raise failures[0] if failures else RequestFailed("the judge returned no choices")
 
-    async def _request(self, client: Any, run: _Run, messages: list[dict[str, str]], n: int) -> list[str]:
+    async def _request(self, client: httpx.AsyncClient, run: _Run, messages: list[dict[str, str]], n: int) -> list[str]:
         """One logical request with bounded retries (:meth:`OpenAIChat._create`); the choices' texts.
 
         Each request counts against the run's budget. A request for ``n`` choices sends nothing once
@@ -280,8 +279,8 @@ class OpenAIJudge(OpenAIChat):
             run.requests += 1
             return self._body(messages, n=n) if n > 1 else self._body(messages)
 
-        def adapt(error: Any, body: dict[str, Any]) -> bool:
-            if "n" in body and is_about(error, "n"):
+        def adapt(error: dict[str, Any] | None, text: str, body: dict[str, Any]) -> bool:
+            if "n" in body and is_about(error, "n", text):
                 self.send_n = False  # the next attempt sends nothing: one request per sample from now on
                 return True
             return False

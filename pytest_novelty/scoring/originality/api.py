@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Unpack
@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
 from pytest_novelty.infra.http import CONNECTION_OPTIONS, Connection, ConnectionOptions, echo
+from pytest_novelty.infra.progress import notice
 from pytest_novelty.scoring.originality.backend import BACKENDS, MatchBounds, Span, check_ns
 from pytest_novelty.scoring.originality.cache import CountCache
 from pytest_novelty.scoring.originality.client import PREFLIGHT_TIMEOUT, JsonClient
@@ -206,11 +207,11 @@ class _CountApiBackend:
             concurrency=self.client.connection.concurrency,
         )
 
-    def announce(self, texts: Sequence[str], ns: Sequence[int], log: Callable[[str], None]) -> QueryPlan:
-        """Before the first request: tell ``log`` how many count queries scoring ``texts`` sends
-        and how long that takes at the rate (:meth:`plan`)."""
+    def announce(self, texts: Sequence[str], ns: Sequence[int]) -> QueryPlan:
+        """Before the first request: say (:func:`~pytest_novelty.infra.progress.notice`) how many count
+        queries scoring ``texts`` sends and how long that takes at the rate (:meth:`plan`)."""
         plan = self.plan(texts, ns)
-        log(plan.line())
+        notice(plan.line())
         return plan
 
     def match_bounds(

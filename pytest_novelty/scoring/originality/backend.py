@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from pytest_novelty.infra.registry import Registry
 from pytest_novelty.scoring.originality.tokenization import Encoding, Tokenizer
 
-__all__ = ["BACKENDS", "MatchBounds", "OriginalityBackend", "Span", "check_ns"]
+__all__ = ["BACKENDS", "AnnouncesQueries", "MatchBounds", "OriginalityBackend", "Span", "check_ns"]
 
 Span = tuple[Encoding, int, int]
 """A run of units of a text: ``(encoding, start, length)``."""
@@ -60,6 +60,17 @@ class OriginalityBackend(Protocol):
 
     def close(self) -> None:
         """Release files, threads and connections."""
+        ...
+
+
+@runtime_checkable
+class AnnouncesQueries(Protocol):
+    """A backend whose lookups cost requests to a service (the web APIs): before the first, it can
+    say how many it will send and how long that takes at its rate."""
+
+    def announce(self, texts: Sequence[str], ns: Sequence[int]) -> object:
+        """Say, in one :func:`~pytest_novelty.infra.progress.notice`, what scoring ``texts`` at ``ns``
+        will ask the service."""
         ...
 
 

@@ -299,7 +299,7 @@ def _spot_check(folder: Path, dtype: str) -> None:
 def _checksums(folder: Path, progress: bool) -> dict[str, dict[str, Any]]:
     """Size and SHA-256 of every file of a finished build, checked whenever the index is opened."""
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.name != INFO_FILE)
-    digests = hash_files(files, what="the new index", log=None if progress else lambda line: None)
+    digests = hash_files(files, what="the new index", quiet=not progress)
     return {p.name: {"bytes": p.stat().st_size, "sha256": digests[p]} for p in files}
 
 

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
 from pytest_novelty.infra.http import (
+    PREFLIGHT_TIMEOUT,
     Connection,
     RetryPolicy,
     Traffic,
@@ -40,11 +41,6 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = ["PREFLIGHT_TIMEOUT", "JsonClient"]
-
-PREFLIGHT_TIMEOUT = 10.0
-"""Seconds the preflight query may take, its retries included: a service that cannot answer one
-count in that time will not answer a suite's either."""
-
 
 def _problem(response: httpx.Response) -> str | None:
     """Why a 200 answer is no answer (not JSON, not an object, or an ``error`` field), or None."""

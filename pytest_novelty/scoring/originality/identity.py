@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +39,11 @@ from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.scoring.originality.index import (
     CHECKSUM_MEMO,
     INFO_FILE,
-    READS_INDEX_FOLDERS,
     IndexInfo,
     is_index,
     read_index,
     read_indexes,
+    reads_index_folders,
 )
 
 __all__ = ["DESCRIPTIVE", "index_identity", "local_targets"]
@@ -68,7 +67,7 @@ def local_targets(spec: str) -> list[Path] | None:
 
     parsed = BACKENDS.parse(spec)
     parts = [Path(p.strip()).expanduser() for p in _split(parsed.argument)]
-    if getattr(parsed.backend.factory, READS_INDEX_FOLDERS, False):
+    if reads_index_folders(parsed.backend.factory):
         return parts
     if parts and all(p.exists() for p in parts):
         return parts
@@ -79,9 +78,7 @@ def _split(target: str) -> list[str]:
     return [p for p in re.split(f"[,{re.escape(os.pathsep)}]", target) if p.strip()]
 
 
-def index_identity(
-    spec: str, *, cache_dir: Path | None = None, log: Callable[[str], None] | None = None
-) -> str:
+def index_identity(spec: str, *, cache_dir: Path | None = None) -> str:
     """The identity of the index a spec names (see the module docstring); a hex string.
 
     ``cache_dir`` is the originality cache folder the backend is opened with: its memo of verified
@@ -95,26 +92,26 @@ def index_identity(
     if targets is None:
         return stable_hash(spec, [])  # remote: the spec names the index (the key cached answers already have)
     memo = None if cache_dir is None else memo_at(Path(cache_dir) / CHECKSUM_MEMO)
-    if getattr(parsed.backend.factory, READS_INDEX_FOLDERS, False):
-        parts = [_built_identity(info, memo, log) for info in read_indexes(parsed.argument, cache_dir=cache_dir)]
+    if reads_index_folders(parsed.backend.factory):
+        parts = [_built_identity(info, memo) for info in read_indexes(parsed.argument, cache_dir=cache_dir)]
     else:
         parts = [
-            _built_identity(read_index(target, memo=memo), memo, log)
+            _built_identity(read_index(target, memo=memo), memo)
             if target.is_dir() and is_index(target)
-            else content_identity(target, memo=memo, log=log)
+            else content_identity(target, memo=memo)
             for target in targets
         ]
     return stable_hash(_VERSION, parsed.backend.name, parts, sorted(parsed.options.items()))
 
 
-def _built_identity(info: IndexInfo, memo: Any, log: Callable[[str], None] | None) -> str:
+def _built_identity(info: IndexInfo, memo: Any) -> str:
     """A verified index folder's identity: its content and the entries that decide its units."""
     recorded = info.meta.get("checksums")
     if isinstance(recorded, dict) and recorded:  # verified by read_index against these very digests
         content = {name: entry.get("sha256") for name, entry in sorted(recorded.items()) if isinstance(entry, dict)}
     else:  # an older build: only sizes were checked, so its files are hashed (once per stat)
         files = sorted(p for p in info.path.iterdir() if p.is_file() and p.name != INFO_FILE)
-        digests = hash_files(files, memo=memo, what=f"index {info.path.name}", log=log)
+        digests = hash_files(files, memo=memo, what=f"index {info.path.name}")
         content = {file.name: digests[file] for file in files}
     settings = {key: value for key, value in info.meta.items() if key not in DESCRIPTIVE}
     return stable_hash(content, settings)

@@ -37,13 +37,13 @@ __all__ = [
     "CHECKSUM_MEMO",
     "FORMAT",
     "INFO_FILE",
-    "READS_INDEX_FOLDERS",
     "TRAP_WORDS",
     "IndexInfo",
     "engine_path",
     "is_index",
     "pointer_bytes",
     "read_index",
+    "reads_index_folders",
 ]
 
 INFO_FILE = "novelty-index.json"
@@ -52,8 +52,14 @@ TRAP_WORDS = ("tokenized", "table", "offset", "metadata", "metaoff", "unigram")
 BUILD_HINT = "pytest-novelty index build CORPUS... --out DIR"
 CHECKSUM_MEMO = "index-checksums"
 """The memo of verified index files, inside the originality cache folder a backend is opened with."""
-READS_INDEX_FOLDERS = "reads_index_folders"
-"""Set (True) on the factory :func:`register_local` registers: its argument is index folders."""
+_FOLDER_READERS: set[Callable[..., Any]] = set()
+"""The factories :func:`register_local` registered: their argument is index folders."""
+
+
+def reads_index_folders(factory: Callable[..., Any]) -> bool:
+    """Whether the registered ``factory`` opens index folders (:func:`register_local`): its spec's
+    identity is then those folders' verified content (see :mod:`.identity`)."""
+    return factory in _FOLDER_READERS
 
 
 def engine_path(path: Path) -> Path:
@@ -257,7 +263,7 @@ def register_local(name: str, *, options: dict[str, type | None], summary: str) 
         open_local.__module__ = cls.__module__
         open_local.__qualname__ = f"{cls.__qualname__}.open"
         open_local.__doc__ = f"``{name}:DIR``: {summary}."
-        setattr(open_local, READS_INDEX_FOLDERS, True)  # its identity is its folders' (see .identity)
+        _FOLDER_READERS.add(open_local)  # its identity is its folders' (see .identity)
         BACKENDS.register(name, argument="DIR", needs="an index folder", options=options, summary=summary)(open_local)
         return cls
 

@@ -31,18 +31,49 @@ def closed_port() -> int:
 
 
 def test_a_judge_that_never_answers_is_a_harness_error_within_its_retry_bound(
-    server: FakeOpenAI, make_judge: Build
+    server: FakeOpenAI, make_judge: Build, notices: list[str]
 ) -> None:
     server.inject("hang", times=-1, seconds=30)
-    shown: list[str] = []
+    shown = notices
     judge = make_judge(timeout=0.5, max_attempts=10, max_retry_time=2.0, backoff=0.2, max_backoff=0.2)
-    judge.notify = shown.append
     start = time.monotonic()
     with pytest.raises(HarnessError, match=r"failed every request: timed out after 0.5 s") as caught:
         judge.score(items(20))
     assert time.monotonic() - start < 10  # bounded by max_retry_time, not 20 items x 10 attempts
     assert server.url in str(caught.value)
     assert shown and "retrying" in shown[0] and "giving up after 2 s" in shown[0]
+
+
+def test_a_judges_retry_line_names_its_bound_as_given(
+    make_judge: Build, server: FakeOpenAI, notices: list[str]
+) -> None:
+    """A retry bound of half a second is said as 0.5 s (it was rounded to 0 s), as the served
+    model says its own: the two share one endpoint and one wording of a retry."""
+    server.inject("status", status=503, times=1)
+    make_judge(max_retry_time=0.5, samples=1).score(items(1))
+    assert [line for line in notices if "retrying" in line] == [
+        f"[novelty] judge at {server.url}: HTTP 503; retrying (attempt 2 of 6, giving up after 0.5 s)"
+    ]
+
+
+def test_a_judge_reaches_its_endpoint_without_the_openai_package(server: FakeOpenAI, tmp_path: Path) -> None:
+    """One transport: the judges' requests, preflight included, go through the harness's HTTP client
+    as the served model's do; the ``openai`` package is not loaded."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from pytest_novelty.scoring.judges import JudgeItem, OpenAIJudge\n"
+        f"judge = OpenAIJudge('judge-model', base_url={server.url!r}, api_key={SECRET!r}, samples=2)\n"
+        "judge.check()\n"
+        "result = judge.score([JudgeItem('story', 'Once upon a time.', 'Lily flew a kite.')])[0]\n"
+        "assert result.quality is not None, result\n"
+        "print('openai' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"
 
 
 def test_a_judge_that_fails_every_request_names_the_http_reason(server: FakeOpenAI, make_judge: Build) -> None:

@@ -56,7 +56,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _session(cache: Path) -> SessionModels:
     """A fresh session (as a new run would open) over ``cache``."""
-    return SessionModels(RunConfig(model="unused", cache_dir=cache, log=lambda line: None))
+    return SessionModels(RunConfig(model="unused", cache_dir=cache))
 
 
 def _originality(cache: Path, spec: str) -> tuple[list[float | None], int]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_novelty.infra.errors import HarnessError
+from pytest_novelty.infra.progress import notices_to
 from pytest_novelty.scoring.originality import open_backend, score_texts
 from pytest_novelty.scoring.originality.api import PUBLIC_RATE, InfiniGramApiBackend, QueryPlan
 from tests.scoring.originality.test_originality_api import FAST, INDEX, MINI, NS, World
@@ -65,7 +66,8 @@ def test_the_plan_bounds_the_queries_and_counts_cached_answers(world: World, tmp
     lines: list[tuple[str, int]] = []
     with world.server() as server:
         api = backend(world, server, tmp_path, rate=1000.0)
-        plan = api.announce(world.texts, NS, lambda line: lines.append((line, server.request_count)))
+        with notices_to(lambda line: lines.append((line, server.request_count))):
+            plan = api.announce(world.texts, NS)
         assert lines == [(plan.line(), 0)]  # said before any request
         score_texts(api, world.texts, NS)
         sent = server.request_count
@@ -115,11 +117,9 @@ def test_a_run_announces_its_queries_before_the_first(
     heard: list[tuple[str, int]] = []
     with FakeInfiniGram(token_indexes={INDEX: docs}) as server:
         spec = f"infini-gram-api:{INDEX}?url={server.url}&tokenizer={tiny_checkpoint}&rate=500"
-        config = RunConfig(
-            model=str(tiny_checkpoint), cache_dir=tmp_path / "cache", device="cpu", originality=spec,
-            log=lambda line: heard.append((line, server.request_count)),
-        )  # fmt: skip
-        Runner(config).run(load_suite(folder / "story.toml"))
+        config = RunConfig(model=str(tiny_checkpoint), cache_dir=tmp_path / "cache", device="cpu", originality=spec)
+        with notices_to(lambda line: heard.append((line, server.request_count))):
+            Runner(config).run(load_suite(folder / "story.toml"))
         sent = server.request_count
     # One plan per lookup (the answers, then the prompts), each heard before its own requests.
     plans = [(line, before) for line, before in heard if "count queries" in line]
