@@ -73,7 +73,6 @@ from pytest_novelty.infra.http import (
     ConnectionOptions,
     Traffic,
     echo,
-    failure_reason,
     fan_out,
     is_retryable,
     post_json,

@@ -11,8 +11,10 @@ lives here, once:
   run on the harness's one HTTP client, which retries 408, 409, 425, 429, 5xx, timeouts,
   connection errors and 200 answers that are not JSON with exponential backoff and jitter,
   honouring ``Retry-After``, for at most ``max_attempts`` attempts and ``max_retry_time`` seconds
-  in all, each wait announced as a notice); and :meth:`OpenAIChat._create`, one request (a plain
-  POST of the chat route: only the choices' texts are read) and what its failure means: a model
+  in all, each wait announced as a notice); the requests themselves go through the ``openai``
+  package's client over that HTTP client (:class:`ChatClient`: its retries off, its plain POST of
+  the chat route, so that only the choices' texts are read); and :meth:`OpenAIChat._create`, one
+  request and what its failure means: a model
   that rejects ``temperature`` is asked again without it, for the rest of the client's life; a
   rejected key or an unknown model stops the run (:class:`~pytest_novelty.infra.errors.HarnessError`),
   and so does an endpoint that fails the first requests of a run with no success at all
@@ -50,9 +52,10 @@ from pytest_novelty.infra.http import (
     Held,
     Reply,
     Traffic,
+    attempts_of,
     echo,
+    failure_reason,
     is_retryable,
-    post_json,
     run_coroutine,
 )
 from pytest_novelty.infra.identity import Memo, identity_memo
@@ -65,6 +68,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_BASE_URL",
     "LOCAL_CHAT_OPTIONS",
+    "ChatClient",
     "EndpointOptions",
     "LocalChatModel",
     "LocalChatOptions",
@@ -152,12 +156,13 @@ class OpenAIChat:
         """HTTP requests sent over the life of this client (all attempts)."""
         return self.traffic.requests
 
-    def _client(self, connection: Connection | None = None) -> httpx.AsyncClient:
-        """A fresh client for one run (bound to its event loop) on the harness's HTTP client, which
-        retries; each wait is a notice."""
+    def _client(self, connection: Connection | None = None) -> ChatClient:
+        """A fresh client for one run (bound to its event loop): the ``openai`` package's client on the
+        harness's HTTP client, which retries (each wait a notice; the package's own retries are off)."""
         connection = connection or self.connection
         waiting = self.endpoint.on_wait(f"{self.what} at {self.shown_url}", connection.retry)
-        return self.endpoint.client(connection, self.traffic, accept=_not_json, on_wait=waiting)
+        return ChatClient(self.endpoint.client(connection, self.traffic, accept=_not_json, on_wait=waiting),
+                          self.endpoint)  # fmt: skip
 
     def check(self, *, timeout: float = PREFLIGHT_TIMEOUT) -> None:
         """Preflight: one ``GET /models``, so that a run stops within seconds, with one line, when
@@ -190,7 +195,7 @@ class OpenAIChat:
 
     async def _create(
         self,
-        client: httpx.AsyncClient,
+        client: ChatClient,
         semaphore: asyncio.Semaphore,
         prepare: Callable[[], dict[str, Any] | None],
         *,
@@ -214,7 +219,7 @@ class OpenAIChat:
                 body = prepare()
                 if body is None:
                     return None
-                reply = await post_json(client, self.endpoint.url("/chat/completions"), body)
+                reply = await client.post(body)
             response = reply.response
             if response is not None:
                 status = response.status_code
@@ -265,6 +270,46 @@ class OpenAIChat:
         else:
             text = f"cannot reach {self.shown_url} ({reply.problem})"
         return echo(text, self.endpoint.key, limit=300)
+
+
+class ChatClient:
+    """One run's client of an OpenAI-compatible chat endpoint: the ``openai`` package's
+    ``AsyncOpenAI`` (the base URL with its query, the key) sending through ``http``, the harness's
+    HTTP client of the :class:`~pytest_novelty.infra.endpoint.Endpoint`, which retries (the package's
+    own retries are off). Each request is the package's plain POST of the chat route: no typed
+    request transform and no response models (they were a third of a judge's CPU); only the
+    choices' texts are read."""
+
+    def __init__(self, http: httpx.AsyncClient, endpoint: Endpoint) -> None:
+        import openai
+
+        self.http = http
+        # A local server needs no key, but the package wants one: a placeholder it sends as the bearer.
+        # A plain httpx client: openai 1.x and 2.x are built on httpx, 3.x (on httpx2) takes it as a
+        # "legacy" one, so its types do not name it.
+        self.sdk = openai.AsyncOpenAI(base_url=endpoint.root, api_key=endpoint.key.reveal() or "no-key",
+                                      default_query=endpoint.query or None, http_client=cast(Any, http),
+                                      max_retries=0)  # fmt: skip
+
+    async def post(self, body: dict[str, Any]) -> Reply:
+        """POST ``body`` to ``/chat/completions`` and say how it ended (the retries done below)."""
+        import httpx
+        import openai
+
+        response: Any
+        try:
+            response = await self.sdk.post("/chat/completions", cast_to=cast(Any, httpx.Response), body=body)
+        except openai.APIStatusError as error:  # the last answer of every attempt, a status the caller reads
+            response = error.response
+        except openai.APIConnectionError as error:  # timed out, refused, dropped: no answer at all
+            cause = error.__cause__ if isinstance(error.__cause__, Exception) else error
+            attempts, seconds = attempts_of(cause)
+            return Reply(None, attempts, failure_reason(cause), seconds)
+        attempts, seconds = attempts_of(response)
+        return Reply(response, attempts, "" if response.status_code == 200 else f"HTTP {response.status_code}", seconds)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
 
 
 def _not_json(response: Any) -> str | None:

@@ -64,6 +64,7 @@ from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score
 from pytest_novelty.scoring.judges.rubrics import Rubric, rubric_for
 from pytest_novelty.scoring.llm import (
     DEFAULT_BASE_URL,
+    ChatClient,
     EndpointOptions,
     OpenAIChat,
     RequestFailed,
@@ -72,7 +73,7 @@ from pytest_novelty.scoring.llm import (
 )
 
 if TYPE_CHECKING:
-    import httpx
+    pass
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIJudge"]
 
@@ -210,7 +211,7 @@ class OpenAIJudge(OpenAIChat):
                 run.writer.shutdown(wait=True)
 
     async def _score_item(
-        self, client: httpx.AsyncClient, run: _Run, item: JudgeItem, keys: list[str], cached: dict[str, dict[str, Any]]
+        self, client: ChatClient, run: _Run, item: JudgeItem, keys: list[str], cached: dict[str, dict[str, Any]]
     ) -> JudgeResult:
         messages = rubric_for(item.task).messages(item)
         answers: dict[int, dict[str, Any]] = {s: cached[key] for s, key in enumerate(keys) if key in cached}
@@ -246,7 +247,7 @@ class OpenAIJudge(OpenAIChat):
         return await asyncio.get_running_loop().run_in_executor(run.writer, self.cache.put, key, answer)
 
     async def _complete(
-        self, client: httpx.AsyncClient, run: _Run, messages: list[dict[str, str]], n: int
+        self, client: ChatClient, run: _Run, messages: list[dict[str, str]], n: int
     ) -> list[str]:
         """Get up to ``n`` replies, in one request when the server honours ``n``, else one per sample."""
         if n > 1 and self.send_n:
@@ -264,7 +265,7 @@ class OpenAIJudge(OpenAIChat):
         failures = [outcome for outcome in outcomes if isinstance(outcome, RequestFailed)]
         raise failures[0] if failures else RequestFailed("the judge returned no choices")
 
-    async def _request(self, client: httpx.AsyncClient, run: _Run, messages: list[dict[str, str]], n: int) -> list[str]:
+    async def _request(self, client: ChatClient, run: _Run, messages: list[dict[str, str]], n: int) -> list[str]:
         """One logical request with bounded retries (:meth:`OpenAIChat._create`); the choices' texts.
 
         Each request counts against the run's budget. A request for ``n`` choices sends nothing once
