@@ -67,7 +67,7 @@ def _fingerprint(folder: Path, cache: Path) -> str:
     import torch
 
     torch.set_num_threads(1)
-    return open_generator(str(folder), device="cpu", memo=_memo(cache)).fingerprint
+    return open_generator(str(folder), device="cpu", memo=_memo(cache)).identity_id
 
 
 def _memo(cache: Path):  # type: ignore[no-untyped-def]
@@ -90,7 +90,7 @@ def test_a_layer_edited_in_place_gets_a_new_identity_and_is_generated_again(chec
     _fine_tune_one_middle_layer(checkpoint)
     assert weights.stat().st_size == size
     edited = open_generator(str(checkpoint), device="cpu")
-    assert edited.fingerprint != gen.fingerprint
+    assert edited.identity_id != gen.identity_id
     _, again = generate(edited, TEXTS, SETTINGS, cache_dir=cache / "generations")
     assert (again.rows, again.cached_rows) == (4, 0)
 
@@ -117,7 +117,7 @@ def test_files_beside_the_weights_change_nothing(checkpoint: Path, tmp_path: Pat
     (checkpoint / "checkpoint-500").mkdir()
     (checkpoint / "checkpoint-500" / "model.safetensors").write_bytes(os.urandom(1024))
     again = open_generator(str(checkpoint), device="cpu")
-    assert again.fingerprint == gen.fingerprint
+    assert again.identity_id == gen.identity_id
     answers, stats = generate(again, TEXTS, SETTINGS, cache_dir=cache / "generations")
     assert (stats.rows, stats.cached_rows) == (0, 4) and answers == first
 
@@ -160,7 +160,7 @@ def test_the_runner_keeps_the_memo_in_its_cache(checkpoint: Path, tmp_path: Path
     gen = Runner(RunConfig(model=str(checkpoint), cache_dir=cache, device="cpu")).generator()
     weights = checkpoint / "model.safetensors"
     assert identity_memo(cache).get(stat_key(weights, "blake3")) == gen.identity.files["model.safetensors"]
-    assert gen.identity.description == f"ckpt @ {gen.fingerprint[:8]}"
+    assert gen.identity.description == f"ckpt @ {gen.identity_id[:8]}"
 
 
 def test_progress_hears_every_byte(checkpoint: Path) -> None:
@@ -222,7 +222,7 @@ def test_hub_id_is_its_commit_sha_and_loads_offline_from_the_cache(
     assert capsys.readouterr().err.count("on trust") == 1
     check_checkpoint("someorg/tiny@v1")  # the old code refused '@'
     gen = open_generator("someorg/tiny@v1", device="cpu")
-    assert gen.fingerprint == SHA_V1
+    assert gen.identity_id == SHA_V1
     answers, stats = generate(gen, TEXTS, SETTINGS)
     assert stats.rows == 4 and all(len(a) == 2 for a in answers)
     trust = [line for line in capsys.readouterr().err.splitlines() if "on trust" in line]

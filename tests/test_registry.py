@@ -226,7 +226,7 @@ class EchoGenerator:
 
     def __init__(self, model: str, load: LoadSettings | None = None) -> None:
         self.name = model
-        self.fingerprint = f"echo:{model}"
+        self.identity_id = f"echo:{model}"
         self.tokens_generated = 0
         self.load = load or LoadSettings()
 

@@ -107,7 +107,7 @@ class MetricRecord:
     metrics it holds every prompt's quality and ``tail_ids`` the frozen tail. ``per_generation``
     (``top10_novelty`` only) maps prompt id to its generations' novelty, so the test can resample
     the top-10 % statistic itself. ``model``,
-    ``fingerprint`` and ``judge`` say what produced the numbers; the tolerances and ``alpha`` are the
+    ``identity_id`` and ``judge`` say what produced the numbers; the tolerances and ``alpha`` are the
     suite file's gate settings for this metric.
     """
 
@@ -118,7 +118,7 @@ class MetricRecord:
     per_prompt: Mapping[str, float] = field(default_factory=dict)
     tail_ids: list[str] | None = None
     model: str = ""
-    fingerprint: str = ""
+    identity_id: str = ""
     judge: str = ""
     tolerance_abs: float = 0.02
     tolerance_rel: float = 0.0
@@ -134,7 +134,7 @@ class MetricRecord:
         """Deterministic, diff-friendly JSON text.
 
         Keys are sorted, floats rounded to 6 decimals, NaN written as null, one prompt per line;
-        model, fingerprint and judge pass through :func:`redact` so no credential is ever stored.
+        model, identity_id and judge pass through :func:`redact` so no credential is ever stored.
         """
         data = {
             "format": FORMAT_VERSION,
@@ -145,7 +145,7 @@ class MetricRecord:
             "per_prompt": {str(k): _round(v) for k, v in self.per_prompt.items()},
             "tail_ids": None if self.tail_ids is None else sorted(str(i) for i in self.tail_ids),
             "model": redact(self.model),
-            "fingerprint": redact(self.fingerprint),
+            "identity_id": redact(self.identity_id),
             "judge": redact(self.judge),
             "tolerance_abs": _round(self.tolerance_abs),
             "tolerance_rel": _round(self.tolerance_rel),
@@ -183,7 +183,8 @@ class MetricRecord:
                 per_prompt=per_prompt,
                 tail_ids=None if tail is None else [str(i) for i in tail],
                 model=str(data.get("model", "")),
-                fingerprint=str(data.get("fingerprint", "")),
+                # ``fingerprint``: the name the records of earlier versions gave the identity's id.
+                identity_id=str(data.get("identity_id", data.get("fingerprint", ""))),
                 judge=str(data.get("judge", "")),
                 tolerance_abs=float(data.get("tolerance_abs", 0.0)),
                 tolerance_rel=float(data.get("tolerance_rel", 0.0)),
@@ -627,7 +628,7 @@ def result_record(
         prompt_ids=[p.id for p in result.prompts],
         tail_ids=tail_ids,
         model=result.model,
-        fingerprint=result.generated.fingerprint,
+        identity_id=result.generated.identity_id,
         judge=result.scores.judge,
         per_generation=per_generation,
     )
@@ -642,7 +643,7 @@ def make_record(
     prompt_ids: Sequence[str],
     tail_ids: Sequence[str] | None = None,
     model: str = "",
-    fingerprint: str = "",
+    identity_id: str = "",
     judge: str = "",
     per_generation: Sequence[Sequence[float]] | None = None,
 ) -> MetricRecord:
@@ -668,7 +669,7 @@ def make_record(
         per_prompt={str(i): float(v) for i, v in zip(prompt_ids, series, strict=False)},
         tail_ids=None if tail_ids is None else [str(i) for i in tail_ids],
         model=model,
-        fingerprint=fingerprint,
+        identity_id=identity_id,
         judge=judge,
         tolerance_abs=gate.tolerance_abs if threshold.tolerance_abs is None else threshold.tolerance_abs,
         tolerance_rel=gate.tolerance_rel if threshold.tolerance_rel is None else threshold.tolerance_rel,

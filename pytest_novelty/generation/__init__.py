@@ -5,7 +5,7 @@ backend from a model spec) and :func:`generate` (seeding, batching by length, th
 and progress). Heavy libraries are imported only when a model is opened.
 
 Every answer is one *row*: a (prompt, sample index) pair with its own seed, derived from the
-checkpoint fingerprint, the prompt text, the sampling settings and the sample index. A backend
+checkpoint identity_id, the prompt text, the sampling settings and the sample index. A backend
 draws a row's randomness from that seed alone, so a row's answer does not depend on which other
 rows share its batch: the batch size can follow the hardware, a suite can grow by a prompt or a
 sample without changing the answers already cached, and a resumed run matches an uninterrupted
@@ -168,7 +168,7 @@ class Generator(Protocol):
     """
 
     name: str
-    fingerprint: str
+    identity_id: str
     tokens_generated: int
 
     @property
@@ -234,7 +234,7 @@ class RecordedAnswers(Protocol):
     Before a suite run's answers are asked for, the pipeline hands it the run's prompts
     (:meth:`check_prompts`); :func:`generate` then reads every row from :meth:`Generator.sample`
     (the batch names each row's sample index) and keeps nothing in the answer cache: the files are
-    the store, and their content is the source's fingerprint.
+    the store, and their content is the source's identity_id.
     """
 
     source: str
@@ -380,9 +380,9 @@ def _identity(settings: GenerationSettings) -> dict[str, object]:
     return data
 
 
-def prompt_key(fingerprint: str, text: str, settings: GenerationSettings) -> str:
+def prompt_key(identity_id: str, text: str, settings: GenerationSettings) -> str:
     """The cache key of one prompt's answers: checkpoint content, exact input text, sampling settings."""
-    return stable_hash(fingerprint, text, _identity(settings))
+    return stable_hash(identity_id, text, _identity(settings))
 
 
 def row_seed(key: str, sample: int) -> int:
@@ -435,7 +435,7 @@ def rows_missing(
     cache only: nothing is loaded, so a run can tell before it loads a model whether it needs one."""
     if is_recorded(generator):
         return 0
-    keys = [prompt_key(generator.fingerprint, text, settings) for text in texts]
+    keys = [prompt_key(generator.identity_id, text, settings) for text in texts]
     return sum(answer is None for row in _cached(_cache(cache_dir), keys, settings.samples) for answer in row)
 
 
@@ -480,7 +480,7 @@ def generate(
     start = time.perf_counter()
     stats = GenerationStats()
     cache = _cache(cache_dir)
-    keys = [prompt_key(generator.fingerprint, text, settings) for text in texts]
+    keys = [prompt_key(generator.identity_id, text, settings) for text in texts]
     found = _cached(cache, keys, settings.samples)
     todo = [(i, j) for i in range(len(texts)) for j in range(settings.samples) if found[i][j] is None]
     stats.cached_rows = len(texts) * settings.samples - len(todo)
@@ -546,7 +546,7 @@ def read_recorded(
     are the store; a rerun reads them again, which costs what reading the cache would)."""
     start = time.perf_counter()
     rows = [(i, j) for i in range(len(texts)) for j in range(settings.samples)]
-    keys = [prompt_key(source.fingerprint, text, settings) for text in texts]
+    keys = [prompt_key(source.identity_id, text, settings) for text in texts]
     seeds = [row_seed(keys[i], j) for i, j in rows]
     answers = source.sample(Batch([texts[i] for i, _ in rows], seeds, settings, samples=[j for _, j in rows]))
     if len(answers) != len(rows):

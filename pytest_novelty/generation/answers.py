@@ -11,7 +11,7 @@ from; only the work line says that they were read, not generated.
   whose name has commas) is a file, or a folder whose ``*.jsonl`` files are all read
   (not its subfolders; other files, such as lm-evaluation-harness's ``results_*.json``, are not
   answers). The formats are in :mod:`~pytest_novelty.generation.answer_files`.
-- **Identity.** The fingerprint is the content of the files: the SHA-256 of every byte of each
+- **Identity.** The identity_id is the content of the files: the SHA-256 of every byte of each
   (remembered under the file's stat in the identity memo, as a checkpoint's digests are),
   whatever their names or order, and the options that change which answers a prompt gets
   (``filtered``, ``id_field``). Reports and snapshots record it like a checkpoint's identity.
@@ -154,8 +154,8 @@ class AnswerFiles:
             total.update(f"{digest}\0".encode())
         total.update(f"filtered={filtered}\0id_field={id_field or ''}\0".encode())
         hex_id = total.hexdigest()[:24]
-        self.fingerprint = PREFIX + hex_id
-        self.identity = Identity(self.fingerprint, f"{self.source} @ {hex_id[:8]}", self.name)
+        self.identity_id = PREFIX + hex_id
+        self.identity = Identity(self.identity_id, f"{self.source} @ {hex_id[:8]}", self.name)
         self._records: list[AnswerRecord] | None = None
         self._ours: dict[tuple[str, str], AnswerRecord] = {}  # (suite run, prompt id) -> our record
         self._pooled: dict[str, list[AnswerRecord]] = {}  # prompt text (or id_field value) -> samples
@@ -217,7 +217,7 @@ class AnswerFiles:
                                       f"({first_difference(record.prompt, text)}); generate the answers from the "
                                       f"suite's prompts, or accept them with ?{ACCEPT}=true on the answers: spec")
                 differing += 1
-            self._bind(prompt_key(self.fingerprint, text, request.settings), record, where)
+            self._bind(prompt_key(self.identity_id, text, request.settings), record, where)
         if not differing:
             return ""
         return (f"{differing} of {len(request.ids)} prompt texts in {self.source} differ from the ones the suite "
@@ -285,7 +285,7 @@ class AnswerFiles:
             raise HarnessError(f"{self.name}: a batch without sample indices cannot be read from files")
         out = []
         for row, (text, sample) in enumerate(zip(batch.texts, batch.samples, strict=True)):
-            answers = self._bound.get(prompt_key(self.fingerprint, text, batch.settings))
+            answers = self._bound.get(prompt_key(self.identity_id, text, batch.settings))
             if answers is None:
                 raise HarnessError(f"{self.name}: a prompt was asked for before its suite's prompts were checked")
             out.append(answers[sample])

@@ -275,7 +275,7 @@ def _looks_like_hub_id(model: str) -> bool:
     return looks_like_hub_id(model)
 
 
-def checkpoint_fingerprint(model: str, *, memo: Memo | None = None) -> str:
+def checkpoint_identity_id(model: str, *, memo: Memo | None = None) -> str:
     """The hex id of :func:`~pytest_novelty.infra.identity.checkpoint_identity`, used in cache keys.
 
     Every byte of the files the model loads from counts (nothing else in the folder); a hub id
@@ -406,7 +406,7 @@ class HFGenerator:
         self.adapter = model if is_adapter(model) else None
         self.base = adapter_base(model, load.base_model) if self.adapter else model
         self.identity = checkpoint_identity(model, memo=load.memo, base=load.base_model)  # what is loaded, its key
-        self.fingerprint = self.identity.id
+        self.identity_id = self.identity.id
         self.tokens_generated = 0
         self._device: str | None = None
         self._tokenizer: Any = None
@@ -498,7 +498,7 @@ class HFGenerator:
         """
         if isinstance(model_input, str):
             return model_input  # plain text needs no tokenizer (and a cached rerun loads none)
-        key = f"chat-render/{self.fingerprint}/{stable_hash([dict(m) for m in model_input])}"
+        key = f"chat-render/{self.identity_id}/{stable_hash([dict(m) for m in model_input])}"
         known = None if self.load.memo is None else self.load.memo.get(key)
         if isinstance(known, str):
             return known

@@ -41,7 +41,7 @@ How a call goes:
   is an answer, and kept;
 - answers are cached per prompt like local generation (:func:`pytest_novelty.generation.generate`),
   each the moment its row is answered (so only checked answers reach the cache);
-  the fingerprint in their key is the endpoint URL (without credentials), the model name, the
+  the identity_id in their key is the endpoint URL (without credentials), the model name, the
   ``--model-revision`` the user pins and :data:`REPLY_CHECK` (answers cached before replies were
   checked are not reused). A server cannot prove which weights it runs: without a
   pinned revision, cached answers are trusted to come from the same weights (said once, when the
@@ -102,7 +102,7 @@ MAX_RETRY_TIME = 120.0
 """Seconds one row may spend on attempts and waits by default (the judges' figure): with
 :data:`TIMEOUT`, a silent server fails the run after two attempts, about two minutes."""
 REPLY_CHECK = 2
-"""Part of the cache fingerprint: answers cached before replies were checked (:func:`read_reply`)
+"""Part of the cache identity_id: answers cached before replies were checked (:func:`read_reply`)
 might be a broken server's empty replies, so they are not reused."""
 ERROR_FINISH = frozenset({"error", "abort", "aborted", "cancelled", "canceled"})
 """``finish_reason`` values that say the server failed the request (vLLM and SGLang say ``abort``;
@@ -269,7 +269,7 @@ class OpenAIGenerator:
         client, the preflight and the notices."""
         self.base_url = self.endpoint.bare
         self.revision = revision
-        self.fingerprint = "served:" + stable_hash(self.base_url, self.model, revision or "", REPLY_CHECK)[:16]
+        self.identity_id = "served:" + stable_hash(self.base_url, self.model, revision or "", REPLY_CHECK)[:16]
         self.device = self.base_url
         self.tokens_generated = 0
         self.connection = Connection.of(

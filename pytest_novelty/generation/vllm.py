@@ -3,7 +3,7 @@
 vLLM schedules its own batches (continuous batching, paged KV cache), so a call hands it every
 row at once; each row becomes one request with its own seed, so answers are reproducible and do
 not depend on the batch, as with the Hugging Face backend. vLLM's sampler draws differently from
-ours, so the same seed gives other answers than ``--generator hf``: the fingerprint names the
+ours, so the same seed gives other answers than ``--generator hf``: the identity_id names the
 backend and the two never share cached answers. Stop strings are kept in the output, as the HF
 backend keeps them; the task cuts answers at the stop afterwards.
 
@@ -62,7 +62,7 @@ class VLLMGenerator:
         self.name = model
         self.device = "cuda" if load.device == "auto" else load.device
         self.identity = checkpoint_identity(model, memo=load.memo, base=load.base_model)
-        self.fingerprint = "vllm:" + self.identity.id
+        self.identity_id = "vllm:" + self.identity.id
         options: dict[str, Any] = {"trust_remote_code": load.trust_remote_code, "seed": 0}
         if load.gpus > 1:
             options["tensor_parallel_size"] = load.gpus

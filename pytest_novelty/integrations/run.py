@@ -224,7 +224,7 @@ def _identity(versions: Mapping[str, Any], suites: Mapping[str, Mapping[str, Any
     out = {
         "model": versions.get("model"),
         "identity": ", ".join(identities),
-        "fingerprint": versions.get("fingerprint"),
+        "identity_id": versions.get("identity_id"),
         "baseline_model": versions.get("baseline_model"),
         "model_series": versions.get("model_series"),
         "suites": ", ".join(sorted(suites)) or ", ".join(sorted(dict(versions.get("suites") or {}))),

@@ -148,8 +148,8 @@ def generate_answers(
         read_from=gen.source if stats.read_rows and isinstance(gen, RecordedAnswers) else "",
         note=note,
     )
-    identity = identity_description(gen) or gen.fingerprint
-    return SuiteAnswers(suite, config.model, prompts, answers, model_path=model_path, fingerprint=gen.fingerprint,
+    identity = identity_description(gen) or gen.identity_id
+    return SuiteAnswers(suite, config.model, prompts, answers, model_path=model_path, identity_id=gen.identity_id,
                         identity=identity, work=work, sweep=sweep_of(suite))
 
 

@@ -26,7 +26,7 @@ def _info(result: SuiteResult) -> dict[str, Any]:
     info: dict[str, Any] = {
         "model": answers.model,
         "model_path": answers.model_path,
-        "fingerprint": answers.fingerprint,
+        "identity_id": answers.identity_id,
         "identity": answers.identity,
         "samples": work.samples,
         "generated_batches": work.batches,

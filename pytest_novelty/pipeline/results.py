@@ -59,7 +59,7 @@ class SuiteAnswers:
     prompts: list[Prompt]
     answers: list[list[str]]
     model_path: str = ""
-    fingerprint: str = ""
+    identity_id: str = ""
     identity: str = ""  # the checkpoint's human description ("demo @ 01d791a0")
     work: GenerationWork = field(default_factory=GenerationWork)
     sweep: Sweep | None = None

@@ -191,7 +191,7 @@ def check_merged(runner: Runner, suites: Iterable[Suite]) -> None:
         prompts, inputs = runner.prompts(suite)
         gen = runner.generator()
         settings = run_settings(config, suite)
-        keys = [prompt_key(gen.fingerprint, gen.render(x), settings) for x in inputs]
+        keys = [prompt_key(gen.identity_id, gen.render(x), settings) for x in inputs]
         missing = uncached_prompts(keys, settings.samples, config.cache_dir / ANSWERS)
         lack = Lack.of(records, keys, [prompts[i].id for i in missing]) if missing else None
         if lack is None:
@@ -320,7 +320,7 @@ def _part_of(runner: Runner, variant: Suite, ids: frozenset[str] | None, shard: 
         done.generated.append(answers.work)
         done.scored.append(_score(runner, variant, answers))
     settings = run_settings(runner.config, variant)
-    keys = [prompt_key(gen.fingerprint, gen.render(x), settings) for x in inputs]
+    keys = [prompt_key(gen.identity_id, gen.render(x), settings) for x in inputs]
     ShardRecords(runner.config.cache_dir).note(run_identity(keys), shard, variant.name,
                                                [prompts[i].id for i in chosen])
 

@@ -92,7 +92,7 @@ class SuiteInfo:
 
     model: str = ""
     model_path: str = ""
-    fingerprint: str = ""
+    identity_id: str = ""
     identity: str = ""
     samples: int = 0
     generated_batches: int = 0

@@ -206,7 +206,7 @@ def _provenance(
         "index": {"setting": redact(index[0]), "identity": index[1]},
         "pool": [
             {"source": redact(source), "identity": redact(r.generated.identity),
-             "fingerprint": redact(r.generated.fingerprint), "answers": r.generated.work.samples or gen.samples,
+             "identity_id": redact(r.generated.identity_id), "answers": r.generated.work.samples or gen.samples,
              "mean_output_novelty": json_float(float(np.mean(ranking.member_novelty[m])))}
             for m, (source, r) in enumerate(zip(sources, results, strict=True))
         ],

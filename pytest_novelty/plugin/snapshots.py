@@ -321,8 +321,8 @@ class NoveltySnapshotExtension(SingleFileSnapshotExtension):
             return
         accepted, candidate = self._records
         yield from comparison.lines()
-        if accepted.model != candidate.model or accepted.fingerprint != candidate.fingerprint:
-            yield f"  snapshot recorded from {_short(accepted.model)} ({_short(accepted.fingerprint)})"
+        if accepted.model != candidate.model or accepted.identity_id != candidate.identity_id:
+            yield f"  snapshot recorded from {_short(accepted.model)} ({_short(accepted.identity_id)})"
         if self.rerecord and comparison.passed:
             yield RERECORD
 

@@ -428,7 +428,7 @@ class NoveltyState:
         return {
             "pytest-novelty": metadata.version("pytest-novelty"),
             "model": self.config.option.novelty_model,
-            "fingerprint": joined(i.fingerprint for i in infos),
+            "identity_id": joined(i.identity_id for i in infos),
             "baseline_model": self.baseline_model,
             "model_series": self.config.option.novelty_model_series,
             "suites": {s.name: str(p) for p, s in self.suites.items()},

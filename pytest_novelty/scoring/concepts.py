@@ -253,7 +253,7 @@ class HFConceptExtractor(_CachedExtractor, LocalChatModel):
         return f"HFConceptExtractor(spec={self.spec!r}, temperature={self.sampling.temperature})"
 
     def _identity(self) -> tuple[Any, ...]:
-        return (self.fingerprint, self.sampling.temperature, self.sampling.seed, self.sampling.max_new_tokens)
+        return (self.identity_id, self.sampling.temperature, self.sampling.seed, self.sampling.max_new_tokens)
 
     def _reasks(self) -> int:
         return self.max_reasks if self.sampling.temperature > 0 else 0

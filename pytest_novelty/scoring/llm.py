@@ -24,7 +24,7 @@ lives here, once:
   ``GET /models``, naming a missing or refused key and an unreachable or silent endpoint within
   seconds.
 - :class:`LocalChatModel`, a base class for a local causal LM run through the generation layer:
-  the checkpoint is checked and fingerprinted when the component is opened (:func:`checked_fingerprint`,
+  the checkpoint is checked and fingerprinted when the component is opened (:func:`checked_identity_id`,
   also used by the reward judge), loaded on first use, and sampled in batches with a seed per
   attempt, so that a re-ask draws new replies.
 
@@ -74,7 +74,7 @@ __all__ = [
     "LocalChatOptions",
     "OpenAIChat",
     "RequestFailed",
-    "checked_fingerprint",
+    "checked_identity_id",
     "is_about",
     "safe_url",
 ]
@@ -341,22 +341,22 @@ def _choice_texts(response: Any) -> list[str]:
 # -- hf: ----------------------------------------------------------------------------------------
 
 
-def checked_fingerprint(
+def checked_identity_id(
     spec: str, path: str, *, trust_remote_code: bool, field: str | None = None, memo: Memo | None = None
 ) -> str:
-    """Check the checkpoint folder ``path`` cheaply and return its fingerprint (for cache keys).
+    """Check the checkpoint folder ``path`` cheaply and return its identity_id (for cache keys).
 
     A bad folder raises :class:`~pytest_novelty.infra.errors.ConfigError` prefixed with ``spec``
     (``hf:PATH``, ``reward:PATH``) and, when given, ``field``. ``memo`` (see
     :func:`~pytest_novelty.infra.identity.identity_memo`) spares rehashing unchanged weight files.
     """
-    from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprint
+    from pytest_novelty.generation.hf import check_checkpoint, checkpoint_identity_id
 
     try:
         check_checkpoint(path, trust_remote_code=trust_remote_code)
     except ConfigError as exc:
         raise ConfigError(f"{spec}: {exc}", field=field) from None
-    return checkpoint_fingerprint(path, memo=memo)
+    return checkpoint_identity_id(path, memo=memo)
 
 
 class LocalChatOptions(TypedDict, total=False):
@@ -403,7 +403,7 @@ class LocalChatModel:
         # One memo for the check here and the generator's load: an unchanged checkpoint is hashed
         # once, not on every run.
         self._memo = None if cache_dir is None else identity_memo(Path(cache_dir))
-        self.fingerprint = checked_fingerprint(
+        self.identity_id = checked_identity_id(
             f"hf:{path}", path, trust_remote_code=self.trust_remote_code, field=field, memo=self._memo
         )
         self.path = path

@@ -27,7 +27,7 @@ def record(values: np.ndarray | list[float], *, higher: bool = True, **kwargs: o
         "higher_is_better": higher,
         "per_prompt": dict(zip(IDS, array.tolist(), strict=True)),
         "model": "ckpt-a",
-        "fingerprint": "abc123",
+        "identity_id": "abc123",
         "judge": "rules",
     }
     base.update(kwargs)
@@ -321,3 +321,11 @@ def test_make_record_takes_settings_from_the_suite_and_threshold() -> None:
 
     with pytest.raises(ValueError, match="per-prompt values"):
         make_record(suite, quality, metrics=metrics, per_prompt=per_prompt, prompt_ids=["a"])
+
+
+def test_a_record_of_an_earlier_version_names_its_identity_as_it_did() -> None:
+    """Snapshots written before the identity had one name said ``fingerprint``: read as its id."""
+    data = json.loads(MetricRecord("s", "quality", 0.5, True, identity_id="abc123").to_json())
+    assert "fingerprint" not in data and data["identity_id"] == "abc123"
+    data["fingerprint"] = data.pop("identity_id")
+    assert MetricRecord.from_json(json.dumps(data)).identity_id == "abc123"

@@ -241,12 +241,12 @@ def test_the_identity_is_the_files_content_not_their_names(tmp_path: Path) -> No
     renamed.parent.mkdir()
     renamed.write_bytes(first.read_bytes())
     memo = memo_at(tmp_path / "memo")
-    fingerprint = open_generator(f"answers:{first}", memo=memo).fingerprint
-    assert fingerprint.startswith("answers:")
-    assert open_generator(f"answers:{renamed}", memo=memo).fingerprint == fingerprint
+    identity_id = open_generator(f"answers:{first}", memo=memo).identity_id
+    assert identity_id.startswith("answers:")
+    assert open_generator(f"answers:{renamed}", memo=memo).identity_id == identity_id
     renamed.write_bytes(first.read_bytes().replace(b"They saw a dog", b"They saw a cat"))
-    assert open_generator(f"answers:{renamed}", memo=memo).fingerprint != fingerprint
-    assert open_generator(f"answers:{first}?filtered=true").fingerprint != fingerprint  # other answers of one file
+    assert open_generator(f"answers:{renamed}", memo=memo).identity_id != identity_id
+    assert open_generator(f"answers:{first}?filtered=true").identity_id != identity_id  # other answers of one file
 
 
 @pytest.mark.parametrize(

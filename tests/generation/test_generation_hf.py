@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_novelty.generation import Batch, generate, open_generator, plan_batches
-from pytest_novelty.generation.hf import check_checkpoint, checkpoint_fingerprint
+from pytest_novelty.generation.hf import check_checkpoint, checkpoint_identity_id
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.suites.schema import GenerationSettings
 
@@ -140,9 +140,9 @@ def test_fingerprint_follows_content(tiny_checkpoint: Path, tmp_path: Path) -> N
 
     copy = tmp_path / "copy"
     shutil.copytree(tiny_checkpoint, copy)
-    assert checkpoint_fingerprint(str(copy)) == checkpoint_fingerprint(str(tiny_checkpoint))
+    assert checkpoint_identity_id(str(copy)) == checkpoint_identity_id(str(tiny_checkpoint))
     (copy / "config.json").write_text((copy / "config.json").read_text().replace("0.02", "0.03"))
-    assert checkpoint_fingerprint(str(copy)) != checkpoint_fingerprint(str(tiny_checkpoint))
+    assert checkpoint_identity_id(str(copy)) != checkpoint_identity_id(str(tiny_checkpoint))
 
 
 @pytest.mark.parametrize("name", ["org/model", "gpt2-org/tiny.v1", "org/model@v2"])

@@ -181,13 +181,13 @@ def test_an_unknown_model_is_one_line() -> None:
 
 
 def test_cache_key_covers_url_name_and_revision_but_not_credentials(tmp_path: Path) -> None:
-    def fingerprint(url: str, name: str = "openai:m", revision: str | None = None) -> str:
-        return OpenAIGenerator(name, base_url=url, revision=revision).fingerprint
+    def identity_id(url: str, name: str = "openai:m", revision: str | None = None) -> str:
+        return OpenAIGenerator(name, base_url=url, revision=revision).identity_id
 
-    base = fingerprint("http://gpu:8000/v1")
-    assert fingerprint("http://user:pw@gpu:8000/v1/") == base
-    assert len({base, fingerprint("http://gpu:8001/v1"), fingerprint("http://gpu:8000/v1", "openai:n"),
-                fingerprint("http://gpu:8000/v1", revision="r2")}) == 4  # fmt: skip
+    base = identity_id("http://gpu:8000/v1")
+    assert identity_id("http://user:pw@gpu:8000/v1/") == base
+    assert len({base, identity_id("http://gpu:8001/v1"), identity_id("http://gpu:8000/v1", "openai:n"),
+                identity_id("http://gpu:8000/v1", revision="r2")}) == 4  # fmt: skip
     with FakeOpenAI() as server:
         texts = [OpenAIGenerator("openai:judge-model", base_url=server.url).render(CHAT[0])]
         generate(OpenAIGenerator("openai:judge-model", base_url=server.url), texts, SETTINGS, cache_dir=tmp_path)

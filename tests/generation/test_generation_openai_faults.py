@@ -157,11 +157,11 @@ def test_replies_that_are_not_answers(data: object, chat: bool, problem: str) ->
 
 
 def test_answers_cached_before_replies_were_checked_are_not_reused() -> None:
-    """The fingerprint of the unchecked generator (URL, name, revision) keyed possibly empty replies."""
+    """The identity_id of the unchecked generator (URL, name, revision) keyed possibly empty replies."""
     from pytest_novelty.infra.storage import stable_hash
 
     gen = OpenAIGenerator("openai:m", base_url="http://gpu:8000/v1")
-    assert gen.fingerprint != "served:" + stable_hash("http://gpu:8000/v1", "m", "")[:16]
+    assert gen.identity_id != "served:" + stable_hash("http://gpu:8000/v1", "m", "")[:16]
 
 
 # -- a server that never answers ------------------------------------------------------------------
@@ -296,6 +296,6 @@ def test_connection_options_come_from_the_model_spec() -> None:
     gen = open_generator("openai:m?timeout=5&max_retry_time=7&concurrency=2", base_url="http://gpu:8000/v1")
     assert isinstance(gen, OpenAIGenerator) and gen.name == "openai:m"
     assert (gen.connection.timeout, gen.connection.retry.max_retry_time, gen.connection.concurrency) == (5, 7, 2)
-    assert gen.fingerprint == OpenAIGenerator("openai:m", base_url="http://gpu:8000/v1").fingerprint
+    assert gen.identity_id == OpenAIGenerator("openai:m", base_url="http://gpu:8000/v1").identity_id
     with pytest.raises(ConfigError, match=r"--model: model source openai has no option 'timout' \(did you mean"):
         open_generator("openai:m?timout=5", base_url="http://gpu:8000/v1")

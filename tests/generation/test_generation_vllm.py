@@ -136,7 +136,7 @@ def test_cached_answers_are_not_shared_with_the_hf_backend(
 ) -> None:
     vllm_gen = open_generator(str(tiny_checkpoint), device="cuda", backend="vllm")
     hf_gen = open_generator(str(tiny_checkpoint), device="cpu")
-    assert vllm_gen.fingerprint == "vllm:" + hf_gen.fingerprint
+    assert vllm_gen.identity_id == "vllm:" + hf_gen.identity_id
     generate(vllm_gen, TEXTS, SETTINGS, cache_dir=tmp_path)
     _, stats = generate(hf_gen, TEXTS, SETTINGS, cache_dir=tmp_path)
     assert stats.cached_rows == 0 and stats.rows == 8
@@ -168,13 +168,13 @@ def test_auto_picks_vllm_only_where_it_can_run(
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert choose_backend("auto") == "hf"  # no CUDA device: transformers
-    assert not open_generator(str(tiny_checkpoint), device="cpu", backend="auto").fingerprint.startswith("vllm:")
+    assert not open_generator(str(tiny_checkpoint), device="cpu", backend="auto").identity_id.startswith("vllm:")
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert choose_backend("auto") == choose_backend("auto", "cuda:1") == "vllm"
     assert choose_backend("auto", "cpu") == "hf"  # the user asked for the CPU
     assert (choose_backend("hf"), choose_backend("vllm", "cpu")) == ("hf", "vllm")  # explicit names stay
-    assert open_generator(str(tiny_checkpoint), device="auto", backend="auto").fingerprint.startswith("vllm:")
+    assert open_generator(str(tiny_checkpoint), device="auto", backend="auto").identity_id.startswith("vllm:")
 
     monkeypatch.setitem(sys.modules, "vllm", None)  # not installed: importing it fails
     assert choose_backend("auto") == "hf"

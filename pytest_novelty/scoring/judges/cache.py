@@ -69,7 +69,7 @@ def judge_key(
     """The cache key of one judge answer: every setting that changes it, by name.
 
     ``kind`` (``openai``, ``hf``, ``reward``), ``model`` (the model name, or a local checkpoint's
-    path and content fingerprint), ``endpoint`` (:func:`endpoint_identity` of a remote judge),
+    path and content identity_id), ``endpoint`` (:func:`endpoint_identity` of a remote judge),
     ``rubric`` (the rubric's version), ``sampling`` (temperature, token limit, seed, re-asks, ...),
     ``samples`` (how many answers are drawn per item), then the item and the sample index.
     """

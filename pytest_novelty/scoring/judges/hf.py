@@ -8,7 +8,7 @@ sequences per prompt sampled at ``temperature``, reproducible from ``seed``.
 
 A sample whose reply holds no valid score is generated again with another seed, at most
 ``max_reasks`` times; an item none of whose samples scored is unscored (``quality=None``). Each
-answer is cached per (checkpoint path and fingerprint, seed, temperature, max_new_tokens,
+answer is cached per (checkpoint path and identity_id, seed, temperature, max_new_tokens,
 max_reasks, samples, rubric version, task, prompt, response, sample index; see
 :func:`~.cache.judge_key`). The model is loaded on first use, not when the judge is opened
 (:class:`~pytest_novelty.scoring.llm.LocalChatModel`, shared with the concept extractors).
@@ -117,7 +117,7 @@ class HFJudge(LocalChatModel):
         return [
             judge_key(
                 kind="hf",
-                model=f"{self.path}@{self.fingerprint}",
+                model=f"{self.path}@{self.identity_id}",
                 rubric=rubric.version,
                 sampling=sampling,
                 samples=self.samples,

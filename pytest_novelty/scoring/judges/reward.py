@@ -12,7 +12,7 @@ own nine ascending thresholds (the ``thresholds`` option).
 
 Results: ``scores`` holds the one 1-10 score (a reward model is deterministic, so ``samples`` is
 ignored) and ``quality`` is that score / 10. Raw rewards are cached per (checkpoint path and
-fingerprint, max_length, prompt, response), so changing the thresholds costs no recomputation.
+identity_id, max_length, prompt, response), so changing the thresholds costs no recomputation.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pytest_novelty.infra.identity import identity_memo
 from pytest_novelty.scoring.judges.base import JUDGES, JudgeItem, JudgeResult
 from pytest_novelty.scoring.judges.cache import AnswerCache, judge_key
 from pytest_novelty.scoring.judges.reward_scale import NOVELTYBENCH_REWARD_THRESHOLDS, reward_to_utility
-from pytest_novelty.scoring.llm import checked_fingerprint
+from pytest_novelty.scoring.llm import checked_identity_id
 
 DEFAULT_THRESHOLDS = NOVELTYBENCH_REWARD_THRESHOLDS
 SCALE_MAX = 10
@@ -69,7 +69,7 @@ class RewardJudge:
         trust_remote_code: bool = False,
     ) -> None:
         memo = None if cache_dir is None else identity_memo(Path(cache_dir))  # unchanged weights hashed once
-        fingerprint = checked_fingerprint(
+        identity_id = checked_identity_id(
             f"reward:{path}", path, trust_remote_code=trust_remote_code, field="--judge", memo=memo
         )
         self.path = path
@@ -80,7 +80,7 @@ class RewardJudge:
         self.max_length = max_length
         self.device = device
         self.trust_remote_code = trust_remote_code
-        self.fingerprint = fingerprint
+        self.identity_id = identity_id
         self.cache = AnswerCache(cache_dir)
         self._model: Any = None
         self._tokenizer: Any = None
@@ -127,7 +127,7 @@ class RewardJudge:
         # The thresholds map rewards to scores afterwards, so they are not part of the key.
         return judge_key(
             kind="reward",
-            model=f"{self.path}@{self.fingerprint}",
+            model=f"{self.path}@{self.identity_id}",
             rubric=_FORMAT_VERSION,
             sampling={"max_length": self.max_length},
             prompt=item.prompt,

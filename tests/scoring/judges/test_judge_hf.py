@@ -108,11 +108,11 @@ def test_a_local_judge_hashes_unchanged_weights_once_across_runs(scoring_lm: Pat
         with opened_under(scoring_lm) as opened:
             judge = HFJudge(str(scoring_lm), cache_dir=cache_dir)
             identity = judge._load().identity  # the generator the judge samples with
-        assert judge.fingerprint == identity.id
-        return opened.count(weights), judge.fingerprint
+        assert judge.identity_id == identity.id
+        return opened.count(weights), judge.identity_id
 
-    no_memo, fingerprint = opens(None)  # hashed on every open, twice: judge and generator
+    no_memo, identity_id = opens(None)  # hashed on every open, twice: judge and generator
     opens(tmp_path / "judge")  # fills the memo
     with_memo, same = opens(tmp_path / "judge")
-    assert same == fingerprint
+    assert same == identity_id
     assert with_memo == no_memo - 2  # the two hashes are spared, the two header checks remain

@@ -1,6 +1,6 @@
 """Speed of the checkpoint identity: cold and warm hashing next to plain reads of the same files.
 
-    python benchmarks/fingerprint.py [--gb 2.5] [--shard-mb 500] [--dir /tmp]
+    python benchmarks/identity.py [--gb 2.5] [--shard-mb 500] [--dir /tmp]
 
 Saves a random-weight Llama-layout checkpoint (safetensors shards, their index, config.json) of
 about ``--gb`` gigabytes in a temporary folder, then measures, each over every loaded file:
@@ -124,7 +124,7 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="where to save the temporary checkpoint (default: the temp folder)")
     parser.add_argument("--repeat", type=int, default=1, help="measure each figure this many times, keep the best")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="novelty-fingerprint-", dir=args.dir) as tmp:
+    with tempfile.TemporaryDirectory(prefix="novelty-identity-", dir=args.dir) as tmp:
         folder = Path(tmp) / "ckpt"
         folder.mkdir()
         start = time.perf_counter()
