@@ -6,6 +6,10 @@ that harness writes them, and ``pytest-novelty run --output``) and gated as ``an
 table, its intervals and the verdicts are exactly those of the checkpoint's run. Every mismatch
 between a file and the suite is exit 4 with one line naming the prompt and the file, before
 anything is scored.
+
+The checkpoint's own run is made once for the module (``own_run``) and exported once; a test that
+runs more work in its cache gets a private copy of that warm cache, so every answers file is gated
+against the scores the checkpoint's run cached, as when each test made the run itself.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +27,10 @@ import pytest
 from pytest_novelty.generation.answer_files import answer_record
 from pytest_novelty.suites.schema import load_suite
 from pytest_novelty.suites.tasks import get_task
+from tests.child_pytest import copy_cache, run_pytest
 from tests.lm_eval_samples import Document, gen_kwargs_of, write_samples, write_samples_0_4_2
-from tests.suite_text import suite_toml
+from tests.plugin.conftest import PROMPTS
+from tests.suite_text import suite_toml, write_story_suite_folder
 
 pytestmark = pytest.mark.slow
 
@@ -74,12 +80,40 @@ def export(args: list[str], out: Path, *, cached: bool = True) -> list[dict[str,
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
-@pytest.fixture
-def gated(pytester: pytest.Pytester, novelty_args: list[str]) -> pytest.RunResult:
-    """The checkpoint's own run."""
-    result = pytester.runpytest_subprocess(*novelty_args)
+@dataclass(frozen=True)
+class OwnRun:
+    """The checkpoint's own run of the suite: its result, its (warm) cache, and its answers exported
+    from that cache."""
+
+    result: pytest.RunResult
+    cache: Path
+    answers: Path
+
+    def records(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.answers.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def own_run(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny_index: Path) -> OwnRun:
+    """The checkpoint's own run (the plugin generates and scores every answer), made once for the
+    module in a folder laid out as a test's (``gate-suites`` beside the run), then exported."""
+    folder = tmp_path_factory.mktemp("own-run")
+    suites = write_story_suite_folder(folder / "gate-suites", PROMPTS, SUITE)
+    cache = folder / "cache"
+    args = ["--model", str(tiny_checkpoint), f"--novelty-suites={suites}", f"--novelty-cache={cache}",
+            f"--originality=infini-gram:{tiny_index}", "-p", "no:cacheprovider"]
+    result = run_pytest(folder, *args)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    return result
+    answers = folder / "answers.jsonl"
+    export(args, answers)
+    return OwnRun(result, cache, answers)
+
+
+@pytest.fixture
+def gated(own_run: OwnRun, novelty_args: list[str]) -> pytest.RunResult:
+    """The checkpoint's own run, its cache copied into this test's (``novelty_args``' ``--novelty-cache``)."""
+    copy_cache(own_run.cache, Path(dict(a.split("=", 1) for a in novelty_args if "=" in a)["--novelty-cache"]))
+    return own_run.result
 
 
 def same_gate(pytester: pytest.Pytester, args: list[str], model: str, reference: pytest.RunResult) -> str:
@@ -93,10 +127,10 @@ def same_gate(pytester: pytest.Pytester, args: list[str], model: str, reference:
 
 
 def test_the_plugins_own_answers_gated_from_a_file_give_the_same_table_intervals_and_verdicts(
-    pytester: pytest.Pytester, novelty_args: list[str], gated: pytest.RunResult, tmp_path: Path
+    pytester: pytest.Pytester, novelty_args: list[str], gated: pytest.RunResult, own_run: OwnRun
 ) -> None:
-    file = tmp_path / "answers.jsonl"
-    records = export(novelty_args, file)
+    file = own_run.answers
+    records = own_run.records()
     assert [r["id"] for r in records] == [f"p{i}" for i in range(6)] and all(len(r["answers"]) == 2 for r in records)
     out = same_gate(pytester, novelty_args, f"answers:{file}", gated)
     assert "story: 6 prompts x 2 samples; 12 answers read from answers.jsonl" in out and "nothing generated" in out
@@ -105,9 +139,10 @@ def test_the_plugins_own_answers_gated_from_a_file_give_the_same_table_intervals
 
 
 def test_lm_evaluation_harness_samples_of_the_same_answers_give_the_same_table(
-    pytester: pytest.Pytester, novelty_args: list[str], gated: pytest.RunResult, suite_dir: Path, tmp_path: Path
+    pytester: pytest.Pytester, novelty_args: list[str], gated: pytest.RunResult, suite_dir: Path, tmp_path: Path,
+    own_run: OwnRun,
 ) -> None:
-    records = export(novelty_args, tmp_path / "answers.jsonl")
+    records = own_run.records()
     suite = load_suite(suite_dir / "story.toml")
     settings = replace(suite.generation, stop=tuple(get_task("story").stop))
     docs = [Document({"id": r["id"], "text": r["prompt"]}, r["prompt"], r["answers"], gen_kwargs_of(settings))
@@ -140,10 +175,9 @@ def test_the_command_lines_output_file_gates_to_the_same_table(
 
 
 def test_a_baseline_from_a_file_is_compared_as_a_baseline_checkpoint_is(
-    pytester: pytest.Pytester, novelty_args: list[str], gated: pytest.RunResult, tmp_path: Path
+    pytester: pytest.Pytester, novelty_args: list[str], gated: pytest.RunResult, own_run: OwnRun
 ) -> None:
-    file = tmp_path / "answers.jsonl"
-    export(novelty_args, file)
+    file = own_run.answers
     checkpoint = novelty_args[novelty_args.index("--model") + 1]
     by_checkpoint = pytester.runpytest_subprocess(*novelty_args, f"--baseline-model={checkpoint}")
     by_file = pytester.runpytest_subprocess(*novelty_args, f"--baseline-model=answers:{file}")
@@ -186,10 +220,9 @@ def edited(records: list[dict[str, Any]], path: Path, change: Change) -> Path:
     ids=["missing-prompt", "fewer-answers", "other-prompt-text", "other-settings"],
 )
 def test_each_mismatch_is_exit_4_with_one_line_naming_the_prompt_and_file(
-    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path, change: Change, expected: str
+    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path, change: Change, expected: str, own_run: OwnRun
 ) -> None:
-    records = export(novelty_args, tmp_path / "own.jsonl", cached=False)  # the cache starts empty here
-    file = edited(records, tmp_path / "answers.jsonl", change)
+    file = edited(own_run.records(), tmp_path / "answers.jsonl", change)
     line = usage_error(pytester, novelty_args, f"answers:{file}")
     assert expected in line and (str(file) in line or "answers.jsonl:" in line), line
 
@@ -213,12 +246,11 @@ def test_an_accepted_prompt_text_is_gated_and_said_in_the_report(
 
 
 def test_answers_are_compared_with_the_checkpoints_snapshots_under_xdist_too(
-    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path
+    pytester: pytest.Pytester, novelty_args: list[str], gated: pytest.RunResult, own_run: OwnRun
 ) -> None:
     update = pytester.runpytest_subprocess(*novelty_args, "--snapshot-update")
     assert update.ret == pytest.ExitCode.TESTS_FAILED, update.stdout.str()  # the quality floor still fails
-    file = tmp_path / "answers.jsonl"
-    export(novelty_args, file)
+    file = own_run.answers
     against = pytester.runpytest_subprocess(*with_model(novelty_args, f"answers:{file}"), "--novelty-snapshots",
                                             "-n", "2")
     out = against.stdout.str()

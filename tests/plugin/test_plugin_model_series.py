@@ -1,15 +1,25 @@
-"""``--model-series``: every checkpoint of a run folder scored, the newest gated, the series reported."""
+"""``--model-series``: every checkpoint of a run folder scored, the newest gated, the series reported.
+
+One single-process series run over three checkpoints (``series_run``) is made once for the module;
+the tests that change the run folder take a copy of it (``run_dir``), and a test that runs more work
+starts from a private copy of that run's warm cache (``warm_cache``), so that what it adds (a new
+checkpoint, a suite, a selection, workers) is all it computes. The spread over the workers and the
+suite added under xdist still generate in an empty cache.
+"""
 
 from __future__ import annotations
 
 import json
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.suite_text import suite_toml
+from tests.child_pytest import copy_cache, run_pytest
+from tests.plugin.conftest import PROMPTS, SUITE
+from tests.suite_text import suite_toml, write_story_suite_folder
 
 pytestmark = pytest.mark.slow
 
@@ -42,16 +52,6 @@ def mute(dest: Path) -> Path:
     return dest
 
 
-@pytest.fixture
-def run_dir(tmp_path: Path, tiny_checkpoint: Path) -> Path:
-    run = tmp_path / "run"
-    run.mkdir()
-    for seed, step in enumerate((200, 60, 400)):  # created out of order: steps, not names or times, order them
-        reseeded(tiny_checkpoint, run / f"checkpoint-{step}", seed)
-    (run / "runs").mkdir()  # the trainer's log folder is not a checkpoint
-    return run
-
-
 def series_args(novelty_args: list[str], run: Path | str) -> list[str]:
     args = list(novelty_args)
     at = args.index("--model")
@@ -59,15 +59,57 @@ def series_args(novelty_args: list[str], run: Path | str) -> list[str]:
     return [*args, f"--model-series={run}"]
 
 
+@dataclass(frozen=True)
+class SeriesRun:
+    """The module's series run: its run folder (which no test changes), cache, report and result."""
+
+    run_dir: Path
+    cache: Path
+    report: Path
+    result: pytest.RunResult
+
+
+@pytest.fixture(scope="module")
+def series_run(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny_index: Path) -> SeriesRun:
+    """``--model-series`` over three checkpoints in one process, in an empty cache, with the plugin
+    tests' six-prompt story suite (a folder laid out as a test's, ``gate-suites`` beside the run)."""
+    folder = tmp_path_factory.mktemp("series")
+    run = folder / "run"
+    run.mkdir()
+    for seed, step in enumerate((200, 60, 400)):  # created out of order: steps, not names or times, order them
+        reseeded(tiny_checkpoint, run / f"checkpoint-{step}", seed)
+    (run / "runs").mkdir()  # the trainer's log folder is not a checkpoint
+    suites = write_story_suite_folder(folder / "gate-suites", PROMPTS, SUITE)
+    cache, report = folder / "cache", folder / "report"
+    args = ["--model", str(tiny_checkpoint), f"--novelty-suites={suites}", f"--novelty-cache={cache}",
+            f"--originality=infini-gram:{tiny_index}", "-p", "no:cacheprovider"]
+    result = run_pytest(folder, *series_args(args, run), "--novelty-report", str(report))
+    return SeriesRun(run, cache, report, result)
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, series_run: SeriesRun) -> Path:
+    """A copy of the module's run folder, for a test that adds, renames or replaces checkpoints."""
+    return Path(shutil.copytree(series_run.run_dir, tmp_path / "run"))
+
+
+@pytest.fixture
+def warm_cache(series_run: SeriesRun, novelty_args: list[str]) -> Path:
+    """A private copy of the series run's cache as this test's ``--novelty-cache``: every answer and
+    score of the three checkpoints on the story suite is there already."""
+    cache = next(a.split("=", 1)[1] for a in novelty_args if a.startswith("--novelty-cache="))
+    return copy_cache(series_run.cache, Path(cache))
+
+
 def test_series_scores_every_checkpoint_and_gates_the_newest(
-    pytester: pytest.Pytester, novelty_args: list[str], run_dir: Path, tiny_checkpoint: Path
+    pytester: pytest.Pytester, novelty_args: list[str], series_run: SeriesRun, run_dir: Path, warm_cache: Path,
+    tiny_checkpoint: Path,
 ) -> None:
-    report = pytester.path / "report"
-    result = pytester.runpytest_subprocess(*series_args(novelty_args, run_dir), "--novelty-report", str(report))
+    report, result = series_run.report, series_run.result
     result.assert_outcomes(passed=4)  # 2 cases, and the 2 earlier checkpoints as units of work
     result.stdout.fnmatch_lines(["*Series of suite story*", "| step | originality@4 | quality | checkpoint |"])
     data = json.loads((report / "report.json").read_text())
-    assert data["versions"]["model"] == str(run_dir / "checkpoint-400")
+    assert data["versions"]["model"] == str(series_run.run_dir / "checkpoint-400")
     series = data["series"]
     assert [entry["step"] for entry in series] == [60, 200, 400]
     assert [Path(entry["model"]).name for entry in series] == ["checkpoint-60", "checkpoint-200", "checkpoint-400"]
@@ -86,8 +128,10 @@ def test_series_scores_every_checkpoint_and_gates_the_newest(
     assert pixels.shape[0] > 100 and pixels.shape[1] > 100 and float(pixels.std()) > 0.01
     assert "Series of suite story" in (report / "report.md").read_text()
 
-    # A nightly run after one more checkpoint: only the new one is generated, and it is the candidate.
+    # A nightly run after one more checkpoint: only the new one is generated, and it is the candidate
+    # (in a copy of the run folder and of the run's cache, laid out as before).
     reseeded(tiny_checkpoint, run_dir / "checkpoint-600", 7)
+    report = pytester.path / "report"
     result = pytester.runpytest_subprocess(*series_args(novelty_args, run_dir), "--novelty-report", str(report))
     result.assert_outcomes(passed=5)
     data = json.loads((report / "report.json").read_text())
@@ -99,7 +143,7 @@ def test_series_scores_every_checkpoint_and_gates_the_newest(
 
 
 def test_quoted_glob_selects_the_folders(
-    pytester: pytest.Pytester, novelty_args: list[str], run_dir: Path
+    pytester: pytest.Pytester, novelty_args: list[str], run_dir: Path, warm_cache: Path
 ) -> None:
     for path in run_dir.iterdir():
         if path.name.startswith("checkpoint-"):
@@ -116,7 +160,8 @@ SERIES_BEST = suite_toml(gate='against = "series-best"\ntolerance_abs = 0.05')
 
 @pytest.mark.parametrize("candidate", ["mute", "same as the best"])
 def test_series_best_fails_only_a_candidate_significantly_worse(
-    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, run_dir: Path, candidate: str
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, run_dir: Path, warm_cache: Path,
+    candidate: str,
 ) -> None:
     (suite_dir / "story.toml").write_text(SERIES_BEST)
     newest = run_dir / "checkpoint-800"
@@ -152,13 +197,14 @@ def test_bad_series_is_one_usage_error(pytester: pytest.Pytester, novelty_args: 
 
 
 def test_cli_run_model_series(
-    suite_dir: Path, run_dir: Path, tiny_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    suite_dir: Path, run_dir: Path, warm_cache: Path, tiny_index: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from pytest_novelty.cli import main
 
     (suite_dir / "story.toml").write_text(SERIES_BEST)
     out = tmp_path / "out.json"
-    args = ["run", "--model-series", str(run_dir), "--suites", str(suite_dir), "--cache", str(tmp_path / "cache"),
+    args = ["run", "--model-series", str(run_dir), "--suites", str(suite_dir), "--cache", str(warm_cache),
             "--originality", f"infini-gram:{tiny_index}", "--output", str(out)]
     assert main(args) == 0
     text = capsys.readouterr().out
@@ -171,8 +217,10 @@ def test_cli_run_model_series(
 
 
 def test_series_under_xdist_reaches_the_controller_report(
-    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, run_dir: Path
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, series_run: SeriesRun, warm_cache: Path
 ) -> None:
+    """The added suite ``tale`` is generated by the workers; ``story``'s answers are in the cache."""
+    run_dir = series_run.run_dir
     story = (suite_dir / "story.toml").read_text()
     (suite_dir / "tale.toml").write_text(story.replace("max_new_tokens = 16", "max_new_tokens = 12"))
     report = pytester.path / "report"
@@ -190,13 +238,14 @@ def _series(report: Path) -> list[dict[str, object]]:
 
 
 def test_a_series_is_spread_over_the_workers_and_merged_as_one_process_would(
-    pytester: pytest.Pytester, novelty_args: list[str], run_dir: Path, tmp_path: Path
+    pytester: pytest.Pytester, novelty_args: list[str], series_run: SeriesRun, tmp_path: Path
 ) -> None:
     """Under ``-n 2`` each earlier checkpoint is a unit of work of its own: both workers score
-    checkpoints, and the series the controller puts together is the one a single process makes."""
-    args = series_args(novelty_args, run_dir)
-    one, two = pytester.path / "one", pytester.path / "two"
-    single = pytester.runpytest_subprocess(*args, f"--novelty-cache={tmp_path / 'c1'}", f"--novelty-report={one}")
+    checkpoints, and the series the controller puts together is the one a single process makes
+    (the module's run, in an empty cache of its own as this one is)."""
+    args = series_args(novelty_args, series_run.run_dir)
+    one, two = series_run.report, pytester.path / "two"
+    single = series_run.result
     single.assert_outcomes(passed=4)
     spread = pytester.runpytest_subprocess(*args, f"--novelty-cache={tmp_path / 'c2'}", f"--novelty-report={two}",
                                            "-n", "2", "-v")  # fmt: skip
@@ -222,8 +271,9 @@ def pytest_runtest_call(item):
 
 
 def test_a_checkpoint_that_crashes_its_worker_is_a_harness_error(
-    pytester: pytest.Pytester, novelty_args: list[str], run_dir: Path
+    pytester: pytest.Pytester, novelty_args: list[str], series_run: SeriesRun, warm_cache: Path
 ) -> None:
+    run_dir = series_run.run_dir
     pytester.makeconftest(CHECKPOINT_CRASH)
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(*series_args(novelty_args, run_dir), "-n", "2",
@@ -236,10 +286,11 @@ def test_a_checkpoint_that_crashes_its_worker_is_a_harness_error(
 
 
 def test_a_selection_without_the_checkpoints_says_why_there_is_no_series(
-    pytester: pytest.Pytester, novelty_args: list[str], run_dir: Path
+    pytester: pytest.Pytester, novelty_args: list[str], series_run: SeriesRun, warm_cache: Path
 ) -> None:
     """``-k`` that keeps a case and drops the checkpoints' items is no harness error: the cases
     decide as usual and the summary says the series was not selected."""
+    run_dir = series_run.run_dir
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(*series_args(novelty_args, run_dir), "-k", "quality",
                                            f"--novelty-report={report}")  # fmt: skip
@@ -250,10 +301,11 @@ def test_a_selection_without_the_checkpoints_says_why_there_is_no_series(
 
 
 def test_series_best_under_xdist_scores_its_checkpoints_with_its_cases(
-    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, run_dir: Path
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, series_run: SeriesRun, warm_cache: Path
 ) -> None:
     """A suite gated against the series' best has no ``test_checkpoint`` items (its cases need every
     checkpoint first); its series still reaches the controller from the worker that ran its cases."""
+    run_dir = series_run.run_dir
     (suite_dir / "story.toml").write_text(SERIES_BEST)
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(*series_args(novelty_args, run_dir), "-n", "2", "-v",
