@@ -20,13 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CHILD_OPTIONS
+from tests.conftest import CHILD_OPTIONS, CI_MARKERS
 
 
 def child_env(folder: Path) -> dict[str, str]:
     """The environment pytester gives the runs it starts in ``folder``, with the child options."""
     env = dict(os.environ)
-    env.pop("TOX_ENV_DIR", None)
+    for name in ("TOX_ENV_DIR", *CI_MARKERS):
+        env.pop(name, None)
     env.update({"HOME": str(folder), "USERPROFILE": str(folder), "PY_COLORS": "0", "PYTEST_ADDOPTS": CHILD_OPTIONS})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), env.get("PYTHONPATH", "")]))
     return env
