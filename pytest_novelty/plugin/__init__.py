@@ -15,7 +15,6 @@ torch's thread count) is undone at the config's cleanup.
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -277,13 +276,17 @@ def _configure_snapshots(config: pytest.Config) -> None:
 def _place_worker(config: pytest.Config) -> None:
     """Pin an xdist worker to its GPU group before CUDA initialises.
 
-    The environment variable and torch's thread count are restored at the config's cleanup.
+    The environment variable and torch's thread count are restored at the config's cleanup. A worker
+    is known by the ``workerinput`` xdist gives its config, not by ``PYTEST_XDIST_WORKER``: a pytest run
+    started from inside a worker (a test's child run, a training job under xdist) inherits that
+    variable without being a worker, and must neither take a GPU group nor import torch for it.
     """
     from pytest_novelty.generation import devices
 
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if not worker or config.option.novelty_device not in ("auto", "cuda"):
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or config.option.novelty_device not in ("auto", "cuda"):
         return
+    worker, count = str(workerinput["workerid"]), int(workerinput["workercount"])
     gpus = devices.visible_gpus()
     if gpus:
         try:
@@ -297,7 +300,7 @@ def _place_worker(config: pytest.Config) -> None:
         import torch
 
         before = torch.get_num_threads()
-        torch.set_num_threads(devices.cpu_threads(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+        torch.set_num_threads(devices.cpu_threads(count))
         config.add_cleanup(lambda: torch.set_num_threads(before))
 
 

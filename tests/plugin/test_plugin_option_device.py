@@ -11,7 +11,15 @@ pytestmark = pytest.mark.slow
 REPORTING_CONFTEST = """
 import os
 
+import pytest
 import torch
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    # what pytest-xdist gives the config of its worker gw1 of two, before any plugin configures
+    config.workerinput = {"workerid": "gw1", "workercount": 2}
+    config.workeroutput = {}
 
 
 def pytest_collection_finish(session):
@@ -21,9 +29,10 @@ def pytest_collection_finish(session):
 
 @pytest.fixture
 def as_worker(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    """An in-process run that believes it is xdist worker gw1 of two."""
-    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
-    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    """An in-process run that believes it is xdist worker gw1 of two: its config has the worker's
+    ``workerinput`` (the variables xdist sets stay out: a child run inherits those too)."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
     pytester.makeconftest(REPORTING_CONFTEST)
     return pytester
 

@@ -26,8 +26,15 @@ def pytest_unconfigure(config):
 
 
 def heavy_imports(pytester: pytest.Pytester, args: list[str]) -> tuple[list[str], str]:
-    """The heavy modules one pytest run imported, and its output."""
-    result = pytester.runpytest_subprocess(*args, timeout=600)
+    """The heavy modules one pytest run imported, and its output.
+
+    The run is started as from inside an xdist worker (a CI job's test, a training job under xdist):
+    it inherits the worker's variables without being a worker, and is no reason to import torch.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTEST_XDIST_WORKER", "gw0")
+        patch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+        result = pytester.runpytest_subprocess(*args, timeout=600)
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.OK, out[-3000:]
     return json.loads(Path(pytester.path, "heavy.json").read_text()), out
