@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 _WORKER_KEY = "novelty_suites"
 _PARTS_KEY = "novelty_series_parts"
+_EARLIER_KEY = "novelty_series_earlier"
 _REPAIRS_KEY = "novelty_cache_repairs"
 HARNESS_PROPERTY = "novelty_harness"
 """The user property that carries a harness error's message to the controller (and JUnit)."""
@@ -239,6 +240,8 @@ class NoveltyState:
         if workeroutput is not None:
             workeroutput[_WORKER_KEY] = {name: data.to_json() for name, data in self.suite_data.items()}
             workeroutput[_PARTS_KEY] = self.cases.candidate_parts  # the candidates' parts of their series
+            # and the earlier checkpoints' parts its suites scored themselves (a suite that is not spread)
+            workeroutput[_EARLIER_KEY] = self.cases.series_parts
             workeroutput[_REPAIRS_KEY] = repaired()
         elif self.shard is None:  # before pytest-html writes its page (its own sessionfinish runs after this one)
             failed = self._series_failed
@@ -333,6 +336,9 @@ class NoveltyState:
         output = getattr(node, "workeroutput", None) or {}
         self.suite_data.update({name: SuiteData.from_json(data) for name, data in output.get(_WORKER_KEY, {}).items()})
         self.cases.candidate_parts.update(output.get(_PARTS_KEY, {}))
+        for suite, parts in output.get(_EARLIER_KEY, {}).items():
+            for step, part in parts.items():
+                self.cases.add_series_part(suite, int(step), part)
         self.worker_repairs += int(output.get(_REPAIRS_KEY, 0))
         if error is not None and error != "keyboard-interrupt":  # an interrupt is the user's, not a crash
             worker = getattr(getattr(node, "gateway", None), "id", None) or "?"
