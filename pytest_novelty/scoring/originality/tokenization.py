@@ -303,10 +303,17 @@ def load_hf_tokenizer(spec: str) -> HFTokenizer:
 
 
 def _from_transformers(spec: str, path: Path) -> HFTokenizer:
+    """A folder, or a hub id: from the hub's cache alone where the hub cannot be reached (told in
+    seconds, as for a checkpoint's identity), not after the hub library's retries of a dead network."""
+    from pytest_novelty.infra.identity import hub_reachable
+
     try:
         from transformers import AutoTokenizer
 
-        hf = AutoTokenizer.from_pretrained(str(path) if path.is_dir() else spec)
+        if path.is_dir():
+            hf = AutoTokenizer.from_pretrained(str(path))
+        else:
+            hf = AutoTokenizer.from_pretrained(spec, local_files_only=not hub_reachable())
     except Exception as exc:
         reason = " ".join(str(exc).split())
         raise ConfigError(f"cannot load the tokenizer {spec!r} ({reason}); {_LOCAL_HINT}", field="tokenizer") from exc
