@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_novelty.infra.errors import ConfigError, did_you_mean
-from pytest_novelty.pipeline.options import by_name
+from pytest_novelty.pipeline.options import by_name, positive
 
 __all__ = ["add_commands", "run_agreement_command", "run_build_command"]
 
@@ -49,16 +49,6 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
     if not 0.0 < value <= 1.0:
         raise argparse.ArgumentTypeError(f"must lie in (0, 1], got {text}")
-    return value
-
-
-def _whole(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
@@ -97,12 +87,12 @@ def add_commands(subparsers: Any) -> None:
                        help="a model to rank, as --model takes it, named NAME in the reference (repeatable, 3+)")
     agree.add_argument("--reference", required=True, metavar="FILE",
                        help='JSON: {"scores": {NAME: number}} (higher better) or {"ranks": {NAME: rank}} (1 best)')
-    agree.add_argument("--bins", type=_whole, default=5, metavar="B", help="bins from peak to tail (default 5)")
+    agree.add_argument("--bins", type=positive, default=5, metavar="B", help="bins from peak to tail (default 5)")
     agree.add_argument("--alpha", type=_fraction, default=0.1, metavar="A", help="q@Tail's fraction (default 0.1)")
     agree.add_argument("--scores", metavar="FILE", help="rank the prompts by a built tail file's scores instead")
     agree.add_argument("--plot", metavar="PNG", help="also draw tau against bin into this PNG file")
     agree.add_argument("--json", metavar="FILE", dest="json_out", help="also write the result as JSON")
-    agree.add_argument("--resamples", type=_whole, default=2000, metavar="N", help="bootstrap resamples (2000)")
+    agree.add_argument("--resamples", type=positive, default=2000, metavar="N", help="bootstrap resamples (2000)")
     agree.add_argument("--confidence", type=_fraction, default=0.95, metavar="C", help="interval level (0.95)")
     _run_options(agree)
     agree.set_defaults(func=run_agreement_command)

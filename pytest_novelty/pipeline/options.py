@@ -93,7 +93,7 @@ class Option:
         return out
 
 
-def _positive(text: str) -> int:
+def positive(text: str) -> int:
     """An integer of at least 1 (argparse type): ``--gpus-per-worker 0`` is refused at once."""
     try:
         value = int(text)
@@ -144,7 +144,7 @@ OPTIONS: tuple[Option, ...] = (
            help="OpenAI-compatible endpoint for openai: judges (default $OPENAI_BASE_URL)"),
     Option("trust-remote-code", short="--trust-remote-code", action="store_true", field="trust_remote_code",
            help="allow a checkpoint to run the Python code it ships (review it first)"),
-    Option("gpus-per-worker", short="--gpus-per-worker", metavar="N", type=_positive, default=1,
+    Option("gpus-per-worker", short="--gpus-per-worker", metavar="N", type=positive, default=1,
            field="gpus_per_worker",
            help="GPUs one model is spread over (one per pytest-xdist worker group; at least 1)"),
     Option("seed", metavar="N", type=_integer, field="seed",
@@ -164,10 +164,10 @@ OPTIONS: tuple[Option, ...] = (
            help="how a threshold case reads its value's interval (default: each suite's [gate] threshold_mode): "
            "point (the value), lenient (fail only when the whole interval is on the wrong side), strict (pass "
            "only when the whole interval is on the right side)"),
-    Option("repeat", metavar="N", type=_positive, default=1,
+    Option("repeat", metavar="N", type=positive, default=1,
            help="also generate N - 1 more independent sets of samples and report each case's pass rate and "
            "spread over the N (the verdict stays the first's, whose cached answers are reused)"),
-    Option("adaptive", metavar="SAMPLES", type=_positive,
+    Option("adaptive", metavar="SAMPLES", type=positive,
            help="spend up to SAMPLES more samples per suite run, in rounds, on the threshold cases the first pass "
            "cannot decide, under a sequential rule that keeps each case's error rates (docs/verdicts.md)"),
     Option("adaptive-minutes", metavar="M", type=float,
