@@ -109,6 +109,28 @@ def demo_series(cache: Path) -> str:
     return "\n".join(table)
 
 
+def demo_answers(cache: Path) -> str:
+    """The demo's story answers exported to a file, then gated from it: the same table, and the work
+    line saying the answers were read, not generated."""
+    cli = [sys.executable, "-m", "pytest_novelty.cli"]
+    built = subprocess.run([*cli, "demo", "build", "--cache", str(cache)],
+                           capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="novelty-answers-") as scratch:
+        file = Path(scratch) / "demo-answers.jsonl"
+        export = ["answers", "export", "--model", "demo", "--suites", str(REPO / "suites"), "--cache", str(cache)]
+        subprocess.run([*cli, *export, "--out", str(file)], capture_output=True, text=True, check=True)
+        out = _pytest(cache, f"--model=answers:{file}", f"--originality=infini-gram:{Path(built) / 'index'}",
+                      "-k", "story", cwd=Path(scratch))  # fmt: skip
+    table = _section(out, "suite story", "novelty work done:").splitlines()
+    # The work line up to what it says of generation (its seconds differ from run to run).
+    work = [re.sub(r" \(\d+\.\ds\)", "", line).split("nothing generated")[0] + "nothing generated"
+            for line in out.splitlines() if line.startswith("[novelty main] story:")]  # fmt: skip
+    shown = [line.replace(f"{file}", "demo-answers.jsonl") for line in [*table[:-1], "", *work]]
+    return ("$ pytest-novelty answers export --model demo --out demo-answers.jsonl\n"
+            "$ pytest --model answers:demo-answers.jsonl --originality infini-gram:demo-index -k story\n"
+            + "\n".join(shown))
+
+
 def options_table(cache: Path) -> str:
     """The options table, from the one declaration of the options."""
     sys.path.insert(0, str(REPO))
@@ -130,6 +152,7 @@ EXAMPLES: dict[str, tuple[str, Callable[[Path], str]]] = {
     "demo-early": ("```", demo_early),
     "demo-baseline": ("```", demo_baseline),
     "demo-series": ("", demo_series),
+    "demo-answers": ("```", demo_answers),
     "options": ("", options_table),
 }
 """Each example's name, its fence (``` for a code block, '' for a Markdown table) and its producer
