@@ -36,6 +36,24 @@ def _child_options(current: str | None) -> str:
 os.environ["PYTEST_ADDOPTS"] = _child_options(os.environ.get("PYTEST_ADDOPTS"))
 
 
+def _worker_threads() -> str | None:
+    """torch's threads for this xdist worker and the child runs it starts: its share of the cores.
+
+    The plugin gives an xdist worker of a gate ``cpus // workers`` threads; a child run the tests
+    start (pytester's, the command line's, a training gate) is no worker and would take every core,
+    so with a child per worker the cores are oversubscribed and a tiny model's generation slows
+    several-fold. ``OMP_NUM_THREADS`` is read when torch starts, so it is set before any import of
+    it; outside xdist, or where the user set it, nothing changes."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers or "OMP_NUM_THREADS" in os.environ:
+        return None
+    return str(max(1, (os.cpu_count() or 1) // int(workers)))
+
+
+if (_threads := _worker_threads()) is not None:
+    os.environ["OMP_NUM_THREADS"] = _threads
+
+
 # pytest prints a child run's short test summary in full where one of these is set (it takes them
 # for a CI machine) and cuts it to the terminal's width elsewhere: the tests that count a message in
 # a child's output would read twice as many on CI. The child runs get neither, on every machine.
