@@ -8,7 +8,9 @@ call there sees only its own devices. Without GPUs, workers share the CPU and sp
 
 from __future__ import annotations
 
+import glob
 import os
+import sys
 from collections.abc import Mapping, Sequence
 
 from pytest_novelty.infra.errors import ConfigError
@@ -24,11 +26,25 @@ def visible_gpus(env: Mapping[str, str] | None = None) -> list[str]:
     listed = env.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
         return [d.strip() for d in listed.split(",") if d.strip() and d.strip() != "-1"]
+    if "torch" not in sys.modules and not gpu_device_nodes():
+        return []  # no driver's device here: nothing for torch to count, and no reason to import it
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a dependency
         return []
     return [str(i) for i in range(torch.cuda.device_count())]
+
+
+GPU_DEVICE_NODES = ("/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg")
+"""The device files a GPU driver makes on Linux: NVIDIA's (containers too), ROCm's, WSL 2's."""
+
+
+def gpu_device_nodes(patterns: Sequence[str] = GPU_DEVICE_NODES) -> list[str]:
+    """The GPU drivers' device files this machine has (Linux). Elsewhere a marker that says "ask
+    torch": the absence of these files proves nothing there."""
+    if not sys.platform.startswith("linux"):
+        return ["(not Linux)"]
+    return sorted(path for pattern in patterns for path in glob.glob(pattern))
 
 
 def worker_index(worker_id: str) -> int:

@@ -15,6 +15,7 @@ torch's thread count) is undone at the config's cleanup.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -296,12 +297,16 @@ def _place_worker(config: pytest.Config) -> None:
         patch = pytest.MonkeyPatch()
         patch.setenv("CUDA_VISIBLE_DEVICES", ",".join(chosen))
         config.add_cleanup(patch.undo)
-    else:
+    elif "torch" in sys.modules:
         import torch
 
         before = torch.get_num_threads()
         torch.set_num_threads(devices.cpu_threads(count))
         config.add_cleanup(lambda: torch.set_num_threads(before))
+    else:  # torch reads it when it loads, if it loads at all (a warm rerun never imports it)
+        patch = pytest.MonkeyPatch()
+        patch.setenv("OMP_NUM_THREADS", str(devices.cpu_threads(count)))
+        config.add_cleanup(patch.undo)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from pytest_novelty.generation.devices import assign_gpus, auto_workers, cpu_threads, visible_gpus, worker_index
@@ -45,3 +49,22 @@ def test_worker_index_rejects_other_names() -> None:
     assert worker_index("gw12") == 12
     with pytest.raises(ValueError):
         worker_index("master")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the device files are Linux's")
+def test_a_machine_without_a_gpu_drivers_device_files_counts_no_gpu_without_torch(tmp_path: Path) -> None:
+    """The driver's device files are what torch would find GPUs through: none of them, no GPU, and
+    the count needs no import of torch (a warm rerun under xdist loads none)."""
+    from pytest_novelty.generation.devices import gpu_device_nodes
+
+    patterns = (str(tmp_path / "nvidia[0-9]*"), str(tmp_path / "kfd"))
+    assert gpu_device_nodes(patterns) == []
+    (tmp_path / "nvidia0").touch()
+    (tmp_path / "nvidiactl").touch()  # the control file is no GPU
+    (tmp_path / "kfd").touch()
+    assert gpu_device_nodes(patterns) == [str(tmp_path / "kfd"), str(tmp_path / "nvidia0")]
+    script = ("import sys; from pytest_novelty.generation import devices; "
+              "print(devices.visible_gpus({}), 'torch' in sys.modules)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    if not gpu_device_nodes():  # this machine has no GPU driver: counted without torch
+        assert done.stdout.split() == ["[]", "False"]

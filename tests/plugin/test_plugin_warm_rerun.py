@@ -21,7 +21,8 @@ from pathlib import Path
 
 def pytest_unconfigure(config):
     heavy = [name for name in {HEAVY!r} if name in sys.modules]
-    Path(config.rootpath, "heavy.json").write_text(json.dumps(heavy))
+    who = getattr(config, "workerinput", {{}}).get("workerid", "main")  # each xdist process its own file
+    Path(config.rootpath, f"heavy-{{who}}.json").write_text(json.dumps(heavy))
 '''
 
 
@@ -31,13 +32,17 @@ def heavy_imports(pytester: pytest.Pytester, args: list[str]) -> tuple[list[str]
     The run is started as from inside an xdist worker (a CI job's test, a training job under xdist):
     it inherits the worker's variables without being a worker, and is no reason to import torch.
     """
+    for old in pytester.path.glob("heavy-*.json"):
+        old.unlink()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PYTEST_XDIST_WORKER", "gw0")
         patch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
         result = pytester.runpytest_subprocess(*args, timeout=600)
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.OK, out[-3000:]
-    return json.loads(Path(pytester.path, "heavy.json").read_text()), out
+    watched = {f.stem: json.loads(f.read_text()) for f in pytester.path.glob("heavy-*.json")}
+    assert "heavy-main" in watched and ("-n" not in args or len(watched) == 3), watched  # every process reported
+    return sorted({name for heavy in watched.values() for name in heavy}), out
 
 
 def test_a_warm_rerun_imports_neither_torch_nor_transformers_and_loads_no_model(
@@ -53,6 +58,10 @@ def test_a_warm_rerun_imports_neither_torch_nor_transformers_and_loads_no_model(
     assert "0 samples generated in 0 batches (12 from cache)" in warm_out
     table = [line for line in cold_out.splitlines() if line.startswith("  ") and ("pass" in line or "FAIL" in line)]
     assert table and all(line in warm_out for line in table)  # the same verdicts, from the cache
+    # Spread over two xdist workers, as CI runs it: no worker imports torch to place itself either.
+    spread, spread_out = heavy_imports(pytester, [*novelty_args, "-n", "2"])
+    assert spread == [], spread_out[-3000:]
+    assert all(line in spread_out for line in table)
 
 
 def test_a_rerun_that_generates_one_new_sample_loads_the_model_and_checks_its_prompts(
