@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 
 from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS
-from tests.child_threads import children_share_the_workers_threads  # noqa: F401 (a fixture)
 from tests.conftest import copy_demo
 from tests.servers.openai_api import FakeOpenAI
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("children_share_the_workers_threads")]
+pytestmark = pytest.mark.slow
 
 URL_KEY = "qk-7d1e0b5a9c2f"
 
