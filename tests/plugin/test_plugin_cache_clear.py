@@ -1,25 +1,57 @@
-"""``--novelty-cache-clear`` in runs that share one cache folder at the same time."""
+"""``--novelty-cache-clear`` in runs that share one cache folder at the same time.
+
+The checkpoint's first run, which fills a cache, is made once for the module (``filled``); each test
+starts from a private copy of that warm cache, as if it had made the run itself.
+"""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+from tests.child_pytest import copy_cache, run_pytest
+from tests.child_threads import children_share_the_workers_threads, sharing_the_workers_threads  # noqa: F401
+from tests.plugin.conftest import PROMPTS, SUITE
+from tests.suite_text import write_story_suite_folder
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("children_share_the_workers_threads")]
 
 REPO = Path(__file__).resolve().parents[2]
 
 
+@dataclass(frozen=True)
+class Filled:
+    """The first run of the gate over an empty cache: its result and the cache it filled."""
+
+    result: pytest.RunResult
+    cache: Path
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny_index: Path) -> Filled:
+    """The gate of the tiny checkpoint over an empty cache, made once for the module in a folder laid
+    out as a test's (``gate-suites`` beside the run)."""
+    folder = tmp_path_factory.mktemp("filled")
+    suites = write_story_suite_folder(folder / "gate-suites", PROMPTS, SUITE)
+    cache = folder / "cache"
+    with sharing_the_workers_threads():
+        result = run_pytest(
+            folder, "--model", str(tiny_checkpoint), f"--novelty-suites={suites}", f"--novelty-cache={cache}",
+            f"--originality=infini-gram:{tiny_index}", "-p", "no:cacheprovider",
+        )  # fmt: skip
+    result.assert_outcomes(passed=2)
+    return Filled(result, cache)
+
+
 def test_two_concurrent_runs_that_clear_the_cache_both_pass(
-    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path
+    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path, filled: Filled
 ) -> None:
-    cache = tmp_path / "cache"
-    first = pytester.runpytest_subprocess(*novelty_args)  # fills the cache
-    first.assert_outcomes(passed=2)
+    cache = copy_cache(filled.cache, tmp_path / "cache")  # the cache the first run filled
     for i in range(3000):  # a cache in use for a while holds many entries
         folder = cache / "originality-scores" / f"{i % 97:02x}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -41,12 +73,11 @@ def test_two_concurrent_runs_that_clear_the_cache_both_pass(
 
 
 def test_a_garbled_cache_is_recomputed_and_reported_once_in_the_summary(
-    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path
+    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path, filled: Filled
 ) -> None:
-    first = pytester.runpytest_subprocess(*novelty_args)
-    first.assert_outcomes(passed=2)
-    table = [line for line in first.outlines if "originality@4" in line]
-    files = [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+    table = [line for line in filled.result.outlines if "originality@4" in line]
+    assert table
+    files = [p for p in copy_cache(filled.cache, tmp_path / "cache").rglob("*") if p.is_file()]
     assert files
     for path in files:
         path.write_bytes(b"\x00garbled\xff" * 3)

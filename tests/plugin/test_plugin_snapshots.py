@@ -1,17 +1,27 @@
-"""`--novelty-snapshots`, `--snapshot-update`, `--novelty-seed` and `--baseline-model` through pytester."""
+"""`--novelty-snapshots`, `--snapshot-update`, `--novelty-seed` and `--baseline-model` through pytester.
+
+The first acceptance of the checkpoint's snapshots (``--snapshot-update`` over an empty cache) is
+made once for the module (``accepted``); a test that starts from accepted snapshots gets a private
+copy of them and of the warm cache, as if it had made that run itself.
+"""
 
 from __future__ import annotations
 
 import json
 import random
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS
+from tests.child_pytest import copy_cache, run_pytest
+from tests.child_threads import children_share_the_workers_threads, sharing_the_workers_threads  # noqa: F401
+from tests.plugin.conftest import PROMPTS, SUITE
+from tests.suite_text import write_story_suite_folder
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("children_share_the_workers_threads")]
 
 
 @pytest.fixture
@@ -29,16 +39,54 @@ def repetitive_checkpoint(tiny_checkpoint: Path, tmp_path: Path) -> Path:
     return worse
 
 
+SNAPSHOTS = "__novelty_snapshots__"
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """The first ``--snapshot-update`` of the tiny checkpoint: its result, the suite folder that holds
+    the snapshots it wrote, and the cache it filled."""
+
+    result: pytest.RunResult
+    suites: Path
+    cache: Path
+
+
+@pytest.fixture(scope="module")
+def accepted(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny_index: Path) -> Accepted:
+    """``--snapshot-update`` over an empty cache, made once for the module in a folder laid out as a
+    test's (``gate-suites`` beside the run)."""
+    folder = tmp_path_factory.mktemp("accepted")
+    suites = write_story_suite_folder(folder / "gate-suites", PROMPTS, SUITE)
+    cache = folder / "cache"
+    with sharing_the_workers_threads():
+        result = run_pytest(
+            folder, "--model", str(tiny_checkpoint), f"--novelty-suites={suites}", f"--novelty-cache={cache}",
+            f"--originality=infini-gram:{tiny_index}", "-p", "no:cacheprovider", "--snapshot-update",
+        )  # fmt: skip
+    return Accepted(result, suites, cache)
+
+
+def take_accepted(accepted: Accepted, suite_dir: Path, novelty_args: list[str]) -> None:
+    """The module's accepted snapshots and warm cache, copied into this test's suite folder and its
+    ``--novelty-cache``, as if the test had run ``--snapshot-update`` itself."""
+    shutil.copytree(accepted.suites / SNAPSHOTS, suite_dir / SNAPSHOTS)
+    cache = dict(arg.split("=", 1) for arg in novelty_args if "=" in arg)["--novelty-cache"]
+    shutil.rmtree(cache, ignore_errors=True)
+    copy_cache(accepted.cache, Path(cache))
+
+
 def test_snapshot_lifecycle(
-    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, repetitive_checkpoint: Path
-) -> None:
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, repetitive_checkpoint: Path,
+    accepted: Accepted,
+) -> None:  # fmt: skip
     first = pytester.runpytest_subprocess(*novelty_args, "--novelty-snapshots")
     first.assert_outcomes(failed=2)
     first.stdout.fnmatch_lines(["*no snapshot for this case: run with --snapshot-update*"])
 
-    update = pytester.runpytest_subprocess(*novelty_args, "--snapshot-update")
-    update.assert_outcomes(passed=2)
-    stored = sorted((suite_dir / "__novelty_snapshots__").rglob("*"))
+    accepted.result.assert_outcomes(passed=2)  # --snapshot-update, as this test would have run it now
+    take_accepted(accepted, suite_dir, novelty_args)
+    stored = sorted((suite_dir / SNAPSHOTS).rglob("*"))
     files = [p for p in stored if p.is_file()]
     assert len(files) == 2 and all(not p.name.endswith(".json") for p in files)
     # The comparison sign survives in the file name (syrupy's own names drop ">", leaving "=0").
@@ -72,10 +120,12 @@ def test_snapshot_lifecycle(
 
 
 def test_a_damaged_snapshot_is_a_harness_error_and_update_says_what_it_replaces(
-    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    pytester.runpytest_subprocess(*novelty_args, "--snapshot-update").assert_outcomes(passed=2)
-    stored = sorted((suite_dir / "__novelty_snapshots__").rglob("*.novelty.jsonc"))
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, capsys: pytest.CaptureFixture[str],
+    accepted: Accepted,
+) -> None:  # fmt: skip
+    accepted.result.assert_outcomes(passed=2)
+    take_accepted(accepted, suite_dir, novelty_args)
+    stored = sorted((suite_dir / SNAPSHOTS).rglob("*.novelty.jsonc"))
     damaged, intact = stored[0], stored[1]
     damaged.write_bytes(random.Random(5).randbytes(400))
 
