@@ -9,13 +9,12 @@ index must give exactly the demo's table, intervals and verdicts, open's partiti
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
+from tests.cli_in_process import run_cli
 from tests.lm_eval_samples import Document, write_samples
 
 pytestmark = pytest.mark.slow
@@ -41,9 +40,8 @@ def test_the_demos_answers_from_files_give_the_demos_table(
 ) -> None:
     status, table = gate(pytester, demo_run_cache, "--model=demo")
     file = tmp_path / "demo-answers.jsonl"
-    done = subprocess.run([sys.executable, "-m", "pytest_novelty.cli", "answers", "export", "--model", "demo",
-                           "--suites", str(REPO / "suites"), "--cache", str(demo_run_cache), "--out", str(file)],
-                          capture_output=True, text=True)
+    done = run_cli("answers", "export", "--model", "demo", "--suites", str(REPO / "suites"), "--cache",
+                   str(demo_run_cache), "--out", str(file))  # fmt: skip
     assert done.returncode == 0, done.stderr
     index = next(demo_run_cache.glob("demo-*/index"))
     originality = f"--originality=infini-gram:{index}"

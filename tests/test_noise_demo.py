@@ -1,5 +1,9 @@
 """Verdicts that know their noise, on real runs of the demo: an interval on every case, threshold
-modes that read it, the suite's detectable effects, and seed stability on request."""
+modes that read it, the suite's detectable effects, and seed stability on request.
+
+One run of every demo suite with a report (:func:`every_suite`) is read by several tests: the
+intervals of its cases, the value a bound is then set at, and the answers a repeated run reuses.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,11 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.child_pytest import run_pytest
 
 pytestmark = pytest.mark.slow
 
@@ -26,11 +33,20 @@ def run(pytester: pytest.Pytester, cache: Path, *args: str) -> pytest.RunResult:
                                          *args)  # fmt: skip
 
 
-def test_every_case_has_an_interval_that_holds_its_value(pytester: pytest.Pytester, demo_cache: Path) -> None:
-    report = pytester.path / "report"
-    result = run(pytester, demo_cache, f"--novelty-suites={REPO / 'suites'}", f"--novelty-report={report}")
-    assert result.ret == 0
-    data = json.loads((report / "report.json").read_text())
+@pytest.fixture(scope="module")
+def every_suite(tmp_path_factory: pytest.TempPathFactory, demo_run_cache: Path) -> tuple[pytest.RunResult, Any]:
+    """``pytest --model demo`` over every demo suite with a report, in the shared demo cache: the
+    run's result and its ``report.json``; every suite's answers are cached after it."""
+    folder = tmp_path_factory.mktemp("every-suite")
+    report = folder / "report"
+    result = run_pytest(folder, "--model", "demo", f"--novelty-cache={demo_run_cache}", "-p", "no:cacheprovider",
+                        f"--novelty-suites={REPO / 'suites'}", f"--novelty-report={report}")  # fmt: skip
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    return result, json.loads((report / "report.json").read_text())
+
+
+def test_every_case_has_an_interval_that_holds_its_value(every_suite: tuple[pytest.RunResult, Any]) -> None:
+    result, data = every_suite
     assert len(data["rows"]) == 18
     for row in data["rows"]:
         low, high = row["ci"]
@@ -44,16 +60,14 @@ def test_every_case_has_an_interval_that_holds_its_value(pytester: pytest.Pytest
 
 
 def test_a_bound_at_the_suites_own_value_is_read_by_each_mode(
-    pytester: pytest.Pytester, demo_cache: Path, tmp_path: Path
+    pytester: pytest.Pytester, demo_cache: Path, tmp_path: Path, every_suite: tuple[pytest.RunResult, Any]
 ) -> None:
     suites = tmp_path / "suites"
     shutil.copytree(REPO / "suites", suites)
     for other in ("poetry", "tool", "open"):
         (suites / f"{other}.toml").unlink()
-    report = tmp_path / "first"
-    assert run(pytester, demo_cache, f"--novelty-suites={suites}", f"--novelty-report={report}").ret == 0
-    value = next(r["value"] for r in json.loads((report / "report.json").read_text())["rows"]
-                 if r["metric"] == "novelty@5")  # fmt: skip
+    # The value story's novelty@5 has on these answers (the run of every suite measured it).
+    value = next(r["value"] for r in every_suite[1]["rows"] if r["suite"] == "story" and r["metric"] == "novelty@5")
     head = (suites / "story.toml").read_text().split("[[thresholds]]")[0]
     bound = round(value + 0.00005, 4)  # just above the value: point fails, by a hair
     only = f'[[thresholds]]\nmetric = "novelty@5"\nmin = {bound}\n'
@@ -75,14 +89,14 @@ def test_a_bound_at_the_suites_own_value_is_read_by_each_mode(
 
 
 def test_repeats_give_a_pass_rate_and_reuse_the_first_runs_answers(
-    pytester: pytest.Pytester, demo_cache: Path, tmp_path: Path
+    pytester: pytest.Pytester, demo_cache: Path, tmp_path: Path, every_suite: tuple[pytest.RunResult, Any]
 ) -> None:
     suites = tmp_path / "suites"
     suites.mkdir()
     shutil.copytree(REPO / "suites" / "data", suites / "data")
     shutil.copy(REPO / "suites" / "poetry.toml", suites)
     report = tmp_path / "report"
-    assert run(pytester, demo_cache, f"--novelty-suites={suites}").ret == 0  # repeat 0 cached
+    assert every_suite[0].ret == 0  # the first run's answers (repeat 0) are cached: it ran poetry too
     result = run(pytester, demo_cache, f"--novelty-suites={suites}", "--novelty-repeat", "3",
                  f"--novelty-report={report}")  # fmt: skip
     assert result.ret == 0

@@ -1,11 +1,11 @@
 """A denial-prompting suite in a sharded gate: one unit (each round is built from the answers of the
-round before), done whole by the shard that owns it, beside a sweep suite whose prompts are split."""
+round before), done whole by the shard that owns it, beside a sweep suite whose prompts are split.
+The shards, the merge and the merge run are the command line's ``main`` in the test process."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +13,7 @@ import pytest
 from pytest_novelty.pipeline.answers import load_prompts
 from pytest_novelty.pipeline.shards import gate_units, split_units
 from pytest_novelty.suites.schema import load_suites
+from tests.cli_in_process import run_cli
 from tests.servers.openai_api import FakeOpenAI
 from tests.test_denial import SUITE, chat_checkpoint, concepts_or_score, write_suite
 
@@ -36,8 +37,7 @@ def test_a_denial_suite_is_done_whole_by_one_shard(chat_checkpoint: Path, tiny_i
             args = ["run", "--model", str(chat_checkpoint), "--suites", str(suites), "--device", "cpu",
                     "--cache", str(cache), "--originality", f"infini-gram:{tiny_index}", "--judge",
                     "openai:judge-model", "--judge-base-url", server.url, *extra]
-            return subprocess.run([sys.executable, "-m", "pytest_novelty.cli", *args], capture_output=True,
-                                  text=True, check=False)
+            return run_cli(*args)
 
         parts = []
         for index in (1, 2):
@@ -48,8 +48,8 @@ def test_a_denial_suite_is_done_whole_by_one_shard(chat_checkpoint: Path, tiny_i
         assert "story-denial[round=1]: 2 of 2 prompts" in parts[owner - 1]
         assert "story-denial[round=1]: 0 of 2 prompts, 0 samples" in parts[2 - owner]
         merged = tmp_path / "merged"
-        subprocess.run([sys.executable, "-m", "pytest_novelty.cli", "cache", "merge", str(tmp_path / "shard1"),
-                        str(tmp_path / "shard2"), "--into", str(merged)], check=True, capture_output=True)
+        joined = run_cli("cache", "merge", str(tmp_path / "shard1"), str(tmp_path / "shard2"), "--into", str(merged))
+        assert joined.returncode == 0, joined.stderr
         requests = server.request_count
         decided = gate(merged, "--output", str(tmp_path / "out.json"))
         assert decided.returncode == 0, decided.stderr

@@ -1,8 +1,9 @@
 """Honest verdicts on the real demo: saying little fails story novelty, and the report adds up.
 
 These use the demo prepared once for the test run (the ``demo_assets`` fixture, from the shipped
-weights). Each works on a copy of the assets in a temporary cache, so generations and reports stay
-out of the shared one.
+weights). Each works on a copy of the shared demo cache (``demo_run_cache``: the assets, and the
+demo's answers where other tests of this worker already ran it, which the baseline ``demo`` of the
+``demo-early`` run reuses), so generations and reports stay out of the shared one.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pytest_novelty.pipeline import demo
 from pytest_novelty.pipeline.runner import RunConfig, Runner, SuiteResult
 from pytest_novelty.report.json_report import read_records
 from pytest_novelty.suites.schema import Suite, load_suite
-from tests.conftest import copy_demo
+from tests.child_pytest import copy_cache
 
 pytestmark = pytest.mark.slow
 
@@ -29,9 +30,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def demo_cache(tmp_path_factory: pytest.TempPathFactory, demo_assets: Path) -> Path:
-    """A private cache holding a copy of the prepared demo."""
-    return copy_demo(demo_assets, tmp_path_factory.mktemp("demo-cache"))
+def demo_cache(tmp_path_factory: pytest.TempPathFactory, demo_run_cache: Path) -> Path:
+    """A private cache holding a copy of the shared demo cache (the prepared demo, and whatever
+    answers of the demo's own suites it holds by now)."""
+    return copy_cache(demo_run_cache, tmp_path_factory.mktemp("demo-cache") / "cache")
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,18 @@
 """``--novelty-shard`` with a baseline and a series: every checkpoint's units are split the same way,
 by pytest (under pytest-xdist) and by the command line alike, and the merge run over the shards'
-caches decides them all."""
+caches decides them all. The command line's runs are its ``main`` in the test process; pytest's
+are child runs (under pytest-xdist for the split)."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli_in_process import run_cli
 from tests.plugin.test_plugin_model_series import reseeded
 from tests.suite_text import story_prompts, suite_toml, write_story_suite_folder
 
@@ -36,8 +37,7 @@ def gate(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny_i
 def _cli(gate: dict[str, str], cache: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     args = ["run", "--model-series", gate["run"], "--baseline-model", gate["baseline"], "--suites", gate["suites"],
             "--originality", f"infini-gram:{gate['index']}", "--cache", str(cache), *extra]
-    return subprocess.run([sys.executable, "-m", "pytest_novelty.cli", *args], capture_output=True, text=True,
-                          check=False)
+    return run_cli(*args)
 
 
 def _rows(cache: Path) -> int:
@@ -62,8 +62,7 @@ def test_a_series_and_a_baseline_are_split_alike_by_both_front_ends(
     # Each shard did its three prompts for each of the three checkpoints (candidate, earlier, baseline).
     assert _rows(first) == _rows(second) == 3 * 2 * 3
     merged = tmp_path / "merged"
-    done = subprocess.run([sys.executable, "-m", "pytest_novelty.cli", "cache", "merge", str(first), str(second),
-                           "--into", str(merged)], capture_output=True, text=True, check=False)
+    done = run_cli("cache", "merge", str(first), str(second), "--into", str(merged))
     assert done.returncode == 0 and "0 conflicting" in done.stdout
     decided = _cli(gate, merged, "--output", str(tmp_path / "merged.json"))
     assert decided.returncode == 0, decided.stderr
