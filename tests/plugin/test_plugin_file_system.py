@@ -25,8 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.file_systems import Mounts, fill, mounts, unprivileged, world_readable_folder
-from tests.plugin.conftest import PROMPTS, SUITE
-from tests.suite_text import write_story_suite_folder
+from tests.warm_cache import copy_warm, story_cache
 
 pytestmark = pytest.mark.slow
 
@@ -95,22 +94,9 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> Ran:
 
 @pytest.fixture(scope="module")
 def warm_cache(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny_index: Path) -> Path:
-    """A cache holding every answer, score and memo of the tiny checkpoint's gate on the plugin
-    tests' suite (the one ``suite_dir`` writes; the cache's keys do not depend on its folder),
-    filled once for the module by the command line. Tests copy it (:func:`warm_copy`)."""
-    folder = tmp_path_factory.mktemp("warm")
-    suites = write_story_suite_folder(folder / "gate-suites", PROMPTS, SUITE)
-    cache = folder / "cache"
-    done = cli("run", "--model", str(tiny_checkpoint), "--suites", str(suites), "--cache", str(cache),
-               "--originality", f"infini-gram:{tiny_index}")
-    assert done.returncode == 0, done.stderr
-    return cache
-
-
-def warm_copy(warm_cache: Path, cache: Path) -> Path:
-    """The files of ``warm_cache`` copied into ``cache`` (a folder, or a mount, that may exist already)."""
-    shutil.copytree(warm_cache, cache, symlinks=True, dirs_exist_ok=True)
-    return cache
+    """Every answer, score and memo of the tiny checkpoint's gate on the suite ``suite_dir`` writes;
+    tests copy it (``copy_warm``)."""
+    return story_cache(tmp_path_factory, tiny_checkpoint, tiny_index)
 
 
 # -- a read-only HOME: the default cache folder cannot be created --------------------------------
@@ -176,7 +162,7 @@ def test_a_read_only_warm_cache_is_refused_by_name(
 ) -> None:  # fmt: skip
     """Decided: refused, not read. Every run writes to its cache even when every answer is there (the
     checksum memo of what it reads, the demo's lock): a read-only one is named before anything loads."""
-    cache = warm_copy(warm_cache, mount.tmpfs(tmp_path / "cache", size="8m"))
+    cache = copy_warm(warm_cache, mount.tmpfs(tmp_path / "cache", size="8m"))
     args = ["run", "--model", str(tiny_checkpoint), "--suites", str(suite_dir), "--cache", str(cache),
             "--originality", f"infini-gram:{tiny_index}"]
     assert run_cli(capsys, *args).returncode == 0  # every answer is there
@@ -232,7 +218,7 @@ def test_a_cache_on_a_full_disk_is_found_before_any_model_loads(
 def test_a_cache_that_fills_up_during_the_run_is_one_line_and_nothing_torn_is_read_back(
     pytester: pytest.Pytester, novelty_args: list[str], mount: Mounts, tmp_path: Path, warm_cache: Path
 ) -> None:
-    cache = warm_copy(warm_cache, mount.tmpfs(tmp_path / "cache", size="4m"))  # every memo of the checkpoint and index
+    cache = copy_warm(warm_cache, mount.tmpfs(tmp_path / "cache", size="4m"))  # every memo of the checkpoint and index
     args = [*without_cache(novelty_args), f"--novelty-cache={cache}"]
     for kind in ("generations", "originality-scores"):
         shutil.rmtree(cache / kind)  # the answers and their scores go: the next run must store them again
@@ -254,7 +240,7 @@ def test_the_command_line_with_a_cache_that_fills_up(
     mount: Mounts, tmp_path: Path, suite_dir: Path, tiny_checkpoint: Path, tiny_index: Path, warm_cache: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    cache = warm_copy(warm_cache, mount.tmpfs(tmp_path / "cache", size="4m"))
+    cache = copy_warm(warm_cache, mount.tmpfs(tmp_path / "cache", size="4m"))
     args = ["run", "--model", str(tiny_checkpoint), "--suites", str(suite_dir), "--cache", str(cache),
             "--originality", f"infini-gram:{tiny_index}"]
     for kind in ("generations", "originality-scores"):
@@ -274,7 +260,7 @@ def _report(folder: Path) -> dict:  # type: ignore[type-arg]
 def test_a_report_folder_on_a_full_disk(
     pytester: pytest.Pytester, novelty_args: list[str], mount: Mounts, tmp_path: Path, warm_cache: Path
 ) -> None:
-    warm_copy(warm_cache, tmp_path / "cache")  # the run's answers: what is tried here is its report
+    copy_warm(warm_cache, tmp_path / "cache")  # the run's answers: what is tried here is its report
     full = mount.full(tmp_path / "full")
     result = pytester.runpytest_subprocess(*novelty_args, f"--novelty-report={full / 'report'}")
     assert result.ret == 8  # found before any case: nothing ran
@@ -299,7 +285,7 @@ def test_the_command_line_report_on_a_full_disk(
 ) -> None:
     roomy = mount.full(tmp_path / "roomy", free_pages=4)
     report = roomy / "report"
-    cache = warm_copy(warm_cache, tmp_path / "c")
+    cache = copy_warm(warm_cache, tmp_path / "c")
     done = cli("run", "--model", str(tiny_checkpoint), "--suites", str(suite_dir), "--cache", str(cache),
                "--originality", f"infini-gram:{tiny_index}", "--report", str(report))
     assert done.returncode == 8, done.stderr
