@@ -73,8 +73,9 @@ def test_a_crashed_worker_makes_the_run_a_harness_error(
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
 def test_a_preflight_failure_is_one_clean_line_and_exit_8(
-    pytester: pytest.Pytester, novelty_args: list[str], workers: list[str]
+    pytester: pytest.Pytester, novelty_args: list[str], workers: list[str], warm_cache: Path
 ) -> None:
+    copy_warm(warm_cache, cache_of(novelty_args))  # the answers are there: no tokenizer loads before the judge's check
     url = dead_url()
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(
