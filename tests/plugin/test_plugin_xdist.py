@@ -69,7 +69,8 @@ def test_each_suite_generated_once_on_one_worker(
     assert out.count("novelty gate") == 1
     result.stdout.fnmatch_lines(["novelty work done: 24 samples generated in * batches (0 from cache)*"])
 
-    warm = pytester.runpytest_subprocess(*novelty_args, "-n", "2")
+    # On the CPU: the workers import no torch at start (to count GPUs and set threads) for a warm rerun.
+    warm = pytester.runpytest_subprocess(*novelty_args, "-n", "2", "--novelty-device=cpu")
     warm.assert_outcomes(passed=4)
     cached = r"\[novelty gw\d\] (\w+): 6 prompts x 2 samples; 0 generated in 0 batches on cache .* 12 from cache"
     warm_lines = re.findall(cached, warm.stdout.str())
@@ -108,7 +109,7 @@ def test_a_notice_the_controller_and_a_worker_both_say_is_shown_once(
     del meta["checksums"]
     (index / INFO_FILE).write_text(json.dumps(meta))
     args = [a if not a.startswith("--originality=") else f"--originality=infini-gram:{index}" for a in novelty_args]
-    result = pytester.runpytest_subprocess(*args, "-n", "2")
+    result = pytester.runpytest_subprocess(*args, "-n", "2", "--novelty-device=cpu")  # no torch at a worker's start
     result.assert_outcomes(passed=2)
     both = result.stdout.lines + result.stderr.lines
     notes = [line for line in both if "records no checksums" in line]
