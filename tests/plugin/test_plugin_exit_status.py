@@ -5,6 +5,9 @@ Before this round a crashed xdist worker gave exit 1 ("gate failed") while the r
 harness error, ``report.json`` recorded pytest's status from before the plugin changed it, a
 preflight failure printed pytest's ``_pytest.outcomes.Exit`` banner, and every ``--junitxml`` run
 warned four times that ``record_property`` does not suit xunit2.
+
+The runs that gate every case start from a copy of one cache the checkpoint's gate filled
+(``warm_cache``): what they look at is the exit status, the report and JUnit, not the generation.
 """
 
 from __future__ import annotations
@@ -16,7 +19,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.warm_cache import cache_of, copy_warm, story_cache
+
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def warm_cache(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny_index: Path) -> Path:
+    """Every answer and score of the tiny checkpoint's gate on the suite ``suite_dir`` writes
+    (its thresholds do not change them); a test that gates a passing run copies it into its cache."""
+    return story_cache(tmp_path_factory, tiny_checkpoint, tiny_index)
 
 HARNESS = 8
 
@@ -41,10 +53,16 @@ def dead_url() -> str:
         return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"  # nothing listens once closed
 
 
-def test_a_crashed_worker_makes_the_run_a_harness_error(pytester: pytest.Pytester, novelty_args: list[str]) -> None:
+def test_a_crashed_worker_makes_the_run_a_harness_error(
+    pytester: pytest.Pytester, novelty_args: list[str], warm_cache: Path
+) -> None:
+    copy_warm(warm_cache, cache_of(novelty_args))
     pytester.makeconftest(CRASH)
     report = pytester.path / "report"
-    result = pytester.runpytest_subprocess(*novelty_args, "-n", "1", f"--novelty-report={report}")
+    # On the CPU: the worker and its replacement do not import torch to count GPUs and set threads.
+    result = pytester.runpytest_subprocess(
+        *novelty_args, "-n", "1", "--novelty-device=cpu", f"--novelty-report={report}"
+    )
     assert result.ret == HARNESS, output(result)
     data = json.loads((report / "report.json").read_text())
     assert data["versions"]["exit status"] == HARNESS
@@ -55,8 +73,9 @@ def test_a_crashed_worker_makes_the_run_a_harness_error(pytester: pytest.Pyteste
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
 def test_a_preflight_failure_is_one_clean_line_and_exit_8(
-    pytester: pytest.Pytester, novelty_args: list[str], workers: list[str]
+    pytester: pytest.Pytester, novelty_args: list[str], workers: list[str], warm_cache: Path
 ) -> None:
+    copy_warm(warm_cache, cache_of(novelty_args))  # the answers are there: no tokenizer loads before the judge's check
     url = dead_url()
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(
@@ -82,7 +101,10 @@ def test_a_harness_error_in_a_case_is_exit_8_in_the_report_too(
     assert data["versions"].get("exit status", result.ret) == result.ret
 
 
-def test_junit_gets_the_case_properties_without_warnings(pytester: pytest.Pytester, novelty_args: list[str]) -> None:
+def test_junit_gets_the_case_properties_without_warnings(
+    pytester: pytest.Pytester, novelty_args: list[str], warm_cache: Path
+) -> None:
+    copy_warm(warm_cache, cache_of(novelty_args))
     junit = pytester.path / "junit.xml"
     result = pytester.runpytest_subprocess(*novelty_args, f"--junitxml={junit}")
     assert result.ret == 0

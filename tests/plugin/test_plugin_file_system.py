@@ -5,6 +5,10 @@ model loads where it can be; nothing half-written is read back.
 
 The folders are real: tmpfs mounts made read-only or filled to their last pages, and a folder
 without write permission for an unprivileged user (see ``tests/file_systems.py``).
+
+The tests that need a cache every answer of the suite is in start from a copy of one the module
+fills once (``warm_cache``), not from a run of their own; the command line runs in this process
+where its process is not the point (``run_cli``).
 """
 
 from __future__ import annotations
@@ -15,11 +19,13 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.file_systems import Mounts, fill, mounts, unprivileged, world_readable_folder
+from tests.warm_cache import copy_warm, story_cache
 
 pytestmark = pytest.mark.slow
 
@@ -65,6 +71,32 @@ def cli(*args: str, env: dict[str, str] | None = None, user: bool = False) -> su
     environment = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.run(unprivileged(command) if user else command, capture_output=True, text=True,
                           env=environment, timeout=600, check=False, cwd="/tmp" if user else None)
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A command line run in this process: its exit status and what it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> Ran:
+    """``pytest-novelty ARGS`` in this process (``pytest_novelty.cli.main``), its output read from ``capsys``."""
+    from pytest_novelty.cli import main
+
+    capsys.readouterr()
+    status = main(list(args))
+    out, err = capsys.readouterr()
+    return Ran(status, out, err)
+
+
+@pytest.fixture(scope="module")
+def warm_cache(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny_index: Path) -> Path:
+    """Every answer, score and memo of the tiny checkpoint's gate on the suite ``suite_dir`` writes;
+    tests copy it (``copy_warm``)."""
+    return story_cache(tmp_path_factory, tiny_checkpoint, tiny_index)
 
 
 # -- a read-only HOME: the default cache folder cannot be created --------------------------------
@@ -125,16 +157,17 @@ def test_a_named_read_only_cache_is_bad_input(
 
 
 def test_a_read_only_warm_cache_is_refused_by_name(
-    mount: Mounts, tmp_path: Path, suite_dir: Path, tiny_checkpoint: Path, tiny_index: Path
-) -> None:
+    mount: Mounts, tmp_path: Path, suite_dir: Path, tiny_checkpoint: Path, tiny_index: Path, warm_cache: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
     """Decided: refused, not read. Every run writes to its cache even when every answer is there (the
     checksum memo of what it reads, the demo's lock): a read-only one is named before anything loads."""
-    cache = mount.tmpfs(tmp_path / "cache", size="8m")
+    cache = copy_warm(warm_cache, mount.tmpfs(tmp_path / "cache", size="8m"))
     args = ["run", "--model", str(tiny_checkpoint), "--suites", str(suite_dir), "--cache", str(cache),
             "--originality", f"infini-gram:{tiny_index}"]
-    assert cli(*args).returncode == 0
+    assert run_cli(capsys, *args).returncode == 0  # every answer is there
     mount.remount_read_only(cache)
-    done = cli(*args)
+    done = run_cli(capsys, *args)
     assert done.returncode == 4
     assert one_line(done.stderr, "cannot be written") == (
         f"pytest-novelty: error: {cache}: --cache: the cache folder cannot be written: a read-only file system; "
@@ -183,11 +216,10 @@ def test_a_cache_on_a_full_disk_is_found_before_any_model_loads(
 
 
 def test_a_cache_that_fills_up_during_the_run_is_one_line_and_nothing_torn_is_read_back(
-    pytester: pytest.Pytester, novelty_args: list[str], mount: Mounts, tmp_path: Path
+    pytester: pytest.Pytester, novelty_args: list[str], mount: Mounts, tmp_path: Path, warm_cache: Path
 ) -> None:
-    cache = mount.tmpfs(tmp_path / "cache", size="4m")
+    cache = copy_warm(warm_cache, mount.tmpfs(tmp_path / "cache", size="4m"))  # every memo of the checkpoint and index
     args = [*without_cache(novelty_args), f"--novelty-cache={cache}"]
-    pytester.runpytest_subprocess(*args).assert_outcomes(passed=2)  # every memo of the checkpoint and index written
     for kind in ("generations", "originality-scores"):
         shutil.rmtree(cache / kind)  # the answers and their scores go: the next run must store them again
     filler = fill(cache, free_pages=2)  # room for the folder check, not for the answers
@@ -205,16 +237,16 @@ def test_a_cache_that_fills_up_during_the_run_is_one_line_and_nothing_torn_is_re
 
 
 def test_the_command_line_with_a_cache_that_fills_up(
-    mount: Mounts, tmp_path: Path, suite_dir: Path, tiny_checkpoint: Path, tiny_index: Path
-) -> None:
-    cache = mount.tmpfs(tmp_path / "cache", size="4m")
+    mount: Mounts, tmp_path: Path, suite_dir: Path, tiny_checkpoint: Path, tiny_index: Path, warm_cache: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    cache = copy_warm(warm_cache, mount.tmpfs(tmp_path / "cache", size="4m"))
     args = ["run", "--model", str(tiny_checkpoint), "--suites", str(suite_dir), "--cache", str(cache),
             "--originality", f"infini-gram:{tiny_index}"]
-    assert cli(*args).returncode == 0
     for kind in ("generations", "originality-scores"):
         shutil.rmtree(cache / kind)
     fill(cache, free_pages=2)
-    done = cli(*args)
+    done = run_cli(capsys, *args)
     assert done.returncode == 8
     assert one_line(done.stderr, "cannot be written") == (
         f"pytest-novelty: harness error in suite story: {cache}: the cache folder cannot be written: no space left "
@@ -226,8 +258,9 @@ def _report(folder: Path) -> dict:  # type: ignore[type-arg]
 
 
 def test_a_report_folder_on_a_full_disk(
-    pytester: pytest.Pytester, novelty_args: list[str], mount: Mounts, tmp_path: Path
+    pytester: pytest.Pytester, novelty_args: list[str], mount: Mounts, tmp_path: Path, warm_cache: Path
 ) -> None:
+    copy_warm(warm_cache, tmp_path / "cache")  # the run's answers: what is tried here is its report
     full = mount.full(tmp_path / "full")
     result = pytester.runpytest_subprocess(*novelty_args, f"--novelty-report={full / 'report'}")
     assert result.ret == 8  # found before any case: nothing ran
@@ -248,11 +281,12 @@ def test_a_report_folder_on_a_full_disk(
 
 
 def test_the_command_line_report_on_a_full_disk(
-    mount: Mounts, tmp_path: Path, suite_dir: Path, tiny_checkpoint: Path, tiny_index: Path
+    mount: Mounts, tmp_path: Path, suite_dir: Path, tiny_checkpoint: Path, tiny_index: Path, warm_cache: Path
 ) -> None:
     roomy = mount.full(tmp_path / "roomy", free_pages=4)
     report = roomy / "report"
-    done = cli("run", "--model", str(tiny_checkpoint), "--suites", str(suite_dir), "--cache", str(tmp_path / "c"),
+    cache = copy_warm(warm_cache, tmp_path / "c")
+    done = cli("run", "--model", str(tiny_checkpoint), "--suites", str(suite_dir), "--cache", str(cache),
                "--originality", f"infini-gram:{tiny_index}", "--report", str(report))
     assert done.returncode == 8, done.stderr
     assert "FAIL" not in done.stdout and " pass" in done.stdout  # the gate passed; its report could not be written
