@@ -20,9 +20,8 @@ import pytest
 from pytest_novelty.cli import main as cli_main
 from pytest_novelty.report.json_report import read_records
 from tests.child_pytest import run_pytest
-from tests.child_threads import children_share_the_workers_threads  # noqa: F401 (a fixture)
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("children_share_the_workers_threads")]
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -15,11 +15,10 @@ from pathlib import Path
 import pytest
 
 from tests.child_pytest import copy_cache, run_pytest
-from tests.child_threads import children_share_the_workers_threads, sharing_the_workers_threads  # noqa: F401
 from tests.plugin.conftest import PROMPTS, SUITE
 from tests.suite_text import write_story_suite_folder
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("children_share_the_workers_threads")]
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,11 +38,10 @@ def filled(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny
     folder = tmp_path_factory.mktemp("filled")
     suites = write_story_suite_folder(folder / "gate-suites", PROMPTS, SUITE)
     cache = folder / "cache"
-    with sharing_the_workers_threads():
-        result = run_pytest(
-            folder, "--model", str(tiny_checkpoint), f"--novelty-suites={suites}", f"--novelty-cache={cache}",
-            f"--originality=infini-gram:{tiny_index}", "-p", "no:cacheprovider",
-        )  # fmt: skip
+    result = run_pytest(
+        folder, "--model", str(tiny_checkpoint), f"--novelty-suites={suites}", f"--novelty-cache={cache}",
+        f"--originality=infini-gram:{tiny_index}", "-p", "no:cacheprovider",
+    )  # fmt: skip
     result.assert_outcomes(passed=2)
     return Filled(result, cache)
 

@@ -17,11 +17,10 @@ import pytest
 
 from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS
 from tests.child_pytest import copy_cache, run_pytest
-from tests.child_threads import children_share_the_workers_threads, sharing_the_workers_threads  # noqa: F401
 from tests.plugin.conftest import PROMPTS, SUITE
 from tests.suite_text import write_story_suite_folder
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("children_share_the_workers_threads")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
@@ -59,11 +58,10 @@ def accepted(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, ti
     folder = tmp_path_factory.mktemp("accepted")
     suites = write_story_suite_folder(folder / "gate-suites", PROMPTS, SUITE)
     cache = folder / "cache"
-    with sharing_the_workers_threads():
-        result = run_pytest(
-            folder, "--model", str(tiny_checkpoint), f"--novelty-suites={suites}", f"--novelty-cache={cache}",
-            f"--originality=infini-gram:{tiny_index}", "-p", "no:cacheprovider", "--snapshot-update",
-        )  # fmt: skip
+    result = run_pytest(
+        folder, "--model", str(tiny_checkpoint), f"--novelty-suites={suites}", f"--novelty-cache={cache}",
+        f"--originality=infini-gram:{tiny_index}", "-p", "no:cacheprovider", "--snapshot-update",
+    )  # fmt: skip
     return Accepted(result, suites, cache)
 
 
