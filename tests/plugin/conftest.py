@@ -31,3 +31,13 @@ def novelty_args(suite_dir: Path, tiny_checkpoint: Path, tiny_index: Path, tmp_p
         "-p",
         "no:cacheprovider",
     ]
+
+
+@pytest.fixture(scope="module")
+def warm_story(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny_index: Path) -> Path:
+    """Every answer and score of the tiny checkpoint's gate on the suite ``suite_dir`` writes (its
+    thresholds, gate and judge do not change the answers); a test whose point is not the generation
+    copies it into its own cache (``tests.warm_cache.copy_warm``) and skips a cold run."""
+    from tests.warm_cache import story_cache
+
+    return story_cache(tmp_path_factory, tiny_checkpoint, tiny_index)

@@ -7,7 +7,7 @@ preflight failure printed pytest's ``_pytest.outcomes.Exit`` banner, and every `
 warned four times that ``record_property`` does not suit xunit2.
 
 The runs that gate every case start from a copy of one cache the checkpoint's gate filled
-(``warm_cache``): what they look at is the exit status, the report and JUnit, not the generation.
+(``warm_story``): what they look at is the exit status, the report and JUnit, not the generation.
 """
 
 from __future__ import annotations
@@ -19,16 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.warm_cache import cache_of, copy_warm, story_cache
+from tests.warm_cache import cache_of, copy_warm
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture(scope="module")
-def warm_cache(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny_index: Path) -> Path:
-    """Every answer and score of the tiny checkpoint's gate on the suite ``suite_dir`` writes
-    (its thresholds do not change them); a test that gates a passing run copies it into its cache."""
-    return story_cache(tmp_path_factory, tiny_checkpoint, tiny_index)
 
 HARNESS = 8
 
@@ -54,9 +48,9 @@ def dead_url() -> str:
 
 
 def test_a_crashed_worker_makes_the_run_a_harness_error(
-    pytester: pytest.Pytester, novelty_args: list[str], warm_cache: Path
+    pytester: pytest.Pytester, novelty_args: list[str], warm_story: Path
 ) -> None:
-    copy_warm(warm_cache, cache_of(novelty_args))
+    copy_warm(warm_story, cache_of(novelty_args))
     pytester.makeconftest(CRASH)
     report = pytester.path / "report"
     # On the CPU: the worker and its replacement do not import torch to count GPUs and set threads.
@@ -73,9 +67,9 @@ def test_a_crashed_worker_makes_the_run_a_harness_error(
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
 def test_a_preflight_failure_is_one_clean_line_and_exit_8(
-    pytester: pytest.Pytester, novelty_args: list[str], workers: list[str], warm_cache: Path
+    pytester: pytest.Pytester, novelty_args: list[str], workers: list[str], warm_story: Path
 ) -> None:
-    copy_warm(warm_cache, cache_of(novelty_args))  # the answers are there: no tokenizer loads before the judge's check
+    copy_warm(warm_story, cache_of(novelty_args))  # the answers are there: no tokenizer loads before the judge's check
     url = dead_url()
     report = pytester.path / "report"
     result = pytester.runpytest_subprocess(
@@ -102,9 +96,9 @@ def test_a_harness_error_in_a_case_is_exit_8_in_the_report_too(
 
 
 def test_junit_gets_the_case_properties_without_warnings(
-    pytester: pytest.Pytester, novelty_args: list[str], warm_cache: Path
+    pytester: pytest.Pytester, novelty_args: list[str], warm_story: Path
 ) -> None:
-    copy_warm(warm_cache, cache_of(novelty_args))
+    copy_warm(warm_story, cache_of(novelty_args))
     junit = pytester.path / "junit.xml"
     result = pytester.runpytest_subprocess(*novelty_args, f"--junitxml={junit}")
     assert result.ret == 0

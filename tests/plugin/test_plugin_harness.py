@@ -16,6 +16,7 @@ import pytest
 from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS
 from tests.conftest import copy_demo
 from tests.servers.openai_api import FakeOpenAI
+from tests.warm_cache import cache_of, copy_warm
 
 pytestmark = pytest.mark.slow
 
@@ -62,8 +63,10 @@ def test_an_unreachable_judge_ends_the_demo_run_within_seconds_with_one_line(
 
 @pytest.mark.parametrize("answer", ["refuse", "no_score", "accept"])
 def test_a_key_in_the_judge_url_appears_in_no_output_report_or_junit(
-    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path, no_env_key: None, answer: str
+    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path, no_env_key: None, answer: str,
+    warm_story: Path,
 ) -> None:
+    copy_warm(warm_story, cache_of(novelty_args))  # the answers are there; the judge is asked for its scores
     with FakeOpenAI(api_key="the-right-key" if answer == "refuse" else None) as server:
         if answer == "no_score":
             server.inject("no_score", times=-1)
@@ -82,8 +85,9 @@ def test_a_key_in_the_judge_url_appears_in_no_output_report_or_junit(
 
 
 def test_each_harness_cause_is_printed_once_without_chained_tracebacks(
-    pytester: pytest.Pytester, novelty_args: list[str], judge_server: FakeOpenAI, suite_dir: Path
+    pytester: pytest.Pytester, novelty_args: list[str], judge_server: FakeOpenAI, suite_dir: Path, warm_story: Path
 ) -> None:
+    copy_warm(warm_story, cache_of(novelty_args))  # the answers are there; the judge is asked for its scores
     judge_server.inject("no_score", times=-1)
     result = pytester.runpytest_subprocess(
         *novelty_args, "--judge", "openai:judge-model", "--judge-base-url", judge_server.url, "-rE", timeout=300

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.warm_cache import cache_of, copy_warm
+
 pytestmark = pytest.mark.slow
 
 GOOD = "Lily and Tom went to the park. Lily saw a ball. They played all day and were very happy together."
@@ -26,8 +28,9 @@ def graded(agrees: bool) -> str:
 
 @pytest.mark.parametrize("agrees", [True, False])
 def test_quality_cases_need_the_judge_to_agree_with_people(
-    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, agrees: bool
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, agrees: bool, warm_story: Path
 ) -> None:
+    copy_warm(warm_story, cache_of(novelty_args))  # the answers are there; the graded stories are judged anew
     (suite_dir / "graded.jsonl").write_text(graded(agrees))
     suite = suite_dir / "story.toml"
     text = suite.read_text().replace('judge_samples = 1\n', 'judge_samples = 1\ncalibration = "graded.jsonl"\n')
