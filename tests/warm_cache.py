@@ -42,7 +42,10 @@ def fill_cache(cache: Path, checkpoint: Path, index: Path, suites: Path) -> Path
 
 def story_cache(tmp_path_factory: pytest.TempPathFactory, checkpoint: Path, index: Path) -> Path:
     """A cache holding the tiny checkpoint's gate on the plugin tests' story suite (the one
-    ``suite_dir`` writes), filled once per process; copy it (:func:`copy_warm`) before writing."""
+    ``suite_dir`` writes), filled once per process; copy it (:func:`copy_warm`) before writing.
+
+    Once per process, not once per run: it also holds the memo of this process's checkpoint and
+    index paths (another xdist worker builds its own), which a test of a full disk counts on."""
     key = (checkpoint, index)
     if key not in _FILLED:
         folder = tmp_path_factory.mktemp("warm-cache")

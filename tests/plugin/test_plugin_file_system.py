@@ -7,7 +7,7 @@ The folders are real: tmpfs mounts made read-only or filled to their last pages,
 without write permission for an unprivileged user (see ``tests/file_systems.py``).
 
 The tests that need a cache every answer of the suite is in start from a copy of one the module
-fills once (``warm_cache``), not from a run of their own; the command line runs in this process
+fills once (``warm_story``), not from a run of their own; the command line runs in this process
 where its process is not the point (``run_cli``).
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.file_systems import Mounts, fill, mounts, unprivileged, world_readable_folder
-from tests.warm_cache import copy_warm, story_cache
+from tests.warm_cache import copy_warm
 
 pytestmark = pytest.mark.slow
 
@@ -92,13 +92,6 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> Ran:
     return Ran(status, out, err)
 
 
-@pytest.fixture(scope="module")
-def warm_cache(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny_index: Path) -> Path:
-    """Every answer, score and memo of the tiny checkpoint's gate on the suite ``suite_dir`` writes;
-    tests copy it (``copy_warm``)."""
-    return story_cache(tmp_path_factory, tiny_checkpoint, tiny_index)
-
-
 # -- a read-only HOME: the default cache folder cannot be created --------------------------------
 
 
@@ -157,12 +150,12 @@ def test_a_named_read_only_cache_is_bad_input(
 
 
 def test_a_read_only_warm_cache_is_refused_by_name(
-    mount: Mounts, tmp_path: Path, suite_dir: Path, tiny_checkpoint: Path, tiny_index: Path, warm_cache: Path,
+    mount: Mounts, tmp_path: Path, suite_dir: Path, tiny_checkpoint: Path, tiny_index: Path, warm_story: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     """Decided: refused, not read. Every run writes to its cache even when every answer is there (the
     checksum memo of what it reads, the demo's lock): a read-only one is named before anything loads."""
-    cache = copy_warm(warm_cache, mount.tmpfs(tmp_path / "cache", size="8m"))
+    cache = copy_warm(warm_story, mount.tmpfs(tmp_path / "cache", size="8m"))
     args = ["run", "--model", str(tiny_checkpoint), "--suites", str(suite_dir), "--cache", str(cache),
             "--originality", f"infini-gram:{tiny_index}"]
     assert run_cli(capsys, *args).returncode == 0  # every answer is there
@@ -216,9 +209,9 @@ def test_a_cache_on_a_full_disk_is_found_before_any_model_loads(
 
 
 def test_a_cache_that_fills_up_during_the_run_is_one_line_and_nothing_torn_is_read_back(
-    pytester: pytest.Pytester, novelty_args: list[str], mount: Mounts, tmp_path: Path, warm_cache: Path
+    pytester: pytest.Pytester, novelty_args: list[str], mount: Mounts, tmp_path: Path, warm_story: Path
 ) -> None:
-    cache = copy_warm(warm_cache, mount.tmpfs(tmp_path / "cache", size="4m"))  # every memo of the checkpoint and index
+    cache = copy_warm(warm_story, mount.tmpfs(tmp_path / "cache", size="4m"))  # every memo of the checkpoint and index
     args = [*without_cache(novelty_args), f"--novelty-cache={cache}"]
     for kind in ("generations", "originality-scores"):
         shutil.rmtree(cache / kind)  # the answers and their scores go: the next run must store them again
@@ -237,10 +230,10 @@ def test_a_cache_that_fills_up_during_the_run_is_one_line_and_nothing_torn_is_re
 
 
 def test_the_command_line_with_a_cache_that_fills_up(
-    mount: Mounts, tmp_path: Path, suite_dir: Path, tiny_checkpoint: Path, tiny_index: Path, warm_cache: Path,
+    mount: Mounts, tmp_path: Path, suite_dir: Path, tiny_checkpoint: Path, tiny_index: Path, warm_story: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    cache = copy_warm(warm_cache, mount.tmpfs(tmp_path / "cache", size="4m"))
+    cache = copy_warm(warm_story, mount.tmpfs(tmp_path / "cache", size="4m"))
     args = ["run", "--model", str(tiny_checkpoint), "--suites", str(suite_dir), "--cache", str(cache),
             "--originality", f"infini-gram:{tiny_index}"]
     for kind in ("generations", "originality-scores"):
@@ -258,9 +251,9 @@ def _report(folder: Path) -> dict:  # type: ignore[type-arg]
 
 
 def test_a_report_folder_on_a_full_disk(
-    pytester: pytest.Pytester, novelty_args: list[str], mount: Mounts, tmp_path: Path, warm_cache: Path
+    pytester: pytest.Pytester, novelty_args: list[str], mount: Mounts, tmp_path: Path, warm_story: Path
 ) -> None:
-    copy_warm(warm_cache, tmp_path / "cache")  # the run's answers: what is tried here is its report
+    copy_warm(warm_story, tmp_path / "cache")  # the run's answers: what is tried here is its report
     full = mount.full(tmp_path / "full")
     result = pytester.runpytest_subprocess(*novelty_args, f"--novelty-report={full / 'report'}")
     assert result.ret == 8  # found before any case: nothing ran
@@ -281,11 +274,11 @@ def test_a_report_folder_on_a_full_disk(
 
 
 def test_the_command_line_report_on_a_full_disk(
-    mount: Mounts, tmp_path: Path, suite_dir: Path, tiny_checkpoint: Path, tiny_index: Path, warm_cache: Path
+    mount: Mounts, tmp_path: Path, suite_dir: Path, tiny_checkpoint: Path, tiny_index: Path, warm_story: Path
 ) -> None:
     roomy = mount.full(tmp_path / "roomy", free_pages=4)
     report = roomy / "report"
-    cache = copy_warm(warm_cache, tmp_path / "c")
+    cache = copy_warm(warm_story, tmp_path / "c")
     done = cli("run", "--model", str(tiny_checkpoint), "--suites", str(suite_dir), "--cache", str(cache),
                "--originality", f"infini-gram:{tiny_index}", "--report", str(report))
     assert done.returncode == 8, done.stderr

@@ -1,7 +1,7 @@
 """The report says what pytest decided, on every run; q@Tail's threshold and regression share one tail.
 
 What these tests look at is the report and the gate, not the generation: each run starts from a
-copy of one cache the checkpoint's gate filled (``warm_cache``), as after a run of its own.
+copy of one cache the checkpoint's gate filled (``warm_story``), as after a run of its own.
 """
 
 from __future__ import annotations
@@ -14,22 +14,15 @@ import pytest
 
 from pytest_novelty.report.json_report import read_records
 from tests.suite_text import suite_toml
-from tests.warm_cache import cache_of, copy_warm, story_cache
+from tests.warm_cache import cache_of, copy_warm
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def warm_cache(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny_index: Path) -> Path:
-    """Every answer and score of the tiny checkpoint's gate on the suite ``suite_dir`` writes
-    (its thresholds do not change them); a test that gates a passing run copies it into its cache."""
-    return story_cache(tmp_path_factory, tiny_checkpoint, tiny_index)
-
-
 def test_a_harness_error_replaces_the_previous_report(
-    pytester: pytest.Pytester, novelty_args: list[str], warm_cache: Path
+    pytester: pytest.Pytester, novelty_args: list[str], warm_story: Path
 ) -> None:
-    copy_warm(warm_cache, cache_of(novelty_args))
+    copy_warm(warm_story, cache_of(novelty_args))
     report = pytester.path / "report"
     first = pytester.runpytest_subprocess(*novelty_args, f"--novelty-report={report}")
     first.assert_outcomes(passed=2)
@@ -56,9 +49,9 @@ Q_AT_TAIL_SUITE = suite_toml(thresholds=[("q_at_tail@0.5", 0.0)])
 
 
 def test_q_at_tail_threshold_and_regression_use_the_snapshots_tail(
-    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, warm_cache: Path
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, warm_story: Path
 ) -> None:
-    copy_warm(warm_cache, cache_of(novelty_args))
+    copy_warm(warm_story, cache_of(novelty_args))
     (suite_dir / "story.toml").write_text(Q_AT_TAIL_SUITE)
     update = pytester.runpytest_subprocess(*novelty_args, "--snapshot-update")
     update.assert_outcomes(passed=1)
@@ -98,9 +91,9 @@ def pytest_runtest_call(item):
 
 
 def test_a_crashed_worker_is_an_error_in_the_report(
-    pytester: pytest.Pytester, novelty_args: list[str], warm_cache: Path
+    pytester: pytest.Pytester, novelty_args: list[str], warm_story: Path
 ) -> None:
-    copy_warm(warm_cache, cache_of(novelty_args))
+    copy_warm(warm_story, cache_of(novelty_args))
     pytester.makeconftest(CRASH)
     report = pytester.path / "report"
     # On the CPU: the worker and its replacement do not import torch to count GPUs and set threads.
@@ -119,9 +112,9 @@ def test_a_crashed_worker_is_an_error_in_the_report(
 
 
 def test_q_at_tail_uses_the_suites_tail_file(
-    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, warm_cache: Path
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path, warm_story: Path
 ) -> None:
-    copy_warm(warm_cache, cache_of(novelty_args))
+    copy_warm(warm_story, cache_of(novelty_args))
     (suite_dir / "tail.json").write_text('{"q_at_tail@0.5": ["p1", "p4", "not-a-prompt"]}')
     (suite_dir / "story.toml").write_text(Q_AT_TAIL_SUITE + '[gate]\ntail = "tail.json"\n')
     report = pytester.path / "report"
