@@ -61,3 +61,15 @@ def test_json_like_values_are_redacted_throughout() -> None:
 def test_errors_are_redacted_when_made() -> None:
     assert "s3cr3tvalue" not in str(HarnessError("judge at http://h/v1?api_key=s3cr3tvalue failed"))
     assert "pw9876" not in str(ConfigError("bad", path="https://u:pw9876@h/x", field="--model"))
+
+
+def test_a_registered_secret_inside_a_longer_key_leaves_no_piece_of_either() -> None:
+    """A secret registered earlier in the process (another component's key, a part of a URL) that
+    is the start of a longer key-shaped string: masked first on its own, it left the key's tail
+    behind (``***ghijkl``), no longer shaped like a key; both are one masked span now."""
+    key = "sk-test-0123456789abcdefghijkl"
+    register_secret("sk-test-0123456789abcdef")
+    register_secret("9abcdefghijkl-and-more")  # overlaps the key's end and runs past it
+    assert redact(f"reply: {key} end") == "reply: *** end"
+    assert redact(f"reply: {key}-and-more end") == "reply: *** end"
+    assert redact("reply: sk-test-0123456789abcdef end") == "reply: *** end"

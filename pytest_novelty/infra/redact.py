@@ -83,19 +83,40 @@ def redact(text: str) -> str:
     if not text:
         return text
     with _lock:
-        known = sorted(_secrets, key=len, reverse=True)
+        known = list(_secrets)
     known += [v for v in (os.environ.get(name, "") for name in SECRET_ENV) if len(v) >= _MIN_SECRET]
-    for value in known:
-        if value in text:
-            text = text.replace(value, MASK)
-        quoted = _quoted(value)
-        if quoted != value and quoted in text:
-            text = text.replace(quoted, MASK)
+    text = _mask_spans(text, known)
     text = _USERINFO.sub(lambda m: m.group(1), text)
     text = _QUERY_PAIR.sub(lambda m: m.group(1) + MASK, text)
     text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) + ' ' if m.group(3) else ''}{MASK}", text)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
-    return _KEY_LIKE.sub(MASK, text)
+    return text
+
+
+def _mask_spans(text: str, known: list[str]) -> str:
+    """``text`` with every occurrence of a known secret (as it is, or URL-quoted) and every
+    key-shaped string masked, the spans found on the text as it came and merged where they
+    overlap: a registered secret that is part of a longer key (or a key that is part of a secret)
+    leaves no piece of either behind, whichever is found first."""
+    spans = [m.span() for m in _KEY_LIKE.finditer(text)]
+    for value in {*known, *(_quoted(v) for v in known)}:
+        start = text.find(value)
+        while start >= 0:
+            spans.append((start, start + len(value)))
+            start = text.find(value, start + 1)
+    if not spans:
+        return text
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    pieces, last = [], 0
+    for start, end in merged:
+        pieces += [text[last:start], MASK]
+        last = end
+    return "".join([*pieces, text[last:]])
 
 
 def redact_data(value: Any) -> Any:
