@@ -66,24 +66,10 @@ def peak_overall(cache: Path) -> str:
     return command + "\n" + "\n".join(shown)
 
 
-def _noisy_copy(source: Path, dest: Path, seed: int = 1, scale: float = 2e-3) -> Path:
-    """The demo's weights plus Gaussian noise of ``scale`` times each tensor's spread: a third checkpoint."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    model = AutoModelForCausalLM.from_pretrained(source)
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for tensor in model.parameters():
-            tensor.add_(torch.randn(tensor.shape, generator=generator) * scale * float(tensor.std()))
-    model.save_pretrained(dest)
-    AutoTokenizer.from_pretrained(source).save_pretrained(dest)
-    return dest
-
-
 def agreement(cache: Path) -> str:
     """tail agreement on three demo checkpoints against an illustrative ranking (not human data)."""
     sys.path.insert(0, str(REPO))
+    from fixtures.noisy_checkpoint import noisy_copy
     from pytest_novelty.infra.progress import notices_to
     from pytest_novelty.pipeline import demo
 
@@ -91,7 +77,7 @@ def agreement(cache: Path) -> str:
         built = demo.ensure_demo(cache, progress=False)
     noisy = cache / "docs-demo-noisy"
     if not (noisy / "config.json").is_file():
-        _noisy_copy(built / "demo", noisy)
+        noisy_copy(built / "demo", noisy)
     with tempfile.TemporaryDirectory() as scratch:
         reference = Path(scratch) / "reference.json"
         reference.write_text(json.dumps({"ranks": {"demo": 1, "noisy": 2, "demo-early": 3}}))

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from fixtures.noisy_checkpoint import noisy_copy
 from pytest_novelty.cli import main
 from pytest_novelty.metrics.novelty import originality_counting_short
 from pytest_novelty.metrics.tail import peak_prompts, prompt_scores, tail_prompts
@@ -126,21 +127,6 @@ def test_a_suite_freezing_it_judges_every_checkpoint_on_its_prompts(tmp_path: Pa
     assert judged["demo"] == judged["demo-early"] == built["q_at_tail@0.25"]
 
 
-def _noisy_copy(source: Path, dest: Path, seed: int, scale: float = 2e-3) -> Path:
-    """``source``'s weights plus Gaussian noise of ``scale`` times each tensor's spread (a third checkpoint)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    model = AutoModelForCausalLM.from_pretrained(source)
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for tensor in model.parameters():
-            tensor.add_(torch.randn(tensor.shape, generator=generator) * scale * float(tensor.std()))
-    model.save_pretrained(dest)
-    AutoTokenizer.from_pretrained(source).save_pretrained(dest)
-    return dest
-
-
 def test_agreement_runs_on_three_demo_checkpoints(
     tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -148,7 +134,7 @@ def test_agreement_runs_on_three_demo_checkpoints(
 
     suite = _suite(tmp_path / "suites")
     built = demo.demo_dir(cache)
-    noisy = _noisy_copy(built / "demo", tmp_path / "demo-noisy", seed=1)
+    noisy = noisy_copy(built / "demo", tmp_path / "demo-noisy", seed=1)
     index = f"infini-gram:{built / 'index'}"
     reference = tmp_path / "reference.json"
     reference.write_text(json.dumps({"ranks": {"demo": 1, "noisy": 2, "demo-early": 3}}))
