@@ -16,11 +16,20 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import CHILD_OPTIONS, CI_MARKERS
+
+
+@dataclass(frozen=True)
+class CachedRun:
+    """A child pytest run that several tests read, and the cache it filled (copy it before writing)."""
+
+    result: pytest.RunResult
+    cache: Path
 
 
 def child_env(folder: Path) -> dict[str, str]:

@@ -9,12 +9,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.child_pytest import copy_cache, run_pytest
+from tests.child_pytest import CachedRun, copy_cache, run_pytest
 from tests.plugin.conftest import PROMPTS, SUITE
 from tests.suite_text import write_story_suite_folder
 
@@ -23,16 +22,8 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 
-@dataclass(frozen=True)
-class Filled:
-    """The first run of the gate over an empty cache: its result and the cache it filled."""
-
-    result: pytest.RunResult
-    cache: Path
-
-
 @pytest.fixture(scope="module")
-def filled(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny_index: Path) -> Filled:
+def filled(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny_index: Path) -> CachedRun:
     """The gate of the tiny checkpoint over an empty cache, made once for the module in a folder laid
     out as a test's (``gate-suites`` beside the run)."""
     folder = tmp_path_factory.mktemp("filled")
@@ -43,11 +34,11 @@ def filled(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny
         f"--originality=infini-gram:{tiny_index}", "-p", "no:cacheprovider",
     )  # fmt: skip
     result.assert_outcomes(passed=2)
-    return Filled(result, cache)
+    return CachedRun(result, cache)
 
 
 def test_two_concurrent_runs_that_clear_the_cache_both_pass(
-    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path, filled: Filled
+    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path, filled: CachedRun
 ) -> None:
     cache = copy_cache(filled.cache, tmp_path / "cache")  # the cache the first run filled
     for i in range(3000):  # a cache in use for a while holds many entries
@@ -71,7 +62,7 @@ def test_two_concurrent_runs_that_clear_the_cache_both_pass(
 
 
 def test_a_garbled_cache_is_recomputed_and_reported_once_in_the_summary(
-    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path, filled: Filled
+    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path, filled: CachedRun
 ) -> None:
     table = [line for line in filled.result.outlines if "originality@4" in line]
     assert table

@@ -8,28 +8,19 @@ from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.child_pytest import run_pytest
+from tests.child_pytest import CachedRun, run_pytest
 from tests.plugin.conftest import PROMPTS, SUITE
 from tests.suite_text import write_story_suite_folder
 
 pytestmark = pytest.mark.slow
 
 
-@dataclass(frozen=True)
-class Run:
-    """A child pytest run and the cache it filled."""
-
-    result: pytest.RunResult
-    cache: Path
-
-
 @pytest.fixture(scope="module")
-def two_workers(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny_index: Path) -> Run:
+def two_workers(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path, tiny_index: Path) -> CachedRun:
     """The story suite gated on two workers from a cold cache (``-v``, so each case names its
     worker), made once for the module in a folder laid out as a test's."""
     folder = tmp_path_factory.mktemp("two-workers")
@@ -37,10 +28,10 @@ def two_workers(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path,
     cache = folder / "cache"
     args = ["--model", str(tiny_checkpoint), f"--novelty-suites={suites}", f"--novelty-cache={cache}",
             f"--originality=infini-gram:{tiny_index}", "-p", "no:cacheprovider"]  # fmt: skip
-    return Run(run_pytest(folder, *args, "-n", "2", "-v"), cache)
+    return CachedRun(run_pytest(folder, *args, "-n", "2", "-v"), cache)
 
 
-def test_two_workers_merge_one_table(two_workers: Run) -> None:
+def test_two_workers_merge_one_table(two_workers: CachedRun) -> None:
     """Without --dist, the plugin keeps a suite's cases on one worker (xdist's own default would
     spread them): both cases of the one suite run on the same worker, which generated once."""
     result = two_workers.result
@@ -78,7 +69,7 @@ def test_each_suite_generated_once_on_one_worker(
     warm.stdout.fnmatch_lines(["novelty work done: 0 samples generated in 0 batches (24 from cache), 0 originality*"])
 
 
-def test_a_workers_notices_reach_the_controllers_terminal_once(two_workers: Run) -> None:
+def test_a_workers_notices_reach_the_controllers_terminal_once(two_workers: CachedRun) -> None:
     """The layers' notices on an xdist worker (the model loads, generation a quarter done) travel
     with its test reports to the controller, which prints each once; the work line stays one line."""
     result = two_workers.result
@@ -91,7 +82,7 @@ def test_a_workers_notices_reach_the_controllers_terminal_once(two_workers: Run)
 
 
 def test_a_notice_the_controller_and_a_worker_both_say_is_shown_once(
-    pytester: pytest.Pytester, novelty_args: list[str], tiny_index: Path, two_workers: Run, tmp_path: Path
+    pytester: pytest.Pytester, novelty_args: list[str], tiny_index: Path, two_workers: CachedRun, tmp_path: Path
 ) -> None:
     """An index without checksums is noted by the controller's preflight and again by the worker
     that scores with it: one line, not two (nor none, as before the plugin sent notices at
