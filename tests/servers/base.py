@@ -211,6 +211,18 @@ class FakeHandler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
 
+    def _unanswered(self, fault: Fault) -> bool:
+        """Carry out a fault that leaves the request without an answer: ``hang`` (no answer for the
+        fault's seconds, or until the server stops) or ``drop`` (the connection closed); whether it was one."""
+        if fault.kind == "hang":
+            self.fake._stop.wait(fault.seconds)
+            self.close_connection = True
+            return True
+        if fault.kind == "drop":
+            self._drop()
+            return True
+        return False
+
 
 class SilentServer:
     """A TCP server on 127.0.0.1 that accepts connections and never answers (see the module doc).

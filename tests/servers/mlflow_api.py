@@ -51,12 +51,7 @@ class _Handler(FakeHandler):
             fake.paths.append(self.path)
         fault = fake._take_fault(self.path)
         if fault is not None:
-            if fault.kind == "hang":
-                fake._stop.wait(fault.seconds)
-                self.close_connection = True
-                return
-            if fault.kind == "drop":
-                self._drop()
+            if self._unanswered(fault):
                 return
             body = fault.message.encode("utf-8", "surrogateescape") if fault.message is not None else {
                 "error_code": "INTERNAL_ERROR", "message": f"injected status {fault.status}"}  # fmt: skip

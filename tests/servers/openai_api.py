@@ -133,12 +133,7 @@ class _Handler(FakeHandler):
                 message = fault.message or f"injected status {fault.status}"
                 self._error(fault.status, message, "injected", headers=fault.headers())
                 return
-            if fault.kind == "hang":
-                fake._stop.wait(fault.seconds)
-                self.close_connection = True
-                return
-            if fault.kind == "drop":
-                self._drop()
+            if self._unanswered(fault):
                 return
             if fault.kind == "delay":
                 time.sleep(fault.seconds)
