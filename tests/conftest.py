@@ -44,10 +44,12 @@ def _worker_threads() -> str | None:
     so with a child per worker the cores are oversubscribed and a tiny model's generation slows
     several-fold. ``OMP_NUM_THREADS`` is read when torch starts, so it is set before any import of
     it; outside xdist, or where the user set it, nothing changes."""
+    from pytest_novelty.generation.devices import cpu_threads
+
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if not workers or "OMP_NUM_THREADS" in os.environ:
         return None
-    return str(max(1, (os.cpu_count() or 1) // int(workers)))
+    return str(cpu_threads(int(workers)))
 
 
 if (_threads := _worker_threads()) is not None:
