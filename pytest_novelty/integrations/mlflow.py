@@ -217,6 +217,10 @@ def server_failure(exc: BaseException) -> str:
     if "SSLError" in text or "CERTIFICATE_VERIFY_FAILED" in text:
         return "cannot reach the tracking server over TLS (the handshake failed: is it served over http, or is its " \
                "certificate one this machine trusts?)"
+    from mlflow.exceptions import RestException
+
+    if isinstance(exc, RestException):  # the server's own error (MLflow 3.18 raises it without the HTTP status)
+        return f"the tracking server refused the request: {echo(text, limit=200)}"
     found = _STATUS.search(text)
     if found is None:
         return f"MLflow's client could not use the tracking server's answer: {failure(exc)}"
