@@ -11,7 +11,7 @@ from pytest_novelty.infra.errors import HarnessError
 from pytest_novelty.pipeline.config import RunConfig
 from pytest_novelty.pipeline.models import SessionModels
 from pytest_novelty.pipeline.scores import lookup
-from pytest_novelty.pipeline.shard_work import ShardRecords, merge_check, run_identity
+from pytest_novelty.pipeline.shard_records import ShardRecords, merge_check, run_identity
 from pytest_novelty.pipeline.shards import Shard
 from pytest_novelty.suites.prompts import Prompt
 

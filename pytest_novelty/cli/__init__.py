@@ -48,6 +48,7 @@ def _cmd_demo_build(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     """Gate a checkpoint on every case pytest would run (each sweep value and each denial round),
     through the same case loop, on the same results session, with the same exit statuses."""
+    from pytest_novelty.cli.suites import load_suites_of
     from pytest_novelty.gate.case import compared_cases
     from pytest_novelty.gate.cases import CaseLoop, CaseSettings
     from pytest_novelty.infra.cache import clear_cache, repaired
@@ -61,7 +62,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from pytest_novelty.integrations import check_trackers
 
         check_trackers(args.novelty_log)  # a bad spec, URI or folder: exit 4; a tracker down: exit 8
-    suites = _load_suites(args)
+    suites = load_suites_of(args)
     cache_dir = Path(args.novelty_cache).expanduser().resolve() if args.novelty_cache else default_cache_dir()
     checkpoints = []
     if args.novelty_model_series:  # the newest checkpoint is the candidate; the others make its series
@@ -159,28 +160,6 @@ def _exported(session: Any, runs: Sequence[Any], data: Mapping[str, SuiteData]) 
             out[run.name] = {"prompts": [p.id for p in result.prompts], "answers": result.answers,
                              "metrics": result.metrics, **({"series": list(series)} if series else {})}  # fmt: skip
     return out
-
-
-def _load_suites(args: argparse.Namespace) -> list[Any]:
-    from pytest_novelty.infra.resources import bundled_path
-    from pytest_novelty.pipeline.options import by_name
-    from pytest_novelty.suites.schema import load_suites
-
-    folder = args.novelty_suites or (Path("suites") if Path("suites").is_dir() else bundled_path("suites"))
-    suites = load_suites(Path(folder).expanduser(), field=by_name("suites").cli_flag if args.novelty_suites else None)
-    if args.novelty_suite:
-        wanted = set(args.novelty_suite)
-        unknown = sorted(wanted - {s.name for s in suites})
-        if unknown:
-            from pytest_novelty.infra.errors import ConfigError, did_you_mean
-
-            names = [s.name for s in suites]
-            raise ConfigError(f"no suite named {unknown[0]!r}{did_you_mean(unknown[0], names)}; "
-                              f"the suites are {', '.join(names)}", field="--suite")
-        suites = [s for s in suites if s.name in wanted]
-    return suites
-
-
 
 
 def build_parser() -> argparse.ArgumentParser:

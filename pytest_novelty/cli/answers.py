@@ -18,7 +18,7 @@ __all__ = ["add_commands", "cmd_answers_export"]
 
 def cmd_answers_export(args: argparse.Namespace) -> int:
     """Handler of ``answers export``."""
-    from pytest_novelty.cli import _load_suites
+    from pytest_novelty.cli.suites import load_suites_of
     from pytest_novelty.infra.progress import ProgressSink
     from pytest_novelty.infra.storage import default_cache_dir
     from pytest_novelty.pipeline.config import RunConfig
@@ -26,7 +26,7 @@ def cmd_answers_export(args: argparse.Namespace) -> int:
     from pytest_novelty.pipeline.recorded import export_answers
     from pytest_novelty.pipeline.runner import Runner
 
-    suites = _load_suites(args)
+    suites = load_suites_of(args)
     cache_dir = Path(args.novelty_cache).expanduser().resolve() if args.novelty_cache else default_cache_dir()
     model = check_options(args, model=str(args.novelty_model), front="cli")
     check_models(args, [model], None, cache_dir, suites)

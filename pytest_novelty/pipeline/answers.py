@@ -109,7 +109,7 @@ def generate_answers(
     answer is cached): where a runner says that its model loads. A source whose answers exist
     already is checked first and read (:func:`check_recorded`). Over a cache that holds a sharded
     gate's parts, answers the shards should have brought are not generated unless
-    ``--novelty-fill-missing-shards`` says so (:func:`pytest_novelty.pipeline.shard_work.merge_check`);
+    ``--novelty-fill-missing-shards`` says so (:func:`pytest_novelty.pipeline.shard_records.merge_check`);
     a shard run (``--novelty-shard``) generates what it lacks, as does ``merge_check=False``.
     """
     from pytest_novelty.generation import RecordedAnswers, identity_description
@@ -125,7 +125,7 @@ def generate_answers(
     note = check_recorded(gen, suite, prompts, texts, settings)
     on_missing = None
     if merge_check and not config.shard:
-        from pytest_novelty.pipeline.shard_work import merge_check as check
+        from pytest_novelty.pipeline.shard_records import merge_check as check
 
         on_missing = check(config, suite.name, prompts, identity_description(gen) or "")
     try:

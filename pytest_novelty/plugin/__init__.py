@@ -24,7 +24,8 @@ import pytest
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
 from pytest_novelty.pipeline.options import PYTEST, by_name, ini_settings, offered
-from pytest_novelty.plugin.state import NoveltyState, checkpoint_key, spread_series
+from pytest_novelty.plugin.series import spread_series
+from pytest_novelty.plugin.state import STATE, NoveltyState, checkpoint_key
 from pytest_novelty.suites.schema import Suite, load_suites
 
 if TYPE_CHECKING:
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from pytest_novelty.pipeline.session import Baseline
 
 
-STATE = pytest.StashKey[NoveltyState]()
 #: The suite a collected suite file holds.
 SUITE = pytest.StashKey[Suite]()
 #: The short option names this session registered (those the host project left free).
@@ -458,7 +458,7 @@ def novelty_state(request: pytest.FixtureRequest) -> NoveltyState:
 def novelty_result(novelty_state: NoveltyState, novelty_suite: Suite, request: pytest.FixtureRequest) -> SuiteResult:
     """The suite's generations, scores and metrics (computed once per suite)."""
     if novelty_state.shard is not None:  # --novelty-shard: its part of the suite, then the case is skipped
-        novelty_state.shard.case(novelty_state, novelty_suite, request.node)
+        novelty_state.shard_case(novelty_suite, request.node)
     error: NoveltyError | None
     try:
         result = novelty_state.result(novelty_suite)

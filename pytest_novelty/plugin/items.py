@@ -34,8 +34,8 @@ def test_metric(
     request: pytest.FixtureRequest,
 ) -> None:
     """The suite's value of the metric meets its threshold and has not regressed."""
-    from pytest_novelty.plugin import STATE
     from pytest_novelty.plugin.snapshots import SyrupyStore, snapshot_settings
+    from pytest_novelty.plugin.state import STATE
 
     state = request.config.stash[STATE]
     snapshot = SyrupyStore(request) if snapshot_settings(request.config).enabled else None
@@ -58,12 +58,11 @@ def test_checkpoint(novelty_suite: Suite, novelty_checkpoint: Checkpoint, reques
     unit of work, so that pytest-xdist's workers gate several checkpoints at once. Its part of the
     series goes to the controller, which puts the series together when the run ends."""
     from pytest_novelty.gate.cases import checkpoint_part
-    from pytest_novelty.plugin import STATE
-    from pytest_novelty.plugin.state import SERIES_PROPERTY
+    from pytest_novelty.plugin.state import SERIES_PROPERTY, STATE
 
     state = request.config.stash[STATE]
     if state.shard is not None:  # --novelty-shard: this checkpoint's part of the suite, then skipped
-        state.shard.case(state, novelty_suite, request.node, models=[novelty_checkpoint.path])
+        state.shard_case(novelty_suite, request.node, models=[novelty_checkpoint.path])
     error: NoveltyError | None = None
     try:
         part, work = checkpoint_part(state.session, novelty_suite, novelty_checkpoint)

@@ -6,6 +6,7 @@ import pytest
 
 from pytest_novelty.infra.errors import NoveltyError
 from pytest_novelty.pipeline.series import Checkpoint, check_series, find_checkpoints
+from pytest_novelty.suites.schema import Suite
 
 SERIES = pytest.StashKey[list[Checkpoint]]()
 """The session's series, in step order (set by :func:`configure_series`)."""
@@ -29,3 +30,11 @@ def configure_series(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SERIES] = checkpoints
     config.option.novelty_model = checkpoints[-1].path
+
+
+def spread_series(suite: Suite) -> bool:
+    """Whether a series' earlier checkpoints on ``suite`` are units of work of their own
+    (``test_checkpoint`` items that xdist spreads over its workers). A suite gated against the
+    series' best earlier checkpoint needs them all before its cases decide, so they are scored
+    where its cases run, one after another."""
+    return suite.gate.against != "series-best"

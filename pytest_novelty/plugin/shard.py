@@ -18,11 +18,12 @@ import pytest
 
 from pytest_novelty.infra.errors import NoveltyError
 from pytest_novelty.pipeline.shards import DEFERRED, DEFERRED_REASON, Shard, ShardPlan, parse_shard
+from pytest_novelty.plugin.series import spread_series
 from pytest_novelty.suites.schema import Suite
 
 if TYPE_CHECKING:
+    from pytest_novelty.pipeline.session import ResultsSession
     from pytest_novelty.pipeline.shard_work import PartWork
-    from pytest_novelty.plugin.state import NoveltyState
 
 PART_PROPERTY = "novelty_shard"
 """The user property that carries a part's work line to the controller."""
@@ -55,23 +56,22 @@ class ShardRun:
         self.runs = list({run.run_key: run for run in runs}.values())
         self._plan = None
 
-    def plan(self, state: NoveltyState) -> ShardPlan:
+    def plan(self, session: ResultsSession, repeats: int) -> ShardPlan:
         if self._plan is None:
             from pytest_novelty.pipeline.shard_work import plan_gate
 
-            session = state.session
             checkpoints = 1 + bool(session.baseline_model) + max(0, len(session.series) - 1)
             self._plan = plan_gate(self.runs, self.shard, prompts_of=session.candidate.load_prompts,
-                                   repeats=_repeats(state.config), checkpoints=checkpoints)
+                                   repeats=repeats, checkpoints=checkpoints)
         return self._plan
 
-    def case(self, state: NoveltyState, suite: Suite, item: pytest.Item, models: list[str] | None = None) -> NoReturn:
+    def part(self, session: ResultsSession, suite: Suite, item: pytest.Item, repeats: int,
+             models: list[str] | None = None) -> NoReturn:
         """Do this shard's part of ``suite`` (once per suite run and checkpoints), then skip the case:
-        it is decided by the merge run. A part that failed makes the case a harness error."""
+        it is decided by the merge run. A part that failed is raised (the same error for every case
+        of the part), for the session to make the case a harness error."""
         from pytest_novelty.pipeline.shard_work import do_part
-        from pytest_novelty.plugin.state import spread_series
 
-        session = state.session
         label = suite.name if models is None else f"{suite.name} @ {', '.join(Path(m).name for m in models)}"
         if models is None:  # the case's checkpoints; a spread series' earlier ones are items of their own
             models = [session.model, *filter(None, [session.baseline_model])]
@@ -80,8 +80,8 @@ class ShardRun:
         key = (suite.run_key, ",".join(models))
         if key not in self._parts:
             try:
-                self._parts[key] = replace(do_part(session, suite, self.plan(state), self.shard,
-                                                   repeats=_repeats(state.config), models=models), suite=label)
+                self._parts[key] = replace(do_part(session, suite, self.plan(session, repeats), self.shard,
+                                                   repeats=repeats, models=models), suite=label)
             except NoveltyError as exc:
                 self._parts[key] = exc
             done = self._parts[key]
@@ -89,7 +89,7 @@ class ShardRun:
                 item.user_properties.append((PART_PROPERTY, done.line()))
         done = self._parts[key]
         if isinstance(done, NoveltyError):
-            state.harness_failure(done, item, f" in shard {self.shard}'s part")
+            raise done
         pytest.skip(self.reason)
 
     def note(self, report: pytest.TestReport) -> None:
@@ -103,27 +103,24 @@ class ShardRun:
         """:data:`DEFERRED` for a case a shard skipped, else None."""
         return DEFERRED if report.skipped and DEFERRED_REASON in report.longreprtext else None
 
-    def summary(self, state: NoveltyState, terminalreporter: Any, outcomes: dict[str, tuple[str, str]]) -> None:
-        """The shard's section of the terminal summary, and its report folder's placeholder."""
+    def summary(self, terminalreporter: Any, outcomes: dict[str, tuple[str, str]], *, failed: bool,
+                cache_dir: Path, report: str | None) -> None:
+        """The shard's section of the terminal summary (``failed``: the session had harness errors),
+        and the placeholder of its report folder ``report``."""
         deferred = sum(1 for outcome, _ in outcomes.values() if outcome == DEFERRED)
         errors = sum(1 for outcome, _ in outcomes.values() if outcome == "error")
         terminalreporter.section("novelty shard")
         for line in self.lines.values():
             terminalreporter.line(line)
-        done = "NOT done (harness errors above)" if errors or state.harness_errors else "done"
+        done = "NOT done (harness errors above)" if errors or failed else "done"
         cases = f"{deferred} case{'' if deferred == 1 else 's'}"
         terminalreporter.line(f"shard {self.shard}: its part is {done}; {cases} {DEFERRED_REASON}, "
-                              f"whose cache is {state.cache_dir}")
-        folder = state.config.option.novelty_report
-        if folder:
+                              f"whose cache is {cache_dir}")
+        if report:
             from pytest_novelty.report.json_report import write_placeholder
 
-            write_placeholder(folder, f"shard {self.shard} of the gate: every case is {DEFERRED_REASON}")
-            terminalreporter.line(f"novelty report: {folder} (no verdict: a shard)")
-
-
-def _repeats(config: pytest.Config) -> int:
-    return int(config.option.novelty_repeat or 1)
+            write_placeholder(report, f"shard {self.shard} of the gate: every case is {DEFERRED_REASON}")
+            terminalreporter.line(f"novelty report: {report} (no verdict: a shard)")
 
 
 def suite_runs(items: list[pytest.Item]) -> list[Suite]:

@@ -22,6 +22,7 @@ from pytest_novelty.infra.progress import ProgressSink
 from pytest_novelty.pipeline.config import MAIN
 from pytest_novelty.pipeline.suite_data import SuiteData
 from pytest_novelty.plugin.notices import terminal_line
+from pytest_novelty.plugin.series import spread_series
 from pytest_novelty.suites.schema import Suite
 
 if TYPE_CHECKING:
@@ -176,6 +177,16 @@ class NoveltyState:
         if self.stopped is not None and not self._said:
             self._said = True
             self.config.get_terminal_writer().line(f"novelty: {self.stopped}", red=True, bold=True)
+
+    def shard_case(self, suite: Suite, item: pytest.Item, models: list[str] | None = None) -> NoReturn:
+        """``--novelty-shard``: do this shard's part of ``suite`` for the case ``item`` (see
+        :meth:`ShardRun.part`), then skip it; a part that failed makes the case a harness error."""
+        assert self.shard is not None
+        try:
+            self.shard.part(self.session, suite, item, int(self.config.option.novelty_repeat or 1), models)
+        except NoveltyError as exc:
+            error = exc
+        self.harness_failure(error, item, f" in shard {self.shard.shard}'s part")
 
     def harness_failure(self, exc: NoveltyError, item: pytest.Item, what: str = "") -> NoReturn:
         """Stop a case on a harness error: the cause in full once, later cases point to the first.
@@ -350,7 +361,8 @@ class NoveltyState:
         if hasattr(self.config, "workerinput"):
             return
         if self.shard is not None:  # no verdict to show: what the shard did, instead of the gate's table
-            self.shard.summary(self, terminalreporter, self._outcomes)
+            self.shard.summary(terminalreporter, self._outcomes, failed=bool(self.harness_errors),
+                               cache_dir=self.cache_dir, report=self.config.option.novelty_report)
             return
         records = self.final_records()
         if records:
@@ -444,6 +456,10 @@ class NoveltyState:
         }
 
 
+STATE = pytest.StashKey[NoveltyState]()
+"""The session's state in ``config.stash`` (set at configure, with ``--model``)."""
+
+
 class _TerminalStream:
     """A text stream to the real terminal while pytest captures output (for progress bars)."""
 
@@ -468,14 +484,6 @@ class _TerminalStream:
         # pytest's capture has moved file descriptor 2 by now; its terminal writer knows whether the
         # session writes to a terminal (and honours --color / NO_COLOR for it).
         return bool(self.config.get_terminal_writer().hasmarkup)
-
-
-def spread_series(suite: Suite) -> bool:
-    """Whether a series' earlier checkpoints on ``suite`` are units of work of their own
-    (``test_checkpoint`` items that xdist spreads over its workers). A suite gated against the
-    series' best earlier checkpoint needs them all before its cases decide, so they are scored
-    where its cases run, one after another."""
-    return suite.gate.against != "series-best"
 
 
 def _case_key(nodeid: str) -> str:
