@@ -156,7 +156,8 @@ EXAMPLES: dict[str, tuple[str, Callable[[Path], str]]] = {
     "options": ("", options_table),
 }
 """Each example's name, its fence (``` for a code block, '' for a Markdown table) and its producer
-(docs/tail.md's producers live in docs/tail_examples.py and join the table below)."""
+(docs/tail.md's producers live in docs/tail_examples.py, docs/architecture.md's picture in
+docs/architecture_picture.py; both join the table below)."""
 
 
 def _page_producers(name: str) -> ModuleType:
@@ -171,6 +172,7 @@ def _page_producers(name: str) -> ModuleType:
 
 TAIL = _page_producers("tail_examples")
 EXAMPLES.update(TAIL.EXAMPLES)
+EXAMPLES.update(_page_producers("architecture_picture").EXAMPLES)
 
 LOOSE = {"agreement": 2.0}
 """Examples whose numbers are held to their words and layout only, and why: the agreement of three
@@ -187,7 +189,7 @@ def render(name: str, cache: Path) -> str:
     """The block the README should hold for example ``name``, fenced as it is shown."""
     fence, produce = EXAMPLES[name]
     body = produce(cache).rstrip("\n")
-    return f"{fence}\n{body}\n{fence}\n" if fence else f"{body}\n"
+    return f"{fence}\n{body}\n{fence[:3]}\n" if fence else f"{body}\n"
 
 
 def blocks(text: str) -> dict[str, str]:

@@ -21,6 +21,7 @@ process). A worker's work line is not a notice: its case carries it as ``novelty
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Generator
 
@@ -28,7 +29,7 @@ import pytest
 
 from pytest_novelty.infra.progress import send_notices_to, to_stderr
 
-__all__ = ["NOTICE_PROPERTY", "TerminalNotices", "WorkerNotices", "send_notices", "terminal_line"]
+__all__ = ["NOTICE_PROPERTY", "TerminalNotices", "TerminalStream", "WorkerNotices", "send_notices", "terminal_line"]
 
 NOTICE_PROPERTY = "novelty_notice"
 """The user property that carries a notice an xdist worker's test said to the controller's terminal."""
@@ -51,6 +52,30 @@ def terminal_line(config: pytest.Config, line: str) -> None:
             reporter.write_line(redact(line))
     else:
         reporter.write_line(redact(line))
+
+
+class TerminalStream:
+    """A text stream to the real terminal while pytest captures output (for progress bars)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def write(self, text: str) -> int:
+        capman = self.config.pluginmanager.getplugin("capturemanager")
+        if capman is None:
+            return sys.stderr.write(text)
+        with capman.global_and_fixture_disabled():
+            written = sys.stderr.write(text)
+            sys.stderr.flush()
+        return written
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        # pytest's capture has moved file descriptor 2 by now; its terminal writer knows whether the
+        # session writes to a terminal (and honours --color / NO_COLOR for it).
+        return bool(self.config.get_terminal_writer().hasmarkup)
 
 
 class TerminalNotices:

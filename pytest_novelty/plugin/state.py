@@ -21,7 +21,7 @@ from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, ConfigError, Harnes
 from pytest_novelty.infra.progress import ProgressSink
 from pytest_novelty.pipeline.config import MAIN
 from pytest_novelty.pipeline.suite_data import SuiteData
-from pytest_novelty.plugin.notices import terminal_line
+from pytest_novelty.plugin.notices import TerminalStream, terminal_line
 from pytest_novelty.plugin.series import spread_series
 from pytest_novelty.suites.schema import Suite
 
@@ -115,7 +115,7 @@ class NoveltyState:
         """Progress bars on the terminal, past pytest's output capture; none on xdist workers."""
         if self.worker or self.config.option.verbose < 0:
             return ProgressSink(enabled=False)
-        return ProgressSink(stream=_TerminalStream(self.config))
+        return ProgressSink(stream=TerminalStream(self.config))
 
     def baseline(self, suite: Suite) -> Baseline | None:
         """What the candidate is compared with (see :meth:`ResultsSession.baseline`)."""
@@ -458,32 +458,6 @@ class NoveltyState:
 
 STATE = pytest.StashKey[NoveltyState]()
 """The session's state in ``config.stash`` (set at configure, with ``--model``)."""
-
-
-class _TerminalStream:
-    """A text stream to the real terminal while pytest captures output (for progress bars)."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-
-    def write(self, text: str) -> int:
-        import sys
-
-        capman = self.config.pluginmanager.getplugin("capturemanager")
-        if capman is None:
-            return sys.stderr.write(text)
-        with capman.global_and_fixture_disabled():
-            written = sys.stderr.write(text)
-            sys.stderr.flush()
-        return written
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        # pytest's capture has moved file descriptor 2 by now; its terminal writer knows whether the
-        # session writes to a terminal (and honours --color / NO_COLOR for it).
-        return bool(self.config.get_terminal_writer().hasmarkup)
 
 
 def _case_key(nodeid: str) -> str:
