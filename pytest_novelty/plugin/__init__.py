@@ -309,7 +309,7 @@ def _place_worker(config: pytest.Config) -> None:
         config.add_cleanup(patch.undo)
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # xdist's hook: declared only where xdist is loaded
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Keep each suite file on one worker: its cases share one generation run; each earlier
     checkpoint of a series is a scope of its own.
@@ -372,7 +372,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return SuiteScheduling(config, log)
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` with ``--model``: one worker per GPU group (xdist's default on CPU-only machines)."""
     if not config.option.novelty_model:

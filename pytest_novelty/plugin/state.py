@@ -339,6 +339,7 @@ class NoveltyState:
         suite_name, _, metric = key.rpartition("-")
         return CaseRecord.error(suite_name or key, metric, None, None, "")
 
+    @pytest.hookimpl(optionalhook=True)  # xdist's hook: declared only where xdist is loaded
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """xdist controller: merge the suites' arrays that a worker computed. A worker that went down
         with an error (killed, out of memory) is a harness error whenever it happened: before its
