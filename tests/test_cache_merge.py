@@ -157,31 +157,48 @@ def _pack(path: Path, members: list[tuple[tarfile.TarInfo, bytes]], declared: in
     return path
 
 
-def test_unpacking_writes_only_entries_never_what_the_archive_says(tmp_path: Path) -> None:
+def _foreign_pack(tmp_path: Path) -> tuple[Path, Path]:
+    """A pack whose members climb out of the cache (``..``, an absolute name, a link to /etc/passwd)
+    after a sound entry, and that entry's cache folder."""
     sound = _cache(tmp_path / "a", {"k": "v"})
     entry = Cache(sound).namespace("generations").path("k")
     name = entry.relative_to(sound).as_posix()
-    members = []
+    good = tarfile.TarInfo(name)
+    good.size = entry.stat().st_size
+    members = [(good, entry.read_bytes())]
     for bad in ("../escape.json", "/etc/cron.d/x", f"generations/{name.split('/')[1]}/../../x.json"):
         info = tarfile.TarInfo(bad)
         info.size = 3
         members.append((info, b"bad"))
-    link = tarfile.TarInfo(f"generations/{name.split('/')[1]}/{'a' * 0}{entry.name}")
+    link = tarfile.TarInfo(name)
     link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
     members.append((link, b""))
-    good = tarfile.TarInfo(name)
-    good.size = entry.stat().st_size
-    members.append((good, entry.read_bytes()))
-    pack = _pack(tmp_path / "evil.tar.zst", members, declared=len(members))
+    return _pack(tmp_path / "evil.tar.zst", members, declared=len(members)), sound
+
+
+@pytest.mark.parametrize("command", ["cache merge", "cache unpack"])
+def test_a_pack_this_tool_did_not_write_is_refused_before_anything_is_written(tmp_path: Path, command: str) -> None:
+    pack, _ = _foreign_pack(tmp_path)
     dst = tmp_path / "dst"
-    counts = merge_caches([pack], dst)
-    assert counts.added == 1 and counts.skipped == 4
-    assert not (tmp_path / "escape.json").exists() and not (dst.parent / "x.json").exists()
-    assert not Cache(dst).namespace("generations").path("k").is_symlink()
-    assert _values(dst, ["k"]) == {"k": "v"}
+    with pytest.raises(ConfigError) as caught:
+        merge_caches([pack], dst, command=command)
+    assert str(caught.value) == (f"{command}: {pack}: not a pack this tool wrote: its member '../escape.json' is not a "
+                                 "cache entry (a name climbing out of the cache); nothing was written")
+    assert not dst.exists()  # not even the destination folder: nothing of the pack was applied
+    assert not (tmp_path / "escape.json").exists() and not (tmp_path / "x.json").exists()
+    link_only = _pack(tmp_path / "link.tar.zst", [_foreign_link(tmp_path)], declared=1)
+    with pytest.raises(ConfigError, match=r"its member '.*' is not a cache entry \(a link to /etc/passwd\)"):
+        merge_caches([link_only], dst, command=command)
+    assert not dst.exists()
 
 
-def test_a_cut_short_pack_merges_what_it_holds_and_says_so(tmp_path: Path) -> None:
+def _foreign_link(tmp_path: Path) -> tuple[tarfile.TarInfo, bytes]:
+    link = tarfile.TarInfo("generations/ab/" + "ab" + "0" * 38 + ".json")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    return link, b""
+
+
+def test_a_cut_short_or_damaged_pack_is_named_and_nothing_of_it_is_merged(tmp_path: Path) -> None:
     import random
 
     noise = random.Random(0)
@@ -191,14 +208,22 @@ def test_a_cut_short_pack_merges_what_it_holds_and_says_so(tmp_path: Path) -> No
     pack_cache(a, full, level=1)
     cut = tmp_path / "cut.tar.zst"
     cut.write_bytes(full.read_bytes()[: len(full.read_bytes()) * 2 // 3])
-    with pytest.raises(HarnessError, match=r"damaged after|ends after") as caught:
+    with pytest.raises(HarnessError, match=r"cut\.tar\.zst: the pack is damaged \(.*\); nothing was merged") as caught:
         merge_caches([cut], tmp_path / "dst")
     assert "\n" not in str(caught.value)
-    assert 0 < sum(v is not None for v in _values(tmp_path / "dst", keys).values()) < len(keys)
+    assert not (tmp_path / "dst").exists()  # not half applied
     early = tmp_path / "early.tar.zst"
     early.write_bytes(full.read_bytes()[:200])  # damaged before its first entry: still damage, not a wrong file
-    with pytest.raises(HarnessError, match="damaged before its first entry"):
+    with pytest.raises(HarnessError, match="before its first entry"):
         merge_caches([early], tmp_path / "dst2")
+    one = _cache(tmp_path / "one", {"k": "v"})
+    entry = Cache(one).namespace("generations").path("k")
+    altered = tarfile.TarInfo(entry.relative_to(one).as_posix())
+    raw = entry.read_bytes().replace(b'"v"', b'"w"')
+    altered.size = len(raw)
+    with pytest.raises(HarnessError, match=r"fails its checksum\); nothing was merged"):
+        merge_caches([_pack(tmp_path / "altered.tar.zst", [(altered, raw)], declared=1)], tmp_path / "dst3")
+    assert not (tmp_path / "dst3").exists()
 
 
 def test_what_is_no_cache_is_bad_input(tmp_path: Path) -> None:
@@ -208,6 +233,19 @@ def test_what_is_no_cache_is_bad_input(tmp_path: Path) -> None:
     junk.write_bytes(b"this is not a pack")
     with pytest.raises(ConfigError, match="not a packed pytest-novelty cache"):
         merge_caches([junk], tmp_path / "dst")
+    assert not (tmp_path / "dst").exists()  # a refused source leaves no empty destination behind
+
+
+def test_each_command_names_itself_in_its_errors(tmp_path: Path) -> None:
+    """``cache merge`` errors say ``cache merge``, ``cache unpack`` errors ``cache unpack``, whichever
+    kind of source (a folder or a pack) the error is about."""
+    junk = tmp_path / "junk.tar.zst"
+    junk.write_bytes(b"this is not a pack")
+    for command in ("cache merge", "cache unpack"):
+        for source in (junk, tmp_path / "absent.tar.zst"):
+            with pytest.raises(ConfigError) as caught:
+                merge_caches([source], tmp_path / "dst", command=command)
+            assert str(caught.value).startswith(f"{command}: {source}: "), caught.value
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -82,7 +82,7 @@ def _cmd_unpack(args: argparse.Namespace) -> int:
 
         raise ConfigError(f"{pack} is a folder; merge a cache folder with pytest-novelty cache merge",
                           field="cache unpack")
-    return _report(f"unpacked {pack}", merge_caches([pack], into), into)
+    return _report(f"unpacked {pack}", merge_caches([pack], into, command="cache unpack"), into)
 
 
 def add_commands(sub: Any) -> None:

@@ -22,9 +22,10 @@ written. :func:`merge_caches` takes that union into a destination folder:
 :func:`pack_cache` writes a cache's sound entries to one file, a tar archive compressed with
 zstandard (``.tar.zst``), for an artifact upload; :func:`merge_caches` reads such a file as it reads
 a folder (``pytest-novelty cache unpack FILE --into DST`` is a merge of one file). Unpacking never
-writes what the archive says: only members named like entries, regular files of at most
-:data:`MAX_ENTRY_BYTES`, each verified and placed like any merged entry; links, folders and other
-names are skipped and counted.
+writes what the archive says: a pack is read through and checked before anything is written, and
+refused whole when any member is not an entry (a regular file named like one, of at most
+:data:`MAX_ENTRY_BYTES`: an absolute name, ``..``, a link or a device is a pack this tool did not
+write) or fails its checksum; its entries are then placed like any merged entry.
 """
 
 from __future__ import annotations
@@ -103,14 +104,14 @@ def _relative_entry(name: str) -> tuple[str, str] | None:
     return name, match["digest"]
 
 
-def _folder_files(root: Path) -> Iterator[tuple[str, Path]]:
+def _folder_files(root: Path, command: str) -> Iterator[tuple[str, Path]]:
     """Every file under a cache folder, as (relative POSIX path, path), the demo and trash left out."""
     try:
         tops = sorted(root.iterdir())
     except FileNotFoundError:
-        raise ConfigError(f"{root}: no such cache folder", field="cache merge") from None
+        raise ConfigError(f"{root}: no such cache folder", field=command) from None
     except NotADirectoryError:
-        raise ConfigError(f"{root}: not a cache folder", field="cache merge") from None
+        raise ConfigError(f"{root}: not a cache folder", field=command) from None
     for top in tops:
         if is_demo(top.name) or top.name.startswith("."):
             continue
@@ -124,9 +125,9 @@ def _folder_files(root: Path) -> Iterator[tuple[str, Path]]:
                 yield path.relative_to(root).as_posix(), path
 
 
-def _read_folder(root: Path, counts: MergeCounts) -> Iterator[tuple[str, str, bytes]]:
+def _read_folder(root: Path, counts: MergeCounts, command: str) -> Iterator[tuple[str, str, bytes]]:
     """(relative path, digest, bytes) of every entry-named file of a cache folder."""
-    for name, path in _folder_files(root):
+    for name, path in _folder_files(root, command):
         found = _relative_entry(name)
         if found is None or path.is_symlink():
             counts.skipped += 1
@@ -141,46 +142,70 @@ def _read_folder(root: Path, counts: MergeCounts) -> Iterator[tuple[str, str, by
         yield name, found[1], raw
 
 
-def _read_pack(pack: Path, counts: MergeCounts) -> Iterator[tuple[str, str, bytes]]:
-    """(relative path, digest, bytes) of every entry of a packed cache (see the module doc)."""
+def _read_pack(pack: Path, command: str) -> Iterator[tuple[str, str, bytes]]:
+    """(relative path, digest, bytes) of every entry of a packed cache, read through once.
+
+    A file that is no pack, or a pack this tool did not write (a member other than an entry: an
+    absolute name, ``..``, a link, a device, a folder), is bad input naming the first foreign
+    member; a pack cut short or damaged (an entry that fails its checksum, fewer entries than it
+    declares) is a :class:`HarnessError`. :func:`merge_caches` reads a pack through once before it
+    writes anything, so neither is ever half applied.
+    """
     import zstandard
 
     try:
         handle = pack.open("rb")
     except FileNotFoundError:
-        raise ConfigError(f"{pack}: no such file", field="cache unpack") from None
+        raise ConfigError(f"{pack}: no such file", field=command) from None
     declared: int | None = None
     read = 0
+
+    def damaged(why: str) -> HarnessError:
+        return HarnessError(f"{command}: {pack}: the pack is damaged ({why}); nothing was merged from it: pack the "
+                            "cache again")
+
     with handle, zstandard.ZstdDecompressor().stream_reader(handle) as stream:
         try:
             with tarfile.open(fileobj=stream, mode="r|") as archive:
                 for member in archive:
                     if declared is None:
-                        declared = _pack_mark(pack, member, archive)
+                        declared = _pack_mark(pack, member, archive, command)
                         continue
                     read += 1
                     found = _relative_entry(member.name)
                     if found is None or not member.isreg():
-                        counts.skipped += 1
-                        continue
+                        raise ConfigError(
+                            f"{pack}: not a pack this tool wrote: its member {member.name!r} is not a cache entry "
+                            f"({_kind(member)}); nothing was written", field=command)
                     if member.size > MAX_ENTRY_BYTES:
-                        counts.note_damaged(f"{pack}: {member.name} ({member.size:,} bytes)")
-                        continue
+                        raise damaged(f"{member.name} holds {member.size:,} bytes, more than an entry can")
                     data = archive.extractfile(member)
-                    yield member.name, found[1], b"" if data is None else data.read()
+                    raw = b"" if data is None else data.read()
+                    if sound_entry(raw, found[1]) is None:
+                        raise damaged(f"{member.name} fails its checksum")
+                    yield member.name, found[1], raw
         except (tarfile.TarError, zstandard.ZstdError, EOFError, OSError) as exc:
             if declared is None and not _zstd(pack):
-                raise ConfigError(f"{pack}: not a packed pytest-novelty cache ({exc})", field="cache unpack") from None
-            if declared is None:
-                raise HarnessError(f"{pack}: the pack is damaged before its first entry ({exc}; cut short?): pack "
-                                   "the cache again") from None
-            raise HarnessError(f"{pack}: the pack is damaged after {read:,} of its {declared:,} entries ({exc}); "
-                               "the entries before it were merged: pack the cache again") from None
+                raise ConfigError(f"{pack}: not a packed pytest-novelty cache ({exc})", field=command) from None
+            where = "before its first entry" if declared is None else f"after {read:,} of its {declared:,} entries"
+            raise damaged(f"unreadable {where}: {exc}; cut short?") from None
     if declared is None:
-        raise ConfigError(f"{pack}: not a packed pytest-novelty cache (it is empty)", field="cache unpack")
+        raise ConfigError(f"{pack}: not a packed pytest-novelty cache (it is empty)", field=command)
     if read != declared:
-        raise HarnessError(f"{pack}: the pack ends after {read:,} of its {declared:,} entries (cut short?); "
-                           "the entries before it were merged: pack the cache again")
+        raise damaged(f"it ends after {read:,} of its {declared:,} entries; cut short?")
+
+
+def _kind(member: tarfile.TarInfo) -> str:
+    """What a foreign member of an archive is, in words."""
+    if member.issym() or member.islnk():
+        return f"a link to {member.linkname}"
+    if member.isdev() or member.isfifo():
+        return "a device or a pipe"
+    if member.isdir():
+        return "a folder"
+    if member.name.startswith("/"):
+        return "an absolute name"
+    return "a name climbing out of the cache" if ".." in member.name.split("/") else "no entry's name"
 
 
 def _zstd(path: Path) -> bool:
@@ -189,7 +214,7 @@ def _zstd(path: Path) -> bool:
         return handle.read(4) == b"\x28\xb5\x2f\xfd"
 
 
-def _pack_mark(pack: Path, member: tarfile.TarInfo, archive: tarfile.TarFile) -> int:
+def _pack_mark(pack: Path, member: tarfile.TarInfo, archive: tarfile.TarFile, command: str) -> int:
     """The number of entries the pack declares in its first member."""
     data = archive.extractfile(member) if member.isreg() and member.name == PACK_MARK else None
     try:
@@ -198,12 +223,12 @@ def _pack_mark(pack: Path, member: tarfile.TarInfo, archive: tarfile.TarFile) ->
         mark = None
     if not isinstance(mark, dict) or mark.get("format") != PACK_FORMAT or not isinstance(mark.get("entries"), int):
         raise ConfigError(f"{pack}: not a packed pytest-novelty cache (no {PACK_MARK} of format {PACK_FORMAT} first)",
-                          field="cache unpack")
+                          field=command)
     return int(mark["entries"])
 
 
-def _entries(source: Path, counts: MergeCounts) -> Iterator[tuple[str, str, bytes]]:
-    return _read_pack(source, counts) if source.is_file() else _read_folder(source, counts)
+def _entries(source: Path, counts: MergeCounts, command: str) -> Iterator[tuple[str, str, bytes]]:
+    return _read_pack(source, command) if source.is_file() else _read_folder(source, counts, command)
 
 
 def _place(path: Path, raw: bytes, entry: dict[str, Any], digest: str) -> str:
@@ -237,32 +262,39 @@ def _place(path: Path, raw: bytes, entry: dict[str, Any], digest: str) -> str:
     return "added"  # clears kept coming: as if each had come just after our write
 
 
-def merge_caches(sources: Iterable[Path], into: Path) -> MergeCounts:
+def merge_caches(sources: Iterable[Path], into: Path, *, command: str = "cache merge") -> MergeCounts:
     """Merge every sound entry of ``sources`` (cache folders, or files :func:`pack_cache` wrote) into
-    the cache folder ``into``, under the rules of the module doc.
+    the cache folder ``into``, under the rules of the module doc; ``command`` (``cache merge``,
+    ``cache unpack``) is what its errors are about.
 
-    A source that does not exist or is no cache is bad input (:class:`ConfigError`); a destination
-    that cannot be written, or a pack damaged part way, a :class:`HarnessError` (the entries
-    before the damage are merged).
+    Every source is checked before anything is written (a pack is read through once, see
+    :func:`_read_pack`): one that does not exist or is no cache is bad input (:class:`ConfigError`),
+    a damaged pack a :class:`HarnessError`, and neither leaves anything behind, not even ``into``. A
+    destination that cannot be written is a :class:`HarnessError` (the entries placed before it stay).
     """
     counts = MergeCounts()
     into = Path(into)
     sources = [Path(s) for s in sources]
     for source in sources:
         if not source.exists():
-            raise ConfigError(f"{source}: no such cache folder or pack", field="cache merge")
+            raise ConfigError(f"{source}: no such cache folder or pack", field=command)
+        if source.is_file():
+            for _ in _read_pack(source, command):
+                pass
+        elif not source.is_dir():
+            raise ConfigError(f"{source}: neither a cache folder nor a pack", field=command)
     try:
         into.mkdir(parents=True, exist_ok=True)
         for source in sources:
-            for name, digest, raw in _entries(source, counts):
+            for name, digest, raw in _entries(source, counts, command):
                 entry = sound_entry(raw, digest)
                 if entry is None:
                     counts.note_damaged(f"{source}: {name}")
                     continue
                 counts.add(_place(into / name, raw, entry, digest))
     except OSError as exc:  # the sources' own read errors are counted where they are read
-        raise HarnessError(f"{into}: cannot write the merged cache ({_why(exc)}); the entries placed before "
-                           "it stay (a merge can be run again)") from None
+        raise HarnessError(f"{command}: {into}: cannot write the merged cache ({_why(exc)}); the entries placed "
+                           "before it stay (a merge can be run again)") from None
     return counts
 
 
@@ -284,7 +316,7 @@ def pack_cache(root: Path, out: Path, *, level: int = 6) -> MergeCounts:
     if not root.is_dir():
         raise ConfigError(f"{root}: no such cache folder", field="cache pack")
     sound = []
-    for name, digest, raw in _read_folder(root, counts):
+    for name, digest, raw in _read_folder(root, counts, "cache pack"):
         if sound_entry(raw, digest) is None:
             counts.note_damaged(f"{root}: {name}")
         else:
