@@ -45,6 +45,20 @@ def _cmd_demo_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_demo_path(args: argparse.Namespace) -> int:
+    """Print where the demo's checkpoint (or its weaker one, its index, its corpus) lies in the cache,
+    preparing the demo first when it is not there: the folder another tool can be pointed at."""
+    from pytest_novelty.infra.storage import default_cache_dir
+    from pytest_novelty.pipeline import demo
+    from pytest_novelty.pipeline.preflight import check_cache_folder
+
+    cache = Path(args.cache) if args.cache else default_cache_dir()
+    check_cache_folder(cache, option="--cache", given=bool(args.cache))
+    folder = demo.ensure_demo(cache)
+    print(folder / {"corpus": "corpus.jsonl"}.get(args.what, args.what))
+    return 0
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     """Gate a checkpoint on every case pytest would run (each sweep value and each denial round),
     through the same case loop, on the same results session, with the same exit statuses."""
@@ -184,6 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--cache", help="cache folder (default ~/.cache/pytest-novelty)")
     build.add_argument("--force", action="store_true", help="rebuild even when present")
     build.set_defaults(func=_cmd_demo_build)
+    where = demo.add_parser("path", help="print where the demo's checkpoint, its weaker one, its index or corpus lies")
+    where.add_argument("what", nargs="?", default="demo", choices=("demo", "demo-early", "index", "corpus"),
+                       help="which of the demo's files (default: the demo checkpoint's folder)")
+    where.add_argument("--cache", help="cache folder (default ~/.cache/pytest-novelty)")
+    where.set_defaults(func=_cmd_demo_path)
 
     from pytest_novelty.cli.answers import add_commands as add_answers_commands
     from pytest_novelty.cli.judge import add_commands as add_judge_commands
