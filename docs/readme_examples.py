@@ -38,6 +38,9 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from commands import RAN, shown  # docs/commands.py, beside this file
+
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 PAGES = (README, *sorted((REPO / "docs").glob("*.md")))
@@ -52,6 +55,7 @@ NUMBER = re.compile(r"[-+]?\d+\.\d+")
 def _pytest(cache: Path, *args: str, cwd: Path | None = None, columns: int = 80) -> str:
     """``pytest ARGS`` as a user types it, in its own process, on a terminal ``columns`` wide; its output."""
     env = {**os.environ, "PYTEST_NOVELTY_CACHE": str(cache), "COLUMNS": str(columns)}
+    RAN.append(list(args))
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
         cwd=cwd or REPO, env=env, capture_output=True, text=True, check=False,
@@ -112,23 +116,24 @@ def demo_series(cache: Path) -> str:
 def demo_answers(cache: Path) -> str:
     """The demo's story answers exported to a file, then gated from it: the same table, and the work
     line saying the answers were read, not generated."""
+    env = {**os.environ, "PYTEST_NOVELTY_CACHE": str(cache)}
     cli = [sys.executable, "-m", "pytest_novelty.cli"]
-    built = subprocess.run([*cli, "demo", "build", "--cache", str(cache)],
-                           capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]  # fmt: skip
+    built = Path(subprocess.run([*cli, "demo", "path", "index"], env=env, capture_output=True, text=True,
+                                check=True).stdout.strip())  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="novelty-answers-") as scratch:
         file = Path(scratch) / "demo-answers.jsonl"
-        export = ["answers", "export", "--model", "demo", "--suites", str(REPO / "suites"), "--cache", str(cache)]
-        subprocess.run([*cli, *export, "--out", str(file)], capture_output=True, text=True, check=True)
-        out = _pytest(cache, f"--model=answers:{file}", f"--originality=infini-gram:{Path(built) / 'index'}",
-                      "-k", "story", cwd=Path(scratch))  # fmt: skip
+        export = ["answers", "export", "--model", "demo", "--out", str(file)]
+        RAN.append(export)
+        subprocess.run([*cli, *export], cwd=REPO, env=env, capture_output=True, text=True, check=True)
+        gate = [f"--model=answers:{file}", f"--originality=infini-gram:{built}", "-k", "story"]
+        out = _pytest(cache, *gate, cwd=Path(scratch))
     table = _section(out, "suite story", "novelty work done:").splitlines()
     # The work line up to what it says of generation (its seconds differ from run to run).
     work = [re.sub(r" \(\d+\.\ds\)", "", line).split("nothing generated")[0] + "nothing generated"
             for line in out.splitlines() if line.startswith("[novelty main] story:")]  # fmt: skip
-    shown = [line.replace(f"{file}", "demo-answers.jsonl") for line in [*table[:-1], "", *work]]
-    return ("$ pytest-novelty answers export --model demo --out demo-answers.jsonl\n"
-            "$ pytest --model answers:demo-answers.jsonl --originality infini-gram:demo-index -k story\n"
-            + "\n".join(shown))
+    names = {str(file): "demo-answers.jsonl", str(built): "$(pytest-novelty demo path index)"}
+    lines = [line.replace(f"{file}", "demo-answers.jsonl") for line in [*table[:-1], "", *work]]
+    return "\n".join([shown("pytest-novelty", export, names), shown("pytest", gate, names), *lines])
 
 
 def options_table(cache: Path) -> str:

@@ -7,12 +7,16 @@ agreement plot beside the page is drawn again when the pages are written.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from commands import RAN, shown  # docs/commands.py, beside this file
 
 REPO = Path(__file__).resolve().parents[1]
 PLOT = REPO / "docs" / "tail-agreement.png"
@@ -21,9 +25,12 @@ WRITING: list[bool] = [False]
 
 
 def _cli(cache: Path, *args: str, cwd: Path | None = None) -> str:
-    """``pytest-novelty ARGS`` in its own process; its standard output."""
-    done = subprocess.run([sys.executable, "-m", "pytest_novelty.cli", *args, "--cache", str(cache)],
-                          cwd=cwd or REPO, capture_output=True, text=True, check=False)  # fmt: skip
+    """``pytest-novelty ARGS`` in its own process, over the cache ``cache`` (as ``$PYTEST_NOVELTY_CACHE``,
+    so the arguments are what the example shows); its standard output."""
+    env = {**os.environ, "PYTEST_NOVELTY_CACHE": str(cache)}
+    RAN.append(list(args))
+    done = subprocess.run([sys.executable, "-m", "pytest_novelty.cli", *args], cwd=cwd or REPO, env=env,
+                          capture_output=True, text=True, check=False)  # fmt: skip
     if done.returncode not in (0, 1):
         raise RuntimeError(f"pytest-novelty {' '.join(args)} exited {done.returncode}: {done.stderr[-2000:]}")
     return done.stdout
@@ -33,10 +40,11 @@ def tail_build(cache: Path) -> str:
     """The bundled story tail, built as suites/story.toml says (into a scratch file: the shipped one stays)."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "story-tail.json"
-        text = _cli(cache, "tail", "build", "suites/story.toml", "--pool", "demo", "--pool", "demo-early",
-                    "--alpha", "0.1", "--out", str(out))  # fmt: skip
-    return "$ pytest-novelty tail build suites/story.toml --pool demo --pool demo-early --alpha 0.1 \\\n" \
-           "    --out suites/data/story-tail.json\n" + text.replace(str(out), "suites/data/story-tail.json")
+        args = ["tail", "build", "suites/story.toml", "--pool", "demo", "--pool", "demo-early", "--alpha", "0.1",
+                "--out", str(out)]  # fmt: skip
+        text = _cli(cache, *args)
+    names = {str(out): "suites/data/story-tail.json"}
+    return shown("pytest-novelty", args, names) + "\n" + text.replace(str(out), names[str(out)])
 
 
 PEAK_THRESHOLDS = """
@@ -57,13 +65,14 @@ def peak_overall(cache: Path) -> str:
         folder.mkdir()
         shutil.copytree(REPO / "suites" / "data", folder / "data")
         (folder / "story.toml").write_text((REPO / "suites" / "story.toml").read_text() + PEAK_THRESHOLDS)
-        text = _cli(cache, "run", "--model", "demo", "--suites", str(folder), "--suite", "story")
+        args = ["run", "--model", "demo", "--suites", str(folder), "--suite", "story"]
+        text = _cli(cache, *args)
+        command = shown("pytest-novelty", args, {str(folder): "my-suites"}) + "   # story.toml + 2 thresholds"
     lines = text.splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("suite story"))
     last = next(i for i, line in enumerate(lines) if line.startswith("novelty work done"))
-    shown = [line for line in lines[first:last] if not line.startswith(("story: detects", "  story: tolerance"))]
-    command = "$ pytest-novelty run --model demo --suites my-suites --suite story   # story.toml + 2 thresholds"
-    return command + "\n" + "\n".join(shown)
+    kept = [line for line in lines[first:last] if not line.startswith(("story: detects", "  story: tolerance"))]
+    return command + "\n" + "\n".join(kept)
 
 
 def agreement(cache: Path) -> str:
@@ -82,13 +91,15 @@ def agreement(cache: Path) -> str:
         reference = Path(scratch) / "reference.json"
         reference.write_text(json.dumps({"ranks": {"demo": 1, "noisy": 2, "demo-early": 3}}))
         plot = PLOT if WRITING[0] else Path(scratch) / PLOT.name
-        text = _cli(cache, "tail", "agreement", "suites/story.toml", "--model", "demo", "--model", f"noisy={noisy}",
-                    "--model", "demo-early", "--reference", str(reference), "--originality",
-                    f"infini-gram:{built / 'index'}", "--plot", str(plot))  # fmt: skip
-    shown = text.replace(str(plot), "docs/tail-agreement.png")
+        args = ["tail", "agreement", "suites/story.toml", "--model", "demo", "--model", f"noisy={noisy}", "--model",
+                "demo-early", "--reference", str(reference), "--originality", f"infini-gram:{built / 'index'}",
+                "--plot", str(plot)]  # fmt: skip
+        text = _cli(cache, *args)
+        names = {str(noisy): "./demo-noisy", str(reference): "reference.json", str(plot): "docs/tail-agreement.png",
+                 str(built / "index"): "$(pytest-novelty demo path index)"}  # fmt: skip
+        command = shown("pytest-novelty", args, names)
     return ('$ echo \'{"ranks": {"demo": 1, "noisy": 2, "demo-early": 3}}\' > reference.json\n'
-            "$ pytest-novelty tail agreement suites/story.toml --model demo --model noisy=./demo-noisy \\\n"
-            "    --model demo-early --reference reference.json --plot docs/tail-agreement.png\n" + shown)
+            + command + "\n" + text.replace(str(plot), names[str(plot)]))
 
 
 def sequential(cache: Path) -> str:

@@ -147,11 +147,36 @@ def test_the_comparison_catches_a_stale_number_and_a_changed_word() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXAMPLES.EXAMPLES))
 def test_the_example_is_what_the_code_prints(name: str, demo_run_cache: Path) -> None:
+    ran = sys.modules["commands"].RAN
+    ran.clear()
     produced = EXAMPLES.render(name, demo_run_cache)
     problems = EXAMPLES.differences(SHOWN[name], produced, EXAMPLES.tolerance(name))
     assert not problems, f"README.md example '{name}' is stale (python docs/readme_examples.py --write):\n" + "\n".join(
         problems
     )
+    commands = "\n".join(line for line in SHOWN[name].splitlines() if line.startswith(("$ ", "    ")))
+    if "$ pytest" in commands:  # an example that shows its commands shows every option they ran with
+        options = {arg.split("=")[0] for args in ran for arg in args if arg.startswith("--")}
+        missing = sorted(o for o in options if o not in commands)
+        assert not missing, f"example '{name}' shows its commands without {', '.join(missing)}"
+
+
+def test_a_shown_command_reads_back_as_the_arguments_it_ran() -> None:
+    """The shown command is the producer's arguments, scratch paths renamed, broken over lines as a
+    shell joins them again (an option beside its value)."""
+    import shlex
+
+    shown = sys.modules["commands"].shown
+    args = ["tail", "agreement", "s.toml", "--model", "noisy=/tmp/x/n", "--reference", "/tmp/x/r.json",
+            "--originality", "infini-gram:/c/index", "--plot", "/tmp/x/a plot.png", *(["--model", "demo"] * 4)]
+    names = {"/tmp/x/n": "./n", "/tmp/x/r.json": "r.json", "/c/index": "$(pytest-novelty demo path index)"}
+    text = shown("pytest-novelty", args, names)
+    assert all(len(line) <= 102 for line in text.splitlines()) and text.count("\n") >= 1
+    assert "--model \\\n" not in text  # never an option on one line and its value on the next
+    words = shlex.split(text.replace("$(pytest-novelty demo path index)", "INDEX").replace("\\\n", " "))
+    renamed = [a.replace("/tmp/x/n", "./n").replace("/tmp/x/r.json", "r.json").replace("/c/index", "INDEX")
+               for a in args]
+    assert words[:2] == ["$", "pytest-novelty"] and words[2:] == renamed
 
 
 def test_the_workflow_uses_options_the_code_has() -> None:
