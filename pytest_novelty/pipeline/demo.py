@@ -234,14 +234,14 @@ def _read_build(folder: Path) -> dict[str, Any] | None:
 
 def _demo_files(folder: Path) -> list[Path]:
     """Every file of a demo folder that its checksums cover (all but ``BUILD.json`` and hidden files)."""
-    from pytest_novelty.infra.identity import data_files
+    from pytest_novelty.infra.hashing import data_files
 
     return [f for f in data_files(folder) if f.relative_to(folder).as_posix() != BUILD_FILE]
 
 
 def _checksums(folder: Path, memo: Any) -> dict[str, dict[str, Any]]:
     """Size and SHA-256 of every file of a demo folder, by relative path."""
-    from pytest_novelty.infra.identity import hash_files
+    from pytest_novelty.infra.hashing import hash_files
 
     files = _demo_files(folder)
     digests = hash_files(files, memo=memo, what="the demo", quiet=True)
@@ -261,7 +261,7 @@ def check_demo(cache_dir: Path, *, memo: Any = None) -> DemoCheck:
     other JSON file (configs, tokenizer, facts) must parse. Only a complete demo folder is checked
     (``BUILD.json`` present); its absence is not damage but an unfinished build.
     """
-    from pytest_novelty.infra.identity import hash_files, identity_memo
+    from pytest_novelty.infra.hashing import hash_files, identity_memo
 
     folder = demo_dir(cache_dir)
     memo = identity_memo(cache_dir) if memo is None else memo
@@ -295,7 +295,7 @@ def _get(entry: Any, key: str) -> Any:
 def _check_legacy(folder: Path, facts: dict[str, Any], memo: Any) -> DemoCheck:
     """A demo without recorded checksums, checked against the records it has (see :func:`check_demo`)."""
     from pytest_novelty.infra.errors import NoveltyError
-    from pytest_novelty.infra.identity import hash_files
+    from pytest_novelty.infra.hashing import hash_files
     from pytest_novelty.scoring.originality import read_index
 
     damaged: list[str] = []
@@ -359,7 +359,7 @@ def ensure_demo(cache_dir: Path, *, progress: bool = True, train: bool = False) 
 
 
 def _ensure(cache_dir: Path, target: Path, *, progress: bool, train: bool) -> Path:
-    from pytest_novelty.infra.identity import identity_memo
+    from pytest_novelty.infra.hashing import identity_memo
 
     memo = identity_memo(cache_dir)
     if is_built(cache_dir) and _usable(check_demo(cache_dir, memo=memo)):

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError
-from pytest_novelty.infra.identity import hash_files
+from pytest_novelty.infra.hashing import hash_files
 from pytest_novelty.infra.progress import notice
 from pytest_novelty.scoring.originality.corpus import Document, iter_documents
 from pytest_novelty.scoring.originality.index import (

@@ -59,7 +59,7 @@ def test_random_bytes_in_the_tokens_stop_the_run(index: Path, tmp_path: Path) ->
 
 
 def test_reopening_an_unchanged_index_reads_none_of_its_files(index: Path, tmp_path: Path) -> None:
-    from pytest_novelty.infra.identity import memo_at
+    from pytest_novelty.infra.hashing import memo_at
 
     memo = memo_at(tmp_path / "memo")
     big = {str((index / n).resolve()) for n in ("tokenized.0", "table.0", "offset.0")}
@@ -76,7 +76,7 @@ def test_reopening_an_unchanged_index_reads_none_of_its_files(index: Path, tmp_p
 
 
 def test_open_backend_remembers_verified_files_in_its_cache(index: Path, tmp_path: Path) -> None:
-    from pytest_novelty.infra.identity import memo_at, stat_key
+    from pytest_novelty.infra.hashing import memo_at, stat_key
 
     open_backend(f"infini-gram:{index}", cache_dir=tmp_path / "cache")
     recorded = json.loads((index / INFO_FILE).read_text())["checksums"]
