@@ -13,7 +13,7 @@ import pytest
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.pipeline.answers import load_prompts
 from pytest_novelty.pipeline.shards import Shard, Unit, gate_units, parse_shard, shard_from_environment, split_units
-from pytest_novelty.suites.schema import load_suites
+from pytest_novelty.suites.suite_file import load_suites
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -164,7 +164,7 @@ def _exported(session: Any, runs: Sequence[Any], data: Mapping[str, SuiteData]) 
 def _load_suites(args: argparse.Namespace) -> list[Any]:
     from pytest_novelty.infra.resources import bundled_path
     from pytest_novelty.pipeline.options import by_name
-    from pytest_novelty.suites.schema import load_suites
+    from pytest_novelty.suites.suite_file import load_suites
 
     folder = args.novelty_suites or (Path("suites") if Path("suites").is_dir() else bundled_path("suites"))
     suites = load_suites(Path(folder).expanduser(), field=by_name("suites").cli_flag if args.novelty_suites else None)

@@ -25,7 +25,8 @@ import pytest
 from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
 from pytest_novelty.pipeline.options import PYTEST, by_name, ini_settings, offered
 from pytest_novelty.plugin.state import NoveltyState, checkpoint_key, spread_series
-from pytest_novelty.suites.schema import Suite, load_suites
+from pytest_novelty.suites.schema import Suite
+from pytest_novelty.suites.suite_file import load_suites
 
 if TYPE_CHECKING:
     from pytest_novelty.pipeline.results import SuiteResult

@@ -108,7 +108,7 @@ def test_a_run_against_a_damaged_index_stops_with_the_file_named(
     index: Path, tiny_checkpoint: Path, tmp_path: Path
 ) -> None:
     from pytest_novelty.pipeline.runner import RunConfig, Runner
-    from pytest_novelty.suites.schema import load_suite
+    from pytest_novelty.suites.suite_file import load_suite
 
     (tmp_path / "prompts.jsonl").write_text(json.dumps({"id": "p0", "text": "Lily went to the park."}) + "\n")
     suite_file = tmp_path / "story.toml"
