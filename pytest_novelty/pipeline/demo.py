@@ -44,6 +44,7 @@ from typing import Any
 
 from pytest_novelty.infra.errors import HarnessError
 from pytest_novelty.infra.progress import notice
+from pytest_novelty.infra.storage import file_lock
 
 DEMO_MODELS = ("demo", "demo-early")
 DEMO_VERSION = "v2"  # v2: the index records checksums of its files
@@ -83,22 +84,6 @@ def demo_dir(cache_dir: Path) -> Path:
 def is_built(cache_dir: Path) -> bool:
     """Whether a complete demo build is present (its files are checked by :func:`check_demo`)."""
     return (demo_dir(cache_dir) / BUILD_FILE).is_file()
-
-
-@contextlib.contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as fh:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows: no inter-process lock
-            yield
-            return
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _load_builder() -> ModuleType:
@@ -364,7 +349,7 @@ def _ensure(cache_dir: Path, target: Path, *, progress: bool, train: bool) -> Pa
     memo = identity_memo(cache_dir)
     if is_built(cache_dir) and _usable(check_demo(cache_dir, memo=memo)):
         return target
-    with _lock(Path(cache_dir) / f".{target.name}.lock"):
+    with file_lock(Path(cache_dir) / f".{target.name}.lock"):
         found = check_demo(cache_dir, memo=memo) if is_built(cache_dir) else None  # another process may have healed it
         if found is not None and found.ok:
             if found.legacy:
