@@ -391,8 +391,8 @@ def build_index(
 
 
 def _build_in(
-    staging: Path, corpus: Sequence[Path] | Iterable[str], hf: Any, progress: bool, single_token_words: int | None,
-    start: float,
+    staging: Path, corpus: Sequence[Path] | Iterable[str], hf: HFTokenizer | None, progress: bool,
+    single_token_words: int | None, start: float,
 ) -> dict[str, Any]:
     """Tokenise ``corpus`` into ``staging``, build and check its suffix array, and write its facts
     (:data:`INFO_FILE`, fsync'd); the facts."""
