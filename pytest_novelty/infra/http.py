@@ -34,18 +34,8 @@ from pytest_novelty.infra.retry import RetryPolicy, failure_reason, is_retryable
 if TYPE_CHECKING:
     import httpx
 
-__all__ = [
-    "CONNECTION_OPTIONS",
-    "PREFLIGHT_TIMEOUT",
-    "Connection",
-    "ConnectionOptions",
-    "Pace",
-    "Reply",
-    "RetryTransport",
-    "Traffic",
-    "attempts_of",
-    "post_json",
-]
+__all__ = ["CONNECTION_OPTIONS", "PREFLIGHT_TIMEOUT", "Connection", "ConnectionOptions", "Pace", "Reply",
+           "RetryTransport", "Traffic", "attempts_of", "post_json"]
 
 PREFLIGHT_TIMEOUT = 10.0
 """Seconds a preflight waits for its one request (a served model's or a judge's ``GET /models``, a
