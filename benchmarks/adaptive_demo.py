@@ -33,7 +33,7 @@ from pytest_novelty.metrics.sequential import SequentialPlan, sequential_decisio
 from pytest_novelty.metrics.table import family, values_of  # noqa: E402
 from pytest_novelty.pipeline.config import RunConfig  # noqa: E402
 from pytest_novelty.pipeline.session import ResultsSession  # noqa: E402
-from pytest_novelty.suites.schema import load_suites  # noqa: E402
+from pytest_novelty.suites.suite_file import load_suites  # noqa: E402
 
 
 def case_values(result: Any, metric: str, subset: list[str] | None) -> tuple[Any, float | None, bool]:

@@ -37,7 +37,7 @@ from pytest_novelty.infra.progress import notices_to
 from pytest_novelty.pipeline import demo
 from pytest_novelty.pipeline.runner import RunConfig, Runner
 from pytest_novelty.scoring.originality import build_index, open_backend, score_texts
-from pytest_novelty.suites.schema import load_suite
+from pytest_novelty.suites.suite_file import load_suite
 from tests.servers.infinigram_api import FakeInfiniGram
 
 INDEX = "v4_demo_bpe"

@@ -35,7 +35,7 @@ from typing import Any
 from pytest_novelty.generation import Batch, GenerationStats, LoadSettings, generate, open_generator
 from pytest_novelty.infra.storage import default_cache_dir
 from pytest_novelty.pipeline.runner import RunConfig, Runner
-from pytest_novelty.suites.schema import load_suite
+from pytest_novelty.suites.suite_file import load_suite
 from pytest_novelty.suites.tasks import get_task
 
 REPO = Path(__file__).resolve().parents[1]

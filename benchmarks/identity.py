@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 
 from pytest_novelty.infra.cache import Namespace
-from pytest_novelty.infra.identity import checkpoint_identity, loaded_files, memo_at
+from pytest_novelty.infra.hashing import memo_at
+from pytest_novelty.infra.identity import checkpoint_identity, loaded_files
 from pytest_novelty.infra.progress import notices_to
 
 READ = 16 << 20

@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
 
-    from pytest_novelty.infra.identity import identity_memo
+    from pytest_novelty.infra.hashing import identity_memo
     from pytest_novelty.infra.progress import send_notices_to
     from pytest_novelty.infra.storage import default_cache_dir
     from pytest_novelty.pipeline import demo

@@ -73,7 +73,7 @@ def declared_loads(count: int, suites: list[str]) -> tuple[int, ...]:
     from pytest_novelty.infra.resources import bundled_path
     from pytest_novelty.pipeline.answers import load_prompts
     from pytest_novelty.pipeline.shards import gate_units, split_units
-    from pytest_novelty.suites.schema import load_suites
+    from pytest_novelty.suites.suite_file import load_suites
 
     runs = [run for suite in load_suites(bundled_path("suites")) if not suites or suite.name in suites
             for run in suite.runs()]

@@ -17,7 +17,7 @@ import pytest
 
 from pytest_novelty.infra.progress import notices_to
 from pytest_novelty.pipeline.runner import RunConfig, Runner
-from pytest_novelty.suites.schema import load_suite
+from pytest_novelty.suites.suite_file import load_suite
 from tests.servers.openai_api import FakeOpenAI
 from tests.suite_text import suite_toml
 

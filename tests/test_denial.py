@@ -18,7 +18,8 @@ from pytest_novelty.pipeline.runner import RunConfig, Runner, SuiteResult
 from pytest_novelty.scoring.concepts import ConceptItem, OpenAIConceptExtractor, open_concept_extractor
 from pytest_novelty.suites.prompting import build_inputs
 from pytest_novelty.suites.prompts import Prompt
-from pytest_novelty.suites.schema import Suite, load_suite
+from pytest_novelty.suites.schema import Suite
+from pytest_novelty.suites.suite_file import load_suite
 from tests.servers.openai_api import FakeOpenAI, default_reply
 
 SUITE = """

@@ -20,7 +20,7 @@ from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.resources import bundled_path
 from pytest_novelty.pipeline.answers import build_model_inputs, load_prompts, model_texts
 from pytest_novelty.pipeline.config import RunConfig
-from pytest_novelty.suites.schema import load_suite
+from pytest_novelty.suites.suite_file import load_suite
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "answers.md"
 BLOCK = re.compile(r"<!-- checked: (?P<name>[\w-]+) -->\n```\w*\n(?P<body>.*?)\n```", re.S)

@@ -17,7 +17,7 @@ import pytest
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
 from pytest_novelty.pipeline.preflight import preflight
 from pytest_novelty.pipeline.runner import RunConfig, Runner
-from pytest_novelty.suites.schema import load_suite
+from pytest_novelty.suites.suite_file import load_suite
 from tests.servers.openai_api import FakeOpenAI
 from tests.suite_text import suite_toml
 

@@ -12,22 +12,11 @@ import pytest
 
 from pytest_novelty.generation import Batch
 from pytest_novelty.generation.openai import OpenAIGenerator
+from pytest_novelty.infra.concurrency import fan_out, run_coroutine
 from pytest_novelty.infra.errors import ConfigError, HarnessError
-from pytest_novelty.infra.http import (
-    MAX_RETRY_AFTER,
-    Connection,
-    Reply,
-    RetryPolicy,
-    Secret,
-    Traffic,
-    echo,
-    fan_out,
-    is_retryable,
-    post_json,
-    retry_after,
-    run_coroutine,
-    scrub,
-)
+from pytest_novelty.infra.http import Connection, Reply, Traffic, post_json
+from pytest_novelty.infra.redact import Secret, echo, scrub
+from pytest_novelty.infra.retry import MAX_RETRY_AFTER, RetryPolicy, is_retryable, retry_after
 from pytest_novelty.scoring.originality.client import JsonClient
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.servers.infinigram_api import FakeInfiniGram

@@ -71,7 +71,7 @@ def _fingerprint(folder: Path, cache: Path) -> str:
 
 
 def _memo(cache: Path):  # type: ignore[no-untyped-def]
-    from pytest_novelty.infra.identity import identity_memo
+    from pytest_novelty.infra.hashing import identity_memo
 
     return identity_memo(cache)
 
@@ -136,7 +136,8 @@ def test_every_loaded_file_counts(checkpoint: Path) -> None:
 
 
 def test_the_memo_makes_a_second_call_read_no_checkpoint_file(checkpoint: Path, tmp_path: Path) -> None:
-    from pytest_novelty.infra.identity import checkpoint_identity, identity_memo
+    from pytest_novelty.infra.hashing import identity_memo
+    from pytest_novelty.infra.identity import checkpoint_identity
 
     memo = identity_memo(tmp_path / "cache")
     with opened_under(checkpoint) as opened:
@@ -153,7 +154,7 @@ def test_the_memo_makes_a_second_call_read_no_checkpoint_file(checkpoint: Path, 
 
 
 def test_the_runner_keeps_the_memo_in_its_cache(checkpoint: Path, tmp_path: Path) -> None:
-    from pytest_novelty.infra.identity import identity_memo, stat_key
+    from pytest_novelty.infra.hashing import identity_memo, stat_key
     from pytest_novelty.pipeline.runner import RunConfig, Runner
 
     cache = tmp_path / "cache"
@@ -195,7 +196,7 @@ SHA_V1 = "89abcdef0123456789abcdef0123456789abcdef"
 @pytest.fixture
 def hub_cache(tmp_path: Path, base_checkpoint: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A Hugging Face cache laid out as ``huggingface-cli download`` leaves it, offline."""
-    from pytest_novelty.infra import identity
+    from pytest_novelty.infra import hub
 
     root = tmp_path / "hf-hub"
     repo = root / "models--someorg--tiny"
@@ -205,7 +206,7 @@ def hub_cache(tmp_path: Path, base_checkpoint: Path, monkeypatch: pytest.MonkeyP
         shutil.copytree(base_checkpoint, repo / "snapshots" / sha)
     monkeypatch.setenv("HF_HUB_CACHE", str(root))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    identity._resolve.cache_clear()
+    hub._resolve.cache_clear()
     return root
 
 
@@ -270,17 +271,17 @@ def test_file_digests_read_ahead_equal_the_whole_file_hashed_at_once(
 
     import blake3
 
-    from pytest_novelty.infra import identity
+    from pytest_novelty.infra import hashing
 
     block = 1024
-    monkeypatch.setattr(identity, "READ_SIZE", block)
-    monkeypatch.setattr(identity, "READ_AHEAD", ahead)
+    monkeypatch.setattr(hashing, "READ_SIZE", block)
+    monkeypatch.setattr(hashing, "READ_AHEAD", ahead)
     data = os.urandom(7 * block + 3)
     for size in (0, 1, block - 1, block, block + 1, 3 * block, 7 * block + 3):
         path = tmp_path / f"f{size}"
         path.write_bytes(data[:size])
         heard: list[int] = []
-        digest = identity.file_digest(path, algorithm, heard.append)
+        digest = hashing.file_digest(path, algorithm, heard.append)
         whole = hashlib.sha256(data[:size]) if algorithm == "sha256" else blake3.blake3(data[:size])
         assert digest == whole.hexdigest() and sum(heard) == size, size
 
@@ -293,7 +294,8 @@ def test_identity_format_2_never_meets_format_1(checkpoint: Path, tmp_path: Path
 
     import blake3
 
-    from pytest_novelty.infra.identity import checkpoint_identity, identity_memo, loaded_files, stat_key
+    from pytest_novelty.infra.hashing import identity_memo, stat_key
+    from pytest_novelty.infra.identity import checkpoint_identity, loaded_files
 
     files = loaded_files(checkpoint)
     memo = identity_memo(tmp_path / "cache")

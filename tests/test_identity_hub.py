@@ -22,7 +22,7 @@ def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeHub]:
     """The fake hub as the hub endpoint, online, with an empty local hub cache."""
     from huggingface_hub import constants
 
-    from pytest_novelty.infra import identity
+    from pytest_novelty.infra import hub as hub_module
 
     with FakeHub({"main": SHA}) as server:
         monkeypatch.setattr(constants, "ENDPOINT", server.url)
@@ -30,9 +30,9 @@ def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeHub]:
         for name in PROXIES:
             monkeypatch.delenv(name, raising=False)
         monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-hub"))
-        identity._resolve.cache_clear()
+        hub_module._resolve.cache_clear()
         yield server
-        identity._resolve.cache_clear()
+        hub_module._resolve.cache_clear()
 
 
 def cached(tmp_path: Path, sha: str = SHA) -> None:
@@ -45,7 +45,7 @@ def cached(tmp_path: Path, sha: str = SHA) -> None:
 
 
 def resolve(model: str = "someorg/tiny") -> object:
-    from pytest_novelty.infra.identity import resolve_hub
+    from pytest_novelty.infra.hub import resolve_hub
 
     return resolve_hub(model)
 
@@ -95,9 +95,9 @@ def test_an_unreadable_answer_is_a_harness_error_not_offline(hub: FakeHub, tmp_p
 def test_nothing_listening_is_offline(hub: FakeHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cached(tmp_path)
     hub.stop()  # the port is closed: no connection opens
-    from pytest_novelty.infra import identity
+    from pytest_novelty.infra import hub as hub_module
 
-    identity._connects.cache_clear()
+    hub_module._connects.cache_clear()
     pinned = resolve()
     assert getattr(pinned, "trusted")  # noqa: B009
     assert "hub not checked (offline)" in capsys.readouterr().err

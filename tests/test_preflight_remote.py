@@ -17,7 +17,8 @@ import pytest
 from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, ConfigError, PreflightError
 from pytest_novelty.pipeline.preflight import preflight
 from pytest_novelty.pipeline.runner import RunConfig, Runner
-from pytest_novelty.suites.schema import Suite, load_suite
+from pytest_novelty.suites.schema import Suite
+from pytest_novelty.suites.suite_file import load_suite
 from tests.servers.infinigram_api import FakeInfiniGram
 from tests.servers.openai_api import FakeOpenAI
 from tests.suite_text import story_prompts, suite_toml, write_story_suite_folder

@@ -13,7 +13,7 @@ import pytest
 from pytest_novelty.infra.progress import notices_to
 from pytest_novelty.metrics import gated_novelty
 from pytest_novelty.pipeline.runner import RunConfig, Runner
-from pytest_novelty.suites.schema import load_suite
+from pytest_novelty.suites.suite_file import load_suite
 from tests.suite_text import suite_toml
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ import pytest
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.pipeline.answers import load_prompts
 from pytest_novelty.pipeline.shards import Shard, Unit, gate_units, parse_shard, shard_from_environment, split_units
-from pytest_novelty.suites.schema import load_suites
+from pytest_novelty.suites.suite_file import load_suites
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -137,7 +137,7 @@ import json, sys
 from pathlib import Path
 from pytest_novelty.pipeline.answers import load_prompts
 from pytest_novelty.pipeline.shards import gate_units, split_units
-from pytest_novelty.suites.schema import load_suites
+from pytest_novelty.suites.suite_file import load_suites
 runs = [r for s in load_suites(Path(sys.argv[1])) for r in s.runs()]
 plan = split_units(gate_units(runs, prompts_of=load_prompts), 4)
 print(json.dumps(sorted([g, p, k] for (g, p), k in plan.owners.items())))

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_novelty.pipeline.answers import load_prompts
 from pytest_novelty.pipeline.shards import gate_units, split_units
-from pytest_novelty.suites.schema import load_suites
+from pytest_novelty.suites.suite_file import load_suites
 from tests.cli_in_process import run_cli
 from tests.servers.openai_api import FakeOpenAI
 from tests.test_denial import SUITE, chat_checkpoint, concepts_or_score, write_suite

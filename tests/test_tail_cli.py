@@ -67,7 +67,7 @@ def _results(cache: Path, suite_path: Path, models: list[str], originality: str 
     """Every model's result on the suite, from the cache the commands filled."""
     from pytest_novelty.pipeline.config import RunConfig
     from pytest_novelty.pipeline.session import ResultsSession
-    from pytest_novelty.suites.schema import load_suite
+    from pytest_novelty.suites.suite_file import load_suite
 
     suite = load_suite(suite_path)
     session = ResultsSession(lambda m: RunConfig(model=m, cache_dir=cache, originality=originality),

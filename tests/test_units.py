@@ -13,7 +13,7 @@ from pytest_novelty.gate.case import header
 from pytest_novelty.pipeline.results import SuiteAnswers, SuiteMetrics, SuiteScores
 from pytest_novelty.pipeline.runner import RunConfig, Runner, SuiteResult
 from pytest_novelty.suites.prompts import Prompt
-from pytest_novelty.suites.schema import parse_suite
+from pytest_novelty.suites.suite_file import parse_suite
 
 pytestmark = pytest.mark.slow
 

@@ -21,7 +21,8 @@ from pytest_novelty.gate import check_threshold
 from pytest_novelty.pipeline import demo
 from pytest_novelty.pipeline.runner import RunConfig, Runner, SuiteResult
 from pytest_novelty.report.json_report import read_records
-from pytest_novelty.suites.schema import Suite, load_suite
+from pytest_novelty.suites.schema import Suite
+from pytest_novelty.suites.suite_file import load_suite
 from tests.child_pytest import copy_cache
 
 pytestmark = pytest.mark.slow

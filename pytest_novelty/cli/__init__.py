@@ -20,11 +20,14 @@ from pytest_novelty.infra.storage import default_cache_dir
 from pytest_novelty.pipeline.options import add_arguments
 
 if TYPE_CHECKING:
+    from pytest_novelty.gate.cases import CaseLoop
+    from pytest_novelty.gate.record import CaseRecord
+    from pytest_novelty.pipeline.session import ResultsSession
     from pytest_novelty.pipeline.suite_data import SuiteData
+    from pytest_novelty.suites.schema import Suite
 
 
 def _cmd_demo_build(args: argparse.Namespace) -> int:
-    from pytest_novelty.infra.storage import default_cache_dir
     from pytest_novelty.pipeline import demo
     from pytest_novelty.pipeline.preflight import check_cache_folder
 
@@ -112,11 +115,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"pytest-novelty: {line}", file=sys.stderr)
     print("\n".join([*gate_summary(records, loop.suite_data, repaired()), *loop.series_gaps.values()]))
     status = HARNESS_EXIT_STATUS if errors else (0 if all(r.passed for r in records) else 1)
+    return _write_results(args, model, session, runs, loop, records, status)
+
+
+def _write_results(
+    args: argparse.Namespace, model: str, session: ResultsSession, runs: list[Suite], loop: CaseLoop,
+    records: list[CaseRecord], status: int,
+) -> int:
+    """What a decided gate leaves behind: ``--report``, the trackers of ``--log`` and ``--output``;
+    the exit status, which a report or output that cannot be written (or a tracker) may change."""
+    from pytest_novelty.report import write_report
+
     versions = {"model": model, "exit status": status}
     report_dir = args.novelty_report
     if report_dir:
-        from pytest_novelty.report import write_report
-
         try:
             files = write_report(Path(report_dir), records, loop.suite_data, versions)
             print(f"novelty report: {files.json.parent}")
@@ -131,8 +143,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if logged.status and status in (0, 1):
             status = logged.status
             if report_dir:  # the report records the status the run exits with: the tracker's
-                from pytest_novelty.report import write_report
-
                 write_report(Path(report_dir), records, loop.suite_data, {**versions, "exit status": status})
     if args.novelty_output:
         status = _write_output(Path(args.novelty_output), _exported(session, runs, loop.suite_data), status)

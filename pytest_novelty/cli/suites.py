@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pytest_novelty.suites.schema import Suite, load_suites
+from pytest_novelty.suites.schema import Suite
+from pytest_novelty.suites.suite_file import load_suites
 
 
 def load_suites_of(args: argparse.Namespace) -> list[Suite]:

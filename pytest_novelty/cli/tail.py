@@ -103,7 +103,7 @@ def _suite(name: str, folder: str | None) -> Any:
     bundled). Its ``[gate] tail`` is set aside: the commands rank the prompts themselves, and the file
     a build writes may not exist yet (or lack a peak the suite gates on)."""
     from pytest_novelty.infra.resources import bundled_path
-    from pytest_novelty.suites.schema import find_suite_files
+    from pytest_novelty.suites.suite_file import find_suite_files
 
     if name.endswith(".toml") or Path(name).is_file():
         suite = _without_tail(Path(name).expanduser())
@@ -122,11 +122,11 @@ def _suite(name: str, folder: str | None) -> Any:
 
 
 def _without_tail(path: Path) -> Any:
-    """The suite file at ``path``, validated as :func:`~pytest_novelty.suites.schema.load_suite` does,
+    """The suite file at ``path``, validated as :func:`~pytest_novelty.suites.suite_file.load_suite` does,
     without its ``[gate] tail``."""
     import tomllib
 
-    from pytest_novelty.suites.schema import parse_suite
+    from pytest_novelty.suites.suite_file import parse_suite
 
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))

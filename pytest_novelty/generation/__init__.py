@@ -28,7 +28,8 @@ from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
-    from pytest_novelty.infra.identity import Identity, Memo
+    from pytest_novelty.infra.hashing import Memo
+    from pytest_novelty.infra.identity import Identity
 
 ModelInput = str | Sequence[dict[str, str]]
 StepCallback = Callable[[int, int], None]

@@ -46,12 +46,13 @@ from typing import TYPE_CHECKING, Any
 from pytest_novelty.generation import ANSWERS_PREFIX, MODEL_SOURCES, Batch, PromptRequest, prompt_key
 from pytest_novelty.generation.answer_files import FORMAT, AnswerRecord, chat_text, read_answer_file
 from pytest_novelty.infra.errors import ConfigError, HarnessError, did_you_mean
-from pytest_novelty.infra.identity import Identity, hash_files
+from pytest_novelty.infra.hashing import hash_files
+from pytest_novelty.infra.identity import Identity
 from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
     from pytest_novelty.generation import ModelInput
-    from pytest_novelty.infra.identity import Memo
+    from pytest_novelty.infra.hashing import Memo
 
 PREFIX = ANSWERS_PREFIX
 ACCEPT = "accept_prompt_text"

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 from pytest_novelty.generation import DTYPES, GENERATOR_BACKENDS, Batch, LoadSettings
 from pytest_novelty.generation.devices import resolve_device
 from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
-from pytest_novelty.infra.identity import Memo, checkpoint_identity, resolve_hub
+from pytest_novelty.infra.hashing import Memo
+from pytest_novelty.infra.hub import resolve_hub
+from pytest_novelty.infra.identity import checkpoint_identity
 from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
@@ -40,7 +42,7 @@ def check_checkpoint(
     """Cheap checks of a local checkpoint folder, before anything heavy is imported.
 
     A string that is not an existing path but looks like a hub id (``org/name`` or
-    ``org/name@revision``) is pinned to its commit sha now (:func:`~pytest_novelty.infra.identity.resolve_hub`);
+    ``org/name@revision``) is pinned to its commit sha now (:func:`~pytest_novelty.infra.hub.resolve_hub`);
     without network it must be in the local Hugging Face cache, which is decided within seconds.
     With ``trust_remote_code=False`` a folder whose config or tokenizer config maps to its own
     Python code (``auto_map``) is refused. A PEFT adapter folder (``adapter_config.json``, no
@@ -270,7 +272,7 @@ def _ships_code(path: Path) -> bool:
 
 
 def _looks_like_hub_id(model: str) -> bool:
-    from pytest_novelty.infra.identity import looks_like_hub_id
+    from pytest_novelty.infra.hub import looks_like_hub_id
 
     return looks_like_hub_id(model)
 

@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 from urllib.parse import urlsplit
 
 from pytest_novelty.generation import MODEL_SOURCES
+from pytest_novelty.infra.concurrency import fan_out, run_coroutine
 from pytest_novelty.infra.endpoint import NOTIFY_EVERY, Endpoint, bare_url
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError, did_you_mean
 from pytest_novelty.infra.http import (
@@ -72,13 +73,11 @@ from pytest_novelty.infra.http import (
     Connection,
     ConnectionOptions,
     Traffic,
-    echo,
-    fan_out,
-    is_retryable,
     post_json,
-    run_coroutine,
 )
 from pytest_novelty.infra.progress import notice
+from pytest_novelty.infra.redact import echo
+from pytest_novelty.infra.retry import is_retryable
 from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
@@ -167,7 +166,7 @@ def _error_text(error: Any) -> Any:
 
 
 def _short(value: Any, limit: int = 120) -> str:
-    """A part of a reply, quoted printable and short (:func:`~pytest_novelty.infra.http.echo`)."""
+    """A part of a reply, quoted printable and short (:func:`~pytest_novelty.infra.redact.echo`)."""
     text = value if isinstance(value, (str, bytes)) else json.dumps(value, ensure_ascii=False, default=str)
     return echo(text, limit=limit)
 
@@ -177,7 +176,7 @@ def silent_server_bound(connection: Connection) -> tuple[int, float]:
     attempts it makes and the most seconds it takes before it fails.
 
     Every attempt waits the whole ``timeout``; another follows while the policy allows it
-    (:meth:`~pytest_novelty.infra.http.Attempts.next_wait`: fewer than ``max_attempts``, and the
+    (:meth:`~pytest_novelty.infra.retry.Attempts.next_wait`: fewer than ``max_attempts``, and the
     wait before it, at its longest after jitter, ends within ``max_retry_time``). The bound is the
     worst case of the policy, so a run may stop a little sooner.
     """

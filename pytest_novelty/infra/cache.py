@@ -44,12 +44,12 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.infra.storage import canonical, folder_error, key_digest, write_temp
+from pytest_novelty.infra.storage import canonical, file_lock, folder_error, key_digest, write_temp
 
 __all__ = ["FORMAT", "Cache", "Namespace", "as_namespace", "entry_digest", "repaired", "sound_entry"]
 
@@ -58,6 +58,7 @@ FORMAT = 1
 _FIELDS = frozenset({"format", "version", "key", "sha256", "value"})
 _TRASH = ".trash-"
 _CLEAR_LOCK = ".clear.lock"
+"""Held by one clear while it renames, measures and deletes; runs that read and write entries never take it."""
 _ATTEMPTS = 3  # a write that meets a concurrent clear (its folder renamed away) is retried
 
 
@@ -259,7 +260,7 @@ class Namespace:
     def clear(self) -> None:
         """Remove every entry: rename the folder aside, then delete it (see the module doc)."""
         if self.folder.parent.is_dir():
-            with _clearing(self.folder.parent):
+            with file_lock(self.folder.parent / _CLEAR_LOCK):
                 _discard(self.folder)
 
 
@@ -293,7 +294,7 @@ class Cache:
         if not self.root.is_dir():
             return 0
         removed = 0
-        with _clearing(self.root):
+        with file_lock(self.root / _CLEAR_LOCK):
             for name in [p.name for p in self.root.iterdir()]:
                 if name.startswith(_TRASH):  # left by an interrupted clear (clears take turns)
                     removed += _size(self.root / name)
@@ -301,25 +302,6 @@ class Cache:
                 elif name != _CLEAR_LOCK and not keep(name):
                     removed += _discard(self.root / name)
         return removed
-
-
-@contextlib.contextmanager
-def _clearing(root: Path) -> Iterator[None]:
-    """Hold the clear lock of the cache folder ``root`` (an exclusive ``flock`` of its
-    ``.clear.lock``) while one clear renames, measures and deletes. Runs that read and write
-    entries never take it. Without ``fcntl`` (Windows) clears do not take turns."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / _CLEAR_LOCK).open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _discard(path: Path) -> int:

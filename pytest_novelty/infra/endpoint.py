@@ -9,7 +9,7 @@ What reaching such an endpoint takes, whatever is asked of it, lives here once:
   registered for redaction (:mod:`pytest_novelty.infra.redact`) and messages show the URL without
   them: :attr:`Endpoint.shown` (secrets masked), :attr:`Endpoint.bare` (no user info, no query).
 - **The key**: the ``api_key`` given, else the first of the environment variables named that is
-  set, held in a :class:`~pytest_novelty.infra.http.Secret` and sent as ``Authorization: Bearer``
+  set, held in a :class:`~pytest_novelty.infra.redact.Secret` and sent as ``Authorization: Bearer``
   only; where it came from (:attr:`Endpoint.key_from`) is kept for the hint of a refusal.
 - **The client** of one run: the harness's one HTTP client (:meth:`~pytest_novelty.infra.http.Connection.client`:
   its retries, backoff, ``Retry-After``, timeouts and lanes).
@@ -45,9 +45,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pytest_novelty.infra.errors import PreflightError
-from pytest_novelty.infra.http import Connection, RetryPolicy, Secret, Traffic, echo, failure_reason
+from pytest_novelty.infra.http import Connection, Traffic
 from pytest_novelty.infra.progress import notice
-from pytest_novelty.infra.redact import redact, register_secret, secrets_in_url
+from pytest_novelty.infra.redact import Secret, echo, redact, register_secret, secrets_in_url
+from pytest_novelty.infra.retry import RetryPolicy, failure_reason
 
 if TYPE_CHECKING:
     import httpx
@@ -175,7 +176,7 @@ class Endpoint:
 
     def error_message(self, response: httpx.Response) -> str:
         """What the server says is wrong (its error object's ``message``), quoted printable
-        (:func:`~pytest_novelty.infra.http.echo`: one line, short, without the key); ``""`` when it
+        (:func:`~pytest_novelty.infra.redact.echo`: one line, short, without the key); ``""`` when it
         says nothing readable."""
         error = self.error_of(response)
         message = error.get("message") if error is not None else None

@@ -1,191 +1,45 @@
-"""The one HTTP client of the harness: when to retry, how long to wait, and what may be shown.
+"""The one HTTP client of the harness: how a remote service is reached, and what a request did.
 
 Three clients reach remote services: the chat client of the ``openai:`` judges and concept
 extractors (:mod:`pytest_novelty.scoring.llm`, through the ``openai`` package), the infini-gram
 API client (:mod:`pytest_novelty.scoring.originality.client`) and the served-model generator
 (:mod:`pytest_novelty.generation.openai`). All three send their requests through an
 ``httpx.AsyncClient`` that :meth:`Connection.client` opens, whose transport
-(:class:`RetryTransport`) retries as one policy says; the ``openai`` package is handed that client
-with its own retries switched off. What differs between them is only what an answer means.
+(:class:`RetryTransport`) retries as one policy says (:mod:`pytest_novelty.infra.retry`); the
+``openai`` package is handed that client with its own retries switched off. What differs between
+them is only what an answer means. Under the retries, ``concurrency`` one-connection *lanes* send
+the attempts, each keeping the component's :class:`Pace` when it has a ``rate``; a caller that
+bounds its own requests gives up its place while one waits (:class:`~pytest_novelty.infra.concurrency.Held`).
 
-- :data:`RETRYABLE_STATUS` and :func:`is_retryable`: 408, 409, 425, 429 and every 5xx are worth
-  another attempt; any other status is an answer.
-- :func:`retry_after`: the wait a server asks for, from ``retry-after-ms`` or ``Retry-After``
-  (seconds or an HTTP date).
-- :class:`RetryPolicy`: at most ``max_attempts`` attempts and ``max_retry_time`` seconds of
-  attempts and waits for one logical request; between attempts the server's ``Retry-After``
-  (capped at :data:`MAX_RETRY_AFTER`, stretched by up to 10 % so that clients told the same wait
-  do not return together), else exponential backoff ``backoff × 2^(attempt-1)`` capped at
-  ``max_backoff``, with "equal jitter" (a uniform factor in [0.5, 1]).
-- :class:`Connection`: the policy, the timeout of one request, the requests in flight and the
-  rate limit, built from the options every remote backend accepts (:data:`CONNECTION_OPTIONS`).
-- :class:`RetryTransport`: sends a request again on a timeout, a refused or dropped connection, a
-  retryable status, or an answer the client's ``accept`` check rejects; when the request has used
-  its attempts, the caller gets the last answer or the last error, and :func:`attempts_of` says
-  how many attempts it took. Under it, ``concurrency`` one-connection *lanes* send the attempts
-  (a request takes an idle lane), each keeping the component's :class:`Pace` when it has a
-  ``rate``: at most that many requests a second, every attempt counted.
-- :class:`Held`: a caller's place among its requests in flight, given up while a request waits
-  to be retried, so that a ``Retry-After`` of one request does not hold up the others.
-- :class:`Secret` and :func:`scrub`: keys that never appear in a repr, an error or a cache.
-- :func:`echo`: a server's reply as a message may quote it: scrubbed, on one line, short, and
-  printable whatever bytes the server sent.
-- :func:`fan_out`: run one coroutine per item, ``concurrency`` at a time; the first failure stops
-  the batch (nothing new starts, what is in flight is cancelled) and is raised, unless it is of a
-  kind the caller collects (then it takes the item's place and the batch goes on).
-- :func:`run_coroutine`: synchronous APIs drive asyncio code even inside a running event loop.
-
-This module imports no layer (only the shared errors); ``httpx`` is imported when a client opens.
+This module imports no layer (only the infra layer's errors, redaction, retry policy and
+concurrency); ``httpx`` is imported when a client opens.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import email.utils
 import math
-import random
 import threading
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, TypedDict, cast, get_type_hints
 from urllib.parse import urlsplit
 
+from pytest_novelty.infra.concurrency import wait_aside
 from pytest_novelty.infra.errors import ConfigError
-from pytest_novelty.infra.redact import redact
+from pytest_novelty.infra.retry import RetryPolicy, failure_reason, is_retryable, retry_after
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = [
-    "CONNECTION_OPTIONS",
-    "MAX_RETRY_AFTER",
-    "PREFLIGHT_TIMEOUT",
-    "RETRYABLE_STATUS",
-    "Connection",
-    "ConnectionOptions",
-    "Held",
-    "Pace",
-    "Reply",
-    "RetryPolicy",
-    "RetryTransport",
-    "Secret",
-    "Traffic",
-    "attempts_of",
-    "echo",
-    "failure_reason",
-    "fan_out",
-    "is_retryable",
-    "post_json",
-    "retry_after",
-    "run_coroutine",
-    "scrub",
-]
-
-T = TypeVar("T")
-E = TypeVar("E", bound=BaseException)
+__all__ = ["CONNECTION_OPTIONS", "PREFLIGHT_TIMEOUT", "Connection", "ConnectionOptions", "Pace", "Reply",
+           "RetryTransport", "Traffic", "attempts_of", "post_json"]
 
 PREFLIGHT_TIMEOUT = 10.0
 """Seconds a preflight waits for its one request (a served model's or a judge's ``GET /models``, a
 web API's test query): a service that cannot answer that in this time will not serve a run either."""
-MAX_RETRY_AFTER = 120.0
-"""The longest ``Retry-After`` wait honoured, in seconds; a longer one is cut to this."""
-RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
-"""Statuses below 500 worth another attempt: timeout, conflict, too early, rate limit."""
-
-
-def is_retryable(status: int) -> bool:
-    """Whether an HTTP ``status`` is worth another attempt (see :data:`RETRYABLE_STATUS`; all 5xx)."""
-    return status in RETRYABLE_STATUS or status >= 500
-
-
-def retry_after(headers: Mapping[str, str] | Any | None) -> float | None:
-    """The wait the server asked for, in seconds: ``retry-after-ms``, else ``Retry-After`` as seconds
-    or as an HTTP date; None when there is none or it cannot be read. ``headers`` is any mapping
-    with ``get`` (case-insensitive ones, as httpx's and http.client's, find either spelling)."""
-    if headers is None:
-        return None
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        value = headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, when.timestamp() - time.time())
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how long one logical request is retried (see the module docstring)."""
-
-    max_attempts: int = 6
-    """Attempts of one logical request, the first one included."""
-    backoff: float = 0.5
-    """Seconds before the second attempt when the server names no wait; doubled after each failure."""
-    max_backoff: float = 30.0
-    """The longest backoff wait, in seconds (a server's ``Retry-After`` is capped separately)."""
-    max_retry_time: float = 120.0
-    """Seconds one logical request may spend on attempts and waits in all (``math.inf``: no bound)."""
-
-    def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts}")
-        if self.backoff < 0 or self.max_backoff < 0 or not self.max_retry_time >= 0:
-            raise ValueError("backoff, max_backoff and max_retry_time must be 0 or more")
-
-    def delay(self, attempt: int, server_wait: float | None = None) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        if server_wait is not None:
-            return min(server_wait, MAX_RETRY_AFTER) * random.uniform(1.0, 1.1)
-        return min(self.max_backoff, self.backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
-
-    def start(self) -> Attempts:
-        """The attempt counter of one logical request, its clock started now."""
-        return Attempts(self)
-
-
-class Attempts:
-    """The attempts of one logical request: count them, and say how long to wait or that it is over."""
-
-    def __init__(self, policy: RetryPolicy) -> None:
-        self.policy = policy
-        self.number = 0
-        """Attempts made so far (call :meth:`begin` before each)."""
-        self.started = time.monotonic()
-
-    def begin(self) -> int:
-        """Count a new attempt; returns its number (1 for the first)."""
-        self.number += 1
-        return self.number
-
-    @property
-    def spent(self) -> float:
-        """Seconds since the first attempt began."""
-        return time.monotonic() - self.started
-
-    def next_wait(self, server_wait: float | None = None) -> float | None:
-        """The wait before the next attempt, or None when the request has used its attempts or
-        the wait would take it past ``max_retry_time``."""
-        if self.number >= self.policy.max_attempts:
-            return None
-        wait = self.policy.delay(self.number, server_wait)
-        if self.spent + wait > self.policy.max_retry_time:
-            return None
-        return wait
 
 
 class ConnectionOptions(TypedDict, total=False):
@@ -461,13 +315,10 @@ async def post_json(client: httpx.AsyncClient, url: str, body: Any) -> Reply:
     try:
         response = await client.post(url, json=body)
     except httpx.TransportError as error:
-        return Reply(None, *_tried(attempts_of(error), failure_reason(error)))
-    problem = "" if response.status_code == 200 else f"HTTP {response.status_code}"
-    return Reply(response, *_tried(attempts_of(response), problem))
-
-
-def _tried(attempts: tuple[int, float], problem: str) -> tuple[int, str, float]:
-    return attempts[0], problem, attempts[1]
+        attempts, seconds = attempts_of(error)
+        return Reply(None, attempts, failure_reason(error), seconds)
+    attempts, seconds = attempts_of(response)
+    return Reply(response, attempts, "" if response.status_code == 200 else f"HTTP {response.status_code}", seconds)
 
 
 @dataclass
@@ -527,7 +378,7 @@ class RetryTransport:
             self.traffic.retries += 1
             if self.on_wait is not None:
                 self.on_wait(problem, attempts.number, wait)
-            await _wait_aside(wait)
+            await wait_aside(wait)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -538,212 +389,3 @@ class RetryTransport:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.inner.__aexit__(*exc)
-
-
-_HELD: contextvars.ContextVar[Held | None] = contextvars.ContextVar("novelty_held_slot", default=None)
-
-
-class Held:
-    """A place among a caller's ``concurrency`` requests in flight (one acquisition of its
-    semaphore), that a request gives up while it waits to be retried.
-
-    ``async with Held(semaphore):`` around sending a request: a retry wait of that request
-    (:class:`RetryTransport`, in the same task) releases the semaphore for its duration and takes
-    it again after, so that a request told to come back in a minute does not keep another from
-    going now.
-    """
-
-    def __init__(self, semaphore: asyncio.Semaphore) -> None:
-        self.semaphore = semaphore
-        self.holding = False
-        self._token: contextvars.Token[Held | None] | None = None
-
-    async def __aenter__(self) -> Held:
-        await self.semaphore.acquire()
-        self.holding = True
-        self._token = _HELD.set(self)
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        if self._token is not None:
-            _HELD.reset(self._token)
-        if self.holding:
-            self.holding = False
-            self.semaphore.release()
-
-    async def wait_aside(self, seconds: float) -> None:
-        """Sleep ``seconds`` without the place, then take one again (in line with the others)."""
-        if self.holding:
-            self.holding = False
-            self.semaphore.release()
-        await asyncio.sleep(seconds)
-        await self.semaphore.acquire()
-        self.holding = True
-
-
-async def _wait_aside(seconds: float) -> None:
-    """Wait before a retry, giving up the caller's :class:`Held` place meanwhile, if it holds one."""
-    held = _HELD.get()
-    if held is None:
-        await asyncio.sleep(seconds)
-    else:
-        await held.wait_aside(seconds)
-
-
-def failure_reason(error: BaseException) -> str:
-    """Why a request got no answer, in words: ``connection refused``, ``host name not resolved``,
-    ``timed out``, ``connection dropped``, else the error's name and message (redacted)."""
-    seen: BaseException | None = error
-    for _ in range(6):
-        if seen is None:
-            break
-        text = str(seen).lower()
-        if isinstance(seen, ConnectionRefusedError) or "connection refused" in text or "errno 111" in text:
-            return "connection refused"
-        if any(s in text for s in ("name or service not known", "nodename nor servname", "getaddrinfo")):
-            return "host name not resolved"
-        if isinstance(seen, TimeoutError) or "timed out" in text or type(seen).__name__.endswith("Timeout"):
-            return "timed out"
-        if "disconnected without" in text or "connection reset" in text or "connection closed" in text:
-            return "connection dropped"
-        seen = seen.__cause__ or seen.__context__
-    return scrub(f"{type(error).__name__}: {error}".rstrip(": "))
-
-
-class Secret:
-    """Holds an API key so that reprs, ``vars()`` and debug dumps show ``***``, never the key."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        """The key itself, for the one place that sends it."""
-        return self._value
-
-    def __bool__(self) -> bool:
-        return bool(self._value)
-
-    def __repr__(self) -> str:
-        return "***" if self._value else "''"
-
-    def hide(self, text: str) -> str:
-        """``text`` with this secret, and anything else that looks like one, replaced by ``***``."""
-        return scrub(text, self)
-
-
-def scrub(text: str, *secrets: Secret | str) -> str:
-    """``text`` with each secret, and anything :mod:`pytest_novelty.infra.redact` recognises as one,
-    replaced by ``***``: what every client does to a server's message before showing it."""
-    for secret in secrets:
-        value = secret.reveal() if isinstance(secret, Secret) else secret
-        if value:
-            text = text.replace(value, "***")
-    return redact(text)
-
-
-ECHO_LIMIT = 200
-"""How many characters of a server's reply a message quotes."""
-
-
-def echo(reply: str | bytes, *secrets: Secret | str, limit: int = ECHO_LIMIT) -> str:
-    """``reply`` (a body, a message, any text a server sent) as a message may quote it to a terminal.
-
-    Bytes are read as UTF-8, a byte that is not UTF-8 shown as ``\\xNN``; the secrets and anything
-    :func:`scrub` recognises become ``***``; runs of white space (new lines, tabs) become one space;
-    every character left that is not printable (a NUL, an escape sequence, U+FFFD, which stands for
-    bytes already lost) is written as its Python escape (``\\x00``, ``\\x1b``, ``\\ufffd``), so what a
-    server sends can neither garble the terminal nor hide in it; the result is cut to ``limit``
-    characters. Scrubbed before it is cut, so no part of a key survives the cut.
-    """
-    text = bytes(reply).decode("utf-8", "backslashreplace") if isinstance(reply, (bytes, bytearray)) else str(reply)
-    text = " ".join(scrub(text, *secrets).split())
-    shown = "".join(c if c.isprintable() and c != "\ufffd" else c.encode("unicode_escape").decode() for c in text)
-    return shown if len(shown) <= limit else shown[: max(0, limit - 3)] + "..."
-
-
-@overload
-async def fan_out(count: int, work: Callable[[int], Awaitable[T]], *, concurrency: int | None) -> list[T]: ...
-
-
-@overload
-async def fan_out(
-    count: int, work: Callable[[int], Awaitable[T]], *, concurrency: int | None, collect: tuple[type[E], ...]
-) -> list[T | E]: ...
-
-
-async def fan_out(
-    count: int,
-    work: Callable[[int], Awaitable[T]],
-    *,
-    concurrency: int | None,
-    collect: tuple[type[BaseException], ...] = (),
-) -> list[Any]:
-    """``[await work(0), ..., await work(count - 1)]``, at most ``concurrency`` running at once: the
-    one bounded fan-out of the harness.
-
-    A fixed pool of ``concurrency`` workers takes the indices in order, so no more than
-    ``concurrency`` items are ever in flight; ``None`` puts every item under way at once, for work
-    that bounds its own requests with a semaphore it gives up while a request waits to be retried
-    (:class:`Held`: the judges and the concept extractors, whose items send several requests).
-
-    An item that raises one of the ``collect`` types (the collect-failures mode: a request that
-    failed, which the caller counts) has that exception in its place, and the batch goes on. Any
-    other exception stops the batch: no worker starts another item once it is known (the flag is
-    set before the error leaves the item), the items in flight are cancelled, and that first error
-    is raised as it is.
-    """
-    results: list[Any] = [None] * count
-    indices = iter(range(count))
-    failed: list[BaseException] = []
-
-    async def worker() -> None:
-        while not failed:
-            i = next(indices, None)
-            if i is None:
-                return
-            try:
-                results[i] = await work(i)
-            except collect as error:
-                results[i] = error
-            except BaseException as error:
-                failed.append(error)
-                raise
-
-    size = count if concurrency is None else min(max(1, concurrency), count)
-    workers = [asyncio.ensure_future(worker()) for _ in range(size)]
-    try:
-        if workers:
-            await asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION)
-        if failed:
-            raise failed[0]
-        for task in workers:
-            task.result()
-    finally:
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-    return results
-
-
-def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run ``coroutine`` to completion, in a helper thread when an event loop is already running."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coroutine)
-        except BaseException as error:
-            box["error"] = error
-
-    thread = threading.Thread(target=target, name="novelty-http")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]

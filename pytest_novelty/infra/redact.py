@@ -15,7 +15,9 @@ Messages, log lines, reports, snapshots and JUnit properties pass through :func:
   whatever the server echoes around it.
 
 The registry is process-wide on purpose: a secret seen once must be hidden everywhere, including
-by writers (the report, the snapshot extension) that never see the component holding it.
+by writers (the report, the snapshot extension) that never see the component holding it. A
+client keeps its key in a :class:`Secret` (never shown in a repr), masks it in what a server says
+with :func:`scrub`, and quotes a reply through :func:`echo` (one printable line, short).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import re
 import threading
 from typing import Any
 
-__all__ = ["MASK", "redact", "redact_data", "redact_url", "register_secret", "secrets_in_url"]
+__all__ = ["MASK", "Secret", "echo", "redact", "redact_data", "register_secret", "scrub", "secrets_in_url"]
 
 MASK = "***"
 SECRET_ENV = ("OPENAI_API_KEY",)
@@ -71,11 +73,6 @@ def secrets_in_url(url: str) -> list[str]:
     names = re.compile(rf"(?i)^(?:{_SECRET_NAMES})$")
     found.extend(value for name, value in parse_qsl(parts.query, keep_blank_values=False) if names.match(name))
     return found
-
-
-def redact_url(url: str) -> str:
-    """``url`` as it may be shown: user info and secret query values masked."""
-    return redact(url)
 
 
 def redact(text: str) -> str:
@@ -134,3 +131,56 @@ def _quoted(value: str) -> str:
     from urllib.parse import quote
 
     return quote(value, safe="")
+
+
+class Secret:
+    """Holds an API key so that reprs, ``vars()`` and debug dumps show ``***``, never the key."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """The key itself, for the one place that sends it."""
+        return self._value
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __repr__(self) -> str:
+        return "***" if self._value else "''"
+
+    def hide(self, text: str) -> str:
+        """``text`` with this secret, and anything else that looks like one, replaced by ``***``."""
+        return scrub(text, self)
+
+
+def scrub(text: str, *secrets: Secret | str) -> str:
+    """``text`` with each secret, and anything :func:`redact` recognises as one, replaced by ``***``:
+    what every client does to a server's message before showing it."""
+    for secret in secrets:
+        value = secret.reveal() if isinstance(secret, Secret) else secret
+        if value:
+            text = text.replace(value, MASK)
+    return redact(text)
+
+
+ECHO_LIMIT = 200
+"""How many characters of a server's reply a message quotes."""
+
+
+def echo(reply: str | bytes, *secrets: Secret | str, limit: int = ECHO_LIMIT) -> str:
+    """``reply`` (a body, a message, any text a server sent) as a message may quote it to a terminal.
+
+    Bytes are read as UTF-8, a byte that is not UTF-8 shown as ``\\xNN``; the secrets and anything
+    :func:`scrub` recognises become ``***``; runs of white space (new lines, tabs) become one space;
+    every character left that is not printable (a NUL, an escape sequence, U+FFFD, which stands for
+    bytes already lost) is written as its Python escape (``\\x00``, ``\\x1b``, ``\\ufffd``), so what a
+    server sends can neither garble the terminal nor hide in it; the result is cut to ``limit``
+    characters. Scrubbed before it is cut, so no part of a key survives the cut.
+    """
+    text = bytes(reply).decode("utf-8", "backslashreplace") if isinstance(reply, (bytes, bytearray)) else str(reply)
+    text = " ".join(scrub(text, *secrets).split())
+    shown = "".join(c if c.isprintable() and c != "\ufffd" else c.encode("unicode_escape").decode() for c in text)
+    return shown if len(shown) <= limit else shown[: max(0, limit - 3)] + "..."

@@ -34,8 +34,9 @@ from types import ModuleType
 from typing import Protocol, TypeVar
 
 from pytest_novelty.infra.errors import ConfigError, NoveltyError, PreflightError
-from pytest_novelty.infra.http import echo, failure_reason
+from pytest_novelty.infra.redact import echo
 from pytest_novelty.infra.registry import Registry
+from pytest_novelty.infra.retry import failure_reason
 from pytest_novelty.integrations.run import TrackedRun
 
 FIELD = "--novelty-log"

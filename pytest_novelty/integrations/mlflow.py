@@ -46,7 +46,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
-from pytest_novelty.infra.http import echo, failure_reason
+from pytest_novelty.infra.redact import echo
+from pytest_novelty.infra.retry import failure_reason
 from pytest_novelty.integrations.base import (
     CALL_RETRIES,
     CALL_TIMEOUT,

@@ -113,7 +113,7 @@ def _check_spec(kind: str, spec: str | None, suite: Any) -> None:
 
 
 def _check_suites(folder: Path, *, originality: str | None, judge: str | None) -> None:
-    from pytest_novelty.suites.schema import load_suites
+    from pytest_novelty.suites.suite_file import load_suites
 
     if not folder.is_dir():
         raise ConfigError("the suites folder does not exist", path=folder, field=keyword("suites"))

@@ -42,8 +42,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pytest_novelty.infra.errors import HarnessError
+from pytest_novelty.infra.errors import HarnessError, NoveltyError
+from pytest_novelty.infra.hashing import data_files, file_digest, hash_files, identity_memo
 from pytest_novelty.infra.progress import notice
+from pytest_novelty.infra.resources import bundled_path
+from pytest_novelty.infra.storage import atomic_write_text, file_lock, folder_error
 
 DEMO_MODELS = ("demo", "demo-early")
 DEMO_VERSION = "v2"  # v2: the index records checksums of its files
@@ -65,8 +68,6 @@ def _builder_digest() -> str:
     The files directly in ``fixtures/demo/`` (code, word lists, task data); the shipped weights
     in ``trained/`` are an output of the builder, not part of it.
     """
-    from pytest_novelty.infra.resources import bundled_path
-
     digest = hashlib.sha256()
     folder = bundled_path("fixtures") / "demo"
     for path in sorted(folder.glob("*")):
@@ -85,25 +86,7 @@ def is_built(cache_dir: Path) -> bool:
     return (demo_dir(cache_dir) / BUILD_FILE).is_file()
 
 
-@contextlib.contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as fh:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows: no inter-process lock
-            yield
-            return
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _load_builder() -> ModuleType:
-    from pytest_novelty.infra.resources import bundled_path
-
     path = bundled_path("fixtures") / "demo" / "build.py"
     spec = importlib.util.spec_from_file_location("pytest_novelty_demo_build", path)
     if spec is None or spec.loader is None:
@@ -135,18 +118,8 @@ def quiet_transformers() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def trained_dir() -> Path:
     """The folder of the shipped trained weights and their manifest."""
-    from pytest_novelty.infra.resources import bundled_path
-
     return bundled_path("fixtures") / "demo" / "trained"
 
 
@@ -176,7 +149,7 @@ def shipped_weights(builder: ModuleType, folder: Path | None = None) -> tuple[An
     for name in DEMO_MODELS:
         entry = manifest["weights"][name]
         path = folder / entry["file"]
-        if not path.is_file() or _sha256(path) != entry["sha256"]:
+        if not path.is_file() or file_digest(path) != entry["sha256"]:
             return None, f"{path} is missing or does not match its sha256 in {MANIFEST}"
         files[name], losses[name] = path, {key: float(entry[key]) for key in _WEIGHT_FACTS}
     return builder.TrainedWeights(files=files, losses=losses), ""
@@ -186,7 +159,7 @@ def _check_placed(staging: Path, manifest: dict[str, Any]) -> None:
     """The checkpoints written from shipped weights hold exactly those weights."""
     for name in DEMO_MODELS:
         written = staging / name / "model.safetensors"
-        if _sha256(written) != manifest["weights"][name]["sha256"]:
+        if file_digest(written) != manifest["weights"][name]["sha256"]:
             raise HarnessError(
                 f"{written}: the rebuilt demo weights differ from {trained_dir() / MANIFEST}; "
                 "reinstall pytest-novelty, or remove the manifest to train the demo here"
@@ -234,15 +207,11 @@ def _read_build(folder: Path) -> dict[str, Any] | None:
 
 def _demo_files(folder: Path) -> list[Path]:
     """Every file of a demo folder that its checksums cover (all but ``BUILD.json`` and hidden files)."""
-    from pytest_novelty.infra.identity import data_files
-
     return [f for f in data_files(folder) if f.relative_to(folder).as_posix() != BUILD_FILE]
 
 
 def _checksums(folder: Path, memo: Any) -> dict[str, dict[str, Any]]:
     """Size and SHA-256 of every file of a demo folder, by relative path."""
-    from pytest_novelty.infra.identity import hash_files
-
     files = _demo_files(folder)
     digests = hash_files(files, memo=memo, what="the demo", quiet=True)
     return {f.relative_to(folder).as_posix(): {"bytes": f.stat().st_size, "sha256": digests[f]} for f in files}
@@ -261,8 +230,6 @@ def check_demo(cache_dir: Path, *, memo: Any = None) -> DemoCheck:
     other JSON file (configs, tokenizer, facts) must parse. Only a complete demo folder is checked
     (``BUILD.json`` present); its absence is not damage but an unfinished build.
     """
-    from pytest_novelty.infra.identity import hash_files, identity_memo
-
     folder = demo_dir(cache_dir)
     memo = identity_memo(cache_dir) if memo is None else memo
     facts = _read_build(folder)
@@ -294,8 +261,6 @@ def _get(entry: Any, key: str) -> Any:
 
 def _check_legacy(folder: Path, facts: dict[str, Any], memo: Any) -> DemoCheck:
     """A demo without recorded checksums, checked against the records it has (see :func:`check_demo`)."""
-    from pytest_novelty.infra.errors import NoveltyError
-    from pytest_novelty.infra.identity import hash_files
     from pytest_novelty.scoring.originality import read_index
 
     damaged: list[str] = []
@@ -332,8 +297,6 @@ def _check_legacy(folder: Path, facts: dict[str, Any], memo: Any) -> DemoCheck:
 
 def _record_checksums(folder: Path, facts: dict[str, Any], memo: Any) -> None:
     """Write ``BUILD.json`` again with the checksums of every other file (atomically)."""
-    from pytest_novelty.infra.storage import atomic_write_text
-
     facts = {**facts, CHECKSUMS: _checksums(folder, memo)}
     atomic_write_text(folder / BUILD_FILE, json.dumps(facts, indent=1, default=str) + "\n")
 
@@ -342,29 +305,21 @@ def ensure_demo(cache_dir: Path, *, progress: bool = True, train: bool = False) 
     """The prepared demo in ``cache_dir``: checked, and prepared (again) where it is missing or damaged.
 
     With the shipped trained weights (the usual case) preparing takes seconds; ``train=True``, or
-    weights from another builder version, trains from scratch (minutes). A prepared demo is
-    checked on every use (:func:`check_demo`; warm, it reads none of its files); a damaged one is
-    repaired with one line saying what was damaged and what was redone: only the index when only
-    the index is damaged, else the whole demo. A demo prepared by an older version is checked
-    against the records it has and then gets its checksums, with one line saying so. Each line is
-    a :func:`~pytest_novelty.infra.progress.notice`.
+    weights from another builder version, trains from scratch (minutes). How a prepared demo is
+    checked and repaired: see the module docstring; each line it says is a :func:`notice`.
     """
     target = demo_dir(cache_dir)
     try:
         return _ensure(cache_dir, target, progress=progress, train=train)
     except OSError as exc:  # a full or read-only disk while preparing: one line naming the demo folder
-        from pytest_novelty.infra.storage import folder_error
-
         raise folder_error(target, "demo folder", exc, elsewhere="give another cache folder") from None
 
 
 def _ensure(cache_dir: Path, target: Path, *, progress: bool, train: bool) -> Path:
-    from pytest_novelty.infra.identity import identity_memo
-
     memo = identity_memo(cache_dir)
     if is_built(cache_dir) and _usable(check_demo(cache_dir, memo=memo)):
         return target
-    with _lock(Path(cache_dir) / f".{target.name}.lock"):
+    with file_lock(Path(cache_dir) / f".{target.name}.lock"):
         found = check_demo(cache_dir, memo=memo) if is_built(cache_dir) else None  # another process may have healed it
         if found is not None and found.ok:
             if found.legacy:
@@ -484,7 +439,7 @@ def ship(build: Path | None = None, dest: Path | None = None) -> dict[str, Any]:
         for name in DEMO_MODELS:
             shutil.copyfile(build / name / "model.safetensors", dest / f"{name}.safetensors")
             checkpoint = json.loads((build / name / "demo_facts.json").read_text(encoding="utf-8"))
-            weights[name] = {"file": f"{name}.safetensors", "sha256": _sha256(dest / f"{name}.safetensors"),
+            weights[name] = {"file": f"{name}.safetensors", "sha256": file_digest(dest / f"{name}.safetensors"),
                              **{key: checkpoint[key] for key in _WEIGHT_FACTS}}
     manifest = {
         "builder": digest,

@@ -140,7 +140,7 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
 
     from pytest_novelty.generation import is_answers, is_served
     from pytest_novelty.generation.devices import check_device
-    from pytest_novelty.infra.identity import looks_like_hub_id
+    from pytest_novelty.infra.hub import looks_like_hub_id
 
     check_device(str(options.novelty_device))
     if options.novelty_generator in ("vllm",):
@@ -360,7 +360,8 @@ def check_checkpoint_identity(model: str) -> None:
     failure there (no network, no such repository) becomes one :class:`PreflightError` line. Local
     folders and the demo are left to the checkpoint checks that already ran.
     """
-    from pytest_novelty.infra.identity import checkpoint_identity, looks_like_hub_id
+    from pytest_novelty.infra.hub import looks_like_hub_id
+    from pytest_novelty.infra.identity import checkpoint_identity
 
     if Path(model).exists() or not looks_like_hub_id(model):
         return

@@ -112,7 +112,7 @@ class Runner:
         weights load only when something is generated (:meth:`say_loading`)."""
         if self._generator is None:
             from pytest_novelty.generation import open_generator
-            from pytest_novelty.infra.identity import identity_memo
+            from pytest_novelty.infra.hashing import identity_memo
 
             path, config = self.model_path(), self.config
             self._generator = open_generator(

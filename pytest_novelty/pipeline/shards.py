@@ -271,8 +271,3 @@ def gate_units(
         for index in range(1, repeats):
             units.extend(Unit(run.repeated(index).run_key, i, declared) for i in ids)
     return units
-
-
-def denial_family(run: Suite) -> str | None:
-    """The group of a denial suite's one unit (its family), None for any other run."""
-    return run.family if run.denial_round is not None else None

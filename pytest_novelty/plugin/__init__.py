@@ -26,7 +26,8 @@ from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
 from pytest_novelty.pipeline.options import PYTEST, by_name, ini_settings, offered
 from pytest_novelty.plugin.series import spread_series
 from pytest_novelty.plugin.state import STATE, NoveltyState, checkpoint_key
-from pytest_novelty.suites.schema import Suite, load_suites
+from pytest_novelty.suites.schema import Suite
+from pytest_novelty.suites.suite_file import load_suites
 
 if TYPE_CHECKING:
     from pytest_novelty.pipeline.results import SuiteResult
@@ -174,7 +175,7 @@ def pytest_configure(config: pytest.Config) -> None:
     the run is down: the xdist controller checks them here, before any worker starts) keeps every
     case from running, says so in one line, and exits with the harness status.
     """
-    from pytest_novelty.plugin.series import SERIES, configure_series
+    from pytest_novelty.plugin.series import configure_series
 
     if config.option.novelty_model_series:
         configure_series(config)  # the newest checkpoint becomes --model
@@ -184,33 +185,8 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_novelty.plugin.notices import send_notices
 
     send_notices(config, worker=worker)  # the layers' notices reach the terminal (a worker's: the controller's)
-    stopped: HarnessError | None = None
     try:
-        from pytest_novelty.pipeline.preflight import check_models, check_options
-
-        config.option.novelty_model = check_options(config.option, model=config.option.novelty_model)
-        if config.option.novelty_log and not worker:
-            from pytest_novelty.integrations.base import check_trackers, open_trackers
-
-            trackers = open_trackers if config.option.collectonly else check_trackers
-            stopped = _stopped_by(lambda: trackers(config.option.novelty_log))  # a bad spec: exit 4; down: 8
-        cache_dir = _cache_dir(config)
-        if not worker:  # the cache and report folders can be written: found before any model loads
-            stopped = stopped or _stopped_by(lambda: _prepare_folders(config, cache_dir))
-        folder = _suites_dir(config)
-        suites = load_suites(folder, field=_suites_field(config))
-        if config.option.novelty_cache_clear and not worker and stopped is None:
-            from pytest_novelty.infra.cache import clear_cache
-
-            clear_cache(cache_dir)
-        series = config.stash.get(SERIES, None) or []
-        models = [config.option.novelty_model, *(c.path for c in series[:-1])]
-        if worker:  # the controller prepared the demo and checked the folders
-            models = [m for m in models if m not in ("demo", "demo-early")]
-        if stopped is None:
-            stopped = _stopped_by(
-                lambda: check_models(config.option, models, config.option.novelty_baseline_model, cache_dir, suites)
-            )
+        suites, folder, cache_dir, stopped = _checked_run(config, worker)
     except ConfigError as exc:
         if config.option.novelty_report and not worker:
             from pytest_novelty.report.json_report import record_no_verdict
@@ -237,6 +213,40 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --model X` with no paths: run the suites, not the project's own tests.
         config.args = [str(folder)]
+
+
+def _checked_run(config: pytest.Config, worker: bool) -> tuple[list[Suite], Path, Path, HarnessError | None]:
+    """Every option, tracker, folder and model checked, the suites loaded and the cache cleared when
+    asked: the suites, their folder, the cache folder, and the harness error that stops the run
+    (None: it goes on). Bad input raises :class:`ConfigError`."""
+    from pytest_novelty.pipeline.preflight import check_models, check_options
+    from pytest_novelty.plugin.series import SERIES
+
+    stopped: HarnessError | None = None
+    config.option.novelty_model = check_options(config.option, model=config.option.novelty_model)
+    if config.option.novelty_log and not worker:
+        from pytest_novelty.integrations.base import check_trackers, open_trackers
+
+        trackers = open_trackers if config.option.collectonly else check_trackers
+        stopped = _stopped_by(lambda: trackers(config.option.novelty_log))  # a bad spec: exit 4; down: 8
+    cache_dir = _cache_dir(config)
+    if not worker:  # the cache and report folders can be written: found before any model loads
+        stopped = stopped or _stopped_by(lambda: _prepare_folders(config, cache_dir))
+    folder = _suites_dir(config)
+    suites = load_suites(folder, field=_suites_field(config))
+    if config.option.novelty_cache_clear and not worker and stopped is None:
+        from pytest_novelty.infra.cache import clear_cache
+
+        clear_cache(cache_dir)
+    series = config.stash.get(SERIES, None) or []
+    models = [config.option.novelty_model, *(c.path for c in series[:-1])]
+    if worker:  # the controller prepared the demo and checked the folders
+        models = [m for m in models if m not in ("demo", "demo-early")]
+    if stopped is None:
+        stopped = _stopped_by(
+            lambda: check_models(config.option, models, config.option.novelty_baseline_model, cache_dir, suites)
+        )
+    return suites, folder, cache_dir, stopped
 
 
 def _stopped_by(step: Callable[[], object]) -> HarnessError | None:

@@ -71,6 +71,25 @@ def _table(records: Sequence[CaseRecord]) -> list[str]:
     return lines
 
 
+def _headline(records: Sequence[CaseRecord]) -> str:
+    """How many cases failed or reached no verdict, else that all passed; then the regressions,
+    drift warnings and improvements among them."""
+    counts = summarize(records)
+    cases = counts["cases"]
+    parts = [f"{counts['failed']} of {cases} cases failed"] if counts["failed"] else []
+    if counts["errors"]:
+        parts.append(f"{counts['errors']} of {cases} cases reached no verdict (harness error)")
+    if parts:
+        headline = "**" + "; ".join(parts) + "**"
+    elif not cases:
+        headline = "**no case ran**"
+    else:
+        headline = "**the 1 case passed**" if cases == 1 else f"**all {cases} cases passed**"
+    kinds = (("regressions", "regression"), ("warnings", "drift warning"), ("improvements", "improvement"))
+    extras = [f"{counts[key]} {word}{'s' if counts[key] != 1 else ''}" for key, word in kinds if counts[key]]
+    return headline + (f" ({', '.join(extras)})" if extras else "")
+
+
 def render_markdown(
     records: Sequence[CaseRecord],
     versions: Mapping[str, Any] | None = None,
@@ -88,27 +107,7 @@ def render_markdown(
     about it (what it was measured with, its coverage and unscored shares); ``plot_note`` a line
     under the plots' heading (e.g. why no baseline is overlaid).
     """
-    counts = summarize(records)
-    if counts["failed"] or counts["errors"]:
-        parts = []
-        if counts["failed"]:
-            parts.append(f"{counts['failed']} of {counts['cases']} cases failed")
-        if counts["errors"]:
-            parts.append(f"{counts['errors']} of {counts['cases']} cases reached no verdict (harness error)")
-        headline = "**" + "; ".join(parts) + "**"
-    elif not counts["cases"]:
-        headline = "**no case ran**"
-    else:
-        cases = counts["cases"]
-        headline = "**the 1 case passed**" if cases == 1 else f"**all {cases} cases passed**"
-    extras = []
-    if counts["regressions"]:
-        extras.append(f"{counts['regressions']} regression{'s' if counts['regressions'] != 1 else ''}")
-    if counts["warnings"]:
-        extras.append(f"{counts['warnings']} drift warning{'s' if counts['warnings'] != 1 else ''}")
-    if counts["improvements"]:
-        extras.append(f"{counts['improvements']} improvement{'s' if counts['improvements'] != 1 else ''}")
-    lines = [f"## {title}", "", headline + (f" ({', '.join(extras)})" if extras else "")]
+    lines = [f"## {title}", "", _headline(records)]
     if versions:
         lines.append("")
         lines.extend(

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Unpack, runtime_checkable
 
+from pytest_novelty.infra.concurrency import fan_out, run_coroutine
 from pytest_novelty.infra.errors import HarnessError
-from pytest_novelty.infra.http import CONNECTION_OPTIONS, fan_out, run_coroutine
+from pytest_novelty.infra.http import CONNECTION_OPTIONS
 from pytest_novelty.infra.registry import Registry
 from pytest_novelty.scoring.judges.cache import AnswerCache, answer_key
 from pytest_novelty.scoring.llm import (

@@ -43,23 +43,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast, get_type_hints
 
+from pytest_novelty.infra.concurrency import Held, run_coroutine
 from pytest_novelty.infra.endpoint import Endpoint
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
-from pytest_novelty.infra.http import (
-    PREFLIGHT_TIMEOUT,
-    Connection,
-    ConnectionOptions,
-    Held,
-    Reply,
-    Traffic,
-    attempts_of,
-    echo,
-    failure_reason,
-    is_retryable,
-    run_coroutine,
-)
-from pytest_novelty.infra.identity import Memo, identity_memo
-from pytest_novelty.infra.redact import redact
+from pytest_novelty.infra.hashing import Memo, identity_memo
+from pytest_novelty.infra.http import PREFLIGHT_TIMEOUT, Connection, ConnectionOptions, Reply, Traffic, attempts_of
+from pytest_novelty.infra.redact import echo, redact
+from pytest_novelty.infra.retry import failure_reason, is_retryable
 from pytest_novelty.suites.prompting import Message
 
 if TYPE_CHECKING:
@@ -348,7 +338,7 @@ def checked_identity_id(
 
     A bad folder raises :class:`~pytest_novelty.infra.errors.ConfigError` prefixed with ``spec``
     (``hf:PATH``, ``reward:PATH``) and, when given, ``field``. ``memo`` (see
-    :func:`~pytest_novelty.infra.identity.identity_memo`) spares rehashing unchanged weight files.
+    :func:`~pytest_novelty.infra.hashing.identity_memo`) spares rehashing unchanged weight files.
     """
     from pytest_novelty.generation.hf import check_checkpoint, checkpoint_identity_id
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_novelty.infra.hashing import file_digest
 from pytest_novelty.infra.progress import notices_to
 from pytest_novelty.pipeline import demo
 from tests.conftest import copy_demo
@@ -96,7 +97,7 @@ def test_damaged_weights_a_torn_tokenizer_and_a_lost_config_prepare_the_demo_aga
     manifest = demo.read_manifest()
     assert manifest is not None
     for model in demo.DEMO_MODELS:
-        assert demo._sha256(folder / model / "model.safetensors") == manifest["weights"][model]["sha256"]
+        assert file_digest(folder / model / "model.safetensors") == manifest["weights"][model]["sha256"]
         for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"):
             assert (folder / model / name).read_bytes() == (demo_assets / model / name).read_bytes(), (model, name)
     assert demo.check_demo(cache).ok and not list(cache.glob(".*damaged*")) and not list(cache.glob(".*staging"))

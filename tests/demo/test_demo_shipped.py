@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_novelty.infra.hashing import file_digest
 from pytest_novelty.pipeline import demo
 
 # Keys of the index description that say where and how fast it was built, not what it holds.
@@ -61,7 +62,7 @@ def test_the_prepared_demo_holds_the_shipped_weights(demo_assets: Path) -> None:
     manifest = demo.read_manifest()
     assert manifest is not None
     for name in demo.DEMO_MODELS:
-        assert demo._sha256(demo_assets / name / "model.safetensors") == manifest["weights"][name]["sha256"]
+        assert file_digest(demo_assets / name / "model.safetensors") == manifest["weights"][name]["sha256"]
         facts = json.loads((demo_assets / name / "demo_facts.json").read_text())
         assert facts["loss"] == manifest["weights"][name]["loss"]
 

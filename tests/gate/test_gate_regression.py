@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pytest_novelty.gate.regression import Comparison, MetricRecord, compare, make_record, per_prompt_key, redact
-from pytest_novelty.suites.schema import parse_suite
+from pytest_novelty.suites.suite_file import parse_suite
 
 IDS = [f"p{i:02d}" for i in range(30)]
 

@@ -19,7 +19,8 @@ from pytest_novelty.gate.case import decide
 from pytest_novelty.gate.series import suite_series
 from pytest_novelty.pipeline.runner import RunConfig, Runner
 from pytest_novelty.pipeline.series import Checkpoint
-from pytest_novelty.suites.schema import Suite, load_suite
+from pytest_novelty.suites.schema import Suite
+from pytest_novelty.suites.suite_file import load_suite
 from tests.plugin.test_plugin_model_series import reseeded
 from tests.suite_text import story_prompts, suite_toml
 

@@ -12,7 +12,7 @@ from pytest_novelty.gate import regression
 from pytest_novelty.gate.regression import MetricRecord, compare
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.metrics import top_fraction_mean
-from pytest_novelty.suites.schema import load_suite
+from pytest_novelty.suites.suite_file import load_suite
 
 IDS = [f"p{i:02d}" for i in range(40)]
 

@@ -17,7 +17,7 @@ import pytest
 from pytest_novelty.generation import PromptRequest, generate, is_recorded, open_generator
 from pytest_novelty.generation.answer_files import FORMAT, answer_record, lm_eval_settings, read_answer_file
 from pytest_novelty.infra.errors import ConfigError
-from pytest_novelty.infra.identity import memo_at
+from pytest_novelty.infra.hashing import memo_at
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.lm_eval_samples import Document, chat_context, gen_kwargs_of, write_samples, write_samples_0_4_2
 

@@ -25,8 +25,9 @@ from pytest_novelty.generation.openai import (
     silent_server_bound,
 )
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
-from pytest_novelty.infra.http import Connection, RetryPolicy
+from pytest_novelty.infra.http import Connection
 from pytest_novelty.infra.progress import notices_to
+from pytest_novelty.infra.retry import RetryPolicy
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.servers.base import SilentServer
 from tests.servers.openai_api import FakeOpenAI

@@ -12,7 +12,8 @@ from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.metrics.suite import suite_metrics
 from pytest_novelty.metrics.table import FAMILIES, family, values_of
 from pytest_novelty.metrics.uncertainty import suite_intervals
-from pytest_novelty.suites.schema import BOUNDED_METRICS, COUNT_METRICS, load_suite
+from pytest_novelty.suites.schema import BOUNDED_METRICS, COUNT_METRICS
+from pytest_novelty.suites.suite_file import load_suite
 
 IDS = [f"p{i:02d}" for i in range(20)]
 METRICS = ["q_at_tail@0.2", "novelty_overall", "novelty_at_peak@0.2"]

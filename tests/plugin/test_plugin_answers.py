@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from pytest_novelty.generation.answer_files import answer_record
-from pytest_novelty.suites.schema import load_suite
+from pytest_novelty.suites.suite_file import load_suite
 from pytest_novelty.suites.tasks import get_task
 from tests.child_pytest import copy_cache, run_pytest
 from tests.lm_eval_samples import Document, gen_kwargs_of, write_samples, write_samples_0_4_2

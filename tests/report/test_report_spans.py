@@ -14,7 +14,7 @@ from pytest_novelty.pipeline.runner import RunConfig, Runner
 from pytest_novelty.pipeline.suite_data import SuiteInfo
 from pytest_novelty.report import write_report
 from pytest_novelty.report.spans import copied_spans
-from pytest_novelty.suites.schema import load_suite
+from pytest_novelty.suites.suite_file import load_suite
 from tests.suite_text import story_prompts, suite_toml, write_story_suite_folder
 
 pytestmark = pytest.mark.slow

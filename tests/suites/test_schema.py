@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_novelty.infra.errors import ConfigError
-from pytest_novelty.suites.schema import load_suite, load_suites
+from pytest_novelty.suites.suite_file import load_suite, load_suites
 
 MINIMAL = """
 task = "story"

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_novelty.gate.agreement import agreement_failure
 from pytest_novelty.infra.errors import ConfigError
-from pytest_novelty.suites.schema import load_suite
+from pytest_novelty.suites.suite_file import load_suite
 
 BASE = """
 task = "story"

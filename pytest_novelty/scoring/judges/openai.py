@@ -15,7 +15,7 @@ How a run goes, per item:
 - each reply is parsed (:mod:`.parsing`); a sample without a valid 0-5 score is asked again, at
   most ``max_reasks`` more times, after which it is recorded as failed;
 - requests run concurrently under a semaphore of ``concurrency`` (a request waiting to be retried
-  gives its place to the next: :class:`~pytest_novelty.infra.http.Held`). 429, 5xx, 408/409,
+  gives its place to the next: :class:`~pytest_novelty.infra.concurrency.Held`). 429, 5xx, 408/409,
   timeouts, connection errors and 200 answers that are not JSON are retried with exponential
   backoff and jitter, honouring ``Retry-After``
   (capped at two minutes), for at most ``max_attempts`` attempts and ``max_retry_time`` seconds
@@ -57,7 +57,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
-from pytest_novelty.infra.http import CONNECTION_OPTIONS, fan_out, run_coroutine
+from pytest_novelty.infra.concurrency import fan_out, run_coroutine
+from pytest_novelty.infra.http import CONNECTION_OPTIONS
 from pytest_novelty.scoring.judges.base import JUDGES, NO_SCORE, JudgeItem, JudgeResult, rubric_result
 from pytest_novelty.scoring.judges.cache import AnswerCache, endpoint_identity, judge_key
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError
-from pytest_novelty.infra.identity import identity_memo
+from pytest_novelty.infra.hashing import identity_memo
 from pytest_novelty.scoring.judges.base import JUDGES, JudgeItem, JudgeResult
 from pytest_novelty.scoring.judges.cache import AnswerCache, judge_key
 from pytest_novelty.scoring.judges.reward_scale import NOVELTYBENCH_REWARD_THRESHOLDS, reward_to_utility

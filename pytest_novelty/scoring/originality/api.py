@@ -43,8 +43,9 @@ from typing import Any, Unpack
 from urllib.parse import urlsplit
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
-from pytest_novelty.infra.http import CONNECTION_OPTIONS, Connection, ConnectionOptions, echo
+from pytest_novelty.infra.http import CONNECTION_OPTIONS, Connection, ConnectionOptions
 from pytest_novelty.infra.progress import notice
+from pytest_novelty.infra.redact import echo
 from pytest_novelty.scoring.originality.backend import BACKENDS, MatchBounds, Span, check_ns
 from pytest_novelty.scoring.originality.cache import CountCache
 from pytest_novelty.scoring.originality.client import PREFLIGHT_TIMEOUT, JsonClient

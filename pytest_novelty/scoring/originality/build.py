@@ -42,8 +42,9 @@ from typing import Any
 import numpy as np
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError
-from pytest_novelty.infra.identity import hash_files
+from pytest_novelty.infra.hashing import hash_files
 from pytest_novelty.infra.progress import notice
+from pytest_novelty.infra.storage import atomic_write_text
 from pytest_novelty.scoring.originality.corpus import Document, iter_documents
 from pytest_novelty.scoring.originality.index import (
     FORMAT,
@@ -372,37 +373,7 @@ def build_index(
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
-        tally = _Tally()
-        if hf is None:
-            facts = _tokenise_words(corpus, staging, tally, progress, single_token_words)
-        else:
-            facts = _tokenise_hf(corpus, staging, tally, progress, hf)
-        ds_size = (staging / "tokenized.0").stat().st_size
-        if tally.docs == 0 or ds_size == tally.docs * (2 if facts["dtype"] == "u16" else 4):
-            raise ConfigError("the corpus has no text to index", field="corpus")
-        _build_suffix_array(staging, facts["dtype"], progress)
-        _spot_check(staging, facts["dtype"])
-        width = 2 if facts["dtype"] == "u16" else 4
-        checksums = _checksums(staging, progress)
-        index_bytes = sum(entry["bytes"] for entry in checksums.values())
-        tokens = ds_size // width - tally.docs
-        facts.update(
-            format=FORMAT,
-            tokens=tokens,
-            docs=tally.docs,
-            corpus_sha256=tally.sha.hexdigest(),
-            sources=tally.sources,
-            shard_bytes=[ds_size],
-            index_bytes=index_bytes,
-            bytes_per_token=round(index_bytes / max(tokens, 1), 2),
-            seconds=round(time.perf_counter() - start, 1),
-            engine=_engine_version(),
-            checksums=checksums,
-        )
-        info = staging / INFO_FILE
-        info.write_text(json.dumps(facts, ensure_ascii=False) + "\n", encoding="utf-8")
-        with info.open("rb") as handle:
-            os.fsync(handle.fileno())
+        facts = _build_in(staging, corpus, hf, progress, single_token_words, start)
         _install(staging, out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -413,10 +384,46 @@ def build_index(
     summary["path"] = str(out_dir)
     _say(
         progress,
-        f"indexed {tally.docs:,} documents, {facts['tokens']:,} tokens in {facts['seconds']}s "
+        f"indexed {facts['docs']:,} documents, {facts['tokens']:,} tokens in {facts['seconds']}s "
         f"({facts['bytes_per_token']} bytes/token) -> {out_dir}",
     )
     return summary
+
+
+def _build_in(
+    staging: Path, corpus: Sequence[Path] | Iterable[str], hf: HFTokenizer | None, progress: bool,
+    single_token_words: int | None, start: float,
+) -> dict[str, Any]:
+    """Tokenise ``corpus`` into ``staging``, build and check its suffix array, and write its facts
+    (:data:`INFO_FILE`, fsync'd); the facts."""
+    tally = _Tally()
+    if hf is None:
+        facts = _tokenise_words(corpus, staging, tally, progress, single_token_words)
+    else:
+        facts = _tokenise_hf(corpus, staging, tally, progress, hf)
+    ds_size = (staging / "tokenized.0").stat().st_size
+    tokens = ds_size // (2 if facts["dtype"] == "u16" else 4) - tally.docs
+    if tally.docs == 0 or tokens == 0:
+        raise ConfigError("the corpus has no text to index", field="corpus")
+    _build_suffix_array(staging, facts["dtype"], progress)
+    _spot_check(staging, facts["dtype"])
+    checksums = _checksums(staging, progress)
+    index_bytes = sum(entry["bytes"] for entry in checksums.values())
+    facts.update(
+        format=FORMAT,
+        tokens=tokens,
+        docs=tally.docs,
+        corpus_sha256=tally.sha.hexdigest(),
+        sources=tally.sources,
+        shard_bytes=[ds_size],
+        index_bytes=index_bytes,
+        bytes_per_token=round(index_bytes / max(tokens, 1), 2),
+        seconds=round(time.perf_counter() - start, 1),
+        engine=_engine_version(),
+        checksums=checksums,
+    )
+    atomic_write_text(staging / INFO_FILE, json.dumps(facts, ensure_ascii=False) + "\n")
+    return facts
 
 
 def _engine_version() -> str:

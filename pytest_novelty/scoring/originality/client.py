@@ -2,9 +2,9 @@
 
 Requests go through the harness's one HTTP client (:meth:`pytest_novelty.infra.http.Connection.client`),
 ``concurrency`` in flight. A request is retried on timeouts, dropped or refused connections, the
-statuses :func:`pytest_novelty.infra.http.is_retryable` names (429 and 5xx among them), bodies that are
+statuses :func:`pytest_novelty.infra.retry.is_retryable` names (429 and 5xx among them), bodies that are
 not JSON, and HTTP 200 answers that carry an ``error`` field (how the infini-gram APIs report
-problems), as the connection's :class:`~pytest_novelty.infra.http.RetryPolicy` says (``Retry-After``
+problems), as the connection's :class:`~pytest_novelty.infra.retry.RetryPolicy` says (``Retry-After``
 honoured, else exponential backoff with jitter). Other HTTP errors fail at once; what a server
 says is redacted before it is shown. When a request has used up its attempts the whole batch stops
 (the requests in flight are cancelled) and :class:`~pytest_novelty.infra.errors.HarnessError` names the
@@ -23,19 +23,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from pytest_novelty.infra.concurrency import fan_out, run_coroutine
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
-from pytest_novelty.infra.http import (
-    PREFLIGHT_TIMEOUT,
-    Connection,
-    RetryPolicy,
-    Traffic,
-    echo,
-    fan_out,
-    is_retryable,
-    post_json,
-    run_coroutine,
-    scrub,
-)
+from pytest_novelty.infra.http import PREFLIGHT_TIMEOUT, Connection, Traffic, post_json
+from pytest_novelty.infra.redact import echo, scrub
+from pytest_novelty.infra.retry import RetryPolicy, is_retryable
 
 if TYPE_CHECKING:
     import httpx

@@ -13,7 +13,7 @@ they were computed against the same index:
   another. An older build without recorded checksums is identified by the SHA-256 of its files.
 - **An index of another format**, read by a backend that another package registered for local
   folders or files (``NAME:DIR``): the content of every file under it
-  (:func:`~pytest_novelty.infra.identity.content_identity`), memoised by stat as checkpoints are.
+  (:func:`~pytest_novelty.infra.hashing.content_identity`), memoised by stat as checkpoints are.
 - **A remote index** (``infini-gram-api:NAME``, ``infini-gram-mini:NAME``, any spec whose argument
   names nothing on this machine): the spec text, as before.
 
@@ -34,7 +34,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.infra.identity import content_identity, hash_files, memo_at
+from pytest_novelty.infra.hashing import content_identity, hash_files, memo_at
 from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.scoring.originality.index import (
     CHECKSUM_MEMO,

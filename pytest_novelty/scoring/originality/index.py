@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError
-from pytest_novelty.infra.identity import Memo, hash_files
+from pytest_novelty.infra.hashing import Memo, hash_files
 from pytest_novelty.infra.progress import notice
 from pytest_novelty.scoring.originality.tokenization import Tokenizer, WordCodec, WordsTokenizer, load_hf_tokenizer
 
@@ -157,7 +157,7 @@ def read_index(path: Path, *, memo: Memo | None = None) -> IndexInfo:
 
     The sizes in ``novelty-index.json`` are checked always; the SHA-256 of every file recorded at
     build (``checksums``) too, each file read once and then remembered in ``memo`` under its stat
-    (see :func:`~pytest_novelty.infra.identity.hash_files`), so reopening an unchanged index reads
+    (see :func:`~pytest_novelty.infra.hashing.hash_files`), so reopening an unchanged index reads
     nothing. An index without checksums (an older build) is used after one line saying so.
     """
     path = Path(path).expanduser()
@@ -238,7 +238,7 @@ def _verify_checksums(info: IndexInfo, memo: Memo | None) -> None:
 def read_indexes(target: str, *, cache_dir: Path | None = None) -> list[IndexInfo]:
     """The index folders of a spec argument (shards of one corpus, separated by commas or
     ``os.pathsep``), each read and checked; ``cache_dir`` remembers which files were verified."""
-    from pytest_novelty.infra.identity import memo_at
+    from pytest_novelty.infra.hashing import memo_at
 
     parts = [p for p in re.split(f"[,{re.escape(os.pathsep)}]", target) if p.strip()]
     if not parts:

@@ -305,7 +305,7 @@ def load_hf_tokenizer(spec: str) -> HFTokenizer:
 def _from_transformers(spec: str, path: Path) -> HFTokenizer:
     """A folder, or a hub id: from the hub's cache alone where the hub cannot be reached (told in
     seconds, as for a checkpoint's identity), not after the hub library's retries of a dead network."""
-    from pytest_novelty.infra.identity import hub_reachable
+    from pytest_novelty.infra.hub import hub_reachable
 
     try:
         from transformers import AutoTokenizer

@@ -59,7 +59,7 @@ def test_random_bytes_in_the_tokens_stop_the_run(index: Path, tmp_path: Path) ->
 
 
 def test_reopening_an_unchanged_index_reads_none_of_its_files(index: Path, tmp_path: Path) -> None:
-    from pytest_novelty.infra.identity import memo_at
+    from pytest_novelty.infra.hashing import memo_at
 
     memo = memo_at(tmp_path / "memo")
     big = {str((index / n).resolve()) for n in ("tokenized.0", "table.0", "offset.0")}
@@ -76,7 +76,7 @@ def test_reopening_an_unchanged_index_reads_none_of_its_files(index: Path, tmp_p
 
 
 def test_open_backend_remembers_verified_files_in_its_cache(index: Path, tmp_path: Path) -> None:
-    from pytest_novelty.infra.identity import memo_at, stat_key
+    from pytest_novelty.infra.hashing import memo_at, stat_key
 
     open_backend(f"infini-gram:{index}", cache_dir=tmp_path / "cache")
     recorded = json.loads((index / INFO_FILE).read_text())["checksums"]
@@ -108,7 +108,7 @@ def test_a_run_against_a_damaged_index_stops_with_the_file_named(
     index: Path, tiny_checkpoint: Path, tmp_path: Path
 ) -> None:
     from pytest_novelty.pipeline.runner import RunConfig, Runner
-    from pytest_novelty.suites.schema import load_suite
+    from pytest_novelty.suites.suite_file import load_suite
 
     (tmp_path / "prompts.jsonl").write_text(json.dumps({"id": "p0", "text": "Lily went to the park."}) + "\n")
     suite_file = tmp_path / "story.toml"

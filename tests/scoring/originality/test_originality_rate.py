@@ -108,7 +108,7 @@ def test_a_run_announces_its_queries_before_the_first(
     from tokenizers import Tokenizer
 
     from pytest_novelty.pipeline.runner import RunConfig, Runner
-    from pytest_novelty.suites.schema import load_suite
+    from pytest_novelty.suites.suite_file import load_suite
     from tests.suite_text import story_prompts, suite_toml, write_story_suite_folder
 
     tokenizer = Tokenizer.from_file(str(tiny_checkpoint / "tokenizer.json"))
