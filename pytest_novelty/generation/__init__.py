@@ -304,7 +304,7 @@ def check_model(
         if source.backend.check is not None:
             source.backend.check(model, base_url)
         return
-    from pytest_novelty.generation.hf import check_checkpoint
+    from pytest_novelty.generation.checkpoint import check_checkpoint
 
     check_checkpoint(model, trust_remote_code=trust_remote_code, base_model=base_model, option=option)
 

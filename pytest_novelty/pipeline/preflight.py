@@ -281,7 +281,7 @@ def check_context(runner: Runner, suites: Iterable[Suite], generating: Iterable[
     for the runs in ``generating`` (all of ``suites`` when None): a run whose answers are all cached
     sends no prompt to the model, and counting needs the tokenizer (and with it torch).
     """
-    from pytest_novelty.generation.hf import context_length
+    from pytest_novelty.generation.checkpoint import context_length
 
     path = runner.model_path()
     if not Path(path).is_dir():
@@ -312,9 +312,9 @@ def check_prompt_lengths(runner: Runner, suites: Iterable[Suite], path: str, con
 
     The tokenizer is the one the generation step loads (an adapter without its own uses its
     base's), so one that cannot be read is bad input now, in one line naming the checkpoint
-    (:func:`~pytest_novelty.generation.hf.load_tokenizer`), not a check silently skipped. Only an
+    (:func:`~pytest_novelty.generation.loading.load_tokenizer`), not a check silently skipped. Only an
     adapter over a hub base is left to the generation step, which counts the lengths again."""
-    from pytest_novelty.generation.hf import load_tokenizer, render, token_counts, tokenizer_source
+    from pytest_novelty.generation.loading import load_tokenizer, render, token_counts, tokenizer_source
 
     source = tokenizer_source(path, runner.config.base_model)
     if not Path(source).is_dir():  # a hub base: read when the model loads, at its pinned commit

@@ -350,7 +350,7 @@ def checked_identity_id(
     (``hf:PATH``, ``reward:PATH``) and, when given, ``field``. ``memo`` (see
     :func:`~pytest_novelty.infra.identity.identity_memo`) spares rehashing unchanged weight files.
     """
-    from pytest_novelty.generation.hf import check_checkpoint, checkpoint_identity_id
+    from pytest_novelty.generation.checkpoint import check_checkpoint, checkpoint_identity_id
 
     try:
         check_checkpoint(path, trust_remote_code=trust_remote_code)
@@ -439,7 +439,7 @@ class LocalChatModel:
     def _chat_text(self, messages: list[Message], plain: Callable[[list[Message]], str]) -> tuple[str, bool]:
         """The text the model sees for ``messages``, and whether it is ``plain(messages)`` because the
         checkpoint has no chat template (a base model)."""
-        from pytest_novelty.generation.hf import NoChatTemplate
+        from pytest_novelty.generation.loading import NoChatTemplate
 
         generator = self._load()
         try:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_novelty.generation import Batch, open_generator
-from pytest_novelty.generation.hf import check_checkpoint, checkpoint_identity_id
+from pytest_novelty.generation.checkpoint import check_checkpoint, checkpoint_identity_id
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.identity import checkpoint_identity
 from pytest_novelty.suites.schema import GenerationSettings
