@@ -43,8 +43,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_novelty.generation import ANSWERS_PREFIX, MODEL_SOURCES, Batch, PromptRequest, prompt_key
+from pytest_novelty.generation import Batch, PromptRequest, prompt_key
 from pytest_novelty.generation.answer_files import FORMAT, AnswerRecord, chat_text, read_answer_file
+from pytest_novelty.generation.backends import ANSWERS_PREFIX, MODEL_SOURCES
 from pytest_novelty.infra.errors import ConfigError, HarnessError, did_you_mean
 from pytest_novelty.infra.identity import Identity, hash_files
 from pytest_novelty.suites.schema import GenerationSettings

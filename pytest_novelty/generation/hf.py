@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_novelty.generation import DTYPES, GENERATOR_BACKENDS, Batch, LoadSettings
+from pytest_novelty.generation import DTYPES, Batch, LoadSettings
+from pytest_novelty.generation.backends import GENERATOR_BACKENDS
 from pytest_novelty.generation.checkpoint import adapter_base, check_checkpoint, is_adapter
 from pytest_novelty.generation.devices import resolve_device
 from pytest_novelty.generation.loading import (

@@ -63,7 +63,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 from urllib.parse import urlsplit
 
-from pytest_novelty.generation import MODEL_SOURCES
+from pytest_novelty.generation.backends import MODEL_SOURCES
 from pytest_novelty.infra.endpoint import NOTIFY_EVERY, Endpoint, bare_url
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError, did_you_mean
 from pytest_novelty.infra.http import (

@@ -138,7 +138,7 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
     def flag(name: str) -> str:
         return spelled(name, front)
 
-    from pytest_novelty.generation import is_answers, is_served
+    from pytest_novelty.generation.backends import is_answers, is_served
     from pytest_novelty.generation.devices import check_device
     from pytest_novelty.infra.identity import looks_like_hub_id
 
@@ -240,7 +240,7 @@ def check_models(
     (the candidate, a series' earlier checkpoints, the baseline) is checked with the options that
     load it, each error naming the option the user typed; the demo is prepared here (once, on the
     controller under xdist: the caller decides). A served model needs ``--originality``."""
-    from pytest_novelty.generation import check_model, is_served
+    from pytest_novelty.generation.backends import check_model, is_served
     from pytest_novelty.pipeline import demo
     from pytest_novelty.pipeline.runner import needs_originality
 
@@ -264,7 +264,7 @@ def check_served_model(runner: Runner) -> None:
     The generator opens here (it loads nothing: a served model is only an endpoint), so the run
     uses the one that was checked; a local checkpoint is left to the checks above.
     """
-    from pytest_novelty.generation import is_served
+    from pytest_novelty.generation.backends import is_served
 
     if not is_served(runner.config.model):
         return

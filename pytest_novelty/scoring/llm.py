@@ -426,7 +426,7 @@ class LocalChatModel:
     def _load(self) -> Any:
         """The generator, loaded on the first call."""
         if self._generator is None:
-            from pytest_novelty.generation import open_generator
+            from pytest_novelty.generation.backends import open_generator
 
             try:
                 self._generator = open_generator(

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.generation import Batch, open_generator
+from pytest_novelty.generation import Batch
+from pytest_novelty.generation.backends import open_generator
 from pytest_novelty.generation.checkpoint import check_checkpoint, checkpoint_identity_id
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.identity import checkpoint_identity

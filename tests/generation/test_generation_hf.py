@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.generation import Batch, generate, open_generator, plan_batches
+from pytest_novelty.generation import Batch, generate, plan_batches
+from pytest_novelty.generation.backends import open_generator
 from pytest_novelty.generation.checkpoint import check_checkpoint, checkpoint_identity_id
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.suites.schema import GenerationSettings
