@@ -114,22 +114,10 @@ def describe(argument: str, files: Sequence[Path]) -> str:
     "answers", argument="FILE", needs="a file or folder of answers", check=check_answers, options=OPTIONS,
     summary="answers generated elsewhere (pytest-novelty answers, lm-evaluation-harness samples)",
 )  # fmt: skip
-def open_answers(
-    argument: str,
-    *,
-    memo: Memo | None = None,
-    accept_prompt_text: bool = False,
-    filtered: bool = False,
-    id_field: str | None = None,
-) -> AnswerFiles:
-    """``--model answers:FILE[?option=value&...]`` (see the module doc)."""
-    return AnswerFiles(argument, memo=memo, accept_prompt_text=accept_prompt_text, filtered=filtered,
-                       id_field=id_field or None)
-
-
 class AnswerFiles:
-    """Answers read from files, as a :class:`~pytest_novelty.generation.Generator` that generates
-    nothing and a :class:`~pytest_novelty.generation.RecordedAnswers` source (see the module doc)."""
+    """``--model answers:FILE[?option=value&...]``: answers read from files, as a
+    :class:`~pytest_novelty.generation.Generator` that generates nothing and a
+    :class:`~pytest_novelty.generation.RecordedAnswers` source (see the module doc)."""
 
     tokens_generated = 0
 
@@ -146,7 +134,7 @@ class AnswerFiles:
         self.name = PREFIX + argument
         self.accept_prompt_text = accept_prompt_text
         self.filtered = filtered
-        self.id_field = id_field
+        self.id_field = id_field = id_field or None  # ?id_field= (empty) matches by prompt text
         self.source = describe(argument, self.files)
         self.device = self.source
         digests = hash_files(self.files, memo=memo, what="answers")
