@@ -1,17 +1,26 @@
-"""A local checkpoint folder, read before anything heavy is imported: the checks that turn a bad
-or half-saved folder into one line, its context length, a PEFT adapter's base, and its identity id.
+"""A local checkpoint short of sampling: its folder's cheap checks before anything heavy is imported
+(a bad or half-saved folder is one line), its context length, an adapter's base; its loading with
+transformers (each loader's error one line naming the checkpoint; torch, transformers and peft
+are imported only there), the adapter merged, and its tokenizer's text side (chat template, lengths).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
+import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from pytest_novelty.infra.errors import ConfigError
-from pytest_novelty.infra.identity import Memo, checkpoint_identity, looks_like_hub_id, resolve_hub
+from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
+from pytest_novelty.infra.identity import looks_like_hub_id, resolve_hub
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model")
+if TYPE_CHECKING:
+    from pytest_novelty.generation import ModelInput
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 _SIZE_FIELDS = (
     "n_layer", "n_head", "n_embd", "n_positions", "n_ctx", "n_inner", "num_hidden_layers", "num_attention_heads",
@@ -39,64 +48,51 @@ def check_checkpoint(
     (``--baseline-model``, ``--base-model``), or the adapter config's ``base_model_name_or_path``.
     """
     path = Path(model)
-    if not path.exists():
-        if looks_like_hub_id(model):
-            resolve_hub(model)
-            return
-        demo = " or 'demo'" if option == "--model" else ""
-        raise ConfigError(
-            "checkpoint folder not found; pass a Hugging Face folder (with config.json), a hub id "
-            f"such as org/name or org/name@revision{demo}",
-            path=model,
-            field=option,
-        )
-    _check_folder(model, option)
-    if is_adapter(model):
+    if not path.exists() and looks_like_hub_id(model):
+        resolve_hub(model)
+        return
+    problem = _folder_problem(path, option)
+    if problem is None and is_adapter(model):
         _check_adapter(model, base_model, trust_remote_code=trust_remote_code, option=option)
         return
-    if not (path / "config.json").is_file():
-        raise ConfigError(
-            "no config.json: this is not a Hugging Face checkpoint folder (save it with model.save_pretrained)",
-            path=model,
-            field=option,
-        )
-    if not any((path / name).is_file() for name in TOKENIZER_FILES):
-        raise ConfigError(
-            "no tokenizer files (tokenizer.json or tokenizer_config.json): save the tokenizer next to "
-            "the weights with tokenizer.save_pretrained(FOLDER)",
-            path=model,
-            field=option,
-        )
-    if not trust_remote_code and _ships_code(path):
-        raise ConfigError(
-            "this checkpoint ships its own Python code (auto_map); review it, then pass --trust-remote-code",
-            path=model,
-            field=option,
-        )
+    problem = problem or _file_problem(path, trust_remote_code)
+    if problem is not None:
+        raise ConfigError(problem, path=model, field=option)
     _check_config(path)
     _check_weights(path, option)
 
 
-def _check_folder(model: str, option: str) -> None:
-    """``model`` is a folder that can be read and holds something."""
-    path = Path(model)
+def _folder_problem(path: Path, option: str) -> str | None:
+    """What keeps ``path`` from being a checkpoint folder at all, in words; None when nothing does."""
+    if not path.exists():
+        demo = " or 'demo'" if option == "--model" else ""
+        return ("checkpoint folder not found; pass a Hugging Face folder (with config.json), a hub id such as "
+                f"org/name or org/name@revision{demo}")
     if not path.is_dir():
-        raise ConfigError("expected a checkpoint folder, got a file", path=model, field=option)
+        return "expected a checkpoint folder, got a file"
     try:
-        empty = not any(path.iterdir())
+        if not any(path.iterdir()):
+            return ("an empty folder: nothing has been saved here yet (a save that has not started, or was "
+                    "interrupted)")
     except OSError as exc:
-        raise ConfigError(f"cannot read the folder ({exc.strerror or exc})", path=model, field=option) from None
-    if empty:
-        raise ConfigError(
-            "an empty folder: nothing has been saved here yet (a save that has not started, or was interrupted)",
-            path=model,
-            field=option,
-        )
+        return f"cannot read the folder ({exc.strerror or exc})"
+    return None
+
+
+def _file_problem(path: Path, trust_remote_code: bool) -> str | None:
+    """What a checkpoint folder lacks, or holds that it may not run, in words; None when nothing."""
+    if not (path / "config.json").is_file():
+        return "no config.json: this is not a Hugging Face checkpoint folder (save it with model.save_pretrained)"
+    if not any((path / name).is_file() for name in _TOKENIZER_FILES):
+        return ("no tokenizer files (tokenizer.json or tokenizer_config.json): save the tokenizer next to the "
+                "weights with tokenizer.save_pretrained(FOLDER)")
+    if not trust_remote_code and _ships_code(path):
+        return "this checkpoint ships its own Python code (auto_map); review it, then pass --trust-remote-code"
+    return None
 
 
 def _check_adapter(model: str, base_model: str | None, *, trust_remote_code: bool, option: str) -> None:
-    """An adapter folder's base checkpoint, checked as a checkpoint: errors about ``--base-model``
-    name that option; errors about the base its adapter config names point at that config."""
+    """An adapter folder's base, checked as a checkpoint; errors point at ``--base-model`` or the config."""
     base = adapter_base(model, base_model, option=option)
     if base_model:
         check_checkpoint(base, trust_remote_code=trust_remote_code, option="--base-model")
@@ -141,22 +137,18 @@ def _check_weights(path: Path, option: str = "--model") -> None:
     downloads write beside the final name (``.model.safetensors.Xy12Ab`` from rsync,
     ``*.incomplete``, ``*.part``, ``*.tmp``). Only names and headers are read: milliseconds.
     """
+    def refused(why: str) -> ConfigError:
+        return ConfigError(why, path=path, field=option)
+
     names = [p.name for p in path.iterdir() if p.is_file()]
     partial = sorted(name for name in names if _is_partial(name))
     if partial:
-        raise ConfigError(
-            f"{partial[0]} is still being written (or was left by an interrupted save or copy); wait for it to "
-            "finish, or copy the checkpoint again",
-            path=path,
-            field=option,
-        )
+        raise refused(f"{partial[0]} is still being written (or was left by an interrupted save or copy); wait "
+                      "for it to finish, or copy the checkpoint again")
     files = [path / name for name in names if Path(name).suffix in _WEIGHT_SUFFIXES]
     if not files:
-        raise ConfigError(
-            "no weights (model.safetensors or pytorch_model.bin); save them with model.save_pretrained(FOLDER)",
-            path=path,
-            field=option,
-        )
+        raise refused("no weights (model.safetensors or pytorch_model.bin); save them with "
+                      "model.save_pretrained(FOLDER)")
     indexes = list(path.glob("*.index.json"))
     for index in indexes:
         try:
@@ -169,12 +161,9 @@ def _check_weights(path: Path, option: str = "--model") -> None:
                               field=option)
     pieces = sorted(file.name for file in files if _SHARD.fullmatch(file.name))
     if pieces and not indexes:
-        raise ConfigError(
-            f"weight shards ({pieces[0]}, ...) but no *.index.json, which save_pretrained writes after the last "
-            "shard: the save is still under way, or was interrupted; wait for it, or save the checkpoint again",
-            path=path,
-            field=option,
-        )
+        raise refused(f"weight shards ({pieces[0]}, ...) but no *.index.json, which save_pretrained writes after "
+                      "the last shard: the save is still under way, or was interrupted; wait for it, or save the "
+                      "checkpoint again")
     for file in files:
         if file.suffix == ".safetensors":
             _check_safetensors(file, option)
@@ -268,11 +257,114 @@ def _ships_code(path: Path) -> bool:
     return False
 
 
-def checkpoint_identity_id(model: str, *, memo: Memo | None = None) -> str:
-    """The hex id of :func:`~pytest_novelty.infra.identity.checkpoint_identity`, used in cache keys.
+# -- loading with transformers ------------------------------------------------------------------
 
-    Every byte of the files the model loads from counts (nothing else in the folder); a hub id
-    counts by its commit sha. ``memo`` remembers file digests between runs.
+
+def run_loader(what: str, model: str, load: Callable[[], Any]) -> Any:
+    """Run a transformers loader, turning any error it raises into one line that names the checkpoint.
+
+    transformers fails in many ways on a bad folder (TypeError for a config field of the wrong
+    type, SafetensorError for a cut-off file, OSError, ValueError); all of them are the
+    checkpoint's problem, not a bug, so each becomes a :class:`ConfigError` with the first line
+    of its message. Running out of memory (``MemoryError``, ``torch.OutOfMemoryError`` while the
+    shards are placed on a GPU) is the machine's, not the checkpoint's: a :class:`HarnessError`
+    (:func:`_no_memory`).
     """
-    return checkpoint_identity(model, memo=memo).id
+    try:
+        return load()
+    except (KeyboardInterrupt, NoveltyError):
+        raise
+    except Exception as exc:
+        if _out_of_memory(exc):
+            raise _no_memory(what, model, exc) from None
+        if "trust_remote_code" in str(exc):
+            raise ConfigError(
+                "this checkpoint ships its own code; review it, then pass --trust-remote-code",
+                path=model,
+                field="--model",
+            ) from None
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise ConfigError(
+            f"cannot load the {what}: {type(exc).__name__}: {first}", path=model, field="--model"
+        ) from None
 
+
+def tokenizer_source(model: str, base_model: str | None = None) -> str:
+    """Where a checkpoint's tokenizer loads from: its own folder, or, for an adapter folder without
+    tokenizer files of its own (no added tokens), its base (``base_model`` or the one its config names)."""
+    if is_adapter(model) and not any((Path(model) / name).is_file() for name in _TOKENIZER_FILES):
+        return adapter_base(model, base_model)
+    return model
+
+
+def load_tokenizer(name: str, **options: Any) -> Any:
+    """``AutoTokenizer.from_pretrained(name, **options)``; a tokenizer that cannot be read (a cut-off
+    ``tokenizer.json``, a class transformers does not know) is one line naming the checkpoint
+    (:func:`run_loader`). The generation step and the preflight's prompt lengths load it alike."""
+    from transformers import AutoTokenizer
+
+    return run_loader("tokenizer", name, lambda: AutoTokenizer.from_pretrained(name, **options))
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says the machine ran out of memory: the host's (``MemoryError``) or a device's
+    (``torch.OutOfMemoryError``, which CUDA raises; torch is imported by then if it is in use)."""
+    torch = sys.modules.get("torch")
+    device_oom = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    return isinstance(exc, MemoryError) or (isinstance(device_oom, type) and isinstance(exc, device_oom))
+
+
+def _no_memory(what: str, model: str, exc: BaseException) -> HarnessError:
+    """The one line for running out of memory while loading: the machine's problem (exit 8), not bad input."""
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return HarnessError(
+        f"{model}: out of memory while loading the {what} ({type(exc).__name__}: {first}); free memory on the "
+        "device, or spread the model over more GPUs (--gpus-per-worker N)"
+    )
+
+
+def with_adapter(model: Any, adapter: str) -> Any:
+    """The base ``model`` with the PEFT adapter in ``adapter`` applied and merged into its weights.
+
+    Merging (LoRA: W + BA) gives the adapted model's outputs with the base model's forward pass
+    and speed, so the decode loop is the same for adapters and full checkpoints.
+    """
+    try:
+        from peft import PeftModel
+    except ImportError:
+        raise ConfigError(
+            "this is a PEFT adapter folder and peft is not installed; pip install 'pytest-novelty[peft]'",
+            path=adapter,
+            field="--model",
+        ) from None
+    try:
+        with warnings.catch_warnings():
+            # peft asks transformers 5 a deprecated question while it wraps the model; the user can
+            # do nothing about it, so it does not reach the run's output.
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            return PeftModel.from_pretrained(model, adapter).merge_and_unload()
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        if _out_of_memory(exc):  # torch.OutOfMemoryError is a RuntimeError: the machine's, not the adapter's
+            raise _no_memory("adapter", adapter, exc) from None
+        raise ConfigError(f"cannot apply the adapter: {exc}", path=adapter, field="--model") from None
+
+
+class NoChatTemplate(ConfigError):
+    """Chat messages were given to a checkpoint without a chat template (a base model)."""
+
+
+def render(tokenizer: Any, name: str, model_input: ModelInput) -> str:
+    """The exact text a model sees for one input: chat messages go through the chat template."""
+    if isinstance(model_input, str):
+        return model_input
+    if not getattr(tokenizer, "chat_template", None):
+        raise NoChatTemplate(
+            f'{name} has no chat template; use prompting.method = "few-shot" for base models',
+            field="prompting.method",
+        )
+    return str(tokenizer.apply_chat_template(list(model_input), tokenize=False, add_generation_prompt=True))
+
+
+def token_counts(tokenizer: Any, texts: Sequence[str]) -> list[int]:
+    """Prompt lengths in tokens (no special tokens added: the rendered text already holds them)."""
+    return [len(x) for x in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]

@@ -1,7 +1,7 @@
 """Generation with a Hugging Face causal LM: batched, left-padded, seeded sampling.
 
-torch and transformers are imported here only, when a checkpoint is loaded; the folder's checks
-are in :mod:`.checkpoint`, the loaders' errors and the tokenizer's text side in :mod:`.loading`.
+torch and transformers are imported only when a checkpoint is loaded (its folder's checks, its
+loaders and its tokenizer's text side are :mod:`.checkpoint`'s).
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.generation import DTYPES, Batch, LoadSettings
 from pytest_novelty.generation.backends import GENERATOR_BACKENDS
-from pytest_novelty.generation.checkpoint import adapter_base, check_checkpoint, is_adapter
-from pytest_novelty.generation.devices import resolve_device
-from pytest_novelty.generation.loading import (
+from pytest_novelty.generation.checkpoint import (
+    adapter_base,
+    check_checkpoint,
+    is_adapter,
     load_tokenizer,
     render,
     run_loader,
@@ -21,6 +22,7 @@ from pytest_novelty.generation.loading import (
     tokenizer_source,
     with_adapter,
 )
+from pytest_novelty.generation.devices import resolve_device
 from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.infra.identity import checkpoint_identity
 from pytest_novelty.infra.storage import stable_hash

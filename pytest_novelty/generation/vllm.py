@@ -21,8 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.generation import DTYPES, Batch, LoadSettings
 from pytest_novelty.generation.backends import GENERATOR_BACKENDS
-from pytest_novelty.generation.checkpoint import ADAPTER_CONFIG, adapter_base, check_checkpoint, is_adapter
-from pytest_novelty.generation.loading import render, token_counts
+from pytest_novelty.generation.checkpoint import (
+    ADAPTER_CONFIG,
+    adapter_base,
+    check_checkpoint,
+    is_adapter,
+    render,
+    token_counts,
+)
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.identity import checkpoint_identity
 from pytest_novelty.suites.schema import GenerationSettings

@@ -312,9 +312,9 @@ def check_prompt_lengths(runner: Runner, suites: Iterable[Suite], path: str, con
 
     The tokenizer is the one the generation step loads (an adapter without its own uses its
     base's), so one that cannot be read is bad input now, in one line naming the checkpoint
-    (:func:`~pytest_novelty.generation.loading.load_tokenizer`), not a check silently skipped. Only an
+    (:func:`~pytest_novelty.generation.checkpoint.load_tokenizer`), not a check silently skipped. Only an
     adapter over a hub base is left to the generation step, which counts the lengths again."""
-    from pytest_novelty.generation.loading import load_tokenizer, render, token_counts, tokenizer_source
+    from pytest_novelty.generation.checkpoint import load_tokenizer, render, token_counts, tokenizer_source
 
     source = tokenizer_source(path, runner.config.base_model)
     if not Path(source).is_dir():  # a hub base: read when the model loads, at its pinned commit

@@ -58,7 +58,7 @@ from pytest_novelty.infra.http import (
     is_retryable,
     run_coroutine,
 )
-from pytest_novelty.infra.identity import Memo, identity_memo
+from pytest_novelty.infra.identity import Memo, checkpoint_identity, identity_memo
 from pytest_novelty.infra.redact import redact
 from pytest_novelty.suites.prompting import Message
 
@@ -350,13 +350,13 @@ def checked_identity_id(
     (``hf:PATH``, ``reward:PATH``) and, when given, ``field``. ``memo`` (see
     :func:`~pytest_novelty.infra.identity.identity_memo`) spares rehashing unchanged weight files.
     """
-    from pytest_novelty.generation.checkpoint import check_checkpoint, checkpoint_identity_id
+    from pytest_novelty.generation.checkpoint import check_checkpoint
 
     try:
         check_checkpoint(path, trust_remote_code=trust_remote_code)
     except ConfigError as exc:
         raise ConfigError(f"{spec}: {exc}", field=field) from None
-    return checkpoint_identity_id(path, memo=memo)
+    return checkpoint_identity(path, memo=memo).id
 
 
 class LocalChatOptions(TypedDict, total=False):
@@ -439,7 +439,7 @@ class LocalChatModel:
     def _chat_text(self, messages: list[Message], plain: Callable[[list[Message]], str]) -> tuple[str, bool]:
         """The text the model sees for ``messages``, and whether it is ``plain(messages)`` because the
         checkpoint has no chat template (a base model)."""
-        from pytest_novelty.generation.loading import NoChatTemplate
+        from pytest_novelty.generation.checkpoint import NoChatTemplate
 
         generator = self._load()
         try:
