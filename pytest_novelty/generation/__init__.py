@@ -50,8 +50,7 @@ class Batch:
     texts: Sequence[str]
     """The rendered inputs (:meth:`Generator.render`), one per row; the k samples of a prompt repeat its text."""
     seeds: Sequence[int]
-    """One seed per row (:func:`row_seed`): row ``i`` draws its randomness from ``seeds[i]`` alone, so
-    its answer does not depend on which other rows share the batch."""
+    """One seed per row (:func:`row_seed`), all the randomness its row draws on (see the module doc)."""
     settings: GenerationSettings
     """How to sample: temperature, top-p, top-k, new tokens, stop strings (``samples`` and ``batch_size``
     are the caller's business: every row is one answer already)."""
@@ -438,9 +437,8 @@ def read_recorded(
     texts: Sequence[str],
     settings: GenerationSettings,
 ) -> tuple[list[list[str]], GenerationStats]:
-    """Every row of ``texts`` read from a :class:`RecordedAnswers` source in one batch that names
-    each row's sample index: nothing is generated and nothing goes to the answer cache (the files
-    are the store; a rerun reads them again, which costs what reading the cache would)."""
+    """Every row of ``texts`` read from a :class:`RecordedAnswers` source in one batch that names each
+    row's sample index (nothing is cached: a rerun reads the files again, as it would the cache)."""
     start = time.perf_counter()
     rows = [(i, j) for i in range(len(texts)) for j in range(settings.samples)]
     keys = [prompt_key(source.identity_id, text, settings) for text in texts]

@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     from pytest_novelty.generation import ModelInput
     from pytest_novelty.infra.identity import Memo
 
-PREFIX = ANSWERS_PREFIX
 ACCEPT = "accept_prompt_text"
 OPTIONS = {ACCEPT: bool, "filtered": bool, "id_field": str}
 _TOLERANCE = 1e-9  # settings written as JSON numbers compare equal within this
@@ -131,7 +130,7 @@ class AnswerFiles:
         id_field: str | None = None,
     ) -> None:
         self.files = answer_paths(argument)
-        self.name = PREFIX + argument
+        self.name = ANSWERS_PREFIX + argument
         self.accept_prompt_text = accept_prompt_text
         self.filtered = filtered
         self.id_field = id_field = id_field or None  # ?id_field= (empty) matches by prompt text
@@ -143,7 +142,7 @@ class AnswerFiles:
             total.update(f"{digest}\0".encode())
         total.update(f"filtered={filtered}\0id_field={id_field or ''}\0".encode())
         hex_id = total.hexdigest()[:24]
-        self.identity_id = PREFIX + hex_id
+        self.identity_id = ANSWERS_PREFIX + hex_id
         self.identity = Identity(self.identity_id, f"{self.source} @ {hex_id[:8]}", self.name)
         self._records: list[AnswerRecord] | None = None
         self._ours: dict[tuple[str, str], AnswerRecord] = {}  # (suite run, prompt id) -> our record

@@ -78,9 +78,13 @@ class HFGenerator:
         self._model: Any = None
         self._pieces: list[str] | None = None
 
-    def _load_options(self) -> dict[str, Any]:
-        """``from_pretrained`` options: remote code as allowed, a hub model at its pinned commit."""
-        return {"trust_remote_code": self.load.trust_remote_code, **self.identity.load_options}
+    def _source(self, of_adapter: str) -> tuple[str, dict[str, Any]]:
+        """What ``from_pretrained`` loads and its options: remote code as allowed, a hub model at its
+        pinned commit; for an adapter folder, ``of_adapter`` (its base, or where its tokenizer is)."""
+        remote: dict[str, Any] = {"trust_remote_code": self.load.trust_remote_code}
+        if self.adapter:
+            return of_adapter, remote
+        return self.identity.source, {**remote, **self.identity.load_options}
 
     # The tokenizer, the device and the weights are loaded when first needed: a rerun whose answers
     # are all cached renders its inputs and reads the cache without importing torch.
@@ -95,11 +99,7 @@ class HFGenerator:
     @property
     def tokenizer(self) -> Any:
         if self._tokenizer is None:
-            if self.adapter:
-                name = tokenizer_source(self.adapter, self.load.base_model)
-                remote: dict[str, Any] = {"trust_remote_code": self.load.trust_remote_code}
-            else:
-                name, remote = self.identity.source, self._load_options()
+            name, remote = self._source(tokenizer_source(self.name, self.load.base_model))
             tokenizer = load_tokenizer(name, **remote)
             tokenizer.padding_side = "left"
             if tokenizer.pad_token is None:
@@ -126,10 +126,7 @@ class HFGenerator:
             import torch
             from transformers import AutoModelForCausalLM
 
-            if self.adapter:
-                name, remote = self.base, {"trust_remote_code": self.load.trust_remote_code}
-            else:
-                name, remote = self.identity.source, self._load_options()
+            name, remote = self._source(self.base)
             dtype = getattr(torch, DTYPES[self.load.dtype]) if self.load.dtype != "auto" else None
             dtype = dtype or (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
             placement = self._placement_kwargs()
@@ -198,8 +195,7 @@ class HFGenerator:
         return max(1, min(1024, int(0.5 * free) // per_row))
 
     def sample(self, batch: Batch) -> list[str]:
-        """One sampled continuation (new text only) per row; ``on_step`` hears of finished rows and
-        tokens, ``on_row(i, text)`` of each row the moment it ends.
+        """The decode loop over ``batch`` (:meth:`~pytest_novelty.generation.Generator.sample`).
 
         On a CUDA out-of-memory error the batch is split in halves and retried; rows are seeded
         one by one, so the split does not change the answers.

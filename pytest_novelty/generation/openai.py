@@ -97,8 +97,7 @@ CONCURRENCY = 64
 TIMEOUT = 60.0
 """Seconds one request may take by default (the judges' figure): a row's answer, generated whole."""
 MAX_RETRY_TIME = 120.0
-"""Seconds one row may spend on attempts and waits by default (the judges' figure): with
-:data:`TIMEOUT`, a silent server fails the run after two attempts, about two minutes."""
+"""Seconds one row may spend on attempts and waits by default (the judges' figure; see the module doc)."""
 REPLY_CHECK = 2
 """Part of the cache identity_id: answers cached before replies were checked (:func:`read_reply`)
 might be a broken server's empty replies, so they are not reused."""
@@ -126,7 +125,8 @@ def read_reply(data: Any, *, chat: bool) -> tuple[str, int | None]:
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
         error = data.get("error")
-        said = f" (it reports an error: {_short(_error_text(error))})" if error else ""
+        message = error.get("message", error) if isinstance(error, dict) else error
+        said = f" (it reports an error: {_short(message)})" if error else ""
         what = "an empty choices list" if isinstance(choices, list) else "no choices"
         raise BadReply(f"the reply has {what}{said}")
     choice = choices[0]
@@ -158,10 +158,6 @@ def read_reply(data: Any, *, chat: bool) -> tuple[str, int | None]:
     usage = data.get("usage")
     tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
     return text, tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
-
-
-def _error_text(error: Any) -> Any:
-    return error.get("message", error) if isinstance(error, dict) else error
 
 
 def _short(value: Any, limit: int = 120) -> str:
