@@ -32,7 +32,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.generation import Batch, GenerationStats, LoadSettings, generate, open_generator
+from pytest_novelty.generation import Batch, GenerationStats, LoadSettings, generate
+from pytest_novelty.generation.backends import open_generator
 from pytest_novelty.infra.storage import default_cache_dir
 from pytest_novelty.pipeline.runner import RunConfig, Runner
 from pytest_novelty.suites.suite_file import load_suite

@@ -91,7 +91,8 @@ def build_llama(folder: Path, *, layers: int, hidden: int, device: str) -> Path:
 
 
 def run_ours(model: str, texts: list[str], settings: object, device: str) -> tuple[int, float, int]:
-    from pytest_novelty.generation import Batch, generate, open_generator
+    from pytest_novelty.generation import Batch, generate
+    from pytest_novelty.generation.backends import open_generator
 
     gen = open_generator(model, device=device)
     gen.sample(Batch(texts[:2], [0, 1], replace(settings, max_new_tokens=4)))  # type: ignore[type-var]  # warm-up
@@ -158,7 +159,8 @@ def run_vllm(model: str, texts: list[str], settings: object, device: str) -> tup
         import vllm  # noqa: F401
     except ImportError:
         return "not installed"
-    from pytest_novelty.generation import generate, open_generator
+    from pytest_novelty.generation import generate
+    from pytest_novelty.generation.backends import open_generator
 
     gen = open_generator(model, device=device, backend="vllm")
     start = time.perf_counter()

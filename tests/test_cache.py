@@ -145,7 +145,8 @@ import json, sys
 from pathlib import Path
 import torch
 torch.set_num_threads(1)
-from pytest_novelty.generation import generate, open_generator
+from pytest_novelty.generation import generate
+from pytest_novelty.generation.backends import open_generator
 from pytest_novelty.suites.schema import GenerationSettings
 gen = open_generator(sys.argv[1], device="cpu")
 texts = [f"Story {i}: Lily saw a {w}." for i, w in enumerate("abcdefghijkl")]

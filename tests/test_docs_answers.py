@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from pytest_novelty.generation import PromptRequest, generate, open_generator
+from pytest_novelty.generation import PromptRequest, generate
+from pytest_novelty.generation.backends import open_generator
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.resources import bundled_path
 from pytest_novelty.pipeline.answers import build_model_inputs, load_prompts, model_texts

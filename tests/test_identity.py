@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.generation import generate, open_generator
-from pytest_novelty.generation.hf import check_checkpoint
+from pytest_novelty.generation import generate
+from pytest_novelty.generation.backends import open_generator
+from pytest_novelty.generation.checkpoint import check_checkpoint
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.conftest import REPO, build_tiny_checkpoint, small_corpus

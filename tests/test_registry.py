@@ -15,14 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_novelty.generation import (
-    GENERATOR_BACKENDS,
-    MODEL_SOURCES,
-    Batch,
-    LoadSettings,
-    generate,
-    open_generator,
-)
+from pytest_novelty.generation import Batch, LoadSettings, generate
+from pytest_novelty.generation.backends import GENERATOR_BACKENDS, MODEL_SOURCES, open_generator
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.registry import Registry
 from pytest_novelty.scoring.concepts import CONCEPT_EXTRACTORS

@@ -1,8 +1,9 @@
 """The generation layer: k sampled answers per prompt from a checkpoint, batched and cached.
 
-Public interface: :class:`Generator` (what a backend implements), :func:`open_generator` (a
-backend from a model spec) and :func:`generate` (seeding, batching by length, the on-disk cache
-and progress). Heavy libraries are imported only when a model is opened.
+Here: :class:`Generator` (what a backend implements), with the batches and settings it is
+handed, and :func:`generate` (seeding, batching by length, the on-disk cache and progress); a
+backend is opened from a model spec by :func:`~.backends.open_generator`. Heavy libraries are
+imported only when a model is opened.
 
 Every answer is one *row*: a (prompt, sample index) pair with its own seed, derived from the
 checkpoint identity_id, the prompt text, the sampling settings and the sample index. A backend
@@ -23,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pytest_novelty.infra.cache import Namespace, as_namespace
 from pytest_novelty.infra.errors import ConfigError
-from pytest_novelty.infra.registry import Registry
 from pytest_novelty.infra.storage import stable_hash
 from pytest_novelty.suites.schema import GenerationSettings
 
@@ -36,32 +36,6 @@ StepCallback = Callable[[int, int], None]
 RowCallback = Callable[[int, str], None]
 NAMESPACE = "generations"
 NAMESPACE_VERSION = 2  # 1 was one list per prompt; 2 is one entry per (prompt, sample)
-
-GENERATORS = ("hf", "vllm", "auto")
-"""The ``--generator`` choices: the built-in backends (:data:`GENERATOR_BACKENDS` holds these and
-any registered since) and ``auto`` (:func:`choose_backend`)."""
-
-
-def choose_backend(backend: str, device: str = "auto") -> str:
-    """The backend to open: ``auto`` means vLLM where it can run (a CUDA device, and ``import vllm``
-    works), else transformers (``hf``); any other name is returned as it is.
-
-    vLLM samples differently from the ``hf`` loop, so its answers carry their own cache key: a
-    run that switches backend generates again rather than mixing the two.
-    """
-    if backend != "auto":
-        return backend
-    if device != "auto" and not device.startswith("cuda"):
-        return "hf"
-    import torch
-
-    if not torch.cuda.is_available():
-        return "hf"
-    try:
-        import vllm  # noqa: F401
-    except ImportError:
-        return "hf"
-    return "vllm"
 
 
 @dataclass(frozen=True)
@@ -77,8 +51,7 @@ class Batch:
     texts: Sequence[str]
     """The rendered inputs (:meth:`Generator.render`), one per row; the k samples of a prompt repeat its text."""
     seeds: Sequence[int]
-    """One seed per row (:func:`row_seed`): row ``i`` draws its randomness from ``seeds[i]`` alone, so
-    its answer does not depend on which other rows share the batch."""
+    """One seed per row (:func:`row_seed`), all the randomness its row draws on (see the module doc)."""
     settings: GenerationSettings
     """How to sample: temperature, top-p, top-k, new tokens, stop strings (``samples`` and ``batch_size``
     are the caller's business: every row is one answer already)."""
@@ -137,7 +110,7 @@ DTYPES = {"auto": "", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 @dataclass(frozen=True)
 class LoadSettings:
-    """How a local checkpoint is loaded (``--generator hf`` or ``vllm``); :func:`open_generator`
+    """How a local checkpoint is loaded (``--generator hf`` or ``vllm``); :func:`~.backends.open_generator`
     builds one from its arguments and hands it to the backend's factory."""
 
     device: str = "auto"
@@ -164,8 +137,9 @@ class LoadSettings:
 class Generator(Protocol):
     """A loaded model that samples continuations.
 
-    A backend is one class registered in :data:`GENERATOR_BACKENDS` (a local checkpoint, opened as
-    ``factory(model, load)`` with :class:`LoadSettings`) or in :data:`MODEL_SOURCES` (a served model).
+    A backend is one class registered in :data:`~.backends.GENERATOR_BACKENDS` (a local checkpoint,
+    opened as ``factory(model, load)`` with :class:`LoadSettings`) or in
+    :data:`~.backends.MODEL_SOURCES` (a served model).
     """
 
     name: str
@@ -251,91 +225,6 @@ class RecordedAnswers(Protocol):
 def is_recorded(generator: object) -> bool:
     """Whether ``generator`` reads answers that exist already (:class:`RecordedAnswers`)."""
     return isinstance(generator, RecordedAnswers)
-
-
-GENERATOR_BACKENDS: Registry[Generator] = Registry(
-    "generator",
-    field="--generator",
-    builtins=("pytest_novelty.generation.hf", "pytest_novelty.generation.vllm"),
-)
-"""Backends that load a checkpoint (``--generator NAME``); a factory is called as
-``factory(model, load)``, ``load`` being a :class:`LoadSettings`."""
-
-MODEL_SOURCES: Registry[Generator] = Registry(
-    "model source", field="--model",
-    builtins=("pytest_novelty.generation.openai", "pytest_novelty.generation.answers"),
-    settings=("base_url", "revision", "memo"),
-)
-"""``--model PREFIX:NAME`` values that are not checkpoints (``openai:NAME``: a served model,
-``answers:FILE``: answers generated elsewhere); a factory is called as ``factory(name,
-base_url=..., revision=..., memo=...)`` (each takes those it has a use for), and the
-backend's ``check(model, base_url)`` runs before anything heavy is loaded."""
-
-SERVED_PREFIX = "openai:"
-"""``--model openai:NAME``: a model served behind an OpenAI-compatible endpoint (:mod:`.openai`)."""
-
-
-def is_served(model: str) -> bool:
-    """Whether ``model`` names a registered model source (``openai:NAME``, ``answers:FILE``) rather
-    than a checkpoint: it has no checkpoint folder (no ``novelty-index/`` in it, no config to read)."""
-    return MODEL_SOURCES.find(model) is not None
-
-
-ANSWERS_PREFIX = "answers:"
-"""``--model answers:FILE``: answers generated elsewhere, read from files (:mod:`.answers`)."""
-
-
-def is_answers(model: str) -> bool:
-    """Whether ``model`` names answers read from files (``answers:FILE``) rather than a model."""
-    return model.strip().startswith(ANSWERS_PREFIX)
-
-
-def check_model(
-    model: str,
-    *,
-    trust_remote_code: bool = False,
-    base_model: str | None = None,
-    base_url: str | None = None,
-    option: str = "--model",
-) -> None:
-    """Cheap checks of a model before anything heavy is imported (one clear line on bad input that
-    names ``option``, the option the user gave it with)."""
-    source = MODEL_SOURCES.find(model)
-    if source is not None:
-        if source.backend.check is not None:
-            source.backend.check(model, base_url)
-        return
-    from pytest_novelty.generation.hf import check_checkpoint
-
-    check_checkpoint(model, trust_remote_code=trust_remote_code, base_model=base_model, option=option)
-
-
-def open_generator(
-    model: str,
-    *,
-    device: str = "auto",
-    trust_remote_code: bool = False,
-    backend: str = "hf",
-    gpus: int = 1,
-    base_model: str | None = None,
-    base_url: str | None = None,
-    revision: str | None = None,
-    memo: Memo | None = None,
-) -> Generator:
-    """Load ``model`` for sampling with ``backend`` (a name in :data:`GENERATOR_BACKENDS`, or
-    ``auto``: see :func:`choose_backend`).
-
-    ``model`` is a local Hugging Face folder, a PEFT adapter folder (loaded over ``base_model`` or
-    the base its config names), a hub id, or ``openai:NAME`` for a model served at ``base_url``
-    (then ``revision`` pins the weights the cache trusts, and ``backend`` does not apply; other
-    prefixes come from :data:`MODEL_SOURCES`). ``device``, ``trust_remote_code``, ``gpus``,
-    ``base_model`` and ``memo`` say how a local checkpoint is loaded (see :class:`LoadSettings`).
-    """
-    source = MODEL_SOURCES.find(model)
-    if source is not None:
-        return MODEL_SOURCES.call(source, base_url=base_url, revision=revision, memo=memo)
-    load = LoadSettings(device=device, trust_remote_code=trust_remote_code, gpus=gpus, base_model=base_model, memo=memo)
-    return GENERATOR_BACKENDS.open(choose_backend(backend, device), model, load)
 
 
 @dataclass
@@ -479,62 +368,69 @@ def generate(
     if is_recorded(generator):
         return read_recorded(generator, texts, settings)
     start = time.perf_counter()
-    stats = GenerationStats()
     cache = _cache(cache_dir)
     keys = [prompt_key(generator.identity_id, text, settings) for text in texts]
     found = _cached(cache, keys, settings.samples)
     todo = [(i, j) for i in range(len(texts)) for j in range(settings.samples) if found[i][j] is None]
-    stats.cached_rows = len(texts) * settings.samples - len(todo)
-    if not todo:
-        return [[str(a) for a in row] for row in found], stats
+    stats = GenerationStats(cached_rows=len(texts) * settings.samples - len(todo))
+    if todo:
+        if on_missing is not None:
+            on_missing(keys, sorted({i for i, _ in todo}))
+        if on_work is not None:
+            on_work(len(todo))
+
+        def keep(i: int, j: int, text: str) -> None:
+            if found[i][j] is None:
+                found[i][j] = text if cache is None else str(cache.put(_row_key(keys[i], j), text))
+
+        _generate_rows(generator, texts, keys, todo, settings, keep, stats, on_batch, start)
+    return [[str(a) for a in row] for row in found], stats
+
+
+def _generate_rows(
+    generator: Generator,
+    texts: Sequence[str],
+    keys: Sequence[str],
+    todo: Sequence[tuple[int, int]],
+    settings: GenerationSettings,
+    keep: Callable[[int, int, str], None],
+    stats: GenerationStats,
+    on_batch: Callable[[Progress], None] | None,
+    start: float,
+) -> None:
+    """:func:`generate`'s work on the rows ``todo`` (prompt, sample index), batched by prompt
+    length: ``keep(i, j, text)`` receives each answer as soon as the backend has it, and ``stats``
+    counts the batches, rows, tokens and seconds (since ``start``)."""
     missing = sorted({i for i, _ in todo})
-    if on_missing is not None:
-        on_missing(keys, missing)
-    if on_work is not None:
-        on_work(len(todo))
     counts = dict(zip(missing, generator.token_counts([texts[i] for i in missing]), strict=True))
     plan = plan_batches(
-        [counts[i] for i, _ in todo],
-        lambda n: generator.max_rows(n, settings),
-        settings.batch_size or None,
+        [counts[i] for i, _ in todo], lambda n: generator.max_rows(n, settings), settings.batch_size or None
     )
     tokens_before = generator.tokens_generated
 
     def report(rows_done: int, batches_done: int, tokens: int) -> None:
         if on_batch is not None:
-            elapsed = time.perf_counter() - start
-            on_batch(
-                Progress(
-                    rows_done=rows_done,
-                    rows_total=len(todo),
-                    batches_done=batches_done,
-                    batches_total=len(plan),
-                    tokens=tokens,
-                    seconds=elapsed,
-                )
-            )
+            on_batch(Progress(rows_done=rows_done, rows_total=len(todo), batches_done=batches_done,
+                              batches_total=len(plan), tokens=tokens, seconds=time.perf_counter() - start))
 
     for done, batch in enumerate(plan, start=1):
         rows = [todo[r] for r in batch]
 
-        def keep(slot: int, text: str, rows: list[tuple[int, int]] = rows) -> None:
-            i, j = rows[slot]
-            if found[i][j] is None:
-                found[i][j] = text if cache is None else str(cache.put(_row_key(keys[i], j), text))
+        def finished(slot: int, text: str, rows: list[tuple[int, int]] = rows) -> None:
+            keep(*rows[slot], text)
 
         on_step = functools.partial(_step, report, stats.rows, done - 1, generator.tokens_generated - tokens_before)
         seeds = [row_seed(keys[i], j) for i, j in rows]
         answers = generator.sample(
-            Batch([texts[i] for i, _ in rows], seeds, settings, on_step, keep, [j for _, j in rows])
+            Batch([texts[i] for i, _ in rows], seeds, settings, on_step, finished, [j for _, j in rows])
         )
         for slot, answer in enumerate(answers):
-            keep(slot, answer)  # rows a backend did not report one by one
+            finished(slot, answer)  # rows a backend did not report one by one
         stats.batches += 1
         stats.rows += len(rows)
         report(stats.rows, done, generator.tokens_generated - tokens_before)
     stats.tokens = generator.tokens_generated - tokens_before
     stats.seconds = time.perf_counter() - start
-    return [[str(a) for a in row] for row in found], stats
 
 
 def read_recorded(
@@ -542,9 +438,8 @@ def read_recorded(
     texts: Sequence[str],
     settings: GenerationSettings,
 ) -> tuple[list[list[str]], GenerationStats]:
-    """Every row of ``texts`` read from a :class:`RecordedAnswers` source in one batch that names
-    each row's sample index: nothing is generated and nothing goes to the answer cache (the files
-    are the store; a rerun reads them again, which costs what reading the cache would)."""
+    """Every row of ``texts`` read from a :class:`RecordedAnswers` source in one batch that names each
+    row's sample index (nothing is cached: a rerun reads the files again, as it would the cache)."""
     start = time.perf_counter()
     rows = [(i, j) for i in range(len(texts)) for j in range(settings.samples)]
     keys = [prompt_key(source.identity_id, text, settings) for text in texts]

@@ -169,7 +169,6 @@ def write_answer_file(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
 
-
 def _ours(where: str, data: dict[str, Any]) -> AnswerRecord:
     if data["format"] != FORMAT:
         raise _fail(where, f'format is {data["format"]!r}; answers of this kind say "format": "{FORMAT}"')

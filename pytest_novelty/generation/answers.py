@@ -43,8 +43,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_novelty.generation import ANSWERS_PREFIX, MODEL_SOURCES, Batch, PromptRequest, prompt_key
+from pytest_novelty.generation import Batch, PromptRequest, prompt_key
 from pytest_novelty.generation.answer_files import FORMAT, AnswerRecord, chat_text, read_answer_file
+from pytest_novelty.generation.backends import ANSWERS_PREFIX, MODEL_SOURCES
 from pytest_novelty.infra.errors import ConfigError, HarnessError, did_you_mean
 from pytest_novelty.infra.hashing import hash_files
 from pytest_novelty.infra.identity import Identity
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
     from pytest_novelty.generation import ModelInput
     from pytest_novelty.infra.hashing import Memo
 
-PREFIX = ANSWERS_PREFIX
 ACCEPT = "accept_prompt_text"
 OPTIONS = {ACCEPT: bool, "filtered": bool, "id_field": str}
 _TOLERANCE = 1e-9  # settings written as JSON numbers compare equal within this
@@ -114,22 +114,10 @@ def describe(argument: str, files: Sequence[Path]) -> str:
     "answers", argument="FILE", needs="a file or folder of answers", check=check_answers, options=OPTIONS,
     summary="answers generated elsewhere (pytest-novelty answers, lm-evaluation-harness samples)",
 )  # fmt: skip
-def open_answers(
-    argument: str,
-    *,
-    memo: Memo | None = None,
-    accept_prompt_text: bool = False,
-    filtered: bool = False,
-    id_field: str | None = None,
-) -> AnswerFiles:
-    """``--model answers:FILE[?option=value&...]`` (see the module doc)."""
-    return AnswerFiles(argument, memo=memo, accept_prompt_text=accept_prompt_text, filtered=filtered,
-                       id_field=id_field or None)
-
-
 class AnswerFiles:
-    """Answers read from files, as a :class:`~pytest_novelty.generation.Generator` that generates
-    nothing and a :class:`~pytest_novelty.generation.RecordedAnswers` source (see the module doc)."""
+    """``--model answers:FILE[?option=value&...]``: answers read from files, as a
+    :class:`~pytest_novelty.generation.Generator` that generates nothing and a
+    :class:`~pytest_novelty.generation.RecordedAnswers` source (see the module doc)."""
 
     tokens_generated = 0
 
@@ -143,10 +131,10 @@ class AnswerFiles:
         id_field: str | None = None,
     ) -> None:
         self.files = answer_paths(argument)
-        self.name = PREFIX + argument
+        self.name = ANSWERS_PREFIX + argument
         self.accept_prompt_text = accept_prompt_text
         self.filtered = filtered
-        self.id_field = id_field
+        self.id_field = id_field = id_field or None  # ?id_field= (empty) matches by prompt text
         self.source = describe(argument, self.files)
         self.device = self.source
         digests = hash_files(self.files, memo=memo, what="answers")
@@ -155,7 +143,7 @@ class AnswerFiles:
             total.update(f"{digest}\0".encode())
         total.update(f"filtered={filtered}\0id_field={id_field or ''}\0".encode())
         hex_id = total.hexdigest()[:24]
-        self.identity_id = PREFIX + hex_id
+        self.identity_id = ANSWERS_PREFIX + hex_id
         self.identity = Identity(self.identity_id, f"{self.source} @ {hex_id[:8]}", self.name)
         self._records: list[AnswerRecord] | None = None
         self._ours: dict[tuple[str, str], AnswerRecord] = {}  # (suite run, prompt id) -> our record

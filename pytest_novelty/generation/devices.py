@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.errors import ConfigError, did_you_mean
 
 
 def visible_gpus(env: Mapping[str, str] | None = None) -> list[str]:
@@ -91,8 +91,6 @@ DEVICE_NAMES = ("auto", "cpu", "mps", "cuda")
 def check_device(device: str) -> None:
     """``--device`` as the user typed it, checked before anything loads: a known name or ``cuda:N``
     (a GPU this machine has); CUDA asked for on a machine without it is bad input too."""
-    from pytest_novelty.infra.errors import did_you_mean
-
     name, colon, index = device.partition(":")
     if device in DEVICE_NAMES or (name == "cuda" and colon and index.isdigit()):
         if name != "cuda":

@@ -32,13 +32,10 @@ How a call goes:
 - a rejected key, an unknown model or a request the server refuses stops the run with one line
   (:class:`~pytest_novelty.infra.errors.HarnessError`); so does a row still failing after its last
   attempt (the batches done before it stay cached);
-- a reply is an answer only when it holds one (:func:`read_reply`): an HTTP 200 without text
-  (``"text": null`` or left out, an empty ``choices`` list, a chat message with ``content: null``),
-  with a ``finish_reason`` that reports a failure (:data:`ERROR_FINISH`), or an empty text that
-  gives no ``finish_reason`` at all is a fault of the server, retried like a 5xx and then a
-  harness error naming the endpoint. Such a reply is never an empty answer and never cached. An
-  empty text that ends with a ``finish_reason`` (``"stop"``: the model ended its answer at once)
-  is an answer, and kept;
+- a reply is an answer only when it holds one (:func:`read_reply` says which HTTP 200 replies do
+  not: no text, a failed ``finish_reason``, an empty text that gives no reason); one that does
+  not is a fault of the server, retried like a 5xx and then a harness error naming the endpoint,
+  never an empty answer and never cached;
 - answers are cached per prompt like local generation (:func:`pytest_novelty.generation.generate`),
   each the moment its row is answered (so only checked answers reach the cache);
   the identity_id in their key is the endpoint URL (without credentials), the model name, the
@@ -63,7 +60,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 from urllib.parse import urlsplit
 
-from pytest_novelty.generation import MODEL_SOURCES
+from pytest_novelty.generation.backends import MODEL_SOURCES
 from pytest_novelty.infra.concurrency import fan_out, run_coroutine
 from pytest_novelty.infra.endpoint import NOTIFY_EVERY, Endpoint, bare_url
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError, did_you_mean
@@ -89,6 +86,7 @@ if TYPE_CHECKING:
 PREFIX = "openai:"
 API_KEY_VARIABLES = ("NOVELTY_MODEL_API_KEY", "OPENAI_API_KEY")
 """Where the key is read from, first one set wins."""
+_SET_KEY = f"set {API_KEY_VARIABLES[0]} (or {API_KEY_VARIABLES[1]})"
 CHAT = "\x00chat\x00"
 """Marks a rendered chat input: the message list as JSON after it (sent to the chat endpoint)."""
 ROWS_PER_BATCH = 256
@@ -98,8 +96,7 @@ CONCURRENCY = 64
 TIMEOUT = 60.0
 """Seconds one request may take by default (the judges' figure): a row's answer, generated whole."""
 MAX_RETRY_TIME = 120.0
-"""Seconds one row may spend on attempts and waits by default (the judges' figure): with
-:data:`TIMEOUT`, a silent server fails the run after two attempts, about two minutes."""
+"""Seconds one row may spend on attempts and waits by default (the judges' figure; see the module doc)."""
 REPLY_CHECK = 2
 """Part of the cache identity_id: answers cached before replies were checked (:func:`read_reply`)
 might be a broken server's empty replies, so they are not reused."""
@@ -127,7 +124,8 @@ def read_reply(data: Any, *, chat: bool) -> tuple[str, int | None]:
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
         error = data.get("error")
-        said = f" (it reports an error: {_short(_error_text(error))})" if error else ""
+        message = error.get("message", error) if isinstance(error, dict) else error
+        said = f" (it reports an error: {_short(message)})" if error else ""
         what = "an empty choices list" if isinstance(choices, list) else "no choices"
         raise BadReply(f"the reply has {what}{said}")
     choice = choices[0]
@@ -159,10 +157,6 @@ def read_reply(data: Any, *, chat: bool) -> tuple[str, int | None]:
     usage = data.get("usage")
     tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
     return text, tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
-
-
-def _error_text(error: Any) -> Any:
-    return error.get("message", error) if isinstance(error, dict) else error
 
 
 def _short(value: Any, limit: int = 120) -> str:
@@ -212,13 +206,8 @@ def check_served(model: str, base_url: str | None) -> None:
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ConfigError(
-            f"{endpoint(base_url)!r} is not an http(s) URL; pass e.g. http://HOST:PORT/v1", field="--model-base-url"
+            f"{bare_url(base_url)!r} is not an http(s) URL; pass e.g. http://HOST:PORT/v1", field="--model-base-url"
         )
-
-
-def endpoint(base_url: str) -> str:
-    """The endpoint as shown and keyed: no user:password part, no query, no trailing slash."""
-    return bare_url(base_url)
 
 
 @MODEL_SOURCES.register(
@@ -326,7 +315,7 @@ class OpenAIGenerator:
         """
         where = f"{self.name} at {self.base_url}"
         if self.endpoint.needs_key:
-            raise PreflightError(f"{where} needs a key and none is set; {self._set_key_hint()}")
+            raise PreflightError(f"{where} needs a key and none is set; {_SET_KEY}")
         silent = ": the server accepts connections but does not answer (stuck, overloaded or still starting?)"
         response = run_coroutine(self.endpoint.get_models(timeout, where=where, silent=silent, fix="--model-base-url"))
         status = response.status_code
@@ -424,7 +413,7 @@ class OpenAIGenerator:
         try:
             read_reply(_json(response), chat=response.request.url.path.endswith("/chat/completions"))
         except BadReply as problem:
-            return self._scrub(str(problem))
+            return self.endpoint.scrub(str(problem))
         return None
 
     async def _request(self, client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> tuple[str, int]:
@@ -437,7 +426,7 @@ class OpenAIGenerator:
                 try:
                     text, tokens = read_reply(_json(reply.response), chat=path == "/chat/completions")
                 except BadReply as problem:
-                    why, url = self._scrub(str(problem)), f"{self.base_url}{path}"
+                    why, url = self.endpoint.scrub(str(problem)), f"{self.base_url}{path}"
                     raise HarnessError(f"{self.name}: no usable answer from {url} {tried} ({why})") from None
                 return text, tokens if tokens is not None else len(text.split())
             reason = f"{reply.problem}: {self._message(reply.response)}"
@@ -462,22 +451,16 @@ class OpenAIGenerator:
         """The one line for a 401/403: what was refused, and the variable to set."""
         where = f"{self.name} at {self.base_url}{path}"
         if not self.endpoint.key:
-            return f"{where}: the endpoint needs a key and none is set ({reason}); {self._set_key_hint()}"
+            return f"{where}: the endpoint needs a key and none is set ({reason}); {_SET_KEY}"
         return (
             f"{where}: the endpoint refused the key from {self.endpoint.key_from} ({reason}); "
             f"set {API_KEY_VARIABLES[0]} to a key it accepts"
         )
 
-    def _set_key_hint(self) -> str:
-        return f"set {API_KEY_VARIABLES[0]} (or {API_KEY_VARIABLES[1]})"
-
     def _message(self, response: httpx.Response) -> str:
         """The server's error message (else what it answered), quoted printable, short and without the key."""
         said = self.endpoint.error_message(response) or echo(response.content, self.endpoint.key)
         return said or response.reason_phrase
-
-    def _scrub(self, text: str) -> str:
-        return self.endpoint.scrub(text)
 
 
 def _json(response: httpx.Response) -> Any:

@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_novelty.generation import DTYPES, GENERATOR_BACKENDS, Batch, LoadSettings
-from pytest_novelty.generation.hf import (
+from pytest_novelty.generation import DTYPES, Batch, LoadSettings
+from pytest_novelty.generation.backends import GENERATOR_BACKENDS
+from pytest_novelty.generation.checkpoint import (
     ADAPTER_CONFIG,
     adapter_base,
     check_checkpoint,

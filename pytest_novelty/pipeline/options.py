@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_novelty.generation import GENERATORS
+from pytest_novelty.generation.backends import GENERATORS
 
 __all__ = ["OPTIONS", "Option", "add_arguments", "by_name", "ini_settings", "offered", "spelled"]
 

@@ -138,7 +138,7 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
     def flag(name: str) -> str:
         return spelled(name, front)
 
-    from pytest_novelty.generation import is_answers, is_served
+    from pytest_novelty.generation.backends import is_answers, is_served
     from pytest_novelty.generation.devices import check_device
     from pytest_novelty.infra.hub import looks_like_hub_id
 
@@ -240,7 +240,7 @@ def check_models(
     (the candidate, a series' earlier checkpoints, the baseline) is checked with the options that
     load it, each error naming the option the user typed; the demo is prepared here (once, on the
     controller under xdist: the caller decides). A served model needs ``--originality``."""
-    from pytest_novelty.generation import check_model, is_served
+    from pytest_novelty.generation.backends import check_model, is_served
     from pytest_novelty.pipeline import demo
     from pytest_novelty.pipeline.runner import needs_originality
 
@@ -264,7 +264,7 @@ def check_served_model(runner: Runner) -> None:
     The generator opens here (it loads nothing: a served model is only an endpoint), so the run
     uses the one that was checked; a local checkpoint is left to the checks above.
     """
-    from pytest_novelty.generation import is_served
+    from pytest_novelty.generation.backends import is_served
 
     if not is_served(runner.config.model):
         return
@@ -281,7 +281,7 @@ def check_context(runner: Runner, suites: Iterable[Suite], generating: Iterable[
     for the runs in ``generating`` (all of ``suites`` when None): a run whose answers are all cached
     sends no prompt to the model, and counting needs the tokenizer (and with it torch).
     """
-    from pytest_novelty.generation.hf import context_length
+    from pytest_novelty.generation.checkpoint import context_length
 
     path = runner.model_path()
     if not Path(path).is_dir():
@@ -312,9 +312,9 @@ def check_prompt_lengths(runner: Runner, suites: Iterable[Suite], path: str, con
 
     The tokenizer is the one the generation step loads (an adapter without its own uses its
     base's), so one that cannot be read is bad input now, in one line naming the checkpoint
-    (:func:`~pytest_novelty.generation.hf.load_tokenizer`), not a check silently skipped. Only an
+    (:func:`~pytest_novelty.generation.checkpoint.load_tokenizer`), not a check silently skipped. Only an
     adapter over a hub base is left to the generation step, which counts the lengths again."""
-    from pytest_novelty.generation.hf import load_tokenizer, render, token_counts, tokenizer_source
+    from pytest_novelty.generation.checkpoint import load_tokenizer, render, token_counts, tokenizer_source
 
     source = tokenizer_source(path, runner.config.base_model)
     if not Path(source).is_dir():  # a hub base: read when the model loads, at its pinned commit

@@ -48,7 +48,7 @@ ANSWERS_NEED_ORIGINALITY = (
 
 def needs_originality(model: str) -> str:
     """Why ``model`` (a served model, or answers read from files) needs ``--originality``."""
-    from pytest_novelty.generation import is_answers
+    from pytest_novelty.generation.backends import is_answers
 
     return ANSWERS_NEED_ORIGINALITY if is_answers(model) else SERVED_NEEDS_ORIGINALITY
 
@@ -73,7 +73,7 @@ class Runner:
             if model in demo.DEMO_MODELS:
                 self._model_path = str(demo.ensure_demo(self.config.cache_dir) / model)
             else:
-                from pytest_novelty.generation import check_model
+                from pytest_novelty.generation.backends import check_model
 
                 check_model(model, trust_remote_code=self.config.trust_remote_code, base_model=self.config.base_model,
                             base_url=self.config.model_base_url)
@@ -89,7 +89,7 @@ class Runner:
         spec = self.config.originality or suite.scoring.originality
         if spec != "auto":
             return spec
-        from pytest_novelty.generation import is_served
+        from pytest_novelty.generation.backends import is_served
         from pytest_novelty.pipeline import demo
         from pytest_novelty.scoring.originality import is_index
 
@@ -111,7 +111,7 @@ class Runner:
         """The checkpoint's generator, opened on first use: its identity is known then, while its
         weights load only when something is generated (:meth:`say_loading`)."""
         if self._generator is None:
-            from pytest_novelty.generation import open_generator
+            from pytest_novelty.generation.backends import open_generator
             from pytest_novelty.infra.hashing import identity_memo
 
             path, config = self.model_path(), self.config

@@ -123,13 +123,13 @@ def check_series(
     (``ConfigError`` naming its folder and ``--model-series``) when it is not.
 
     Each folder gets the checks a ``--model`` folder gets
-    (:func:`~pytest_novelty.generation.hf.check_checkpoint`: empty, no config, no tokenizer, no
+    (:func:`~pytest_novelty.generation.checkpoint.check_checkpoint`: empty, no config, no tokenizer, no
     weights, weights still being written or cut off, shards its index names but the folder lacks),
     and one of a run folder: a checkpoint holding the Trainer's own files but not
     :data:`TRAINER_STATE` is a save the Trainer has not finished. ``base_model`` is
     ``--base-model``, for a series of adapter folders.
     """
-    from pytest_novelty.generation.hf import check_checkpoint
+    from pytest_novelty.generation.checkpoint import check_checkpoint
 
     for checkpoint in checkpoints:
         check_checkpoint(checkpoint.path, trust_remote_code=trust_remote_code, base_model=base_model, option=OPTION)

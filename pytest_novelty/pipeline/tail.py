@@ -50,7 +50,7 @@ def check_sources(options: Any, sources: Sequence[str], option: str, cache_dir: 
     """Fail fast, before anything loads, on a source that is not there: one line naming ``option``
     as the user typed it (``--pool``, ``--model``) and the source; the demo is prepared here. A
     served model needs an index given by ``--originality`` (it has no folder to find one in)."""
-    from pytest_novelty.generation import check_model, is_served
+    from pytest_novelty.generation.backends import check_model, is_served
     from pytest_novelty.pipeline import demo
     from pytest_novelty.pipeline.runner import SERVED_NEEDS_ORIGINALITY
 

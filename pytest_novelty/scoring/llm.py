@@ -48,6 +48,7 @@ from pytest_novelty.infra.endpoint import Endpoint
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
 from pytest_novelty.infra.hashing import Memo, identity_memo
 from pytest_novelty.infra.http import PREFLIGHT_TIMEOUT, Connection, ConnectionOptions, Reply, Traffic, attempts_of
+from pytest_novelty.infra.identity import checkpoint_identity
 from pytest_novelty.infra.redact import echo, redact
 from pytest_novelty.infra.retry import failure_reason, is_retryable
 from pytest_novelty.suites.prompting import Message
@@ -340,13 +341,13 @@ def checked_identity_id(
     (``hf:PATH``, ``reward:PATH``) and, when given, ``field``. ``memo`` (see
     :func:`~pytest_novelty.infra.hashing.identity_memo`) spares rehashing unchanged weight files.
     """
-    from pytest_novelty.generation.hf import check_checkpoint, checkpoint_identity_id
+    from pytest_novelty.generation.checkpoint import check_checkpoint
 
     try:
         check_checkpoint(path, trust_remote_code=trust_remote_code)
     except ConfigError as exc:
         raise ConfigError(f"{spec}: {exc}", field=field) from None
-    return checkpoint_identity_id(path, memo=memo)
+    return checkpoint_identity(path, memo=memo).id
 
 
 class LocalChatOptions(TypedDict, total=False):
@@ -416,7 +417,7 @@ class LocalChatModel:
     def _load(self) -> Any:
         """The generator, loaded on the first call."""
         if self._generator is None:
-            from pytest_novelty.generation import open_generator
+            from pytest_novelty.generation.backends import open_generator
 
             try:
                 self._generator = open_generator(
@@ -429,7 +430,7 @@ class LocalChatModel:
     def _chat_text(self, messages: list[Message], plain: Callable[[list[Message]], str]) -> tuple[str, bool]:
         """The text the model sees for ``messages``, and whether it is ``plain(messages)`` because the
         checkpoint has no chat template (a base model)."""
-        from pytest_novelty.generation.hf import NoChatTemplate
+        from pytest_novelty.generation.checkpoint import NoChatTemplate
 
         generator = self._load()
         try:

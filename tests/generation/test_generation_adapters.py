@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.generation import Batch, open_generator
-from pytest_novelty.generation.hf import check_checkpoint, checkpoint_identity_id
+from pytest_novelty.generation import Batch
+from pytest_novelty.generation.backends import open_generator
+from pytest_novelty.generation.checkpoint import check_checkpoint
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.identity import checkpoint_identity
 from pytest_novelty.suites.schema import GenerationSettings
@@ -103,7 +104,7 @@ def test_identity_covers_adapter_and_base(adapter: Path, base: Path, tmp_path: P
         return checkpoint_identity(str(model), base=None if base_model is None else str(base_model)).id
 
     own = identity(adapter)
-    assert own not in (checkpoint_identity_id(str(base)), identity(other_adapter))
+    assert own not in (identity(base), identity(other_adapter))
     assert identity(adapter, other_base) != own  # same adapter over another base
     assert identity(adapter, base) == own
 

@@ -2,7 +2,7 @@
 
 Real files in a temporary folder, in our own format and as lm-evaluation-harness writes them
 (``tests/lm_eval_samples.py``); the source is opened the way a run opens it
-(:func:`~pytest_novelty.generation.open_generator`) and read by :func:`~pytest_novelty.generation.generate`.
+(:func:`~pytest_novelty.generation.backends.open_generator`) and read by :func:`~pytest_novelty.generation.generate`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from pytest_novelty.generation import PromptRequest, generate, is_recorded, open_generator
+from pytest_novelty.generation import PromptRequest, generate, is_recorded
 from pytest_novelty.generation.answer_files import FORMAT, answer_record, lm_eval_settings, read_answer_file
+from pytest_novelty.generation.backends import open_generator
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.hashing import memo_at
 from pytest_novelty.suites.schema import GenerationSettings
@@ -259,7 +260,7 @@ def test_the_identity_is_the_files_content_not_their_names(tmp_path: Path) -> No
     ids=["missing", "empty-folder", "misspelt-option"],
 )
 def test_a_bad_spec_is_one_line_before_anything_runs(tmp_path: Path, spec: str, message: str) -> None:
-    from pytest_novelty.generation import check_model
+    from pytest_novelty.generation.backends import check_model
 
     (tmp_path / "a.jsonl").write_text("")
     empty = tmp_path / "empty"

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.generation import Batch, generate, open_generator
+from pytest_novelty.generation import Batch, generate
+from pytest_novelty.generation.backends import open_generator
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.generation.tiny_models import EOT, FAMILIES, IM_END, IM_START, build_family_checkpoint, set_end_of_turn_ids
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.generation import Batch, open_generator
+from pytest_novelty.generation import Batch
+from pytest_novelty.generation.backends import open_generator
 from pytest_novelty.suites.schema import GenerationSettings
 from tests.generation.tiny_models import FAMILIES, build_family_checkpoint, layer_sizes
 

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.generation import Batch, generate, open_generator, plan_batches
-from pytest_novelty.generation.hf import check_checkpoint, checkpoint_identity_id
+from pytest_novelty.generation import Batch, generate, plan_batches
+from pytest_novelty.generation.backends import open_generator
+from pytest_novelty.generation.checkpoint import check_checkpoint
 from pytest_novelty.infra.errors import ConfigError
+from pytest_novelty.infra.identity import checkpoint_identity
 from pytest_novelty.suites.schema import GenerationSettings
 
 pytestmark = pytest.mark.slow
@@ -140,9 +142,9 @@ def test_fingerprint_follows_content(tiny_checkpoint: Path, tmp_path: Path) -> N
 
     copy = tmp_path / "copy"
     shutil.copytree(tiny_checkpoint, copy)
-    assert checkpoint_identity_id(str(copy)) == checkpoint_identity_id(str(tiny_checkpoint))
+    assert checkpoint_identity(str(copy)).id == checkpoint_identity(str(tiny_checkpoint)).id
     (copy / "config.json").write_text((copy / "config.json").read_text().replace("0.02", "0.03"))
-    assert checkpoint_identity_id(str(copy)) != checkpoint_identity_id(str(tiny_checkpoint))
+    assert checkpoint_identity(str(copy)).id != checkpoint_identity(str(tiny_checkpoint)).id
 
 
 @pytest.mark.parametrize("name", ["org/model", "gpt2-org/tiny.v1", "org/model@v2"])

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_novelty.generation import LoadSettings
-from pytest_novelty.generation.hf import HFGenerator, check_checkpoint, context_length
+from pytest_novelty.generation.checkpoint import check_checkpoint, context_length
+from pytest_novelty.generation.hf import HFGenerator
 from pytest_novelty.infra.errors import ConfigError
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.generation import Batch, generate, open_generator
+from pytest_novelty.generation import Batch, generate
+from pytest_novelty.generation.backends import open_generator
 from pytest_novelty.generation.openai import OpenAIGenerator
 from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.suites.schema import GenerationSettings

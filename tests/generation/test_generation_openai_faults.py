@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.generation import Batch, generate, open_generator
+from pytest_novelty.generation import Batch, generate
+from pytest_novelty.generation.backends import open_generator
 from pytest_novelty.generation.openai import (
     MAX_RETRY_TIME,
     TIMEOUT,

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_novelty.generation import generate, open_generator
+from pytest_novelty.generation import generate
+from pytest_novelty.generation.backends import open_generator
 from pytest_novelty.suites.schema import GenerationSettings
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.name != "posix", reason="needs SIGKILL (POSIX)")]
@@ -27,7 +28,8 @@ import sys, time
 from pathlib import Path
 import torch
 torch.set_num_threads(1)
-from pytest_novelty.generation import generate, open_generator
+from pytest_novelty.generation import generate
+from pytest_novelty.generation.backends import open_generator
 from pytest_novelty.suites.schema import GenerationSettings
 gen = open_generator(sys.argv[1], device="cpu")
 model = gen.model

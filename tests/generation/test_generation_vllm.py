@@ -19,7 +19,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from pytest_novelty.generation import generate, open_generator
+from pytest_novelty.generation import generate
+from pytest_novelty.generation.backends import open_generator
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.suites.schema import GenerationSettings
 
@@ -164,7 +165,7 @@ def test_auto_picks_vllm_only_where_it_can_run(
 ) -> None:
     import torch
 
-    from pytest_novelty.generation import choose_backend
+    from pytest_novelty.generation.backends import choose_backend
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert choose_backend("auto") == "hf"  # no CUDA device: transformers

@@ -1,0 +1,370 @@
+"""A local checkpoint short of sampling: its folder's cheap checks before anything heavy is imported
+(a bad or half-saved folder is one line), its context length, an adapter's base; its loading with
+transformers (each loader's error one line naming the checkpoint; torch, transformers and peft
+are imported only there), the adapter merged, and its tokenizer's text side (chat template, lengths).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
+from pytest_novelty.infra.hub import looks_like_hub_id, resolve_hub
+
+if TYPE_CHECKING:
+    from pytest_novelty.generation import ModelInput
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model")
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
+_SIZE_FIELDS = (
+    "n_layer", "n_head", "n_embd", "n_positions", "n_ctx", "n_inner", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "hidden_size", "intermediate_size", "max_position_embeddings", "vocab_size", "head_dim",
+)  # fmt: skip
+"""config.json fields that must be whole numbers (or null): a string there fails deep inside
+transformers with a long traceback, so it is named here first."""
+_CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx", "seq_length")
+
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def check_checkpoint(
+    model: str, *, trust_remote_code: bool = True, base_model: str | None = None, option: str = "--model"
+) -> None:
+    """Cheap checks of a local checkpoint folder, before anything heavy is imported.
+
+    A string that is not an existing path but looks like a hub id (``org/name`` or
+    ``org/name@revision``) is pinned to its commit sha now (:func:`~pytest_novelty.infra.hub.resolve_hub`);
+    without network it must be in the local Hugging Face cache, which is decided within seconds.
+    With ``trust_remote_code=False`` a folder whose config or tokenizer config maps to its own
+    Python code (``auto_map``) is refused. A PEFT adapter folder (``adapter_config.json``, no
+    ``config.json``) is checked with its base model (``base_model``, else the one its adapter
+    config names). Errors name ``option``, the option the user gave the folder with
+    (``--baseline-model``, ``--base-model``), or the adapter config's ``base_model_name_or_path``.
+    """
+    path = Path(model)
+    if not path.exists() and looks_like_hub_id(model):
+        resolve_hub(model)
+        return
+    problem = _folder_problem(path, option)
+    if problem is None and is_adapter(model):
+        _check_adapter(model, base_model, trust_remote_code=trust_remote_code, option=option)
+        return
+    problem = problem or _file_problem(path, trust_remote_code)
+    if problem is not None:
+        raise ConfigError(problem, path=model, field=option)
+    _check_config(path)
+    _check_weights(path, option)
+
+
+def _folder_problem(path: Path, option: str) -> str | None:
+    """What keeps ``path`` from being a checkpoint folder at all, in words; None when nothing does."""
+    if not path.exists():
+        demo = " or 'demo'" if option == "--model" else ""
+        return ("checkpoint folder not found; pass a Hugging Face folder (with config.json), a hub id such as "
+                f"org/name or org/name@revision{demo}")
+    if not path.is_dir():
+        return "expected a checkpoint folder, got a file"
+    try:
+        if not any(path.iterdir()):
+            return ("an empty folder: nothing has been saved here yet (a save that has not started, or was "
+                    "interrupted)")
+    except OSError as exc:
+        return f"cannot read the folder ({exc.strerror or exc})"
+    return None
+
+
+def _file_problem(path: Path, trust_remote_code: bool) -> str | None:
+    """What a checkpoint folder lacks, or holds that it may not run, in words; None when nothing."""
+    if not (path / "config.json").is_file():
+        return "no config.json: this is not a Hugging Face checkpoint folder (save it with model.save_pretrained)"
+    if not any((path / name).is_file() for name in _TOKENIZER_FILES):
+        return ("no tokenizer files (tokenizer.json or tokenizer_config.json): save the tokenizer next to the "
+                "weights with tokenizer.save_pretrained(FOLDER)")
+    if not trust_remote_code and _ships_code(path):
+        return "this checkpoint ships its own Python code (auto_map); review it, then pass --trust-remote-code"
+    return None
+
+
+def _check_adapter(model: str, base_model: str | None, *, trust_remote_code: bool, option: str) -> None:
+    """An adapter folder's base, checked as a checkpoint; errors point at ``--base-model`` or the config."""
+    base = adapter_base(model, base_model, option=option)
+    if base_model:
+        check_checkpoint(base, trust_remote_code=trust_remote_code, option="--base-model")
+        return
+    try:
+        check_checkpoint(base, trust_remote_code=trust_remote_code, option="base_model_name_or_path")
+    except ConfigError as exc:
+        raise ConfigError(
+            f"the adapter's base checkpoint {base!r} cannot be used ({exc.detail}); pass it with --base-model PATH",
+            path=Path(model) / ADAPTER_CONFIG,
+            field="base_model_name_or_path",
+        ) from None
+
+
+def _check_config(path: Path) -> None:
+    """config.json is a JSON object whose size fields are whole numbers."""
+    file = path / "config.json"
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(f"not valid JSON ({exc}); save it again with model.save_pretrained", path=file) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"expected a JSON object, got {type(data).__name__}", path=file)
+    configs = [data] + [v for v in data.values() if isinstance(v, dict) and "model_type" in v]
+    for config in configs:
+        for name in _SIZE_FIELDS:
+            value = config.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigError(
+                    f"expected a whole number, got {value!r}; fix the value (e.g. {name}: 4)", path=file, field=name
+                )
+
+
+def _check_weights(path: Path, option: str = "--model") -> None:
+    """The folder holds whole weights: no weight file still being written, every shard its index
+    names, an index for shards, and no truncated safetensors file.
+
+    What a save or a copy leaves while it is under way, and how each is told: transformers'
+    ``save_pretrained`` writes each safetensors file in place (header first, so a file still being
+    written is shorter than its header says), and the shards of a sharded checkpoint one by one,
+    then their ``*.index.json`` last (shards without an index are a save under way); copy tools and
+    downloads write beside the final name (``.model.safetensors.Xy12Ab`` from rsync,
+    ``*.incomplete``, ``*.part``, ``*.tmp``). Only names and headers are read: milliseconds.
+    """
+    def refused(why: str) -> ConfigError:
+        return ConfigError(why, path=path, field=option)
+
+    names = [p.name for p in path.iterdir() if p.is_file()]
+    partial = sorted(name for name in names if _is_partial(name))
+    if partial:
+        raise refused(f"{partial[0]} is still being written (or was left by an interrupted save or copy); wait "
+                      "for it to finish, or copy the checkpoint again")
+    files = [path / name for name in names if Path(name).suffix in _WEIGHT_SUFFIXES]
+    if not files:
+        raise refused("no weights (model.safetensors or pytorch_model.bin); save them with "
+                      "model.save_pretrained(FOLDER)")
+    indexes = list(path.glob("*.index.json"))
+    for index in indexes:
+        try:
+            shards = set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values())
+        except (OSError, ValueError, AttributeError) as exc:
+            raise ConfigError(f"unreadable shard index ({exc})", path=index, field=option) from None
+        missing = sorted(name for name in shards if not (path / name).is_file())
+        if missing:
+            raise ConfigError(f"names a missing weight file {missing[0]}; copy the checkpoint again", path=index,
+                              field=option)
+    pieces = sorted(file.name for file in files if _SHARD.fullmatch(file.name))
+    if pieces and not indexes:
+        raise refused(f"weight shards ({pieces[0]}, ...) but no *.index.json, which save_pretrained writes after "
+                      "the last shard: the save is still under way, or was interrupted; wait for it, or save the "
+                      "checkpoint again")
+    for file in files:
+        if file.suffix == ".safetensors":
+            _check_safetensors(file, option)
+
+
+_SHARD = re.compile(r".+-\d{5}-of-\d{5}\.(safetensors|bin)")
+"""The name save_pretrained gives each shard of a sharded checkpoint (``model-00001-of-00003.safetensors``)."""
+_PARTIAL_SUFFIXES = (".tmp", ".part", ".partial", ".incomplete")
+
+
+def _is_partial(name: str) -> bool:
+    """Whether a file name is one a save, copy or download uses while it writes a file: a temporary
+    suffix, or a weight file's name with more after it (rsync's hidden ``.model.safetensors.Xy12Ab``)."""
+    if name.endswith(_PARTIAL_SUFFIXES):
+        return True
+    stem = name.lstrip(".")
+    return not stem.endswith(".index.json") and any(f"{suffix}." in stem for suffix in _WEIGHT_SUFFIXES)
+
+
+def _check_safetensors(file: Path, option: str) -> None:
+    size = file.stat().st_size
+    try:
+        with file.open("rb") as fh:
+            head = fh.read(8)
+            length = int.from_bytes(head, "little") if len(head) == 8 else -1
+            if length < 2 or 8 + length > size:
+                raise ValueError(f"{size} bytes, too short for its header")
+            header = json.loads(fh.read(length))
+        ends = [int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"]
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise ConfigError(f"not a valid safetensors file ({exc}); copy it again", path=file, field=option) from None
+    needed = 8 + length + max(ends, default=0)
+    if size < needed:
+        raise ConfigError(
+            f"truncated: its header needs {needed:,} bytes, the file has {size:,} (still being written, or cut "
+            "off); wait for the save to finish, or copy it again",
+            path=file,
+            field=option,
+        )
+
+
+def context_length(model: str) -> int | None:
+    """The checkpoint's context in tokens, from its config.json (None when it does not say)."""
+    try:
+        data = json.loads((Path(model) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(data, dict) and isinstance(data.get("text_config"), dict):
+        data = {**data["text_config"], **{k: v for k, v in data.items() if k in _CONTEXT_FIELDS}}
+    for name in _CONTEXT_FIELDS:
+        value = data.get(name) if isinstance(data, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def is_adapter(model: str) -> bool:
+    """Whether ``model`` is a PEFT adapter folder (``adapter_config.json`` and no ``config.json``)."""
+    path = Path(model)
+    return (path / ADAPTER_CONFIG).is_file() and not (path / "config.json").is_file()
+
+
+def adapter_base(adapter: str, base_model: str | None = None, *, option: str = "--model") -> str:
+    """The base checkpoint an adapter folder loads over: ``base_model`` (``--base-model``) when
+    given, else ``base_model_name_or_path`` of its ``adapter_config.json``."""
+    if base_model:
+        return base_model
+    config = Path(adapter) / ADAPTER_CONFIG
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"unreadable adapter config ({exc})", path=str(config), field=option) from None
+    base = data.get("base_model_name_or_path") if isinstance(data, dict) else None
+    if not isinstance(base, str) or not base:
+        raise ConfigError(
+            "base_model_name_or_path is not set: pass the base checkpoint with --base-model PATH",
+            path=str(config),
+            field="base_model_name_or_path",
+        )
+    return base
+
+
+def _ships_code(path: Path) -> bool:
+    for name in ("config.json", "tokenizer_config.json"):
+        try:
+            data = json.loads((path / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("auto_map"):
+            return True
+    return False
+
+
+# -- loading with transformers ------------------------------------------------------------------
+
+
+def run_loader(what: str, model: str, load: Callable[[], Any]) -> Any:
+    """Run a transformers loader, turning any error it raises into one line that names the checkpoint.
+
+    transformers fails in many ways on a bad folder (TypeError for a config field of the wrong
+    type, SafetensorError for a cut-off file, OSError, ValueError); all of them are the
+    checkpoint's problem, not a bug, so each becomes a :class:`ConfigError` with the first line
+    of its message. Running out of memory (``MemoryError``, ``torch.OutOfMemoryError`` while the
+    shards are placed on a GPU) is the machine's, not the checkpoint's: a :class:`HarnessError`
+    (:func:`_no_memory`).
+    """
+    try:
+        return load()
+    except (KeyboardInterrupt, NoveltyError):
+        raise
+    except Exception as exc:
+        if _out_of_memory(exc):
+            raise _no_memory(what, model, exc) from None
+        if "trust_remote_code" in str(exc):
+            raise ConfigError(
+                "this checkpoint ships its own code; review it, then pass --trust-remote-code",
+                path=model,
+                field="--model",
+            ) from None
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise ConfigError(
+            f"cannot load the {what}: {type(exc).__name__}: {first}", path=model, field="--model"
+        ) from None
+
+
+def tokenizer_source(model: str, base_model: str | None = None) -> str:
+    """Where a checkpoint's tokenizer loads from: its own folder, or, for an adapter folder without
+    tokenizer files of its own (no added tokens), its base (``base_model`` or the one its config names)."""
+    if is_adapter(model) and not any((Path(model) / name).is_file() for name in _TOKENIZER_FILES):
+        return adapter_base(model, base_model)
+    return model
+
+
+def load_tokenizer(name: str, **options: Any) -> Any:
+    """``AutoTokenizer.from_pretrained(name, **options)``; a tokenizer that cannot be read (a cut-off
+    ``tokenizer.json``, a class transformers does not know) is one line naming the checkpoint
+    (:func:`run_loader`). The generation step and the preflight's prompt lengths load it alike."""
+    from transformers import AutoTokenizer
+
+    return run_loader("tokenizer", name, lambda: AutoTokenizer.from_pretrained(name, **options))
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says the machine ran out of memory: the host's (``MemoryError``) or a device's
+    (``torch.OutOfMemoryError``, which CUDA raises; torch is imported by then if it is in use)."""
+    torch = sys.modules.get("torch")
+    device_oom = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    return isinstance(exc, MemoryError) or (isinstance(device_oom, type) and isinstance(exc, device_oom))
+
+
+def _no_memory(what: str, model: str, exc: BaseException) -> HarnessError:
+    """The one line for running out of memory while loading: the machine's problem (exit 8), not bad input."""
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return HarnessError(
+        f"{model}: out of memory while loading the {what} ({type(exc).__name__}: {first}); free memory on the "
+        "device, or spread the model over more GPUs (--gpus-per-worker N)"
+    )
+
+
+def with_adapter(model: Any, adapter: str) -> Any:
+    """The base ``model`` with the PEFT adapter in ``adapter`` applied and merged into its weights.
+
+    Merging (LoRA: W + BA) gives the adapted model's outputs with the base model's forward pass
+    and speed, so the decode loop is the same for adapters and full checkpoints.
+    """
+    try:
+        from peft import PeftModel
+    except ImportError:
+        raise ConfigError(
+            "this is a PEFT adapter folder and peft is not installed; pip install 'pytest-novelty[peft]'",
+            path=adapter,
+            field="--model",
+        ) from None
+    try:
+        with warnings.catch_warnings():
+            # peft asks transformers 5 a deprecated question while it wraps the model; the user can
+            # do nothing about it, so it does not reach the run's output.
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            return PeftModel.from_pretrained(model, adapter).merge_and_unload()
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        if _out_of_memory(exc):  # torch.OutOfMemoryError is a RuntimeError: the machine's, not the adapter's
+            raise _no_memory("adapter", adapter, exc) from None
+        raise ConfigError(f"cannot apply the adapter: {exc}", path=adapter, field="--model") from None
+
+
+class NoChatTemplate(ConfigError):
+    """Chat messages were given to a checkpoint without a chat template (a base model)."""
+
+
+def render(tokenizer: Any, name: str, model_input: ModelInput) -> str:
+    """The exact text a model sees for one input: chat messages go through the chat template."""
+    if isinstance(model_input, str):
+        return model_input
+    if not getattr(tokenizer, "chat_template", None):
+        raise NoChatTemplate(
+            f'{name} has no chat template; use prompting.method = "few-shot" for base models',
+            field="prompting.method",
+        )
+    return str(tokenizer.apply_chat_template(list(model_input), tokenize=False, add_generation_prompt=True))
+
+
+def token_counts(tokenizer: Any, texts: Sequence[str]) -> list[int]:
+    """Prompt lengths in tokens (no special tokens added: the rendered text already holds them)."""
+    return [len(x) for x in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
