@@ -1,5 +1,5 @@
-"""The package's layers hold: every import goes to its own layer or to one to its left, and the map
-in ARCHITECTURE.md names every module.
+"""The package's layers hold: every import goes to its own layer or to one to its left, no modules
+import each other in a circle, and the map in ARCHITECTURE.md names every module.
 
 The rule is read from the code as it is (every ``import`` and ``from ... import`` of a
 ``pytest_novelty`` module, type-only imports included, wherever they stand), so a new import that
@@ -50,6 +50,81 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
 
 
 MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Each module of the package at ``root`` (its folder) and the modules of it that it imports, type-only
+    and function-level imports included. ``from pkg import name`` imports the module ``pkg.name`` where
+    there is one (a submodule), else ``pkg`` itself."""
+    base = root.parent
+    names = {".".join(p.relative_to(base).with_suffix("").parts): p for p in root.rglob("*.py")}
+    modules = {name.removesuffix(".__init__"): path for name, path in names.items()}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name in modules}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules:
+                found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                          for a in node.names}
+        graph[name] = found - {name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph``: every strongly connected set of two or more modules (Tarjan's
+    algorithm), each sorted, in sorted order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    found = circles(import_graph(PACKAGE))
+    assert not found, "import circles (give each piece of work the module it belongs to):\n" + "\n".join(
+        " -> ".join(group) for group in found)
+
+
+def test_the_circle_check_finds_a_planted_circle(tmp_path: Path) -> None:
+    """The check above can fail: a package whose modules import each other through a third, one of them
+    only for type checking and one inside a function, is a circle; a module it imports is not in it."""
+    package = tmp_path / "planted"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "a.py").write_text("from planted.sub import b\nimport planted.leaf\n")
+    (package / "sub" / "b.py").write_text("def f():\n    from planted import c\n")
+    (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from planted.a import x\n")
+    (package / "leaf.py").write_text("import os\n")
+    assert circles(import_graph(package)) == [["planted.a", "planted.c", "planted.sub.b"]]
+    (package / "c.py").write_text("import os\n")
+    assert circles(import_graph(package)) == []
 
 
 def test_every_import_flows_from_right_to_left() -> None:
