@@ -283,8 +283,9 @@ def read_only(tmp_path: Path):  # type: ignore[no-untyped-def]
     subprocess.run(["umount", str(folder)], check=False)
 
 
-def test_a_destination_that_cannot_be_written_is_a_harness_error(tmp_path: Path, read_only: Path) -> None:
+def test_a_read_only_destination_is_refused_before_anything_is_read(tmp_path: Path, read_only: Path) -> None:
+    """A read-only destination the user named stays read-only until they change it: bad input, one line."""
     a = _cache(tmp_path / "a", {"k1": "one"})
     result = _cli("merge", str(a), "--into", str(read_only / "dst"))
-    assert result.returncode == 8, result.stderr
-    assert result.stderr.count("\n") == 1 and "cannot write the merged cache" in result.stderr
+    assert result.returncode == 4, result.stderr
+    assert result.stderr.count("\n") == 1 and "cannot be written: a read-only file system" in result.stderr

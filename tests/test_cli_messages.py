@@ -20,7 +20,8 @@ from pytest_novelty.pipeline.options import CLI, OPTIONS, PYTEST, spelled
 
 
 def _error(capsys: pytest.CaptureFixture[str]) -> str:
-    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("pytest-novelty: error:")]
+    lines = capsys.readouterr().err.splitlines()
+    (line,) = [line for line in lines if line.startswith("pytest-novelty") and ": error: " in line]
     return line
 
 
@@ -47,11 +48,12 @@ def test_a_suites_option_that_is_no_folder_says_so_in_the_command_lines_words(
     file.write_text("[prompts]\n")
     assert main(["run", "--model", "demo", "--suites", str(file)]) == USAGE_EXIT_STATUS
     line = _error(capsys)
-    assert line == f"pytest-novelty: error: {file}: --suites: is a file, not a folder; give a folder of suite files " \
+    assert line == f"pytest-novelty: error: {file}: --suites: a file, not a folder; give the folder of suite files " \
         "(*.toml)"
     assert main(["run", "--model", "demo", "--suites", str(tmp_path / "missing")]) == USAGE_EXIT_STATUS
     line = _error(capsys)
-    assert line.endswith("--suites: suite folder not found; give a folder of suite files (*.toml)")
+    assert line.endswith(str(tmp_path / "missing") + ": --suites: no such folder; check the path, or give the folder "
+                         "of suite files (*.toml)")
     assert "--novelty-suites" not in line and "pytest ini" not in line
 
 

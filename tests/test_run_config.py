@@ -7,6 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from pytest_novelty.cli import build_parser
+from pytest_novelty.pipeline.options import CLI, check_values
 from pytest_novelty.pipeline.runner import RunConfig
 
 
@@ -26,6 +27,7 @@ def test_the_command_line_and_pytest_options_give_the_same_configuration(tmp_pat
         novelty_base_model="base", novelty_model_base_url="http://m/v1", novelty_model_revision="r1",
         novelty_generator="vllm", novelty_seed=None,
     )  # fmt: skip
+    check_values(args, CLI)  # the command line's values as main() checks them (a number is one then)
     from_cli = RunConfig.from_options(args, model="ckpt", cache_dir=tmp_path)
     from_pytest = RunConfig.from_options(pytest_options, model="ckpt", cache_dir=tmp_path, worker="gw1")
     assert _settings(from_cli) == {**_settings(from_pytest), "worker": "main"}

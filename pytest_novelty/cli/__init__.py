@@ -13,8 +13,9 @@ import argparse
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
+from pytest_novelty.cli.parser import Parser
 from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, USAGE_EXIT_STATUS, HarnessError, NoveltyError
 from pytest_novelty.infra.storage import default_cache_dir
 from pytest_novelty.pipeline.options import add_arguments
@@ -188,7 +189,7 @@ def _exported(session: Any, runs: Sequence[Any], data: Mapping[str, SuiteData]) 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = _Parser(
+    parser = Parser(
         prog="pytest-novelty",
         description="Gate a language-model checkpoint on the novelty of what it writes, without pytest "
         "(the same layers as pytest --model), and the scoring tools behind it.",
@@ -199,19 +200,22 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(run)
     run.set_defaults(func=_cmd_run)
 
+    from pytest_novelty.cli.cache import CACHE
     from pytest_novelty.cli.cache import add_commands as add_cache_commands
+    from pytest_novelty.pipeline.values import Takes
 
     add_cache_commands(sub)
 
     demo = sub.add_parser("demo", help="the embedded demo").add_subparsers(dest="demo_command", required=True)
     build = demo.add_parser("build", help="build the demo checkpoint, corpus and index into the cache")
-    build.add_argument("--cache", help="cache folder (default ~/.cache/pytest-novelty)")
+    build.add_argument("--cache", **CACHE)
     build.add_argument("--force", action="store_true", help="rebuild even when present")
     build.set_defaults(func=_cmd_demo_build)
     where = demo.add_parser("path", help="print where the demo's checkpoint, its weaker one, its index or corpus lies")
-    where.add_argument("what", nargs="?", default="demo", choices=("demo", "demo-early", "index", "corpus"),
-                       help="which of the demo's files (default: the demo checkpoint's folder)")
-    where.add_argument("--cache", help="cache folder (default ~/.cache/pytest-novelty)")
+    where.add_argument("what", nargs="?", default="demo", metavar="WHAT",
+                       **Takes("choice", choices=("demo", "demo-early", "index", "corpus")).argument(),
+                       help="demo (default: the demo checkpoint's folder), demo-early, index or corpus")
+    where.add_argument("--cache", **CACHE)
     where.set_defaults(func=_cmd_demo_path)
 
     from pytest_novelty.cli.answers import add_commands as add_answers_commands
@@ -226,22 +230,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that exits with the bad-input status pytest uses (4), not argparse's 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(USAGE_EXIT_STATUS, f"{self.prog}: error: {message}\n")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script: 0 passed, 1 the gate failed, 4 bad input, 8 harness error."""
     from pytest_novelty.cli.judge import nested_parser
 
     argv = list(sys.argv[1:] if argv is None else argv)
     nested = nested_parser(argv)  # `judge calibrate ...`, `judge calibration-file ...`
-    args = nested.parse_args(argv[1:]) if nested else build_parser().parse_args(argv)
+    args: argparse.Namespace | None = None  # a value refused as it is read (pipeline/values.py) leaves none
     try:
+        try:  # argparse's own bad input is one line (cli/parser.py) and its exit; --help exits 0
+            args = nested.parse_args(argv[1:]) if nested else build_parser().parse_args(argv)
+        except SystemExit as exc:
+            return int(exc.code or 0)
+        from pytest_novelty.pipeline.options import CLI, check_values
+
+        check_values(args, CLI)  # the run options' values, checked as pytest checks them
         return int(args.func(args) or 0)
     except NoveltyError as exc:
         error = _in_our_words(exc)
@@ -266,7 +269,7 @@ def _in_our_words(exc: NoveltyError) -> NoveltyError:
     return ConfigError(exc.detail, path=exc.path, field=spelled(exc.field, CLI))
 
 
-def _no_verdict(args: argparse.Namespace, reason: str, status: int) -> None:
+def _no_verdict(args: argparse.Namespace | None, reason: str, status: int) -> None:
     """``run --report DIR`` that stops before its verdict: the folder says so, why, and the exit
     status (never the previous run's report)."""
     folder = getattr(args, "novelty_report", None)

@@ -42,10 +42,12 @@ def cmd_answers_export(args: argparse.Namespace) -> int:
 def add_commands(sub: Any) -> None:
     """Register ``answers export`` on the top-level subparsers."""
     from pytest_novelty.pipeline.options import add_arguments
+    from pytest_novelty.pipeline.values import Takes
 
     answers = sub.add_parser("answers", help="answers as files: export a model's, to gate them as answers:FILE")
     commands = answers.add_subparsers(dest="answers_command", required=True)
     export = commands.add_parser("export", help="write a model's raw answers to the suites as pytest-novelty answers")
-    export.add_argument("--out", required=True, metavar="FILE", help="the JSON Lines file to write")
+    export.add_argument("--out", required=True, metavar="FILE", **Takes("out-file").argument(),
+                        help="the JSON Lines file to write")
     add_arguments(export, exclusive=("model",))
     export.set_defaults(func=cmd_answers_export)

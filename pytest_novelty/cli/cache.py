@@ -9,7 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_novelty.pipeline.values import Takes
+
 CACHE_HELP = "cache folder (default $PYTEST_NOVELTY_CACHE, else ~/.cache/pytest-novelty)"
+CACHE: dict[str, Any] = {"metavar": "DIR", **Takes("out-folder", what="cache folder").argument(), "help": CACHE_HELP}
+"""The ``--cache DIR`` of every command that uses a cache folder."""
 
 
 def _folder(value: str | None) -> Path:
@@ -91,11 +95,11 @@ def add_commands(sub: Any) -> None:
     commands = cache.add_subparsers(dest="action", required=True)
 
     info = commands.add_parser("info", help="the cache's size, by kind of entry")
-    info.add_argument("--cache", help=CACHE_HELP)
+    info.add_argument("--cache", **CACHE)
     info.set_defaults(func=_cmd_info)
 
     clear = commands.add_parser("clear", help="remove cached generations, scores and judge answers")
-    clear.add_argument("--cache", help=CACHE_HELP)
+    clear.add_argument("--cache", **CACHE)
     clear.add_argument("--all", action="store_true", help="also remove the built demo assets")
     clear.set_defaults(func=_cmd_clear)
 
@@ -106,16 +110,18 @@ def add_commands(sub: Any) -> None:
         "holds already is kept (another payload for the same key is counted), and other runs may use DST "
         "meanwhile. The built demo is not merged.",
     )
-    merge.add_argument("sources", nargs="+", metavar="SRC", help="a cache folder or a packed cache (.tar.zst)")
-    merge.add_argument("--into", required=True, metavar="DST", help="the cache folder to merge into")
+    merge.add_argument("sources", nargs="+", metavar="SRC", **Takes("paths").argument(),
+                       help="a cache folder or a packed cache (.tar.zst)")
+    merge.add_argument("--into", required=True, **{**CACHE, "metavar": "DST", "help": "the cache folder to merge into"})
     merge.set_defaults(func=_cmd_merge)
 
     pack = commands.add_parser("pack", help="write a cache's entries to one file (for an artifact upload)")
-    pack.add_argument("folder", metavar="DIR", nargs="?", help=CACHE_HELP)
-    pack.add_argument("--out", required=True, metavar="FILE", help="the file to write (name it .tar.zst)")
+    pack.add_argument("folder", metavar="DIR", nargs="?", **Takes("folder").argument(), help=CACHE_HELP)
+    pack.add_argument("--out", required=True, metavar="FILE", **Takes("out-file").argument(),
+                      help="the file to write (name it .tar.zst)")
     pack.set_defaults(func=_cmd_pack)
 
     unpack = commands.add_parser("unpack", help="merge a packed cache into a cache folder")
-    unpack.add_argument("pack", metavar="FILE", help="a file written by cache pack")
-    unpack.add_argument("--into", metavar="DST", help=CACHE_HELP)
+    unpack.add_argument("pack", metavar="FILE", **Takes("file").argument(), help="a file written by cache pack")
+    unpack.add_argument("--into", **{**CACHE, "metavar": "DST"})
     unpack.set_defaults(func=_cmd_unpack)

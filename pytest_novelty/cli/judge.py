@@ -23,7 +23,10 @@ from typing import Any, TextIO
 
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.jsonlines import json_lines
+from pytest_novelty.pipeline.values import Takes
 from pytest_novelty.suites.prompts import TASKS
+
+OUT_FILE = Takes("out-file")
 
 
 def add_commands(subparsers: Any) -> None:
@@ -38,26 +41,35 @@ def add_commands(subparsers: Any) -> None:
         ),
     )
     _judge_options(judge, "input", "INPUT.jsonl", "JSON Lines with id, prompt, response")
-    judge.add_argument("-o", "--output", metavar="FILE", help="write results here instead of standard output")
+    judge.add_argument("-o", "--output", metavar="FILE", **OUT_FILE.argument(),
+                       help="write results here instead of standard output")
     judge.set_defaults(func=run_judge_command)
 
 
 def _judge_options(parser: argparse.ArgumentParser, name: str, metavar: str, what: str) -> None:
     """The input file (argument ``name``) and the options that choose and run a judge, shared by
     ``judge`` and ``judge calibrate``."""
-    parser.add_argument(name, metavar=metavar, help=what)
-    parser.add_argument("--task", required=True, choices=TASKS, help="the task the responses answer")
+    parser.add_argument(name, metavar=metavar, **Takes("file").argument(), help=what)
+    parser.add_argument("--task", required=True, metavar="TASK", **Takes("choice", choices=TASKS).argument(),
+                        help=f"the task the responses answer: {', '.join(TASKS)}")
     parser.add_argument("--progress", action="store_true", help="show a progress bar on standard error")
     parser.add_argument(
-        "--judge", default="rules", metavar="SPEC", help="rules (default), openai:MODEL, hf:PATH, reward:PATH"
+        "--judge", default="rules", metavar="SPEC", **Takes("spec").argument(),
+        help="rules (default), openai:MODEL, hf:PATH, reward:PATH",
     )
-    parser.add_argument("--samples", type=int, default=5, help="samples per item (default 5)")
-    parser.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (default 0.7)")
-    parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
-    parser.add_argument("--budget", type=int, help="most requests to send; items past it stay unscored")
-    parser.add_argument("--concurrency", type=int, default=32, help="requests in flight at once (default 32)")
+    parser.add_argument("--samples", **Takes("number", 1, 100).argument(), default=5,
+                        help="samples per item (default 5)")
+    parser.add_argument("--temperature", **Takes("number", 0, 2, whole=False).argument(), default=0.7,
+                        help="sampling temperature (default 0.7)")
+    parser.add_argument("--base-url", **Takes("url").argument(),
+                        help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
+    parser.add_argument("--budget", **Takes("number", 0, 10**9).argument(),
+                        help="most requests to send; items past it stay unscored")
+    parser.add_argument("--concurrency", **Takes("number", 1, 1024).argument(), default=32,
+                        help="requests in flight at once (default 32)")
     parser.add_argument("--dry-run", action="store_true", help="print how many calls a run would make")
-    parser.add_argument("--cache", metavar="DIR", help="answer cache (default: pytest-novelty's cache)")
+    parser.add_argument("--cache", metavar="DIR", **Takes("out-folder").argument(),
+                        help="answer cache (default: pytest-novelty's cache)")
 
 
 def read_items(path: Path, task: str) -> tuple[list[Any], list[Any]]:
@@ -153,9 +165,10 @@ def nested_parser(argv: Sequence[str]) -> argparse.ArgumentParser | None:
     of them (the argument list after the program name), else None."""
     if len(argv) < 2 or argv[0] != "judge" or argv[1] not in NESTED:
         return None
+    from pytest_novelty.cli.parser import Parser
     from pytest_novelty.metrics.agreement import DEFAULT_RESAMPLES
 
-    parser = argparse.ArgumentParser(prog="pytest-novelty judge")
+    parser = Parser(prog="pytest-novelty judge")
     sub = parser.add_subparsers(dest="judge_command", required=True)
     cal = sub.add_parser(
         "calibrate",
@@ -168,10 +181,10 @@ def nested_parser(argv: Sequence[str]) -> argparse.ArgumentParser | None:
         ),
     )
     _judge_options(cal, "file", "FILE", "calibration file (JSON Lines)")
-    cal.add_argument(
-        "--resamples", type=int, default=DEFAULT_RESAMPLES, help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})"
-    )
-    cal.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    cal.add_argument("--resamples", **Takes("number", 1, 1_000_000).argument(), default=DEFAULT_RESAMPLES,
+                     help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
+    cal.add_argument("--seed", **Takes("number", 0, 2**32 - 1).argument(), default=0,
+                     help="bootstrap seed (default 0)")
     cal.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     cal.set_defaults(func=run_calibrate_command)
     build = sub.add_parser(
@@ -182,9 +195,10 @@ def nested_parser(argv: Sequence[str]) -> argparse.ArgumentParser | None:
         "file; NoveltyBench's reward-model scores, not human grades).",
     )
     build.add_argument(
-        "--from", dest="source", required=True, metavar="KIND:PATH", help="macgyver:PATH or noveltybench:PATH"
+        "--from", dest="source", required=True, metavar="KIND:PATH", **Takes("spec").argument(),
+        help="macgyver:PATH or noveltybench:PATH",
     )
-    build.add_argument("--out", required=True, metavar="FILE", help="calibration file to write")
+    build.add_argument("--out", required=True, metavar="FILE", **OUT_FILE.argument(), help="calibration file to write")
     build.set_defaults(func=run_calibration_file_command)
     return parser
 

@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.jsonlines import json_lines
+from pytest_novelty.pipeline.values import Takes
 
 __all__ = ["add_commands", "cmd_index_build", "cmd_originality"]
 
@@ -67,6 +68,9 @@ def _batches(items: Iterator[tuple[Any, str]]) -> Iterator[list[tuple[Any, str]]
         yield batch
 
 
+ORDERS = Takes("number", 1, 64, read_by="the orders' reader, which takes the input file off their end (--n 4 5 IN)")
+
+
 def _orders_and_input(args: argparse.Namespace) -> tuple[list[int], str]:
     """``--n 4 5 6 INPUT.jsonl`` puts the input among the orders (``--n`` takes several values)."""
     values, source = list(args.n), args.input
@@ -74,11 +78,8 @@ def _orders_and_input(args: argparse.Namespace) -> tuple[list[int], str]:
         source = values.pop()
     if source is None:
         raise ConfigError("give the input JSONL file (or - for stdin) after the options", field="input")
-    try:
-        orders = [int(v) for v in values]
-    except ValueError:
-        raise ConfigError(f"--n takes integers, got {' '.join(values)}", field="n") from None
-    return orders, source
+    Takes("file", stdin=True).check(source, "INPUT")
+    return [int(Takes("number", 1, 64).check(v, "--n")) for v in values], source
 
 
 def cmd_originality(args: argparse.Namespace) -> int:
@@ -122,11 +123,14 @@ def add_commands(subparsers: Any) -> None:
     build = index_sub.add_parser(
         "build", help="index files or folders (JSONL with text, plain text, .gz, .zst) with infini-gram"
     )
-    build.add_argument("corpus", nargs="+", help="corpus files or folders")
-    build.add_argument("--out", required=True, help="folder to write the index to (replaced when complete)")
-    build.add_argument(
-        "--tokenizer", default="words", help="words (default) or a Hugging Face tokenizer folder, file or hub id"
-    )
+    build.add_argument("corpus", nargs="+", metavar="CORPUS", **Takes("paths").argument(),
+                       help="corpus files or folders")
+    build.add_argument("--out", required=True, metavar="DIR", **Takes("out-folder").argument(),
+                       help="folder to write the index to (replaced when complete)")
+    build.add_argument("--tokenizer", default="words", metavar="TOKENIZER",
+                       **Takes("model", read_by="the tokenizer's loader (words, or a tokenizer's folder, file or "
+                                  "hub id)").argument(),
+                       help="words (default) or a Hugging Face tokenizer folder, file or hub id")
     build.add_argument("--quiet", action="store_true", help="no progress on stderr")
     build.set_defaults(func=cmd_index_build)
 
@@ -134,10 +138,15 @@ def add_commands(subparsers: Any) -> None:
     orig.add_argument(
         "--index",
         required=True,
+        metavar="SPEC",
+        **Takes("spec").argument(),
         help="backend spec: infini-gram:DIR, ngram-set:DIR, infini-gram-api:INDEX, infini-gram-mini:INDEX",
     )
-    orig.add_argument("--n", nargs="+", default=["4", "5", "6"], metavar="N", help="n-gram orders (default 4 5 6)")
-    orig.add_argument("--cache", help="cache folder for web API answers (default ~/.cache/pytest-novelty/originality)")
+    orig.add_argument("--n", nargs="+", default=["4", "5", "6"], metavar="N", **ORDERS.argument(),
+                      help="n-gram orders (default 4 5 6)")
+    orig.add_argument("--cache", metavar="DIR", **Takes("out-folder").argument(),
+                      help="cache folder for web API answers (default ~/.cache/pytest-novelty/originality)")
     orig.add_argument("--progress", action="store_true", help="show progress on stderr")
-    orig.add_argument("input", nargs="?", help="JSONL file with id and text per line, or - for stdin")
+    orig.add_argument("input", nargs="?", metavar="INPUT", **Takes("file", stdin=True).argument(),
+                      help="JSONL file with id and text per line, or - for stdin")
     orig.set_defaults(func=cmd_originality)

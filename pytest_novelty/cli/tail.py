@@ -31,7 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_novelty.infra.errors import ConfigError, did_you_mean
-from pytest_novelty.pipeline.options import by_name, positive
+from pytest_novelty.pipeline.options import by_name
+from pytest_novelty.pipeline.values import Takes
+
+OUT_FILE = Takes("out-file")
 
 __all__ = ["add_commands", "run_agreement_command", "run_build_command"]
 
@@ -42,14 +45,9 @@ RUN_OPTIONS = ("cache", "suites", "originality", "judge", "judge-base-url", "dev
 _NAMED = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)=(?P<source>.+)$")
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must lie in (0, 1], got {text}")
-    return value
+FRACTION = Takes("number", 0, 1, whole=False, above=True)
+SUITE = Takes("text", why="a suite file or a suite's name in --suites: an unknown one is refused, naming the suites")
+MODEL = by_name("model").takes
 
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
@@ -68,12 +66,14 @@ def add_commands(subparsers: Any) -> None:
         "output novelty) / 2 at n = 4 on one index, and write the tail and the peak at every --alpha, with the "
         "pool's identities, the index identity, every score and the date, to --out.",
     )  # fmt: skip
-    build.add_argument("suite", metavar="SUITE", help="a suite file, or the name of a suite in --suites")
-    build.add_argument("--pool", action="append", required=True, metavar="SOURCE",
+    build.add_argument("suite", metavar="SUITE", **SUITE.argument(),
+                       help="a suite file, or the name of a suite in --suites")
+    build.add_argument("--pool", required=True, metavar="SOURCE", **MODEL.argument(append=True),
                        help="a member of the pool, as --model takes it (repeatable; every one counts alike)")
-    build.add_argument("--alpha", action="append", required=True, type=_fraction, metavar="A",
+    build.add_argument("--alpha", required=True, **FRACTION.argument(append=True), metavar="A",
                        help="a tail fraction in (0, 1] (repeatable): writes q_at_tail@A and novelty_at_peak@A")
-    build.add_argument("--out", required=True, metavar="FILE", help="the tail file to write (JSON)")
+    build.add_argument("--out", required=True, metavar="FILE", **OUT_FILE.argument(),
+                       help="the tail file to write (JSON)")
     _run_options(build)
     build.set_defaults(func=run_build_command)
     agree = tail.add_parser(
@@ -82,18 +82,25 @@ def add_commands(subparsers: Any) -> None:
         "tail by their shared novelty score, and report Kendall's tau-b of the models' mean quality with the "
         "reference in each bin and on q@Tail(--alpha), with bootstrap intervals over prompts.",
     )  # fmt: skip
-    agree.add_argument("suite", metavar="SUITE", help="a suite file, or the name of a suite in --suites")
-    agree.add_argument("--model", action="append", required=True, metavar="[NAME=]SOURCE", dest="models",
+    agree.add_argument("suite", metavar="SUITE", **SUITE.argument(),
+                       help="a suite file, or the name of a suite in --suites")
+    agree.add_argument("--model", required=True, metavar="[NAME=]SOURCE", dest="models", **MODEL.argument(append=True),
                        help="a model to rank, as --model takes it, named NAME in the reference (repeatable, 3+)")
-    agree.add_argument("--reference", required=True, metavar="FILE",
+    agree.add_argument("--reference", required=True, metavar="FILE", **Takes("file").argument(),
                        help='JSON: {"scores": {NAME: number}} (higher better) or {"ranks": {NAME: rank}} (1 best)')
-    agree.add_argument("--bins", type=positive, default=5, metavar="B", help="bins from peak to tail (default 5)")
-    agree.add_argument("--alpha", type=_fraction, default=0.1, metavar="A", help="q@Tail's fraction (default 0.1)")
-    agree.add_argument("--scores", metavar="FILE", help="rank the prompts by a built tail file's scores instead")
-    agree.add_argument("--plot", metavar="PNG", help="also draw tau against bin into this PNG file")
-    agree.add_argument("--json", metavar="FILE", dest="json_out", help="also write the result as JSON")
-    agree.add_argument("--resamples", type=positive, default=2000, metavar="N", help="bootstrap resamples (2000)")
-    agree.add_argument("--confidence", type=_fraction, default=0.95, metavar="C", help="interval level (0.95)")
+    agree.add_argument("--bins", **Takes("number", 1, 1000).argument(), default=5, metavar="B",
+                       help="bins from peak to tail (default 5)")
+    agree.add_argument("--alpha", **FRACTION.argument(), default=0.1, metavar="A",
+                       help="q@Tail's fraction (default 0.1)")
+    agree.add_argument("--scores", metavar="FILE", **Takes("file").argument(),
+                       help="rank the prompts by a built tail file's scores instead")
+    agree.add_argument("--plot", metavar="PNG", **OUT_FILE.argument(),
+                       help="also draw tau against bin into this PNG file")
+    agree.add_argument("--json", metavar="FILE", dest="json_out", **OUT_FILE.argument(),
+                       help="also write the result as JSON")
+    agree.add_argument("--resamples", **Takes("number", 1, 1_000_000).argument(), default=2000, metavar="N",
+                       help="bootstrap resamples (2000)")
+    agree.add_argument("--confidence", **FRACTION.argument(), default=0.95, metavar="C", help="interval level (0.95)")
     _run_options(agree)
     agree.set_defaults(func=run_agreement_command)
 

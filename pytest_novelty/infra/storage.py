@@ -178,7 +178,8 @@ def folder_error(
     other = elsewhere or "give another folder"
     full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
     fix = f"free some space, or {other}" if full else f"make it writable, or {other}"
-    return HarnessError(f"{folder}: the {what} cannot be written: {cause}; {fix}")
+    named = f"{named_by}: " if named_by else ""
+    return HarnessError(f"{folder}: {named}the {what} cannot be written: {cause}; {fix}")
 
 
 def probe_write(folder: Path | str) -> None:

@@ -165,12 +165,9 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
         if "@" in model:
             raise ConfigError(f"{model!r} already pins a revision; give one of the two", field=flag("model-revision"))
         model = f"{model}@{revision}"
-    for name in ("cache", "report", "snapshot-dir", "suites"):
-        value = getattr(options, "novelty_" + name.replace("-", "_"), None)
-        if value and Path(str(value)).expanduser().exists() and not Path(str(value)).expanduser().is_dir():
-            fix = "give a folder (it is created when missing)"
-            fix = "give the folder of suite files (*.toml)" if name == "suites" else fix
-            raise ConfigError(f"{value} is a file; {fix}", field=flag(name))
+    if getattr(options, "novelty_adaptive_minutes", None) is not None and not options.novelty_adaptive:
+        raise ConfigError(f"bounds the time of the adaptive rounds, so it applies with {flag('adaptive')} SAMPLES; "
+                          "give both, or drop it", field=flag("adaptive-minutes"))
     shard = getattr(options, "novelty_shard", None)
     if shard:  # K/N, or auto with the scheduler's variables set
         from pytest_novelty.pipeline.shards import parse_shard

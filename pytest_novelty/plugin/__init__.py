@@ -175,8 +175,13 @@ def pytest_configure(config: pytest.Config) -> None:
     the run is down: the xdist controller checks them here, before any worker starts) keeps every
     case from running, says so in one line, and exits with the harness status.
     """
+    from pytest_novelty.pipeline.options import check_values
     from pytest_novelty.plugin.series import configure_series
 
+    try:  # every given value by its declaration: one line, before anything else (the same check as the CLI's)
+        check_values(config.option, PYTEST)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
     if config.option.novelty_model_series:
         configure_series(config)  # the newest checkpoint becomes --model
     if not config.option.novelty_model:

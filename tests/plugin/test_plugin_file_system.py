@@ -203,8 +203,9 @@ def test_a_cache_on_a_full_disk_is_found_before_any_model_loads(
     result = pytester.runpytest_subprocess(*without_cache(novelty_args), f"--novelty-cache={cache}")
     assert result.ret == 8
     assert one_line(output(result), "cannot be written") == (
-        f"novelty: harness error before any case ran: {cache}: the cache folder cannot be written: no space left "
-        "on the device; free some space, or give another folder with --novelty-cache DIR (or PYTEST_NOVELTY_CACHE)")
+        f"novelty: harness error before any case ran: {cache}: --novelty-cache: the cache folder cannot be written: no "
+        "space left on the device; free some space, or give another folder with --novelty-cache DIR (or "
+        "PYTEST_NOVELTY_CACHE)")
     assert "[novelty] loading" not in output(result)
 
 
@@ -258,8 +259,8 @@ def test_a_report_folder_on_a_full_disk(
     result = pytester.runpytest_subprocess(*novelty_args, f"--novelty-report={full / 'report'}")
     assert result.ret == 8  # found before any case: nothing ran
     assert one_line(output(result), "cannot be written") == (
-        f"novelty: harness error before any case ran: {full / 'report'}: the report folder cannot be written: no "
-        "space left on the device; free some space, or give another folder")
+        f"novelty: harness error before any case ran: {full / 'report'}: --novelty-report: the report folder cannot be "
+        "written: no space left on the device; free some space, or give another folder")
 
     roomy = mount.full(tmp_path / "roomy", free_pages=4)  # room for the placeholder, not for the report's plots
     report = roomy / "report"
