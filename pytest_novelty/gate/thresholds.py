@@ -25,7 +25,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pytest_novelty.metrics.uncertainty import Interval
+from pytest_novelty.metrics.bootstrap import Interval
 from pytest_novelty.suites.schema import THRESHOLD_MODES, Threshold
 
 
@@ -89,7 +89,7 @@ def check_threshold(
 
     Without ``interval`` only ``point`` is possible and the verdict is today's; ``lenient`` and
     ``strict`` need the interval (``ValueError`` otherwise). ``interval`` is the value's
-    :class:`~pytest_novelty.metrics.uncertainty.Interval` or a ``(low, high)`` pair.
+    :class:`~pytest_novelty.metrics.bootstrap.Interval` or a ``(low, high)`` pair.
     """
     if mode not in THRESHOLD_MODES:
         raise ValueError(f"threshold mode must be one of {', '.join(THRESHOLD_MODES)}, got {mode!r}")

@@ -12,11 +12,13 @@ tested to the last digit) on their own. Each function documents its formula and 
 * :mod:`.tail_pool`: the benchmark-level prompt ranking built from a pool of models;
 * :mod:`.tail_agreement`: Kendall's τ-b with a reference ranking per bin from peak to tail;
 * :mod:`.sequential`: verdicts under repeated looks (Lan-DeMets group-sequential boundaries);
-* :mod:`.uncertainty`: the confidence interval of every gated statistic, clustered by prompt;
+* :mod:`.uncertainty`: the confidence interval of every gated statistic, clustered by prompt, on
+  the cluster bootstrap of :mod:`.bootstrap`;
 * :mod:`.power`: the smallest regression a paired comparison detects, and the prompts it needs;
 * :mod:`.consistency`: how consistent a judge is with itself over its samples of one answer.
 """
 
+from pytest_novelty.metrics.bootstrap import Interval
 from pytest_novelty.metrics.consistency import JudgeConsistency, judge_consistency
 from pytest_novelty.metrics.novelty import (
     coverage,
@@ -52,7 +54,7 @@ from pytest_novelty.metrics.tail import (
     q_at_tail,
     tail_prompts,
 )
-from pytest_novelty.metrics.uncertainty import Interval, suite_intervals
+from pytest_novelty.metrics.uncertainty import suite_intervals
 
 __all__ = [
     "DEFAULT_BOOTSTRAP_RESAMPLES",

@@ -42,8 +42,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pytest_novelty.metrics._validate import as_float_array, ceil_fraction, check_fraction
-from pytest_novelty.metrics.uncertainty import rows_of as _rows
-from pytest_novelty.metrics.uncertainty import t_quantile
+from pytest_novelty.metrics.bootstrap import rows_of as _rows
+from pytest_novelty.metrics.bootstrap import t_quantile
 
 #: Power the detectable effect is computed for unless told otherwise.
 DEFAULT_POWER = 0.8

@@ -168,7 +168,7 @@ def _bootstrap_interval(differences: np.ndarray, n_boot: int, seed: int, level: 
 #: Name of the test :func:`paired_bootstrap` runs, as reports print it.
 BOOTSTRAP_TEST = "paired bootstrap over prompts"
 
-#: Interval methods :func:`paired_bootstrap` knows (see :mod:`pytest_novelty.metrics.uncertainty`).
+#: Interval methods :func:`paired_bootstrap` knows (see :mod:`pytest_novelty.metrics.bootstrap`).
 PAIRED_METHODS = ("t", "studentized", "percentile")
 
 
@@ -222,7 +222,7 @@ def paired_bootstrap(
       statistic is :func:`top_fraction_mean` over all generations of the drawn prompts (the
       ``top10_novelty`` statistic for f = 0.1), NaN values left out.
 
-    The interval (``method``, see :mod:`pytest_novelty.metrics.uncertainty`): ``"t"``, the default,
+    The interval (``method``, see :mod:`pytest_novelty.metrics.bootstrap`): ``"t"``, the default,
     is Δ ± t(n − 1, (1 + c)/2) · √(n/(n − 1)) · sd(Δ*), Student's t on the bootstrap standard error
     (for a mean, the paired t-test up to the Monte Carlo error of sd(Δ*)). In simulation under "no
     change" it raised 4.7 % false alarms (two-sided, nominal 5 %) on 10 prompts (a q@Tail tail),
@@ -234,7 +234,7 @@ def paired_bootstrap(
     (:meth:`BootstrapTest.excludes_zero`); the same resamples give the p-value, which agrees with
     it. At least two prompts are needed; ``ValueError`` when no resample has values on both sides.
     """
-    from pytest_novelty.metrics import uncertainty
+    from pytest_novelty.metrics import bootstrap, uncertainty
 
     level = check_fraction(confidence, "confidence")
     if level == 1.0:
@@ -247,7 +247,7 @@ def paired_bootstrap(
     second = np.asarray(b, dtype=float)
     if first.shape[:1] != second.shape[:1]:
         raise ValueError(f"a and b must be paired by prompt: they have {len(first)} and {len(second)} rows")
-    statistic: uncertainty.ClusterStatistic
+    statistic: bootstrap.ClusterStatistic
     if top_fraction is None:
         first, second = as_vector(first, "a"), as_vector(second, "b")
         keep = ~(np.isnan(first) | np.isnan(second))
@@ -268,11 +268,11 @@ def paired_bootstrap(
     n = int(keep.sum())
     if n < 2:
         raise ValueError(f"a paired bootstrap needs at least two prompts, got {n}")
-    draws = uncertainty.resample(statistic, n, n_boot=max(int(n_boot), 2), seed=seed)
+    draws = bootstrap.resample(statistic, n, n_boot=max(int(n_boot), 2), seed=seed)
     if np.isnan(draws.estimate) or np.sum(~np.isnan(draws.values)) < 2:
         raise ValueError("no resample has values on both sides: nothing to compare")
-    interval = uncertainty.interval_of(draws, confidence=level, method=method, bounds=bounds)
-    p = uncertainty.p_value_of(draws, method, level)
+    interval = bootstrap.interval_of(draws, confidence=level, method=method, bounds=bounds)
+    p = bootstrap.p_value_of(draws, method, level)
     return BootstrapTest(name, draws.estimate, interval.low, interval.high, p, n, level, int(n_boot), interval.method)
 
 
