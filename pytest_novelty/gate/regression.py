@@ -11,7 +11,7 @@ candidate's record against it. The rules, in order:
    *candidate* record, i.e. from the suite file as it is now, so loosening a tolerance in the suite
    file takes effect without re-recording. A drop within tolerance passes.
 3. Significance. A drop beyond tolerance is a regression only when one test, the paired bootstrap
-   over the prompts both records share (:func:`pytest_novelty.metrics.stats.paired_bootstrap`),
+   over the prompts both records share (:func:`pytest_novelty.metrics.paired.paired_bootstrap`),
    finds it significant: its (1 − α) interval of the change in the *gated statistic* (Student's t
    on the bootstrap standard error, which holds its coverage on a 10-prompt q@Tail tail where the
    percentile interval used before did not) lies entirely on the bad side of 0 (so in effect a
@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_novelty.infra.redact import redact
-from pytest_novelty.metrics.stats import BOOTSTRAP_TEST, paired_bootstrap
+from pytest_novelty.metrics.paired import BOOTSTRAP_TEST, paired_bootstrap
 from pytest_novelty.metrics.table import family
 from pytest_novelty.suites.schema import Suite, Threshold
 

@@ -5,8 +5,9 @@ tested to the last digit) on their own. Each function documents its formula and 
 
 * :mod:`.novelty`: per-generation novelty, the harmonic mean of quality and originality, with
   too-short generations at 0, and the coverage and unscored shares;
-* :mod:`.stats`: NaN-aware means, the top-fraction mean, the paired comparison (bootstrap over
-  prompts, t interval) and Holm's step-down over a run's p-values;
+* :mod:`.stats`: NaN-aware means, the top-fraction mean and Holm's step-down over a run's p-values;
+* :mod:`.paired`: two checkpoints on the same prompts: the paired statistic, its bootstrap over
+  prompts (t interval) and the paired t-test;
 * :mod:`.noveltybench`: NoveltyBench's greedy partition, distinct_k and utility_k;
 * :mod:`.tail`: q@Tail(α) with Novelty Overall and Novelty at Peak;
 * :mod:`.tail_pool`: the benchmark-level prompt ranking built from a pool of models;
@@ -35,18 +36,9 @@ from pytest_novelty.metrics.noveltybench import (
     partition,
     utility_k,
 )
+from pytest_novelty.metrics.paired import DEFAULT_BOOTSTRAP_RESAMPLES, PairedTest, paired_bootstrap, paired_test
 from pytest_novelty.metrics.power import Detectable, detectable, detectable_effect, prompts_needed
-from pytest_novelty.metrics.stats import (
-    DEFAULT_BOOTSTRAP_RESAMPLES,
-    MeanSummary,
-    PairedTest,
-    holm,
-    holm_adjusted,
-    mean_excluding_nan,
-    paired_bootstrap,
-    paired_test,
-    top_fraction_mean,
-)
+from pytest_novelty.metrics.stats import MeanSummary, holm, holm_adjusted, mean_excluding_nan, top_fraction_mean
 from pytest_novelty.metrics.tail import (
     PerPrompt,
     peak_prompts,

@@ -10,7 +10,7 @@ generations of a suite as independent is too narrow by the square root of the de
 interval here therefore resamples *prompts* and keeps each prompt's samples together (the cluster
 bootstrap of :mod:`.bootstrap`, which the statistics below feed as functions of how often each
 prompt was drawn), or, for shares, uses the clustered variance directly. What a comparison of two
-runs can detect is in :mod:`.power`; the paired comparison itself in :mod:`.stats`.
+runs can detect is in :mod:`.power`; the paired comparison itself in :mod:`.paired`.
 
 Shares (``coverage@n``, ``unscored``: :func:`share_interval`) are often close to 0 or 1, where a
 bootstrap sees too few events (0 unscored answers of 200 resample to [0, 0]). They get Wilson's

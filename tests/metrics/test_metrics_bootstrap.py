@@ -11,7 +11,7 @@ from pytest_novelty.metrics import top_fraction_mean
 
 
 def test_the_top_fraction_bootstrap_resamples_the_statistic_itself() -> None:
-    from pytest_novelty.metrics.stats import paired_bootstrap
+    from pytest_novelty.metrics.paired import paired_bootstrap
 
     rng = np.random.default_rng(0)
     a = rng.uniform(0.2, 0.6, size=(30, 3))
@@ -24,7 +24,7 @@ def test_the_top_fraction_bootstrap_resamples_the_statistic_itself() -> None:
 
 
 def test_the_mean_bootstrap_drops_pairs_with_a_missing_value_and_agrees_with_its_p() -> None:
-    from pytest_novelty.metrics.stats import paired_bootstrap
+    from pytest_novelty.metrics.paired import paired_bootstrap
 
     rng = np.random.default_rng(1)
     a = rng.uniform(size=40)
@@ -47,7 +47,7 @@ def test_the_mean_bootstrap_drops_pairs_with_a_missing_value_and_agrees_with_its
     ],
 )
 def test_bad_bootstrap_input_is_refused(a: list[float], b: list[float], kwargs: dict[str, float], words: str) -> None:
-    from pytest_novelty.metrics.stats import paired_bootstrap
+    from pytest_novelty.metrics.paired import paired_bootstrap
 
     with pytest.raises(ValueError, match=words):
         paired_bootstrap(a, b, **kwargs)  # type: ignore[arg-type]
@@ -59,7 +59,7 @@ def test_on_ten_pairs_the_default_interval_is_the_paired_t_interval() -> None:
     # is Student's t on the bootstrap standard error, i.e. the paired t interval.
     from scipy import stats
 
-    from pytest_novelty.metrics.stats import paired_bootstrap
+    from pytest_novelty.metrics.paired import paired_bootstrap
 
     rng = np.random.default_rng(11)
     a = rng.uniform(0.3, 0.7, size=10)
@@ -76,7 +76,7 @@ def test_on_ten_pairs_the_default_interval_is_the_paired_t_interval() -> None:
 
 
 def test_the_t_verdict_and_its_p_value_always_agree() -> None:
-    from pytest_novelty.metrics.stats import paired_bootstrap
+    from pytest_novelty.metrics.paired import paired_bootstrap
 
     for seed in range(60):
         rng = np.random.default_rng(seed)
@@ -90,7 +90,7 @@ def test_the_t_verdict_and_its_p_value_always_agree() -> None:
 
 
 def test_an_unknown_comparison_method_is_refused() -> None:
-    from pytest_novelty.metrics.stats import paired_bootstrap
+    from pytest_novelty.metrics.paired import paired_bootstrap
 
     with pytest.raises(ValueError, match="method must be one of"):
         paired_bootstrap([0.1, 0.2], [0.2, 0.3], method="bca")

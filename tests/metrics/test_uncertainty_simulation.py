@@ -24,7 +24,8 @@ from pytest_novelty.gate.thresholds import check_threshold
 from pytest_novelty.metrics import power, uncertainty
 from pytest_novelty.metrics.bootstrap import Interval
 from pytest_novelty.metrics.novelty import gated_novelty, originality_counting_short
-from pytest_novelty.metrics.stats import holm, paired_bootstrap, top_fraction_mean
+from pytest_novelty.metrics.paired import paired_bootstrap
+from pytest_novelty.metrics.stats import holm, top_fraction_mean
 from pytest_novelty.suites.schema import Threshold
 
 PROMPTS, SAMPLES, TAIL = 100, 4, 10
