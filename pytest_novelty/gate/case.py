@@ -34,16 +34,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_novelty.gate.agreement import agreement_failure, agreement_text
+from pytest_novelty.gate.comparison import Comparison
 from pytest_novelty.gate.record import CaseRecord, Repeats, TailUsed
-from pytest_novelty.gate.regression import (
-    Comparison,
-    FrozenTail,
-    MetricRecord,
-    choose_tail,
-    compare,
-    gated_metrics,
-    result_record,
-)
+from pytest_novelty.gate.regression import MetricRecord, compare, result_record
+from pytest_novelty.gate.tail import FrozenTail, choose_tail, gated_metrics
 from pytest_novelty.gate.thresholds import check_threshold
 from pytest_novelty.pipeline.session import HUMAN_REFERENCES
 
@@ -104,7 +98,7 @@ def frozen_tail(
 ) -> FrozenTail:
     """The one tail a q@Tail case is judged and compared on: the baseline's, the snapshot's, the
     suite file's (``[gate] tail``), or the candidate's own (see
-    :func:`pytest_novelty.gate.regression.choose_tail`)."""
+    :func:`pytest_novelty.gate.tail.choose_tail`)."""
     snapshot_ids = None
     if baseline is None and snapshot is not None:
         stored = snapshot.stored()

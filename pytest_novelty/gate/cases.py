@@ -27,7 +27,7 @@ from pytest_novelty.gate.record import CaseRecord
 from pytest_novelty.infra.errors import HarnessError
 
 if TYPE_CHECKING:
-    from pytest_novelty.gate.regression import FrozenTail
+    from pytest_novelty.gate.tail import FrozenTail
     from pytest_novelty.gate.thresholds import Verdict
     from pytest_novelty.pipeline.results import SuiteResult
     from pytest_novelty.pipeline.series import Checkpoint

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_novelty.gate.adaptive import Adaptive
-from pytest_novelty.gate.regression import Comparison
+from pytest_novelty.gate.comparison import Comparison
 
 __all__ = ["OUTCOMES", "CaseRecord", "Repeats", "TailUsed"]
 
@@ -201,7 +201,7 @@ class CaseRecord:
 
     @property
     def status(self) -> str | None:
-        """The comparison's status (one of :data:`~pytest_novelty.gate.regression.STATUSES`), if any."""
+        """The comparison's status (one of :data:`~pytest_novelty.gate.comparison.STATUSES`), if any."""
         compared = self.compared
         return None if compared is None else compared.status
 

@@ -30,7 +30,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_novelty.gate.regression import Comparison, MetricRecord, compare
+from pytest_novelty.gate.comparison import Comparison
+from pytest_novelty.gate.regression import MetricRecord, compare
 from pytest_novelty.infra.errors import HarnessError
 from pytest_novelty.infra.storage import atomic_write_text
 

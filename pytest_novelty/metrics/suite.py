@@ -21,7 +21,7 @@ no n-gram of that order). Names match the suite files' threshold metrics:
   s_j = (input novelty_j + mean output novelty_j) / 2, novelty here being originality at n = 4,
   too-short outputs counting as 0 like everywhere else. The reference pool is the given
   ``pool_novelty`` (e.g. a frozen baseline), else the candidate's own outputs; the gate fixes the
-  tail it judges on afterwards (:func:`pytest_novelty.gate.regression.choose_tail`).
+  tail it judges on afterwards (:func:`pytest_novelty.gate.tail.choose_tail`).
   Prompts whose own text is too short for a 4-gram (s_j undefined) are left out of the ranking.
 * ``novelty_overall`` and ``novelty_at_peak@α``: the paper's Novelty Overall and Novelty at Peak
   (:func:`novelty_overall`, :func:`novelty_at_peak`), the candidate's mean per-prompt output

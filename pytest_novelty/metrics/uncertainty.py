@@ -307,7 +307,7 @@ def tail_interval(
     """Interval of q@Tail on a frozen tail: the mean per-prompt quality over the tail ids.
 
     ``per_prompt`` is aligned with ``prompt_ids``; tail ids the suite lacks are left out and NaN
-    values (unscored prompts) too, the rule :func:`pytest_novelty.gate.regression.tail_value`
+    values (unscored prompts) too, the rule :func:`pytest_novelty.gate.tail.tail_value`
     applies, so the estimate is the gated value. The clusters are the tail's prompts: the tail is a
     sample of the prompts that rank like it, and each prompt's quality carries its samples' noise.
     """

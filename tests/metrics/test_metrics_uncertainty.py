@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_novelty.gate.regression import tail_value
+from pytest_novelty.gate.tail import tail_value
 from pytest_novelty.metrics import bootstrap as b
 from pytest_novelty.metrics import top_fraction_mean
 from pytest_novelty.metrics import uncertainty as u
