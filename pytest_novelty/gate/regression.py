@@ -15,10 +15,10 @@ candidate's record against it. The rules, in order:
    finds it significant: its (1 − α) interval of the change in the *gated statistic* (Student's t
    on the bootstrap standard error, which holds its coverage on a 10-prompt q@Tail tail where the
    percentile interval used before did not) lies entirely on the bad side of 0 (so in effect a
-   one-sided test at α/2, on the cautious side). Each case holds its α alone; over the many cases
-   of a run, :func:`pytest_novelty.metrics.stats.holm` controls the run's family-wise error. The
-   statistic is the metric's own: the mean per-prompt difference for means, and for
-   ``top10_novelty@n`` the difference of the top-10 % means, recomputed on every resample of
+   one-sided test at α/2, on the cautious side). Over the many cases of a run, each is held to α
+   divided by their number (Bonferroni, :func:`pytest_novelty.gate.case.corrected_alpha`, passed
+   as ``alpha``). The statistic is the metric's own: the mean per-prompt difference for means, and
+   for ``top10_novelty@n`` the difference of the top-10 % means, recomputed on every resample of
    prompts from the per-generation values both records store. The CI shown is that interval and
    the p-value comes from the same resamples, so the verdict always agrees with the CI. Otherwise
    the drop is "not significant" and passes with a warning. When no test is possible (fewer than
@@ -78,7 +78,6 @@ def _float(value: Any) -> float:
     return math.nan if value is None else float(value)
 
 
-
 @dataclass(frozen=True)
 class MetricRecord:
     """One gated metric of one suite, with what a later run needs to compare against it.
@@ -88,9 +87,8 @@ class MetricRecord:
     maps prompt id to the per-prompt value (NaN when unscored) and feeds the paired test; for q@Tail
     metrics it holds every prompt's quality and ``tail_ids`` the frozen tail. ``per_generation``
     (``top10_novelty`` only) maps prompt id to its generations' novelty, so the test can resample
-    the top-10 % statistic itself. ``model``,
-    ``identity_id`` and ``judge`` say what produced the numbers; the tolerances and ``alpha`` are the
-    suite file's gate settings for this metric.
+    the top-10 % statistic itself. ``model``, ``identity_id`` and ``judge`` say what produced the
+    numbers; the tolerances and ``alpha`` are the suite file's gate settings for this metric.
     """
 
     suite: str
@@ -119,24 +117,16 @@ class MetricRecord:
         model, identity_id and judge pass through :func:`redact` so no credential is ever stored.
         """
         data = {
-            "format": FORMAT_VERSION,
-            "suite": self.suite,
-            "metric": self.metric,
-            "value": _round(self.value),
+            "format": FORMAT_VERSION, "suite": self.suite, "metric": self.metric, "value": _round(self.value),
             "higher_is_better": bool(self.higher_is_better),
             "per_prompt": {str(k): _round(v) for k, v in self.per_prompt.items()},
             "tail_ids": None if self.tail_ids is None else sorted(str(i) for i in self.tail_ids),
-            "model": redact(self.model),
-            "identity_id": redact(self.identity_id),
-            "judge": redact(self.judge),
-            "tolerance_abs": _round(self.tolerance_abs),
-            "tolerance_rel": _round(self.tolerance_rel),
+            "model": redact(self.model), "identity_id": redact(self.identity_id), "judge": redact(self.judge),
+            "tolerance_abs": _round(self.tolerance_abs), "tolerance_rel": _round(self.tolerance_rel),
             "alpha": _round(self.alpha),
-        }
+        }  # fmt: skip
         if self.per_generation is not None:
-            data["per_generation"] = {
-                str(k): [_round(v) for v in values] for k, values in self.per_generation.items()
-            }
+            data["per_generation"] = {str(k): [_round(v) for v in values] for k, values in self.per_generation.items()}
         return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
 
     @classmethod
@@ -152,26 +142,20 @@ class MetricRecord:
             raise ValueError(f"unsupported record format {data.get('format')!r} (expected {FORMAT_VERSION})")
         try:
             per_prompt = {str(k): _float(v) for k, v in dict(data.get("per_prompt") or {}).items()}
-            tail = data.get("tail_ids")
-            generations = data.get("per_generation")
+            tail, generations = data.get("tail_ids"), data.get("per_generation")
             return cls(
-                per_generation=None
-                if generations is None
-                else {str(k): [_float(v) for v in values] for k, values in dict(generations).items()},
-                suite=str(data["suite"]),
-                metric=str(data["metric"]),
+                per_generation=None if generations is None else {
+                    str(k): [_float(v) for v in values] for k, values in dict(generations).items()},
+                suite=str(data["suite"]), metric=str(data["metric"]),
                 value=None if data.get("value") is None else float(data["value"]),
                 higher_is_better=bool(data["higher_is_better"]),
-                per_prompt=per_prompt,
-                tail_ids=None if tail is None else [str(i) for i in tail],
+                per_prompt=per_prompt, tail_ids=None if tail is None else [str(i) for i in tail],
                 model=str(data.get("model", "")),
                 # ``fingerprint``: the name the records of earlier versions gave the identity's id.
-                identity_id=str(data.get("identity_id", data.get("fingerprint", ""))),
-                judge=str(data.get("judge", "")),
+                identity_id=str(data.get("identity_id", data.get("fingerprint", ""))), judge=str(data.get("judge", "")),
                 tolerance_abs=float(data.get("tolerance_abs", 0.0)),
-                tolerance_rel=float(data.get("tolerance_rel", 0.0)),
-                alpha=float(data.get("alpha", 0.05)),
-            )
+                tolerance_rel=float(data.get("tolerance_rel", 0.0)), alpha=float(data.get("alpha", 0.05)),
+            )  # fmt: skip
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed record: {exc!r}") from None
 
@@ -313,15 +297,9 @@ def _rows(values: Sequence[Sequence[float]]) -> np.ndarray:
 
 def per_prompt_key(metric: str) -> str:
     """Which per-prompt series backs ``metric`` in the paired test (the metric table's
-    :meth:`~pytest_novelty.metrics.table.MetricFamily.paired_on`).
-
-    Most metrics (``coverage@n`` and ``unscored`` too) are means of their own per-prompt values.
-    ``top10_novelty@n`` keeps per-prompt ``novelty@n`` here, for pairing prompts and as the
-    fallback for records stored without per-generation values (a top-10 % mean has no per-prompt
-    form; :func:`compare` resamples the statistic itself from ``per_generation`` when both records
-    have it). ``q_at_tail@α`` is paired on per-prompt ``quality``, restricted to the tail ids by
-    :func:`compare`.
-    """
+    :meth:`~pytest_novelty.metrics.table.MetricFamily.paired_on`): for ``top10_novelty@n``,
+    per-prompt ``novelty@n``, which pairs the prompts and is the test's fallback for records stored
+    without per-generation values."""
     return family(metric).paired_on(metric)
 
 
@@ -333,16 +311,14 @@ def result_record(
     tail: FrozenTail | None = None,
     metrics: Mapping[str, float] | None = None,
 ) -> MetricRecord:
-    """The record of one case from one pipeline result: what every comparison (snapshot, baseline,
-    series) compares, so all of them test one statistic the same way.
+    """The record of one case from one pipeline result (:func:`make_record`): what every comparison
+    (snapshot, baseline, series) compares, so all of them test one statistic the same way.
 
     ``tail``, for a q@Tail metric, is the frozen tail the case is judged on: the value is the mean
     per-prompt quality over those prompts and the record keeps their ids (without it, the result's
-    own tail). A Novelty at Peak record keeps the peak the metrics step measured it on in
-    ``tail_ids``, so a comparison recomputes the candidate on the accepted record's peak. A
-    ``top10_novelty@n`` record keeps the per-generation novelty at n, so the comparison resamples
-    the top-10 % statistic itself. ``metrics`` (default: the result's) may carry values already
-    computed for this case; ``suite`` defaults to the result's own.
+    own tail). A Novelty at Peak record keeps the peak the metrics step measured it on, so a
+    comparison recomputes the candidate on the accepted record's peak. ``metrics`` (default: the
+    result's) may carry values already computed for this case; ``suite`` defaults to the result's.
     """
     values = result.metrics if metrics is None else metrics
     tail_ids: Sequence[str] | None = None
@@ -360,17 +336,10 @@ def result_record(
         novelty = result.measured.novelty.get(int(threshold.arg))
         per_generation = None if novelty is None else novelty.tolist()
     return make_record(
-        result.suite if suite is None else suite,
-        threshold,
-        metrics=values,
-        per_prompt=result.per_prompt,
-        prompt_ids=[p.id for p in result.prompts],
-        tail_ids=tail_ids,
-        model=result.model,
-        identity_id=result.generated.identity_id,
-        judge=result.scores.judge,
-        per_generation=per_generation,
-    )
+        result.suite if suite is None else suite, threshold, metrics=values, per_prompt=result.per_prompt,
+        prompt_ids=[p.id for p in result.prompts], tail_ids=tail_ids, model=result.model,
+        identity_id=result.generated.identity_id, judge=result.scores.judge, per_generation=per_generation,
+    )  # fmt: skip
 
 
 def make_record(
@@ -400,20 +369,15 @@ def make_record(
         raise ValueError(f"{threshold.metric}: {len(series)} per-prompt values for {len(prompt_ids)} prompts")
     gate = suite.gate
     value = metrics.get(threshold.metric)
+    generations = None if per_generation is None or not threshold.metric.startswith("top10_novelty@") else {
+        str(i): [float(v) for v in row] for i, row in zip(prompt_ids, per_generation, strict=True)}
     return MetricRecord(
-        suite=suite.name,
-        metric=threshold.metric,
-        value=None if value is None or math.isnan(value) else float(value),
+        suite=suite.name, metric=threshold.metric, value=None if value is None or math.isnan(value) else float(value),
         higher_is_better=threshold.op == ">=",
         per_prompt={str(i): float(v) for i, v in zip(prompt_ids, series, strict=False)},
         tail_ids=None if tail_ids is None else [str(i) for i in tail_ids],
-        model=model,
-        identity_id=identity_id,
-        judge=judge,
+        model=model, identity_id=identity_id, judge=judge,
         tolerance_abs=gate.tolerance_abs if threshold.tolerance_abs is None else threshold.tolerance_abs,
         tolerance_rel=gate.tolerance_rel if threshold.tolerance_rel is None else threshold.tolerance_rel,
-        alpha=gate.alpha,
-        per_generation=None
-        if per_generation is None or not threshold.metric.startswith("top10_novelty@")
-        else {str(i): [float(v) for v in row] for i, row in zip(prompt_ids, per_generation, strict=True)},
-    )
+        alpha=gate.alpha, per_generation=generations,
+    )  # fmt: skip

@@ -272,16 +272,9 @@ def resample(statistic: ClusterStatistic, n_clusters: int, *, n_boot: int, seed:
     studentizable = _with_se(statistic) is not None
     first, first_se = _evaluate(statistic, ones)
     estimate, se = float(first[0]), float(first_se[0]) if studentizable else math.nan
-    values = np.empty(n_boot)
-    ses = np.empty(n_boot) if studentizable else None
-    start = 0
-    for weights in _weights(n_clusters, n_boot, seed):
-        stop = start + weights.shape[0]
-        value, value_se = _evaluate(statistic, weights)
-        values[start:stop] = value
-        if ses is not None:
-            ses[start:stop] = value_se
-        start = stop
+    blocks = [_evaluate(statistic, weights) for weights in _weights(n_clusters, n_boot, seed)]
+    values = np.concatenate([value for value, _ in blocks]).astype(np.float64)
+    ses = np.concatenate([value_se for _, value_se in blocks]).astype(np.float64) if studentizable else None
     return Resamples(estimate, se, values, ses, n_clusters)
 
 
@@ -345,10 +338,9 @@ def interval_of(
 
 def bootstrap_se(draws: Resamples) -> float:
     """√(G/(G − 1)) · sd(θ*): the bootstrap standard error with the small-sample factor (NaN left out)."""
-    defined = draws.values[~np.isnan(draws.values)]
-    if defined.size < 2 or draws.n_clusters < 2:
+    if np.sum(~np.isnan(draws.values)) < 2 or draws.n_clusters < 2:
         return math.nan
-    return float(np.std(defined, ddof=1) * math.sqrt(draws.n_clusters / (draws.n_clusters - 1)))
+    return draws.spread() * math.sqrt(draws.n_clusters / (draws.n_clusters - 1))
 
 
 def p_value_of(draws: Resamples, method: str, confidence: float = 0.95) -> float:

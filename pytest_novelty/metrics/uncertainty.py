@@ -339,12 +339,6 @@ class _Suite:
     def mean(self, values: ArrayLike, bounds: tuple[float, float] = (0.0, 1.0)) -> Interval:
         return mean_interval(values, confidence=self.confidence, n_boot=self.n_boot, seed=self.seed, bounds=bounds)
 
-    def share(self, mask: ArrayLike) -> Interval:
-        return share_interval(mask, confidence=self.confidence)
-
-    def top10(self, values: ArrayLike) -> Interval:
-        return top_fraction_interval(values, 0.1, confidence=self.confidence, n_boot=self.n_boot, seed=self.seed)
-
     def at_order(self, name: str, arg: str) -> Array:
         """The originality at ``name``'s n-gram order, checked to be of quality's shape."""
         if not arg.isdigit() or int(arg) not in self.originality:
@@ -380,16 +374,17 @@ def _at_peak(suite: _Suite, name: str, arg: str) -> Interval:
 # the name's two parts.
 _BY_NAME: dict[str, Callable[[_Suite, str, str], Interval]] = {
     "quality": lambda s, name, arg: s.mean(s.quality),
-    "unscored": lambda s, name, arg: s.share(np.isnan(s.quality)),
+    "unscored": lambda s, name, arg: share_interval(np.isnan(s.quality), confidence=s.confidence),
     "distinct_k": lambda s, name, arg: s.mean(s.series(name, f"{name} needs its per-prompt values"),
                                               (1.0, float(s.quality.shape[1]))),
     "utility_k": lambda s, name, arg: s.mean(s.series(name, f"{name} needs its per-prompt values"), (0.0, 10.0)),
 }
 _BY_FAMILY: dict[str, Callable[[_Suite, str, str], Interval]] = {
-    "coverage": lambda s, name, arg: s.share(~np.isnan(s.at_order(name, arg))),
+    "coverage": lambda s, name, arg: share_interval(~np.isnan(s.at_order(name, arg)), confidence=s.confidence),
     "originality": lambda s, name, arg: s.mean(originality_counting_short(s.at_order(name, arg))),
     "novelty": lambda s, name, arg: s.mean(gated_novelty(s.quality, s.at_order(name, arg))),
-    "top10_novelty": lambda s, name, arg: s.top10(gated_novelty(s.quality, s.at_order(name, arg))),
+    "top10_novelty": lambda s, name, arg: top_fraction_interval(
+        gated_novelty(s.quality, s.at_order(name, arg)), 0.1, confidence=s.confidence, n_boot=s.n_boot, seed=s.seed),
     "q_at_tail": lambda s, name, arg: s.on_tail(
         name, "quality", f"{name} needs per-prompt quality, the prompt ids and its tail ids"),
     "novelty_overall": lambda s, name, arg: s.mean(
