@@ -111,22 +111,13 @@ class Comparison:
         """JSON-ready form (NaN becomes None); :meth:`from_json` reads it back. ``delta`` and
         ``verdict`` are derived and written for readers of the file; they are not read back."""
         return {
-            "against": self.against,
-            "status": self.status,
-            "verdict": self.verdict,
-            "accepted_value": _clean(self.accepted_value),
-            "candidate_value": _clean(self.candidate_value),
-            "delta": _clean(self.delta),
-            "tolerance": _clean(self.tolerance),
+            "against": self.against, "status": self.status, "verdict": self.verdict,
+            "accepted_value": _clean(self.accepted_value), "candidate_value": _clean(self.candidate_value),
+            "delta": _clean(self.delta), "tolerance": _clean(self.tolerance),
             "delta_ci": None if self.delta_ci is None else [_clean(b) for b in self.delta_ci],
-            "p_value": _clean(self.p_value),
-            "n_pairs": self.n_pairs,
-            "alpha": self.alpha,
-            "test": self.test,
-            "message": self.message,
-            "suite": self.suite,
-            "metric": self.metric,
-        }
+            "p_value": _clean(self.p_value), "n_pairs": self.n_pairs, "alpha": self.alpha, "test": self.test,
+            "message": self.message, "suite": self.suite, "metric": self.metric,
+        }  # fmt: skip
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Comparison:
@@ -137,20 +128,15 @@ class Comparison:
                 raise ValueError(f"status {status!r} is none of {', '.join(STATUSES)}")
             ci = data.get("delta_ci")
             return cls(
-                status=status,
-                accepted_value=_optional_float(data.get("accepted_value")),
+                status=status, accepted_value=_optional_float(data.get("accepted_value")),
                 candidate_value=_optional_float(data.get("candidate_value")),
                 tolerance=float(data.get("tolerance") or 0.0),
                 delta_ci=None if ci is None or None in ci else (float(ci[0]), float(ci[1])),
-                p_value=_optional_float(data.get("p_value")),
-                n_pairs=int(data.get("n_pairs") or 0),
-                message=str(data.get("message") or ""),
-                suite=str(data.get("suite") or ""),
-                metric=str(data.get("metric") or ""),
-                alpha=float(data.get("alpha", 0.05)),
-                test=str(data.get("test") or ""),
-                against=str(data.get("against") or "snapshot"),
-            )
+                p_value=_optional_float(data.get("p_value")), n_pairs=int(data.get("n_pairs") or 0),
+                message=str(data.get("message") or ""), suite=str(data.get("suite") or ""),
+                metric=str(data.get("metric") or ""), alpha=float(data.get("alpha", 0.05)),
+                test=str(data.get("test") or ""), against=str(data.get("against") or "snapshot"),
+            )  # fmt: skip
         except (KeyError, TypeError, IndexError) as exc:
             raise ValueError(f"malformed comparison: {exc!r}") from None
 

@@ -77,18 +77,9 @@ def paired_test(
     first, second = first[keep], second[keep]
     differences = second - first
     n = int(differences.size)
-    difference = float(differences.mean())
     low, high = _bootstrap_interval(differences, int(n_boot), seed, level)
-    return PairedTest(
-        difference=difference,
-        ci_low=low,
-        ci_high=high,
-        p_value=_paired_p_value(first, second, differences),
-        n=n,
-        dropped=int(keep.size - n),
-        confidence=level,
-        n_boot=int(n_boot),
-    )
+    return PairedTest(float(differences.mean()), low, high, _paired_p_value(first, second, differences), n,
+                      int(keep.size - n), level, int(n_boot))  # fmt: skip
 
 
 def _paired_p_value(first: np.ndarray, second: np.ndarray, differences: np.ndarray) -> float:
