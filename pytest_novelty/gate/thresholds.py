@@ -56,27 +56,6 @@ class Verdict:
         return f"{word} (within noise)" if self.within_noise else word
 
 
-def _bounds(interval: Interval | tuple[float, float]) -> tuple[float, float, float | None]:
-    """(low, high, confidence) with an undefined interval read as (−inf, inf)."""
-    if isinstance(interval, Interval):
-        low, high, confidence = interval.low, interval.high, interval.confidence
-    else:
-        (low, high), confidence = interval, None
-    low, high = float(low), float(high)
-    if math.isnan(low) or math.isnan(high):
-        return -math.inf, math.inf, confidence
-    if low > high:
-        raise ValueError(f"the interval's low bound {low!r} is above its high bound {high!r}")
-    return low, high, confidence
-
-
-def _format_ci(low: float, high: float, confidence: float | None) -> str:
-    level = f"{100 * confidence:g}% CI" if confidence is not None else "CI"
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return f"{level} undefined (too few prompts)"
-    return f"{level} [{low:.4f}, {high:.4f}]"
-
-
 def check_threshold(
     suite: str,
     threshold: Threshold,
@@ -102,7 +81,7 @@ def check_threshold(
         passed = threshold.holds(value)
         message = unknown if math.isnan(value) else f"{head} = {value:.4f} {_verb(threshold, passed)}"
         return Verdict(suite, threshold.metric, threshold.op, threshold.value, value, passed, message)
-    band = _Band(*_bounds(interval))
+    band = _Band.of(interval)
     if math.isnan(value):
         passed, message = False, f"{unknown} ({mode} mode)"
     else:
@@ -122,13 +101,28 @@ class _Band:
     high: float
     confidence: float | None
 
-    @property
-    def ci(self) -> str:
-        return _format_ci(self.low, self.high, self.confidence)
+    @classmethod
+    def of(cls, interval: Interval | tuple[float, float]) -> _Band:
+        if isinstance(interval, Interval):
+            low, high, confidence = interval.low, interval.high, interval.confidence
+        else:
+            (low, high), confidence = interval, None
+        low, high = float(low), float(high)
+        if math.isnan(low) or math.isnan(high):
+            return cls(-math.inf, math.inf, confidence)
+        if low > high:
+            raise ValueError(f"the interval's low bound {low!r} is above its high bound {high!r}")
+        return cls(low, high, confidence)
 
     @property
     def defined(self) -> bool:
         return math.isfinite(self.low) and math.isfinite(self.high)
+
+    @property
+    def ci(self) -> str:
+        """``95% CI [0.2900, 0.3880]``, or that it is undefined."""
+        level = f"{100 * self.confidence:g}% CI" if self.confidence is not None else "CI"
+        return f"{level} [{self.low:.4f}, {self.high:.4f}]" if self.defined else f"{level} undefined (too few prompts)"
 
     def reaches(self, bound: float) -> bool:
         """Whether the interval contains ``bound``: the case is within noise."""
