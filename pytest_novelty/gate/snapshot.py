@@ -109,13 +109,6 @@ class SnapshotOutcome:
         """The damaged snapshot, unless ``--snapshot-update`` replaced it: the case is a harness error."""
         return None if self.written else self.damaged
 
-    @property
-    def message(self) -> str:
-        """One line for a failure or a warning: the comparison's message, else the first line."""
-        if self.comparison is not None:
-            return self.comparison.message
-        return self.lines[0] if self.lines else ""
-
 
 def snapshot_file(suite_file: Path, case: str, root: Path | None = None) -> Path:
     """Where the snapshot of case ``case`` (its id, ``story-novelty@5>=0.3``) of ``suite_file`` lives:
