@@ -196,14 +196,10 @@ def compare(
     ``alpha`` when given: the α each of a run's comparisons is held to after a correction for the
     run's number of comparisons, which ``correction`` names in the comparison's ``test``; ``against``
     says in words what the accepted record is (``snapshot``, ``baseline``, ``references``, an
-    earlier checkpoint), for the comparison's explanation. A
-    missing candidate value (nothing could be scored) against a present snapshot value is a
-    regression; a snapshot without a value is beaten by any candidate value.
+    earlier checkpoint), for the comparison's explanation. A missing candidate value (nothing could
+    be scored) against a present snapshot value is a regression; a snapshot without a value is
+    beaten by any candidate value.
     """
-    snap_value, cand_value, shared, note = _values(snapshot, candidate)
-    alpha = candidate.alpha if alpha is None else alpha
-    scale = 0.0 if math.isnan(snap_value) else abs(snap_value)
-    tolerance = max(candidate.tolerance_abs, candidate.tolerance_rel * scale)
     snap_value, cand_value, shared, note = _values(snapshot, candidate)
     alpha = candidate.alpha if alpha is None else alpha
     scale = 0.0 if math.isnan(snap_value) else abs(snap_value)
