@@ -1,9 +1,5 @@
-"""A comparison's verdict: its status, the numbers behind it and its words, as every reader takes it.
-
-:func:`pytest_novelty.gate.regression.compare` makes a :class:`Comparison`; the case record, the
-snapshot stores, the series, the report and the trackers read it (``report.json`` through
-:meth:`Comparison.to_json` and :meth:`Comparison.from_json`).
-"""
+"""A comparison's verdict (:class:`Comparison`): its status, the numbers behind it and its words, as
+:func:`pytest_novelty.gate.regression.compare` decides them and every reader takes them."""
 
 from __future__ import annotations
 

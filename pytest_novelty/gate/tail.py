@@ -1,8 +1,5 @@
-"""The frozen tail a q@Tail case is judged on: where it comes from, and a value on it.
-
-A q@Tail case's threshold and its comparison use one tail (:func:`choose_tail`), and one value on
-it (:func:`tail_value`).
-"""
+"""The frozen tail a q@Tail case is judged on (:func:`choose_tail`: where it comes from) and the one
+value on it (:func:`tail_value`), which the case's threshold and its comparison share."""
 
 from __future__ import annotations
 
