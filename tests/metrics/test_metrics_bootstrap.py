@@ -37,6 +37,26 @@ def test_the_mean_bootstrap_drops_pairs_with_a_missing_value_and_agrees_with_its
     assert test.excludes_zero() == (test.p_value < 0.1)
 
 
+def test_the_paired_statistic_is_the_gated_change_on_the_data_with_its_range_and_standard_error() -> None:
+    from pytest_novelty.metrics.bootstrap import Linearised, linearised_se
+    from pytest_novelty.metrics.paired import paired_statistic
+
+    a, b = np.array([0.2, 0.5, np.nan, 0.4]), np.array([0.3, 0.4, 0.9, 0.8])
+    mean = paired_statistic(a, b)
+    ones = np.ones((1, mean.n))
+    assert (mean.name, mean.n, mean.bounds) == ("mean", 3, pytest.approx((-0.1, 0.4)))
+    assert mean.statistic(ones)[0] == pytest.approx(np.mean([0.1, -0.1, 0.4]))
+    rows_a, rows_b = np.array([[0.1, 0.9], [0.3, 0.2]]), np.array([[0.5, 0.6], [0.8, 0.1]])
+    top = paired_statistic(rows_a, rows_b, 0.5)
+    assert (top.name, top.n, top.bounds) == ("top 50 %", 2, pytest.approx((0.1 - 0.9, 0.8 - 0.1)))
+    assert top.statistic(np.ones((1, 2)))[0] == pytest.approx(
+        top_fraction_mean(rows_b.ravel(), 0.5) - top_fraction_mean(rows_a.ravel(), 0.5))
+    for paired in (mean, top):  # both are linearised: a look of the sequential rule can take their SE
+        assert isinstance(paired.statistic, Linearised)
+        weights = np.ones((1, paired.n))
+        assert linearised_se(paired.statistic.linearised(weights)[1], weights)[0] > 0
+
+
 @pytest.mark.parametrize(
     ("a", "b", "kwargs", "words"),
     [
