@@ -34,16 +34,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_novelty.gate.agreement import agreement_failure, agreement_text
+from pytest_novelty.gate.comparison import Comparison
 from pytest_novelty.gate.record import CaseRecord, Repeats, TailUsed
-from pytest_novelty.gate.regression import (
-    Comparison,
-    FrozenTail,
-    MetricRecord,
-    choose_tail,
-    compare,
-    gated_metrics,
-    result_record,
-)
+from pytest_novelty.gate.regression import MetricRecord, compare, result_record
+from pytest_novelty.gate.tail import FrozenTail, choose_tail, gated_metrics
 from pytest_novelty.gate.thresholds import check_threshold
 from pytest_novelty.pipeline.session import HUMAN_REFERENCES
 
@@ -104,7 +98,7 @@ def frozen_tail(
 ) -> FrozenTail:
     """The one tail a q@Tail case is judged and compared on: the baseline's, the snapshot's, the
     suite file's (``[gate] tail``), or the candidate's own (see
-    :func:`pytest_novelty.gate.regression.choose_tail`)."""
+    :func:`pytest_novelty.gate.tail.choose_tail`)."""
     snapshot_ids = None
     if baseline is None and snapshot is not None:
         stored = snapshot.stored()
@@ -152,30 +146,55 @@ def decide(
     references); ``earlier`` the series' earlier checkpoints in step order (used with
     ``[gate] against = "series-best"``); ``snapshot`` the case's snapshot store when snapshots are on.
     ``mode`` is the threshold mode (the command line's, else the suite's ``[gate] threshold_mode``).
-    ``comparisons`` is the number of regression tests the whole run makes: each is held to
-    α / comparisons (Bonferroni), so that an unchanged checkpoint fails any of them in at most α of
-    runs, not α of cases. ``adaptive(verdict, tail)`` (``--novelty-adaptive``) may replace the
-    threshold's verdict by the sequential rule's (:mod:`pytest_novelty.gate.adaptive`), for a value
-    that could be computed.
+    ``comparisons`` is the number of regression tests the whole run makes, each held to α /
+    comparisons (:func:`corrected_alpha`). ``adaptive(verdict, tail)`` (``--novelty-adaptive``) may
+    replace the threshold's verdict by the sequential rule's (:mod:`pytest_novelty.gate.adaptive`),
+    for a value that could be computed.
     """
-    base = None if baseline is None else baseline.result
     tail: FrozenTail | None = None
     metrics = result.metrics
     used: list[str] = []
     if threshold.base == "q_at_tail":
-        tail = frozen_tail(suite, threshold, result, baseline=base, snapshot=snapshot)
+        tail = frozen_tail(suite, threshold, result, baseline=None if baseline is None else baseline.result,
+                           snapshot=snapshot)  # fmt: skip
         ids = [p.id for p in result.prompts]
         metrics, used = gated_metrics(threshold.metric, metrics, ids, result.per_prompt["quality"], tail)
     interval = case_interval(suite, threshold, result, tail)
-    mode = mode or suite.gate.threshold_mode
-    verdict = check_threshold(suite.name, threshold, metrics, interval=interval,
-                              mode=mode if interval is not None else "point")
+    mode = (mode or suite.gate.threshold_mode) if interval is not None else "point"
+    verdict = check_threshold(suite.name, threshold, metrics, interval=interval, mode=mode)
     adapted = None
     if adaptive is not None and not math.isnan(verdict.value):
         verdict, adapted = adaptive(verdict, tail)
-    message = verdict.message
-    failures = [] if verdict.passed else [verdict.message]
+    message, failures, distrusted = _threshold_failures(suite, threshold, result, verdict, tail, used)
+    candidate = result_record(result, threshold, suite=suite, tail=tail, metrics=metrics)
+    compared = compare_case(suite, threshold, candidate, tail, baseline=baseline, earlier=earlier,
+                            snapshot=snapshot, comparisons=comparisons)  # fmt: skip
+    comparison, written = compared.comparison, compared.written
+    failures.extend(compared.lines)
+    warnings = (comparison.message,) if comparison is not None and comparison.passed and comparison.warning else ()
     agreement = agreement_text(result.judge_agreement)
+    value = metrics.get(threshold.metric, math.nan)
+    if comparison is not None and not written and comparison.candidate_value is not None:
+        value = comparison.candidate_value  # the compared value: value − accepted value = delta
+    return CaseRecord(
+        suite=suite.name, metric=threshold.metric, op=threshold.op, threshold=threshold.value,
+        value=None if value is None or math.isnan(value) else float(value),
+        outcome="failed" if failures else "passed", message=message, failures=tuple(failures),
+        header=header(result) + (f", {agreement}" if agreement else ""),
+        tail=None if tail is None else TailUsed(tail.describe(len(used)), tail.source, tuple(tail.ids)),
+        comparison=comparison, snapshot_written=written, judge_agreement=agreement, warnings=warnings,
+        ci=verdict.ci, confidence=verdict.confidence, within_noise=verdict.within_noise, mode=verdict.mode,
+        threshold_passed=verdict.passed and not distrusted, adaptive=adapted,
+    )  # fmt: skip
+
+
+def _threshold_failures(
+    suite: Suite, threshold: Threshold, result: SuiteResult, verdict: Verdict, tail: FrozenTail | None, used: list[str]
+) -> tuple[str, list[str], str | None]:
+    """Rules 1 and 2 of the module doc: the case's message and failures from its threshold's verdict,
+    unless the judge does not agree with people enough (then that is the only reason, returned third)
+    or the frozen tail has none of the suite's prompts (then the message says so)."""
+    message, failures = verdict.message, [] if verdict.passed else [verdict.message]
     distrusted = agreement_failure(suite, threshold, result.judge_agreement)
     if distrusted:
         message, failures = distrusted, [distrusted]
@@ -185,38 +204,7 @@ def decide(
             "is among the suite's prompts; point [gate] tail at a tail of these prompts"
         )
         failures = [message]
-    candidate = result_record(result, threshold, suite=suite, tail=tail, metrics=metrics)
-    compared = compare_case(suite, threshold, candidate, tail, baseline=baseline, earlier=earlier,
-                            snapshot=snapshot, comparisons=comparisons)  # fmt: skip
-    comparison, written = compared.comparison, compared.written
-    failures.extend(compared.lines)
-    warnings = (comparison.message,) if comparison is not None and comparison.passed and comparison.warning else ()
-    head = header(result) + (f", {agreement}" if agreement else "")
-    value = metrics.get(threshold.metric, math.nan)
-    if comparison is not None and not written and comparison.candidate_value is not None:
-        value = comparison.candidate_value  # the compared value: value − accepted value = delta
-    return CaseRecord(
-        suite=suite.name,
-        metric=threshold.metric,
-        op=threshold.op,
-        threshold=threshold.value,
-        value=None if value is None or math.isnan(value) else float(value),
-        outcome="failed" if failures else "passed",
-        message=message,
-        failures=tuple(failures),
-        header=head,
-        tail=None if tail is None else TailUsed(tail.describe(len(used)), tail.source, tuple(tail.ids)),
-        comparison=comparison,
-        snapshot_written=written,
-        judge_agreement=agreement,
-        warnings=warnings,
-        ci=verdict.ci,
-        confidence=verdict.confidence,
-        within_noise=verdict.within_noise,
-        mode=verdict.mode,
-        threshold_passed=verdict.passed and not distrusted,
-        adaptive=adapted,
-    )
+    return message, failures, distrusted
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,11 @@ from pytest_novelty.gate.record import CaseRecord
 from pytest_novelty.infra.errors import HarnessError
 
 if TYPE_CHECKING:
-    from pytest_novelty.gate.regression import FrozenTail
+    from pytest_novelty.gate.tail import FrozenTail
     from pytest_novelty.gate.thresholds import Verdict
     from pytest_novelty.pipeline.results import SuiteResult
     from pytest_novelty.pipeline.series import Checkpoint
-    from pytest_novelty.pipeline.session import Baseline, ResultsSession
+    from pytest_novelty.pipeline.session import ResultsSession
     from pytest_novelty.pipeline.suite_data import SuiteData
     from pytest_novelty.suites.schema import Suite, Threshold
 
@@ -114,10 +114,6 @@ class CaseLoop:
                         self.add_series_part(suite.name, step, series_part(earlier))
         return result
 
-    def baseline(self, suite: Suite) -> Baseline | None:
-        """What the candidate is compared with on ``suite``: the baseline checkpoint or the references."""
-        return self.session.baseline(suite)
-
     def earlier(self, suite: Suite) -> list[SuiteResult]:
         """With a series, every earlier checkpoint's result on ``suite``, in step order."""
         return self.session.earlier(suite)
@@ -129,7 +125,7 @@ class CaseLoop:
         earlier checkpoint of a series (``[gate] against = "series-best"``) or the snapshot, then on
         every repeat (read only)."""
         settings = self.settings
-        result, baseline = self.result(suite), self.baseline(suite)
+        result, baseline = self.result(suite), self.session.baseline(suite)
         earlier = self.earlier(suite) if baseline is None and suite.gate.against == "series-best" else []
         record = decide(suite, threshold, result, baseline=baseline, earlier=earlier, snapshot=snapshot,
                         mode=settings.mode, comparisons=settings.comparisons,

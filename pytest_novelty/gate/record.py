@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_novelty.gate.adaptive import Adaptive
-from pytest_novelty.gate.regression import Comparison
+from pytest_novelty.gate.comparison import Comparison
 
 __all__ = ["OUTCOMES", "CaseRecord", "Repeats", "TailUsed"]
 
@@ -201,7 +201,7 @@ class CaseRecord:
 
     @property
     def status(self) -> str | None:
-        """The comparison's status (one of :data:`~pytest_novelty.gate.regression.STATUSES`), if any."""
+        """The comparison's status (one of :data:`~pytest_novelty.gate.comparison.STATUSES`), if any."""
         compared = self.compared
         return None if compared is None else compared.status
 
@@ -320,31 +320,19 @@ class CaseRecord:
         from an xdist worker. ``passed``, ``label`` and ``verdict`` are derived, written for readers
         of the file, and not read back."""
         return {
-            "suite": self.suite,
-            "metric": self.metric,
-            "op": self.op,
-            "threshold": self.threshold,
-            "label": self.label,
-            "value": _number(self.value),
-            "outcome": self.outcome,
-            "passed": self.passed,
-            "verdict": self.verdict_text(),
-            "message": self.message,
-            "failures": list(self.failures),
-            "header": self.header,
-            "ci": None if self.ci is None else [_number(b) for b in self.ci],
-            "confidence": self.confidence,
-            "within_noise": self.within_noise,
-            "mode": self.mode,
-            "threshold_passed": self.threshold_passed,
+            "suite": self.suite, "metric": self.metric, "op": self.op, "threshold": self.threshold,
+            "label": self.label, "value": _number(self.value),
+            "outcome": self.outcome, "passed": self.passed, "verdict": self.verdict_text(),
+            "message": self.message, "failures": list(self.failures), "header": self.header,
+            "ci": None if self.ci is None else [_number(b) for b in self.ci], "confidence": self.confidence,
+            "within_noise": self.within_noise, "mode": self.mode, "threshold_passed": self.threshold_passed,
             "tail": None if self.tail is None else self.tail.to_json(),
             "comparison": None if self.comparison is None else self.comparison.to_json(),
-            "snapshot_written": self.snapshot_written,
-            "judge_agreement": self.judge_agreement,
+            "snapshot_written": self.snapshot_written, "judge_agreement": self.judge_agreement,
             "warnings": list(self.warnings),
             "repeats": None if self.repeats is None else self.repeats.to_json(),
             "adaptive": None if self.adaptive is None else self.adaptive.to_json(),
-        }
+        }  # fmt: skip
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CaseRecord:
@@ -356,20 +344,14 @@ class CaseRecord:
             adaptive = data.get("adaptive")
             passed = data.get("threshold_passed")
             return cls(
-                suite=str(data["suite"]),
-                metric=str(data["metric"]),
-                op=None if data.get("op") is None else str(data["op"]),
-                threshold=_number(data.get("threshold")),
-                value=_number(data.get("value")),
-                outcome=str(data["outcome"]),
-                message=str(data.get("message") or ""),
-                failures=tuple(str(f) for f in data.get("failures") or ()),
-                header=str(data.get("header") or ""),
-                ci=_pair(data.get("ci")),
+                suite=str(data["suite"]), metric=str(data["metric"]),
+                op=None if data.get("op") is None else str(data["op"]), threshold=_number(data.get("threshold")),
+                value=_number(data.get("value")), outcome=str(data["outcome"]),
+                message=str(data.get("message") or ""), failures=tuple(str(f) for f in data.get("failures") or ()),
+                header=str(data.get("header") or ""), ci=_pair(data.get("ci")),
                 confidence=_number(data.get("confidence")),
                 within_noise=None if data.get("within_noise") is None else bool(data["within_noise"]),
-                mode=str(data.get("mode") or "point"),
-                threshold_passed=None if passed is None else bool(passed),
+                mode=str(data.get("mode") or "point"), threshold_passed=None if passed is None else bool(passed),
                 tail=None if tail is None else TailUsed.from_json(tail),
                 comparison=None if comparison is None else Comparison.from_json(comparison),
                 snapshot_written=bool(data.get("snapshot_written", False)),
@@ -377,7 +359,7 @@ class CaseRecord:
                 warnings=tuple(str(w) for w in data.get("warnings") or ()),
                 repeats=None if repeats is None else Repeats.from_json(repeats),
                 adaptive=None if adaptive is None else Adaptive.from_json(adaptive),
-            )
+            )  # fmt: skip
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed case record: {exc!r}") from None
 

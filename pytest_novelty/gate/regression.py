@@ -11,14 +11,14 @@ candidate's record against it. The rules, in order:
    *candidate* record, i.e. from the suite file as it is now, so loosening a tolerance in the suite
    file takes effect without re-recording. A drop within tolerance passes.
 3. Significance. A drop beyond tolerance is a regression only when one test, the paired bootstrap
-   over the prompts both records share (:func:`pytest_novelty.metrics.stats.paired_bootstrap`),
+   over the prompts both records share (:func:`pytest_novelty.metrics.paired.paired_bootstrap`),
    finds it significant: its (1 − α) interval of the change in the *gated statistic* (Student's t
    on the bootstrap standard error, which holds its coverage on a 10-prompt q@Tail tail where the
    percentile interval used before did not) lies entirely on the bad side of 0 (so in effect a
-   one-sided test at α/2, on the cautious side). Each case holds its α alone; over the many cases
-   of a run, :func:`pytest_novelty.metrics.stats.holm` controls the run's family-wise error. The
-   statistic is the metric's own: the mean per-prompt difference for means, and for
-   ``top10_novelty@n`` the difference of the top-10 % means, recomputed on every resample of
+   one-sided test at α/2, on the cautious side). Over the many cases of a run, each is held to α
+   divided by their number (Bonferroni, :func:`pytest_novelty.gate.case.corrected_alpha`, passed
+   as ``alpha``). The statistic is the metric's own: the mean per-prompt difference for means, and
+   for ``top10_novelty@n`` the difference of the top-10 % means, recomputed on every resample of
    prompts from the per-generation values both records store. The CI shown is that interval and
    the p-value comes from the same resamples, so the verdict always agrees with the CI. Otherwise
    the drop is "not significant" and passes with a warning. When no test is possible (fewer than
@@ -38,15 +38,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pytest_novelty.gate.comparison import Comparison
+from pytest_novelty.gate.tail import FrozenTail, gated_metrics, tail_value
 from pytest_novelty.infra.redact import redact
-from pytest_novelty.metrics.stats import BOOTSTRAP_TEST, paired_bootstrap
+from pytest_novelty.metrics.paired import BOOTSTRAP_TEST, paired_bootstrap
 from pytest_novelty.metrics.table import family
 from pytest_novelty.suites.schema import Suite, Threshold
 
@@ -65,30 +66,10 @@ SAME_EPS = 10.0**-DIGITS
 #: Bootstrap resamples for the confidence interval of a comparison.
 N_BOOT = 10_000
 
-STATUSES = ("same", "improved", "within_tolerance", "not_significant", "regressed")
-
-_VERDICT_WORDS = {
-    "same": "unchanged",
-    "improved": "improvement",
-    "within_tolerance": "within tolerance",
-    "not_significant": "drop not significant (passes with a warning)",
-    "regressed": "regression",
-}
-
-
-
-class NoveltyDriftWarning(UserWarning):
-    """A metric moved the bad way but passed: within tolerance, or not significant."""
-
-
-def _missing(value: float | None) -> bool:
-    return value is None or math.isnan(value)
-
 
 def _round(value: float | None) -> float | None:
-    if _missing(value):
+    if value is None or math.isnan(value):
         return None
-    assert value is not None
     rounded = round(float(value), DIGITS)
     return 0.0 if rounded == 0 else rounded  # no "-0.0" churn in diffs
 
@@ -106,9 +87,8 @@ class MetricRecord:
     maps prompt id to the per-prompt value (NaN when unscored) and feeds the paired test; for q@Tail
     metrics it holds every prompt's quality and ``tail_ids`` the frozen tail. ``per_generation``
     (``top10_novelty`` only) maps prompt id to its generations' novelty, so the test can resample
-    the top-10 % statistic itself. ``model``,
-    ``identity_id`` and ``judge`` say what produced the numbers; the tolerances and ``alpha`` are the
-    suite file's gate settings for this metric.
+    the top-10 % statistic itself. ``model``, ``identity_id`` and ``judge`` say what produced the
+    numbers; the tolerances and ``alpha`` are the suite file's gate settings for this metric.
     """
 
     suite: str
@@ -137,24 +117,16 @@ class MetricRecord:
         model, identity_id and judge pass through :func:`redact` so no credential is ever stored.
         """
         data = {
-            "format": FORMAT_VERSION,
-            "suite": self.suite,
-            "metric": self.metric,
-            "value": _round(self.value),
+            "format": FORMAT_VERSION, "suite": self.suite, "metric": self.metric, "value": _round(self.value),
             "higher_is_better": bool(self.higher_is_better),
             "per_prompt": {str(k): _round(v) for k, v in self.per_prompt.items()},
             "tail_ids": None if self.tail_ids is None else sorted(str(i) for i in self.tail_ids),
-            "model": redact(self.model),
-            "identity_id": redact(self.identity_id),
-            "judge": redact(self.judge),
-            "tolerance_abs": _round(self.tolerance_abs),
-            "tolerance_rel": _round(self.tolerance_rel),
+            "model": redact(self.model), "identity_id": redact(self.identity_id), "judge": redact(self.judge),
+            "tolerance_abs": _round(self.tolerance_abs), "tolerance_rel": _round(self.tolerance_rel),
             "alpha": _round(self.alpha),
-        }
+        }  # fmt: skip
         if self.per_generation is not None:
-            data["per_generation"] = {
-                str(k): [_round(v) for v in values] for k, values in self.per_generation.items()
-            }
+            data["per_generation"] = {str(k): [_round(v) for v in values] for k, values in self.per_generation.items()}
         return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
 
     @classmethod
@@ -170,177 +142,22 @@ class MetricRecord:
             raise ValueError(f"unsupported record format {data.get('format')!r} (expected {FORMAT_VERSION})")
         try:
             per_prompt = {str(k): _float(v) for k, v in dict(data.get("per_prompt") or {}).items()}
-            tail = data.get("tail_ids")
-            generations = data.get("per_generation")
+            tail, generations = data.get("tail_ids"), data.get("per_generation")
             return cls(
-                per_generation=None
-                if generations is None
-                else {str(k): [_float(v) for v in values] for k, values in dict(generations).items()},
-                suite=str(data["suite"]),
-                metric=str(data["metric"]),
+                per_generation=None if generations is None else {
+                    str(k): [_float(v) for v in values] for k, values in dict(generations).items()},
+                suite=str(data["suite"]), metric=str(data["metric"]),
                 value=None if data.get("value") is None else float(data["value"]),
                 higher_is_better=bool(data["higher_is_better"]),
-                per_prompt=per_prompt,
-                tail_ids=None if tail is None else [str(i) for i in tail],
+                per_prompt=per_prompt, tail_ids=None if tail is None else [str(i) for i in tail],
                 model=str(data.get("model", "")),
                 # ``fingerprint``: the name the records of earlier versions gave the identity's id.
-                identity_id=str(data.get("identity_id", data.get("fingerprint", ""))),
-                judge=str(data.get("judge", "")),
+                identity_id=str(data.get("identity_id", data.get("fingerprint", ""))), judge=str(data.get("judge", "")),
                 tolerance_abs=float(data.get("tolerance_abs", 0.0)),
-                tolerance_rel=float(data.get("tolerance_rel", 0.0)),
-                alpha=float(data.get("alpha", 0.05)),
-            )
+                tolerance_rel=float(data.get("tolerance_rel", 0.0)), alpha=float(data.get("alpha", 0.05)),
+            )  # fmt: skip
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed record: {exc!r}") from None
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """The verdict of :func:`compare`: one of :data:`STATUSES` and the numbers behind it.
-
-    ``accepted_value`` is the value the candidate is compared with (the snapshot's, the baseline
-    checkpoint's, the references', an earlier checkpoint's; ``against`` says which, in the words the
-    terminal and the report use) and ``candidate_value`` the candidate's on the same prompts (for
-    q@Tail: on the accepted tail). ``delta`` is candidate − accepted (NaN when either is missing);
-    ``delta_ci`` bounds the change of the gated statistic at level 1 − α and ``p_value`` is the paired
-    test's, both None when no test ran; ``n_pairs`` counts the prompts the test used; ``test`` names
-    the test and the statistic it compared ("" when none ran).
-    """
-
-    status: str
-    accepted_value: float | None
-    candidate_value: float | None
-    tolerance: float
-    delta_ci: tuple[float, float] | None
-    p_value: float | None
-    n_pairs: int
-    message: str
-    suite: str = ""
-    metric: str = ""
-    alpha: float = 0.05
-    test: str = ""
-    against: str = "snapshot"
-
-    @property
-    def delta(self) -> float:
-        """Candidate − accepted; NaN when either value is missing."""
-        if self.accepted_value is None or self.candidate_value is None:
-            return math.nan
-        return self.candidate_value - self.accepted_value
-
-    @property
-    def passed(self) -> bool:
-        """Everything but a regression passes."""
-        return self.status != "regressed"
-
-    @property
-    def warning(self) -> bool:
-        """A drop that passed: within tolerance or not significant; worth a line in the output."""
-        return self.status in ("within_tolerance", "not_significant")
-
-    @property
-    def verdict(self) -> str:
-        """The status in words, as the message ends."""
-        return _VERDICT_WORDS[self.status]
-
-    def lines(self) -> list[str]:
-        """The comparison as three short lines, for a failure's explanation.
-
-        Kept short on purpose: pytest truncates assertion explanations beyond 8 lines outside CI.
-        """
-        confidence = f"{100 * (1 - self.alpha):g}%"
-        ci = f"[{self.delta_ci[0]:+.4f}, {self.delta_ci[1]:+.4f}]" if self.delta_ci else "n/a"
-        p = _format_p(self.p_value) if self.p_value is not None else "n/a"
-        return [
-            f"{self.suite} {self.metric}: {self.verdict}",
-            f"  {self.against} value {_format_value(self.accepted_value)}, new value "
-            f"{_format_value(self.candidate_value)}, delta {_format_delta(self.delta)}, "
-            f"tolerance {self.tolerance:.4f}",
-            f"  {confidence} CI {ci} over {self.n_pairs} paired prompts, p-value {p} (alpha {self.alpha:g}"
-            + (f"; {self.test})" if self.test else ")"),
-        ]
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready form (NaN becomes None); :meth:`from_json` reads it back. ``delta`` and
-        ``verdict`` are derived and written for readers of the file; they are not read back."""
-        return {
-            "against": self.against,
-            "status": self.status,
-            "verdict": self.verdict,
-            "accepted_value": _clean(self.accepted_value),
-            "candidate_value": _clean(self.candidate_value),
-            "delta": _clean(self.delta),
-            "tolerance": _clean(self.tolerance),
-            "delta_ci": None if self.delta_ci is None else [_clean(b) for b in self.delta_ci],
-            "p_value": _clean(self.p_value),
-            "n_pairs": self.n_pairs,
-            "alpha": self.alpha,
-            "test": self.test,
-            "message": self.message,
-            "suite": self.suite,
-            "metric": self.metric,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Comparison:
-        """The comparison :meth:`to_json` wrote; ``ValueError`` naming the field on anything else."""
-        try:
-            status = str(data["status"])
-            if status not in STATUSES:
-                raise ValueError(f"status {status!r} is none of {', '.join(STATUSES)}")
-            ci = data.get("delta_ci")
-            return cls(
-                status=status,
-                accepted_value=_optional_float(data.get("accepted_value")),
-                candidate_value=_optional_float(data.get("candidate_value")),
-                tolerance=float(data.get("tolerance") or 0.0),
-                delta_ci=None if ci is None or None in ci else (float(ci[0]), float(ci[1])),
-                p_value=_optional_float(data.get("p_value")),
-                n_pairs=int(data.get("n_pairs") or 0),
-                message=str(data.get("message") or ""),
-                suite=str(data.get("suite") or ""),
-                metric=str(data.get("metric") or ""),
-                alpha=float(data.get("alpha", 0.05)),
-                test=str(data.get("test") or ""),
-                against=str(data.get("against") or "snapshot"),
-            )
-        except (KeyError, TypeError, IndexError) as exc:
-            raise ValueError(f"malformed comparison: {exc!r}") from None
-
-
-def _clean(value: float | None) -> float | None:
-    """None for a missing or non-finite number, else the float."""
-    return None if value is None or not math.isfinite(float(value)) else float(value)
-
-
-def _optional_float(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-def _format_value(value: float | None) -> str:
-    return "n/a" if _missing(value) else f"{value:.4f}"
-
-
-def _format_delta(value: float) -> str:
-    return "n/a" if math.isnan(value) else f"{value:+.4f}"
-
-
-def _format_p(p: float) -> str:
-    if math.isnan(p):
-        return "n/a"
-    return "< 0.0001" if p < 0.0001 else f"{p:.4f}"
-
-
-def _p_phrase(p: float) -> str:
-    """``p = 0.0123`` or ``p < 0.0001``, as a sentence would say it."""
-    text = _format_p(p)
-    return f"p {text}" if text.startswith("<") else f"p = {text}"
-
-
-def _mean_over(values: Mapping[str, float], ids: Iterable[str]) -> float:
-    chosen = np.array([values[i] for i in ids], dtype=float)
-    present = chosen[~np.isnan(chosen)]
-    return float(present.mean()) if present.size else math.nan
 
 
 def _values(snapshot: MetricRecord, candidate: MetricRecord) -> tuple[float, float, list[str], str]:
@@ -352,13 +169,13 @@ def _values(snapshot: MetricRecord, candidate: MetricRecord) -> tuple[float, flo
     known = [i for i in tail if i in candidate.per_prompt]
     if not known:
         return _float(snapshot.value), math.nan, [], " (candidate has none of the snapshot's tail prompts)"
-    candidate_value = _mean_over(candidate.per_prompt, known)
+    candidate_value = tail_value(candidate.per_prompt, known)[0]
     accepted_value = _float(snapshot.value)
     note = ""
     if len(known) < len(tail):
         note = f" (on {len(known)} of {len(tail)} tail prompts)"
         if all(i in snapshot.per_prompt for i in known):
-            accepted_value = _mean_over(snapshot.per_prompt, known)
+            accepted_value = tail_value(snapshot.per_prompt, known)[0]
     shared = [i for i in known if i in snapshot.per_prompt]
     return accepted_value, candidate_value, shared, note
 
@@ -379,53 +196,24 @@ def compare(
     ``alpha`` when given: the α each of a run's comparisons is held to after a correction for the
     run's number of comparisons, which ``correction`` names in the comparison's ``test``; ``against``
     says in words what the accepted record is (``snapshot``, ``baseline``, ``references``, an
-    earlier checkpoint), for the comparison's explanation. A
-    missing candidate value (nothing could be scored) against a present snapshot value is a
-    regression; a snapshot without a value is beaten by any candidate value.
+    earlier checkpoint), for the comparison's explanation. A missing candidate value (nothing could
+    be scored) against a present snapshot value is a regression; a snapshot without a value is
+    beaten by any candidate value.
     """
     snap_value, cand_value, shared, note = _values(snapshot, candidate)
     alpha = candidate.alpha if alpha is None else alpha
     scale = 0.0 if math.isnan(snap_value) else abs(snap_value)
     tolerance = max(candidate.tolerance_abs, candidate.tolerance_rel * scale)
-    delta = cand_value - snap_value
-    label = f"{candidate.suite} {candidate.metric}"
 
-    def done(
-        status: str,
-        ci: tuple[float, float] | None = None,
-        p: float | None = None,
-        n: int = 0,
-        extra: str = "",
-        test: str = "",
-    ) -> Comparison:
-        if test and correction:
-            test = f"{test}; {correction}"
-        parts = [_format_delta(delta), f"tolerance {tolerance:.4f}"]
-        if ci is not None:
-            parts.append(f"{100 * (1 - alpha):g}% CI [{ci[0]:.4f}, {ci[1]:.4f}]")
-        if p is not None:
-            parts.append(_p_phrase(p))
-        if test:
-            parts.append(test)
-        message = (
-            f"{label}: {_format_value(snap_value)} -> {_format_value(cand_value)} "
-            f"({', '.join(parts)}){note}: {_VERDICT_WORDS[status]}{extra}"
-        )
+    def done(status: str, found: _Tested | None = None, extra: str = "") -> Comparison:
+        found = found or _Tested()
+        test = f"{found.name}; {correction}" if found.name and correction else found.name
         return Comparison(
-            status=status,
-            accepted_value=None if math.isnan(snap_value) else snap_value,
-            candidate_value=None if math.isnan(cand_value) else cand_value,
-            tolerance=tolerance,
-            delta_ci=ci,
-            p_value=p,
-            n_pairs=n,
-            message=message,
-            suite=candidate.suite,
-            metric=candidate.metric,
-            alpha=alpha,
-            test=test,
-            against=against,
-        )
+            status=status, accepted_value=None if math.isnan(snap_value) else snap_value,
+            candidate_value=None if math.isnan(cand_value) else cand_value, tolerance=tolerance,
+            delta_ci=found.ci, p_value=found.p, n_pairs=found.n, message="",
+            suite=candidate.suite, metric=candidate.metric, alpha=alpha, test=test, against=against,
+        ).with_message(note, extra)  # fmt: skip
 
     if math.isnan(snap_value) and math.isnan(cand_value):
         return done("same", extra=" (neither value could be computed)")
@@ -436,31 +224,41 @@ def compare(
     tested = _paired_test(snapshot, candidate, shared, alpha, n_boot=n_boot, seed=seed)
     # The interval is shown on every verdict (a series shows every change with it); only a drop
     # beyond tolerance is decided by it.
-    shown: dict[str, Any] = {} if tested is None or tested[0] is None else tested[0]
+    shown = tested if tested is not None and tested.ci is not None else None
+    delta = cand_value - snap_value
     if abs(delta) < SAME_EPS:
-        return done("same", **shown)
+        return done("same", shown)
     drop = -delta if candidate.higher_is_better else delta
     if drop < 0:
-        return done("improved", **shown)
+        return done("improved", shown)
     if drop <= tolerance + SAME_EPS / 2:
-        return done("within_tolerance", **shown)
+        return done("within_tolerance", shown)
     if tested is None:
         return done("regressed", extra=" (no significance test possible)")
-    found, usable = tested
-    if found is None:
-        return done("regressed", n=usable, extra=" (too few paired prompts to test significance)")
-    ci = found["ci"]
-    bad_side = ci[1] < 0 if candidate.higher_is_better else ci[0] > 0
-    return done("regressed" if bad_side else "not_significant", **found)
+    if tested.ci is None:
+        return done("regressed", tested, extra=" (too few paired prompts to test significance)")
+    bad_side = tested.ci[1] < 0 if candidate.higher_is_better else tested.ci[0] > 0
+    return done("regressed" if bad_side else "not_significant", tested)
+
+
+@dataclass(frozen=True)
+class _Tested:
+    """What the paired test of two records found: the interval of the change at 1 − α and its
+    p-value (None below two pairs), the prompts it used and the test's name."""
+
+    ci: tuple[float, float] | None = None
+    p: float | None = None
+    n: int = 0
+    name: str = ""
 
 
 def _paired_test(
     snapshot: MetricRecord, candidate: MetricRecord, shared: list[str], alpha: float, *, n_boot: int, seed: int
-) -> tuple[dict[str, Any] | None, int] | None:
-    """The paired bootstrap of the gated statistic over the prompts both records share: its
-    ``ci``, ``p`` and ``n`` and the test's name, or (None, usable pairs) below two pairs; None when
-    the bootstrap cannot run at all."""
-    top = _top_fraction(candidate.metric)
+) -> _Tested | None:
+    """The paired bootstrap of the gated statistic over the prompts both records share (the mean of
+    the per-prompt values; for a top-fraction metric, that statistic of the per-generation values
+    when both records keep them); None when the bootstrap cannot run at all."""
+    top = family(candidate.metric).top_fraction
     if top is not None and snapshot.per_generation and candidate.per_generation:
         paired = [i for i in shared if i in snapshot.per_generation and i in candidate.per_generation]
         a = _rows([snapshot.per_generation[i] for i in paired])
@@ -473,7 +271,7 @@ def _paired_test(
         usable = int(np.sum(~(np.isnan(a) | np.isnan(b))))
         statistic = None
     if usable < 2:
-        return None, usable
+        return _Tested(n=usable)
     try:
         test = paired_bootstrap(a, b, top_fraction=statistic, n_boot=n_boot, seed=seed, confidence=1.0 - alpha)
     except ValueError:
@@ -481,12 +279,7 @@ def _paired_test(
     name = f"{BOOTSTRAP_TEST}, {test.statistic}" + (
         "" if statistic is not None or top is None else " of per-prompt novelty (no per-generation values stored)"
     )
-    return {"ci": (test.ci_low, test.ci_high), "p": test.p_value, "n": test.n, "test": name}, usable
-
-
-def _top_fraction(metric: str) -> float | None:
-    """0.1 for ``top10_novelty@n``, None for metrics that are means (the metric table says)."""
-    return family(metric).top_fraction
+    return _Tested((test.ci_low, test.ci_high), test.p_value, test.n, name)
 
 
 def _rows(values: Sequence[Sequence[float]]) -> np.ndarray:
@@ -498,91 +291,11 @@ def _rows(values: Sequence[Sequence[float]]) -> np.ndarray:
     return out
 
 
-@dataclass(frozen=True)
-class FrozenTail:
-    """The tail prompts a q@Tail case is judged on, and where they came from.
-
-    ``source`` is one of "baseline" (the baseline checkpoint's tail, ranked by its outputs),
-    "snapshot" (the tail stored with the accepted snapshot), "suite file" (``[gate] tail``) or
-    "candidate" (the candidate's own ranking: nothing froze it yet); ``file`` names the suite's tail
-    file for "suite file".
-    """
-
-    ids: list[str]
-    source: str
-    file: str = ""
-
-    def describe(self, used: int) -> str:
-        """``snapshot's tail, 10 prompts``: for the table and the report."""
-        where = {
-            "baseline": "baseline's tail",
-            "snapshot": "snapshot's tail",
-            "suite file": f"tail file {self.file}",
-            "candidate": "candidate's own tail",
-        }[self.source]
-        counted = f"{used} prompts" if used == len(self.ids) else f"{used} of {len(self.ids)} prompts"
-        return f"{where}, {counted}"
-
-
-def read_tail_file(path: Path, metric: str) -> list[str]:
-    """Prompt ids from a suite's tail file: a JSON list, or an object mapping ``q_at_tail@α`` to a list
-    (the format: :mod:`pytest_novelty.suites.tail_file`)."""
-    from pytest_novelty.suites.tail_file import read_tail_ids
-
-    return read_tail_ids(path, metric)
-
-
-def choose_tail(
-    metric: str,
-    *,
-    baseline: Sequence[str] | None = None,
-    snapshot: Sequence[str] | None = None,
-    tail_file: Path | None = None,
-    candidate: Sequence[str] = (),
-) -> FrozenTail:
-    """The one tail both the q@Tail threshold and the regression use, first found of:
-    the baseline checkpoint's tail, the snapshot's stored tail, the suite's tail file, the
-    candidate's own. Judging the threshold on the candidate's own tail while the regression compares
-    on the snapshot's would gate two different prompt sets under one name."""
-    if baseline:
-        return FrozenTail(list(baseline), "baseline")
-    if snapshot:
-        return FrozenTail(list(snapshot), "snapshot")
-    if tail_file is not None:
-        return FrozenTail(read_tail_file(tail_file, metric), "suite file", tail_file.name)
-    return FrozenTail(list(candidate), "candidate")
-
-
-def tail_value(per_prompt: Mapping[str, float], ids: Sequence[str]) -> tuple[float, list[str]]:
-    """The mean of ``per_prompt`` over the tail ids it has (NaN left out), and those ids.
-
-    The same rule :func:`compare` applies to a candidate on a stored tail, so the threshold's
-    value and the comparison's are one number.
-    """
-    known = [i for i in dict.fromkeys(ids) if i in per_prompt]
-    return (_mean_over(per_prompt, known) if known else math.nan), known
-
-
-def gated_metrics(
-    metric: str, metrics: Mapping[str, float], prompt_ids: Sequence[str], quality: Sequence[float], tail: FrozenTail
-) -> tuple[dict[str, float], list[str]]:
-    """``metrics`` with ``q_at_tail@α`` recomputed on ``tail`` (per-prompt ``quality`` aligned with
-    ``prompt_ids``), and the tail ids the suite has: what a q@Tail threshold is checked on."""
-    value, used = tail_value(dict(zip(prompt_ids, quality, strict=True)), tail.ids)
-    return {**metrics, metric: value}, used
-
-
 def per_prompt_key(metric: str) -> str:
     """Which per-prompt series backs ``metric`` in the paired test (the metric table's
-    :meth:`~pytest_novelty.metrics.table.MetricFamily.paired_on`).
-
-    Most metrics (``coverage@n`` and ``unscored`` too) are means of their own per-prompt values.
-    ``top10_novelty@n`` keeps per-prompt ``novelty@n`` here, for pairing prompts and as the
-    fallback for records stored without per-generation values (a top-10 % mean has no per-prompt
-    form; :func:`compare` resamples the statistic itself from ``per_generation`` when both records
-    have it). ``q_at_tail@α`` is paired on per-prompt ``quality``, restricted to the tail ids by
-    :func:`compare`.
-    """
+    :meth:`~pytest_novelty.metrics.table.MetricFamily.paired_on`): for ``top10_novelty@n``,
+    per-prompt ``novelty@n``, which pairs the prompts and is the test's fallback for records stored
+    without per-generation values."""
     return family(metric).paired_on(metric)
 
 
@@ -594,16 +307,14 @@ def result_record(
     tail: FrozenTail | None = None,
     metrics: Mapping[str, float] | None = None,
 ) -> MetricRecord:
-    """The record of one case from one pipeline result: what every comparison (snapshot, baseline,
-    series) compares, so all of them test one statistic the same way.
+    """The record of one case from one pipeline result (:func:`make_record`): what every comparison
+    (snapshot, baseline, series) compares, so all of them test one statistic the same way.
 
     ``tail``, for a q@Tail metric, is the frozen tail the case is judged on: the value is the mean
     per-prompt quality over those prompts and the record keeps their ids (without it, the result's
-    own tail). A Novelty at Peak record keeps the peak the metrics step measured it on in
-    ``tail_ids``, so a comparison recomputes the candidate on the accepted record's peak. A
-    ``top10_novelty@n`` record keeps the per-generation novelty at n, so the comparison resamples
-    the top-10 % statistic itself. ``metrics`` (default: the result's) may carry values already
-    computed for this case; ``suite`` defaults to the result's own.
+    own tail). A Novelty at Peak record keeps the peak the metrics step measured it on, so a
+    comparison recomputes the candidate on the accepted record's peak. ``metrics`` (default: the
+    result's) may carry values already computed for this case; ``suite`` defaults to the result's.
     """
     values = result.metrics if metrics is None else metrics
     tail_ids: Sequence[str] | None = None
@@ -621,17 +332,10 @@ def result_record(
         novelty = result.measured.novelty.get(int(threshold.arg))
         per_generation = None if novelty is None else novelty.tolist()
     return make_record(
-        result.suite if suite is None else suite,
-        threshold,
-        metrics=values,
-        per_prompt=result.per_prompt,
-        prompt_ids=[p.id for p in result.prompts],
-        tail_ids=tail_ids,
-        model=result.model,
-        identity_id=result.generated.identity_id,
-        judge=result.scores.judge,
-        per_generation=per_generation,
-    )
+        result.suite if suite is None else suite, threshold, metrics=values, per_prompt=result.per_prompt,
+        prompt_ids=[p.id for p in result.prompts], tail_ids=tail_ids, model=result.model,
+        identity_id=result.generated.identity_id, judge=result.scores.judge, per_generation=per_generation,
+    )  # fmt: skip
 
 
 def make_record(
@@ -661,20 +365,15 @@ def make_record(
         raise ValueError(f"{threshold.metric}: {len(series)} per-prompt values for {len(prompt_ids)} prompts")
     gate = suite.gate
     value = metrics.get(threshold.metric)
+    generations = None if per_generation is None or not threshold.metric.startswith("top10_novelty@") else {
+        str(i): [float(v) for v in row] for i, row in zip(prompt_ids, per_generation, strict=True)}
     return MetricRecord(
-        suite=suite.name,
-        metric=threshold.metric,
-        value=None if value is None or math.isnan(value) else float(value),
+        suite=suite.name, metric=threshold.metric, value=None if value is None or math.isnan(value) else float(value),
         higher_is_better=threshold.op == ">=",
         per_prompt={str(i): float(v) for i, v in zip(prompt_ids, series, strict=False)},
         tail_ids=None if tail_ids is None else [str(i) for i in tail_ids],
-        model=model,
-        identity_id=identity_id,
-        judge=judge,
+        model=model, identity_id=identity_id, judge=judge,
         tolerance_abs=gate.tolerance_abs if threshold.tolerance_abs is None else threshold.tolerance_abs,
         tolerance_rel=gate.tolerance_rel if threshold.tolerance_rel is None else threshold.tolerance_rel,
-        alpha=gate.alpha,
-        per_generation=None
-        if per_generation is None or not threshold.metric.startswith("top10_novelty@")
-        else {str(i): [float(v) for v in row] for i, row in zip(prompt_ids, per_generation, strict=True)},
-    )
+        alpha=gate.alpha, per_generation=generations,
+    )  # fmt: skip

@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.gate.regression import MetricRecord, compare, result_record
+from pytest_novelty.gate.tail import tail_value
 from pytest_novelty.infra.storage import json_float
 
 if TYPE_CHECKING:
@@ -34,15 +35,13 @@ __all__ = ["on_tail", "series_entries", "series_part", "suite_series"]
 
 
 def on_tail(record: MetricRecord, tail: Sequence[str] | None) -> MetricRecord:
-    """``record`` as the case that froze ``tail`` measures it: a q@Tail record's value is the mean of
-    its per-prompt quality over the tail's prompts it has (NaN left out), and it carries the tail;
+    """``record`` as the case that froze ``tail`` measures it: a q@Tail record's value is
+    :func:`~pytest_novelty.gate.tail.tail_value` of its per-prompt quality, and it carries the tail;
     any other record, or no tail, is returned as it is."""
     if tail is None or not record.metric.startswith("q_at_tail@"):
         return record
-    known = [i for i in dict.fromkeys(tail) if i in record.per_prompt]
-    values = [record.per_prompt[i] for i in known if not math.isnan(record.per_prompt[i])]
-    value = sum(values) / len(values) if values else None
-    return replace(record, value=value, tail_ids=list(tail))
+    value, _ = tail_value(record.per_prompt, tail)
+    return replace(record, value=None if math.isnan(value) else value, tail_ids=list(tail))
 
 
 def series_part(result: SuiteResult) -> dict[str, Any]:

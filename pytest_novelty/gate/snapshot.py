@@ -30,7 +30,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_novelty.gate.regression import Comparison, MetricRecord, compare
+from pytest_novelty.gate.comparison import Comparison
+from pytest_novelty.gate.regression import MetricRecord, compare
 from pytest_novelty.infra.errors import HarnessError
 from pytest_novelty.infra.storage import atomic_write_text
 
@@ -107,13 +108,6 @@ class SnapshotOutcome:
     def harness_error(self) -> DamagedSnapshot | None:
         """The damaged snapshot, unless ``--snapshot-update`` replaced it: the case is a harness error."""
         return None if self.written else self.damaged
-
-    @property
-    def message(self) -> str:
-        """One line for a failure or a warning: the comparison's message, else the first line."""
-        if self.comparison is not None:
-            return self.comparison.message
-        return self.lines[0] if self.lines else ""
 
 
 def snapshot_file(suite_file: Path, case: str, root: Path | None = None) -> Path:

@@ -25,7 +25,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pytest_novelty.metrics.uncertainty import Interval
+from pytest_novelty.metrics.bootstrap import Interval
 from pytest_novelty.suites.schema import THRESHOLD_MODES, Threshold
 
 
@@ -56,27 +56,6 @@ class Verdict:
         return f"{word} (within noise)" if self.within_noise else word
 
 
-def _bounds(interval: Interval | tuple[float, float]) -> tuple[float, float, float | None]:
-    """(low, high, confidence) with an undefined interval read as (−inf, inf)."""
-    if isinstance(interval, Interval):
-        low, high, confidence = interval.low, interval.high, interval.confidence
-    else:
-        (low, high), confidence = interval, None
-    low, high = float(low), float(high)
-    if math.isnan(low) or math.isnan(high):
-        return -math.inf, math.inf, confidence
-    if low > high:
-        raise ValueError(f"the interval's low bound {low!r} is above its high bound {high!r}")
-    return low, high, confidence
-
-
-def _format_ci(low: float, high: float, confidence: float | None) -> str:
-    level = f"{100 * confidence:g}% CI" if confidence is not None else "CI"
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return f"{level} undefined (too few prompts)"
-    return f"{level} [{low:.4f}, {high:.4f}]"
-
-
 def check_threshold(
     suite: str,
     threshold: Threshold,
@@ -89,80 +68,104 @@ def check_threshold(
 
     Without ``interval`` only ``point`` is possible and the verdict is today's; ``lenient`` and
     ``strict`` need the interval (``ValueError`` otherwise). ``interval`` is the value's
-    :class:`~pytest_novelty.metrics.uncertainty.Interval` or a ``(low, high)`` pair.
+    :class:`~pytest_novelty.metrics.bootstrap.Interval` or a ``(low, high)`` pair.
     """
     if mode not in THRESHOLD_MODES:
         raise ValueError(f"threshold mode must be one of {', '.join(THRESHOLD_MODES)}, got {mode!r}")
     if interval is None and mode != "point":
         raise ValueError(f"the {mode} threshold mode needs the value's confidence interval")
     value = float(metrics.get(threshold.metric, math.nan))
-    bound, minimum = threshold.value, threshold.op == ">="
-    side = "below the minimum" if minimum else "above the maximum"
+    head = f"{suite}: {threshold.metric}"
+    unknown = f"{head} could not be computed (no scored generations); threshold {threshold.op} {threshold.value:g}"
     if interval is None:
         passed = threshold.holds(value)
-        if math.isnan(value):
-            message = (
-                f"{suite}: {threshold.metric} could not be computed (no scored generations); "
-                f"threshold {threshold.op} {bound:g}"
-            )
-        elif passed:
-            message = f"{suite}: {threshold.metric} = {value:.4f} meets {threshold.op} {bound:g}"
-        else:
-            message = f"{suite}: {threshold.metric} = {value:.4f} is {side} {bound:g}"
-        return Verdict(suite, threshold.metric, threshold.op, bound, value, passed, message)
-
-    low, high, confidence = _bounds(interval)
-    ci = _format_ci(low, high, confidence)
-    defined = math.isfinite(low) and math.isfinite(high)
-    within = low <= bound <= high
-    noise = ", within noise" if within else ""
-    # Which side of the bound the whole interval lies on, if any.
-    right = low >= bound if minimum else high <= bound
-    wrong = high < bound if minimum else low > bound
+        message = unknown if math.isnan(value) else f"{head} = {value:.4f} {_verb(threshold, passed)}"
+        return Verdict(suite, threshold.metric, threshold.op, threshold.value, value, passed, message)
+    band = _Band.of(interval)
     if math.isnan(value):
-        passed = False
-        message = (
-            f"{suite}: {threshold.metric} could not be computed (no scored generations); "
-            f"threshold {threshold.op} {bound:g} ({mode} mode)"
-        )
-    elif mode == "point":
-        passed = threshold.holds(value)
-        verb = f"meets {threshold.op} {bound:g}" if passed else f"is {side} {bound:g}"
-        message = f"{suite}: {threshold.metric} = {value:.4f} {verb} (point mode; {ci}{noise})"
-    elif mode == "lenient":
-        passed = not wrong
-        if wrong:
-            message = (
-                f"{suite}: {threshold.metric} = {value:.4f} is {side} {bound:g} in lenient mode: "
-                f"its whole {ci} lies {'below' if minimum else 'above'} the bound"
-            )
-        elif within and not threshold.holds(value):
-            reason = f"its {ci} reaches the bound" if defined else f"its {ci} cannot show it"
-            message = (
-                f"{suite}: {threshold.metric} = {value:.4f} passes {threshold.op} {bound:g} in lenient mode: "
-                f"{reason} (within noise)"
-            )
-        else:
-            message = (
-                f"{suite}: {threshold.metric} = {value:.4f} meets {threshold.op} {bound:g} (lenient mode; {ci}{noise})"
-            )
+        passed, message = False, f"{unknown} ({mode} mode)"
     else:
-        passed = right
-        if right:
-            message = (
-                f"{suite}: {threshold.metric} = {value:.4f} meets {threshold.op} {bound:g} in strict mode: "
-                f"its whole {ci} lies {'above' if minimum else 'below'} the bound"
-            )
-        elif threshold.holds(value):
-            direction = "below" if minimum else "above"
-            reason = f"its {ci} reaches {direction} the bound" if defined else f"its {ci} gives no evidence"
-            message = (
-                f"{suite}: {threshold.metric} = {value:.4f} fails {threshold.op} {bound:g} in strict mode: "
-                f"{reason} (within noise)"
-            )
-        else:
-            message = f"{suite}: {threshold.metric} = {value:.4f} is {side} {bound:g} (strict mode; {ci}{noise})"
+        passed, words = _BY_MODE[mode](threshold, value, band)
+        message = f"{head} = {value:.4f} {words}"
     return Verdict(
-        suite, threshold.metric, threshold.op, bound, value, passed, message,
-        mode=mode, ci=(low, high), within_noise=within, confidence=confidence,
+        suite, threshold.metric, threshold.op, threshold.value, value, passed, message,
+        mode=mode, ci=(band.low, band.high), within_noise=band.reaches(threshold.value), confidence=band.confidence,
     )
+
+
+@dataclass(frozen=True)
+class _Band:
+    """A value's interval as a threshold check reads it (an undefined one is (−inf, inf))."""
+
+    low: float
+    high: float
+    confidence: float | None
+
+    @classmethod
+    def of(cls, interval: Interval | tuple[float, float]) -> _Band:
+        if isinstance(interval, Interval):
+            low, high, confidence = interval.low, interval.high, interval.confidence
+        else:
+            (low, high), confidence = interval, None
+        low, high = float(low), float(high)
+        if math.isnan(low) or math.isnan(high):
+            return cls(-math.inf, math.inf, confidence)
+        if low > high:
+            raise ValueError(f"the interval's low bound {low!r} is above its high bound {high!r}")
+        return cls(low, high, confidence)
+
+    @property
+    def defined(self) -> bool:
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
+    @property
+    def ci(self) -> str:
+        """``95% CI [0.2900, 0.3880]``, or that it is undefined."""
+        level = f"{100 * self.confidence:g}% CI" if self.confidence is not None else "CI"
+        return f"{level} [{self.low:.4f}, {self.high:.4f}]" if self.defined else f"{level} undefined (too few prompts)"
+
+    def reaches(self, bound: float) -> bool:
+        """Whether the interval contains ``bound``: the case is within noise."""
+        return self.low <= bound <= self.high
+
+    def noise(self, bound: float) -> str:
+        return ", within noise" if self.reaches(bound) else ""
+
+
+def _verb(threshold: Threshold, passed: bool) -> str:
+    """``meets >= 0.3`` or ``is below the minimum 0.3``."""
+    side = "below the minimum" if threshold.op == ">=" else "above the maximum"
+    return f"meets {threshold.op} {threshold.value:g}" if passed else f"is {side} {threshold.value:g}"
+
+
+def _point(threshold: Threshold, value: float, band: _Band) -> tuple[bool, str]:
+    """``point``: the value against the bound, the interval shown beside it."""
+    passed = threshold.holds(value)
+    return passed, f"{_verb(threshold, passed)} (point mode; {band.ci}{band.noise(threshold.value)})"
+
+
+def _lenient(threshold: Threshold, value: float, band: _Band) -> tuple[bool, str]:
+    """``lenient``: fail only when the whole interval lies on the wrong side of the bound."""
+    bound, minimum = threshold.value, threshold.op == ">="
+    if band.high < bound if minimum else band.low > bound:
+        return False, f"{_verb(threshold, False)} in lenient mode: its whole {band.ci} lies " \
+                      f"{'below' if minimum else 'above'} the bound"  # fmt: skip
+    if band.reaches(bound) and not threshold.holds(value):
+        reason = "reaches the bound" if band.defined else "cannot show it"
+        return True, f"passes {threshold.op} {bound:g} in lenient mode: its {band.ci} {reason} (within noise)"
+    return True, f"{_verb(threshold, True)} (lenient mode; {band.ci}{band.noise(bound)})"
+
+
+def _strict(threshold: Threshold, value: float, band: _Band) -> tuple[bool, str]:
+    """``strict``: pass only when the whole interval lies on the right side of the bound."""
+    bound, minimum = threshold.value, threshold.op == ">="
+    if band.low >= bound if minimum else band.high <= bound:
+        return True, f"{_verb(threshold, True)} in strict mode: its whole {band.ci} lies " \
+                     f"{'above' if minimum else 'below'} the bound"  # fmt: skip
+    if threshold.holds(value):
+        reason = f"reaches {'below' if minimum else 'above'} the bound" if band.defined else "gives no evidence"
+        return False, f"fails {threshold.op} {bound:g} in strict mode: its {band.ci} {reason} (within noise)"
+    return False, f"{_verb(threshold, False)} (strict mode; {band.ci}{band.noise(bound)})"
+
+
+_BY_MODE = {"point": _point, "lenient": _lenient, "strict": _strict}

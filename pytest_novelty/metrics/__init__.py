@@ -5,18 +5,21 @@ tested to the last digit) on their own. Each function documents its formula and 
 
 * :mod:`.novelty`: per-generation novelty, the harmonic mean of quality and originality, with
   too-short generations at 0, and the coverage and unscored shares;
-* :mod:`.stats`: NaN-aware means, the top-fraction mean, the paired comparison (bootstrap over
-  prompts, t interval) and Holm's step-down over a run's p-values;
+* :mod:`.stats`: NaN-aware means, the top-fraction mean and Holm's step-down over a run's p-values;
+* :mod:`.paired`: two checkpoints on the same prompts: the paired statistic, its bootstrap over
+  prompts (t interval) and the paired t-test;
 * :mod:`.noveltybench`: NoveltyBench's greedy partition, distinct_k and utility_k;
 * :mod:`.tail`: q@Tail(α) with Novelty Overall and Novelty at Peak;
 * :mod:`.tail_pool`: the benchmark-level prompt ranking built from a pool of models;
 * :mod:`.tail_agreement`: Kendall's τ-b with a reference ranking per bin from peak to tail;
 * :mod:`.sequential`: verdicts under repeated looks (Lan-DeMets group-sequential boundaries);
-* :mod:`.uncertainty`: the confidence interval of every gated statistic, clustered by prompt;
+* :mod:`.uncertainty`: the confidence interval of every gated statistic, clustered by prompt, on
+  the cluster bootstrap of :mod:`.bootstrap`;
 * :mod:`.power`: the smallest regression a paired comparison detects, and the prompts it needs;
 * :mod:`.consistency`: how consistent a judge is with itself over its samples of one answer.
 """
 
+from pytest_novelty.metrics.bootstrap import Interval
 from pytest_novelty.metrics.consistency import JudgeConsistency, judge_consistency
 from pytest_novelty.metrics.novelty import (
     coverage,
@@ -33,18 +36,9 @@ from pytest_novelty.metrics.noveltybench import (
     partition,
     utility_k,
 )
+from pytest_novelty.metrics.paired import DEFAULT_BOOTSTRAP_RESAMPLES, PairedTest, paired_bootstrap, paired_test
 from pytest_novelty.metrics.power import Detectable, detectable, detectable_effect, prompts_needed
-from pytest_novelty.metrics.stats import (
-    DEFAULT_BOOTSTRAP_RESAMPLES,
-    MeanSummary,
-    PairedTest,
-    holm,
-    holm_adjusted,
-    mean_excluding_nan,
-    paired_bootstrap,
-    paired_test,
-    top_fraction_mean,
-)
+from pytest_novelty.metrics.stats import MeanSummary, holm, holm_adjusted, mean_excluding_nan, top_fraction_mean
 from pytest_novelty.metrics.tail import (
     PerPrompt,
     peak_prompts,
@@ -52,7 +46,7 @@ from pytest_novelty.metrics.tail import (
     q_at_tail,
     tail_prompts,
 )
-from pytest_novelty.metrics.uncertainty import Interval, suite_intervals
+from pytest_novelty.metrics.uncertainty import suite_intervals
 
 __all__ = [
     "DEFAULT_BOOTSTRAP_RESAMPLES",

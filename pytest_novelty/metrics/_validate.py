@@ -56,6 +56,22 @@ def check_fraction(value: float, name: str) -> float:
     return number
 
 
+def check_confidence(confidence: float) -> float:
+    """Return ``confidence`` as a float after checking that it lies in (0, 1)."""
+    level = check_fraction(confidence, "confidence")
+    if level == 1.0:
+        raise ValueError("confidence must lie in (0, 1), got 1")
+    return level
+
+
+def check_resamples(n_boot: int, minimum: int = 1) -> int:
+    """Return ``n_boot`` as an int after checking that it is an integer of at least ``minimum``."""
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < minimum:
+        wanted = "a positive integer" if minimum == 1 else f"an integer of at least {minimum}"
+        raise ValueError(f"n_boot must be {wanted}, got {n_boot!r}")
+    return int(n_boot)
+
+
 def ceil_fraction(fraction: float, count: int) -> int:
     """Return ceil(fraction × count), computed on the decimal value the user wrote.
 

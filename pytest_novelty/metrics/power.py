@@ -2,7 +2,7 @@
 
 Source: Miller, "Adding Error Bars to Evals" (2024, arXiv 2411.00640), on planning the number of
 questions of an eval by power analysis for a paired comparison. The gate's comparison
-(:func:`pytest_novelty.metrics.stats.paired_bootstrap`, called by
+(:func:`pytest_novelty.metrics.paired.paired_bootstrap`, called by
 :func:`pytest_novelty.gate.regression.compare`) calls a regression when the (1 − α) interval of the
 paired change lies entirely on the bad side of 0: a one-sided test at level α/2. For a true change δ
 the studentised change is about t-distributed with n − 1 degrees of freedom around δ/SE, so the
@@ -42,8 +42,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pytest_novelty.metrics._validate import as_float_array, ceil_fraction, check_fraction
-from pytest_novelty.metrics.uncertainty import rows_of as _rows
-from pytest_novelty.metrics.uncertainty import t_quantile
+from pytest_novelty.metrics.bootstrap import rows_of as _rows
+from pytest_novelty.metrics.bootstrap import t_quantile
 
 #: Power the detectable effect is computed for unless told otherwise.
 DEFAULT_POWER = 0.8

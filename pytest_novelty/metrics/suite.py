@@ -21,7 +21,7 @@ no n-gram of that order). Names match the suite files' threshold metrics:
   s_j = (input novelty_j + mean output novelty_j) / 2, novelty here being originality at n = 4,
   too-short outputs counting as 0 like everywhere else. The reference pool is the given
   ``pool_novelty`` (e.g. a frozen baseline), else the candidate's own outputs; the gate fixes the
-  tail it judges on afterwards (:func:`pytest_novelty.gate.regression.choose_tail`).
+  tail it judges on afterwards (:func:`pytest_novelty.gate.tail.choose_tail`).
   Prompts whose own text is too short for a 4-gram (s_j undefined) are left out of the ranking.
 * ``novelty_overall`` and ``novelty_at_peak@α``: the paper's Novelty Overall and Novelty at Peak
   (:func:`novelty_overall`, :func:`novelty_at_peak`), the candidate's mean per-prompt output
@@ -112,21 +112,9 @@ def suite_metrics(
     values: dict[str, float] = {"quality": _mean(quality), "unscored": unscored_share(quality)}
     per_prompt: dict[str, list[float]] = {"quality": _row_means(quality), "unscored": _row_means(missing)}
     for n, orig in sorted(originality.items()):
-        orig = np.asarray(orig, dtype=float)
-        if orig.shape != quality.shape:
-            raise ValueError(f"originality@{n} has shape {orig.shape}, quality {quality.shape}")
-        counted = originality_counting_short(orig)
-        nov = gated_novelty(quality, orig)
-        values[f"coverage@{n}"] = coverage(orig)
-        values[f"originality@{n}"] = _mean(counted)
-        values[f"novelty@{n}"] = _mean(nov)
-        flat = nov.ravel()
-        values[f"top10_novelty@{n}"] = (
-            top_fraction_mean(flat, 0.1) if np.any(~np.isnan(flat)) else float("nan")
-        )
-        per_prompt[f"coverage@{n}"] = _row_means((~np.isnan(orig)).astype(float))
-        per_prompt[f"originality@{n}"] = _row_means(counted)
-        per_prompt[f"novelty@{n}"] = _row_means(nov)
+        order_values, order_per_prompt = _at_order(n, quality, np.asarray(orig, dtype=float))
+        values.update(order_values)
+        per_prompt.update(order_per_prompt)
 
     tails: dict[str, list[str]] = {}
     if "novelty_overall" in metrics:
@@ -152,6 +140,28 @@ def suite_metrics(
         per_prompt["distinct_k"] = distinct
         per_prompt["utility_k"] = utility
     return values, per_prompt, tails
+
+
+def _at_order(n: int, quality: Array, orig: Array) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Coverage, originality, novelty and top-10 % novelty at n-gram order ``n``, and the per-prompt
+    values of the first three."""
+    if orig.shape != quality.shape:
+        raise ValueError(f"originality@{n} has shape {orig.shape}, quality {quality.shape}")
+    counted = originality_counting_short(orig)
+    nov = gated_novelty(quality, orig)
+    flat = nov.ravel()
+    values = {
+        f"coverage@{n}": coverage(orig),
+        f"originality@{n}": _mean(counted),
+        f"novelty@{n}": _mean(nov),
+        f"top10_novelty@{n}": top_fraction_mean(flat, 0.1) if np.any(~np.isnan(flat)) else float("nan"),
+    }
+    per_prompt = {
+        f"coverage@{n}": _row_means((~np.isnan(orig)).astype(float)),
+        f"originality@{n}": _row_means(counted),
+        f"novelty@{n}": _row_means(nov),
+    }
+    return values, per_prompt
 
 
 def _novelty_overall(originality: Mapping[int, Array], prompt_ids: Sequence[str]) -> float:

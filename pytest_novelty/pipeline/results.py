@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from pytest_novelty.metrics.bootstrap import Interval
 from pytest_novelty.metrics.consistency import JudgeConsistency
-from pytest_novelty.metrics.uncertainty import Interval
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
 

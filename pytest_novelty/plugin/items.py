@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_novelty.gate.regression import NoveltyDriftWarning
+from pytest_novelty.gate.comparison import NoveltyDriftWarning
 from pytest_novelty.infra.errors import NoveltyError
 
 if TYPE_CHECKING:

@@ -50,7 +50,8 @@ import pytest
 from syrupy.extensions.base import AbstractSyrupyExtension
 from syrupy.extensions.single_file import SingleFileSnapshotExtension
 
-from pytest_novelty.gate.regression import Comparison, MetricRecord, compare
+from pytest_novelty.gate.comparison import Comparison
+from pytest_novelty.gate.regression import MetricRecord, compare
 from pytest_novelty.gate.snapshot import (
     FILE_EXTENSION,
     MAX_NAME,

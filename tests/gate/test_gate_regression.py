@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_novelty.gate.regression import Comparison, MetricRecord, compare, make_record, per_prompt_key, redact
+from pytest_novelty.gate.comparison import Comparison
+from pytest_novelty.gate.regression import MetricRecord, compare, make_record, per_prompt_key, redact
 from pytest_novelty.suites.suite_file import parse_suite
 
 IDS = [f"p{i:02d}" for i in range(30)]

@@ -10,7 +10,8 @@ import pytest
 
 from pytest_novelty.gate import check_threshold
 from pytest_novelty.infra.errors import ConfigError
-from pytest_novelty.metrics.uncertainty import Interval, mean_interval
+from pytest_novelty.metrics.bootstrap import Interval
+from pytest_novelty.metrics.uncertainty import mean_interval
 from pytest_novelty.suites.schema import THRESHOLD_MODES, Threshold
 from pytest_novelty.suites.suite_file import load_suite
 from tests.gate.test_gate_verdicts import SUITE as VERDICT_SUITE

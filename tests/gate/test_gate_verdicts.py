@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_novelty.gate import regression
+from pytest_novelty.gate import tail
 from pytest_novelty.gate.regression import MetricRecord, compare
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.metrics import top_fraction_mean
@@ -85,18 +85,18 @@ def test_the_tail_comes_from_baseline_then_snapshot_then_suite_file_then_candida
     file = tmp_path / "tail.json"
     file.write_text(json.dumps({"q_at_tail@0.1": ["p3", "p4"]}))
     metric = "q_at_tail@0.1"
-    first = regression.choose_tail(metric, baseline=["p1"], snapshot=["p2"], tail_file=file, candidate=["p5"])
+    first = tail.choose_tail(metric, baseline=["p1"], snapshot=["p2"], tail_file=file, candidate=["p5"])
     assert first.source == "baseline"
-    assert regression.choose_tail(metric, snapshot=["p2"], tail_file=file, candidate=["p5"]).ids == ["p2"]
-    chosen = regression.choose_tail(metric, tail_file=file, candidate=["p5"])
+    assert tail.choose_tail(metric, snapshot=["p2"], tail_file=file, candidate=["p5"]).ids == ["p2"]
+    chosen = tail.choose_tail(metric, tail_file=file, candidate=["p5"])
     assert (chosen.ids, chosen.source) == (["p3", "p4"], "suite file")
     assert chosen.describe(2) == "tail file tail.json, 2 prompts"
-    assert regression.choose_tail(metric, candidate=["p5"]).describe(1) == "candidate's own tail, 1 prompts"
+    assert tail.choose_tail(metric, candidate=["p5"]).describe(1) == "candidate's own tail, 1 prompts"
 
 
 def test_tail_value_is_the_comparisons_value() -> None:
     per_prompt = {"a": 0.2, "b": float("nan"), "c": 0.6}
-    value, used = regression.tail_value(per_prompt, ["c", "b", "x"])
+    value, used = tail.tail_value(per_prompt, ["c", "b", "x"])
     assert used == ["c", "b"] and value == pytest.approx(0.6)
     snap = MetricRecord("s", "q_at_tail@0.1", 0.5, True, {"a": 0.5, "b": 0.5, "c": 0.5}, tail_ids=["c", "b", "x"])
     cand = MetricRecord("s", "q_at_tail@0.1", value, True, per_prompt)
@@ -111,7 +111,7 @@ def test_a_bad_tail_file_is_one_clear_line(tmp_path: Path, content: str, words: 
     file = tmp_path / "tail.json"
     file.write_text(content)
     with pytest.raises(ConfigError, match=words) as info:
-        regression.read_tail_file(file, "q_at_tail@0.1")
+        tail.choose_tail("q_at_tail@0.1", tail_file=file)
     assert str(file) in str(info.value) and "\n" not in str(info.value)
 
 

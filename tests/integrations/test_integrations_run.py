@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_novelty.gate.comparison import Comparison
 from pytest_novelty.gate.record import CaseRecord
-from pytest_novelty.gate.regression import Comparison
 from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, ConfigError
 from pytest_novelty.integrations import TRACKERS, TrackedRun, checkpoint_step
 from pytest_novelty.integrations.mlflow import metric_key

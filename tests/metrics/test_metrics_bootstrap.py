@@ -11,7 +11,7 @@ from pytest_novelty.metrics import top_fraction_mean
 
 
 def test_the_top_fraction_bootstrap_resamples_the_statistic_itself() -> None:
-    from pytest_novelty.metrics.stats import paired_bootstrap
+    from pytest_novelty.metrics.paired import paired_bootstrap
 
     rng = np.random.default_rng(0)
     a = rng.uniform(0.2, 0.6, size=(30, 3))
@@ -24,7 +24,7 @@ def test_the_top_fraction_bootstrap_resamples_the_statistic_itself() -> None:
 
 
 def test_the_mean_bootstrap_drops_pairs_with_a_missing_value_and_agrees_with_its_p() -> None:
-    from pytest_novelty.metrics.stats import paired_bootstrap
+    from pytest_novelty.metrics.paired import paired_bootstrap
 
     rng = np.random.default_rng(1)
     a = rng.uniform(size=40)
@@ -37,6 +37,26 @@ def test_the_mean_bootstrap_drops_pairs_with_a_missing_value_and_agrees_with_its
     assert test.excludes_zero() == (test.p_value < 0.1)
 
 
+def test_the_paired_statistic_is_the_gated_change_on_the_data_with_its_range_and_standard_error() -> None:
+    from pytest_novelty.metrics.bootstrap import Linearised, linearised_se
+    from pytest_novelty.metrics.paired import paired_statistic
+
+    a, b = np.array([0.2, 0.5, np.nan, 0.4]), np.array([0.3, 0.4, 0.9, 0.8])
+    mean = paired_statistic(a, b)
+    ones = np.ones((1, mean.n))
+    assert (mean.name, mean.n, mean.bounds) == ("mean", 3, pytest.approx((-0.1, 0.4)))
+    assert mean.statistic(ones)[0] == pytest.approx(np.mean([0.1, -0.1, 0.4]))
+    rows_a, rows_b = np.array([[0.1, 0.9], [0.3, 0.2]]), np.array([[0.5, 0.6], [0.8, 0.1]])
+    top = paired_statistic(rows_a, rows_b, 0.5)
+    assert (top.name, top.n, top.bounds) == ("top 50 %", 2, pytest.approx((0.1 - 0.9, 0.8 - 0.1)))
+    assert top.statistic(np.ones((1, 2)))[0] == pytest.approx(
+        top_fraction_mean(rows_b.ravel(), 0.5) - top_fraction_mean(rows_a.ravel(), 0.5))
+    for paired in (mean, top):  # both are linearised: a look of the sequential rule can take their SE
+        assert isinstance(paired.statistic, Linearised)
+        weights = np.ones((1, paired.n))
+        assert linearised_se(paired.statistic.linearised(weights)[1], weights)[0] > 0
+
+
 @pytest.mark.parametrize(
     ("a", "b", "kwargs", "words"),
     [
@@ -47,7 +67,7 @@ def test_the_mean_bootstrap_drops_pairs_with_a_missing_value_and_agrees_with_its
     ],
 )
 def test_bad_bootstrap_input_is_refused(a: list[float], b: list[float], kwargs: dict[str, float], words: str) -> None:
-    from pytest_novelty.metrics.stats import paired_bootstrap
+    from pytest_novelty.metrics.paired import paired_bootstrap
 
     with pytest.raises(ValueError, match=words):
         paired_bootstrap(a, b, **kwargs)  # type: ignore[arg-type]
@@ -59,7 +79,7 @@ def test_on_ten_pairs_the_default_interval_is_the_paired_t_interval() -> None:
     # is Student's t on the bootstrap standard error, i.e. the paired t interval.
     from scipy import stats
 
-    from pytest_novelty.metrics.stats import paired_bootstrap
+    from pytest_novelty.metrics.paired import paired_bootstrap
 
     rng = np.random.default_rng(11)
     a = rng.uniform(0.3, 0.7, size=10)
@@ -76,7 +96,7 @@ def test_on_ten_pairs_the_default_interval_is_the_paired_t_interval() -> None:
 
 
 def test_the_t_verdict_and_its_p_value_always_agree() -> None:
-    from pytest_novelty.metrics.stats import paired_bootstrap
+    from pytest_novelty.metrics.paired import paired_bootstrap
 
     for seed in range(60):
         rng = np.random.default_rng(seed)
@@ -90,7 +110,7 @@ def test_the_t_verdict_and_its_p_value_always_agree() -> None:
 
 
 def test_an_unknown_comparison_method_is_refused() -> None:
-    from pytest_novelty.metrics.stats import paired_bootstrap
+    from pytest_novelty.metrics.paired import paired_bootstrap
 
     with pytest.raises(ValueError, match="method must be one of"):
         paired_bootstrap([0.1, 0.2], [0.2, 0.3], method="bca")

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from pytest_novelty.gate.regression import tail_value
+from pytest_novelty.gate.tail import tail_value
+from pytest_novelty.metrics import bootstrap as b
 from pytest_novelty.metrics import top_fraction_mean
 from pytest_novelty.metrics import uncertainty as u
 from pytest_novelty.metrics.suite import suite_metrics
@@ -85,16 +86,16 @@ def test_the_linearised_standard_error_is_the_bootstraps() -> None:
     rng = np.random.default_rng(2)
     values = rng.uniform(size=(200, 2)) + rng.normal(0.0, 0.3, size=(200, 1))
     for statistic in (u.RatioStatistic.mean_of(values), u.TopFractionStatistic(values, 0.1)):
-        draws = u.resample(statistic, 200, n_boot=3000, seed=1)
-        assert draws.se == pytest.approx(u.bootstrap_se(draws), rel=0.1)
+        draws = b.resample(statistic, 200, n_boot=3000, seed=1)
+        assert draws.se == pytest.approx(b.bootstrap_se(draws), rel=0.1)
     # The fast weighted-sums path gives the same standard errors as the contributions.
     ratio = u.RatioStatistic.mean_of(values)
     weights = rng.multinomial(200, np.full(200, 1 / 200), size=5).astype(float)
     _, parts = ratio.linearised(weights)
-    np.testing.assert_allclose(ratio.values_and_ses(weights)[1], u.linearised_se(parts, weights))
+    np.testing.assert_allclose(ratio.values_and_ses(weights)[1], b.linearised_se(parts, weights))
     # The mean over prompts' standard error is the textbook s/√G.
     per_prompt = values.mean(axis=1)
-    se = u.resample(u.RatioStatistic.mean_of(per_prompt[:, None]), 200, n_boot=2, seed=0).se
+    se = b.resample(u.RatioStatistic.mean_of(per_prompt[:, None]), 200, n_boot=2, seed=0).se
     assert se == pytest.approx(per_prompt.std(ddof=1) / math.sqrt(200))
 
 
@@ -103,8 +104,8 @@ def test_intervals_are_seeded_and_methods_differ() -> None:
     first, again = u.mean_interval(values, seed=4), u.mean_interval(values, seed=4)
     assert first == again
     assert u.mean_interval(values, seed=5) != first
-    methods = {m: u.mean_interval(values, method=m, n_boot=800) for m in u.METHODS}
-    assert {i.method for i in methods.values()} == set(u.METHODS)
+    methods = {m: u.mean_interval(values, method=m, n_boot=800) for m in b.METHODS}
+    assert {i.method for i in methods.values()} == set(b.METHODS)
     assert len({(i.low, i.high) for i in methods.values()}) == 3
     for interval in methods.values():
         assert interval.estimate == first.estimate and interval.contains(first.estimate)
@@ -142,7 +143,7 @@ def test_ties_at_the_top_still_get_a_finite_honest_interval() -> None:
     values[:14, 0] = 1.0  # more than the 12 generations of the top 10 %
     interval = u.top_fraction_interval(values)
     assert interval.estimate == 1.0
-    assert u.resample(u.TopFractionStatistic(values, 0.1), 60, n_boot=10, seed=0).se == 0.0  # flat here
+    assert b.resample(u.TopFractionStatistic(values, 0.1), 60, n_boot=10, seed=0).se == 0.0  # flat here
     assert interval.method == "t"  # so the bootstrap's own spread bounds it, not the reflected [1, 1]
     assert math.isfinite(interval.low) and interval.low < 0.98 and interval.high == 1.0
 
@@ -155,12 +156,12 @@ def test_degenerate_inputs_give_undefined_or_zero_width_intervals() -> None:
     assert (constant.low, constant.high) == (pytest.approx(0.4), pytest.approx(0.4))
     clipped = u.mean_interval([[0.99], [1.0], [0.9], [1.0]], bounds=(0.0, 1.0))
     assert clipped.high <= 1.0
-    assert u.Interval(math.nan, math.nan, 0.95, 1, "t").contains(0.3)
+    assert b.Interval(math.nan, math.nan, 0.95, 1, "t").contains(0.3)
 
 
 def test_a_function_of_the_resampled_array_is_a_statistic_too() -> None:
     values = _suite(1)["orig4"]
-    general = u.bootstrap_interval(u.per_resample(values, lambda rows: float(np.nanmedian(rows))), 40, n_boot=300)
+    general = b.bootstrap_interval(b.per_resample(values, lambda rows: float(np.nanmedian(rows))), 40, n_boot=300)
     assert general.method == "t"  # no linearisation
     assert general.estimate == pytest.approx(float(np.nanmedian(values)))
     assert general.contains(general.estimate)

@@ -22,8 +22,10 @@ import pytest
 from pytest_novelty.gate.regression import MetricRecord, compare
 from pytest_novelty.gate.thresholds import check_threshold
 from pytest_novelty.metrics import power, uncertainty
+from pytest_novelty.metrics.bootstrap import Interval
 from pytest_novelty.metrics.novelty import gated_novelty, originality_counting_short
-from pytest_novelty.metrics.stats import holm, paired_bootstrap, top_fraction_mean
+from pytest_novelty.metrics.paired import paired_bootstrap
+from pytest_novelty.metrics.stats import holm, top_fraction_mean
 from pytest_novelty.suites.schema import Threshold
 
 PROMPTS, SAMPLES, TAIL = 100, 4, 10
@@ -75,7 +77,7 @@ def truth() -> dict[str, float]:
     }
 
 
-def intervals_of(suite: dict[str, np.ndarray]) -> dict[str, uncertainty.Interval]:
+def intervals_of(suite: dict[str, np.ndarray]) -> dict[str, Interval]:
     """The intervals the gate would compute for this suite (the tail: its first ten prompts), with the
     gate's seed 0: the resampling is the same for every suite, the data are not."""
     quality = suite["quality"]
@@ -89,7 +91,7 @@ def intervals_of(suite: dict[str, np.ndarray]) -> dict[str, uncertainty.Interval
     )
 
 
-def coverage(intervals: list[uncertainty.Interval], value: float) -> float:
+def coverage(intervals: list[Interval], value: float) -> float:
     return float(np.mean([interval.contains(value) for interval in intervals]))
 
 
@@ -98,7 +100,7 @@ def test_clustered_intervals_cover_the_true_value_and_lenient_and_strict_hold_th
     # Coverage: 93-97 % of the 95 % intervals contain the true value. Modes: the checkpoint's true
     # value sits exactly at the bound, so a lenient failure or a strict pass is a wrong call; with a
     # two-sided 95 % interval each is one tail, nominally 2.5 %, and must stay at most 5 %.
-    found: dict[str, list[uncertainty.Interval]] = {name: [] for name in METRICS}
+    found: dict[str, list[Interval]] = {name: [] for name in METRICS}
     for index in range(SUITES):
         intervals = intervals_of(draw_suite(np.random.default_rng(10_000 + index)))
         for name in METRICS:
@@ -122,7 +124,7 @@ def test_clustered_intervals_cover_the_true_value_and_lenient_and_strict_hold_th
     assert problems == []
 
 
-def _unclustered(suite: dict[str, np.ndarray], metric: str) -> uncertainty.Interval:
+def _unclustered(suite: dict[str, np.ndarray], metric: str) -> Interval:
     """The statistic's interval with every generation a cluster of its own (as if the samples of a
     prompt were independent)."""
     quality, originality = suite["quality"], suite["originality"]

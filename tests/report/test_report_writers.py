@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_novelty.gate.comparison import Comparison
 from pytest_novelty.gate.record import CaseRecord
-from pytest_novelty.gate.regression import Comparison
 from pytest_novelty.metrics import gated_novelty
 from pytest_novelty.pipeline.suite_data import GenerationArrays, SuiteData, SuiteInfo
 from pytest_novelty.report import (

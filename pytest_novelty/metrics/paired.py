@@ -1,0 +1,235 @@
+"""Two checkpoints on the same prompts: the paired comparison's statistic and its tests.
+
+:func:`paired_statistic` is the change the gate's regression compares, as a statistic of how often
+each prompt was drawn (both sides on the same prompts, every sample of a prompt with it);
+:func:`paired_bootstrap` is its clustered bootstrap test, the one the gate runs. :func:`paired_test`
+is the plain test of two series of per-prompt values (a percentile interval and the paired t-test).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from pytest_novelty.metrics._validate import as_vector, check_confidence, check_fraction, check_resamples
+from pytest_novelty.metrics.bootstrap import BLOCK_ELEMENTS, ClusterStatistic, interval_of, p_value_of, resample
+from pytest_novelty.metrics.uncertainty import DifferenceStatistic, RatioStatistic, TopFractionStatistic
+
+#: Bootstrap resamples drawn by :func:`paired_test` unless told otherwise.
+DEFAULT_BOOTSTRAP_RESAMPLES = 10_000
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """Result of :func:`paired_test`: the mean paired difference b − a, its confidence interval and p-value.
+
+    ``n`` is the number of pairs used and ``dropped`` the number left out because either value was
+    NaN. ``ci_low`` and ``ci_high`` bound ``difference`` at level ``confidence`` (percentile
+    bootstrap over ``n_boot`` resamples); ``p_value`` is the two-sided paired t-test p-value.
+    """
+
+    difference: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n: int
+    dropped: int
+    confidence: float
+    n_boot: int
+
+
+def paired_test(
+    a: ArrayLike,
+    b: ArrayLike,
+    *,
+    n_boot: int = DEFAULT_BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> PairedTest:
+    """Compare two paired samples (per-prompt values of a baseline ``a`` and a candidate ``b``).
+
+    Definitions and choices:
+
+    * Pairs where either value is NaN are dropped (counted in ``dropped``); at least one pair must
+      remain.
+    * ``difference`` = mean(b_i − a_i): positive when the candidate ``b`` scores higher.
+    * Confidence interval: percentile bootstrap. Draw ``n_boot`` resamples of the n paired
+      differences with replacement (numpy's default generator seeded with ``seed``, so the interval
+      is reproducible), take the mean of each, and report the (1 − c)/2 and (1 + c)/2 quantiles
+      (numpy's default linear interpolation).
+    * p-value: two-sided paired t-test, ``scipy.stats.ttest_rel(b, a)``. scipy returns NaN when
+      all differences are equal (zero variance), so that case is handled here: all differences 0
+      gives p = 1 (no evidence of any change); all equal to a non-zero constant, with n ≥ 2, gives
+      p = 0 (the limit of the test as the variance goes to 0: an exact, consistent shift). With a
+      single non-zero pair no test is possible and p is NaN.
+    """
+    first = as_vector(a, "a")
+    second = as_vector(b, "b")
+    if first.shape != second.shape:
+        raise ValueError(f"a and b must be paired: they have {first.size} and {second.size} values")
+    check_resamples(n_boot)
+    level = check_confidence(confidence)
+    keep = ~(np.isnan(first) | np.isnan(second))
+    if not keep.any():
+        raise ValueError("a and b have no pair where both values are present (all pairs contain NaN)")
+    first, second = first[keep], second[keep]
+    differences = second - first
+    n = int(differences.size)
+    low, high = _bootstrap_interval(differences, int(n_boot), seed, level)
+    return PairedTest(float(differences.mean()), low, high, _paired_p_value(first, second, differences), n,
+                      int(keep.size - n), level, int(n_boot))  # fmt: skip
+
+
+def _paired_p_value(first: np.ndarray, second: np.ndarray, differences: np.ndarray) -> float:
+    """Two-sided paired t-test p-value, with the zero-variance cases decided explicitly."""
+    if np.all(differences == differences[0]):
+        if differences[0] == 0.0:
+            return 1.0
+        return 0.0 if differences.size >= 2 else float("nan")
+    from scipy import stats as scipy_stats  # imported here: it is slow to import and rarely needed
+
+    return float(scipy_stats.ttest_rel(second, first).pvalue)
+
+
+def _bootstrap_interval(differences: np.ndarray, n_boot: int, seed: int, level: float) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``differences``."""
+    rng = np.random.default_rng(seed)
+    n = differences.size
+    block = max(1, BLOCK_ELEMENTS // n)
+    means = np.empty(n_boot)
+    for start in range(0, n_boot, block):
+        stop = min(n_boot, start + block)
+        indices = rng.integers(0, n, size=(stop - start, n))
+        means[start:stop] = differences[indices].mean(axis=1)
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+#: Name of the test :func:`paired_bootstrap` runs, as reports print it.
+BOOTSTRAP_TEST = "paired bootstrap over prompts"
+
+#: Interval methods :func:`paired_bootstrap` knows (see :mod:`pytest_novelty.metrics.bootstrap`).
+PAIRED_METHODS = ("t", "studentized", "percentile")
+
+
+@dataclass(frozen=True)
+class BootstrapTest:
+    """Result of :func:`paired_bootstrap`: the difference b − a of a statistic, its interval and p-value.
+
+    ``statistic`` names what was compared ("mean" or "top 10 %") and ``method`` how the interval
+    was made (one of :data:`PAIRED_METHODS`); ``n`` counts the prompts resampled;
+    ``ci_low``/``ci_high`` is the interval at ``confidence`` and ``p_value`` the two-sided p-value
+    of "no change" from the same resamples, so the interval excludes 0 exactly when p < 1 −
+    ``confidence`` (up to the quantile interpolation).
+    """
+
+    statistic: str
+    difference: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n: int
+    confidence: float
+    n_boot: int
+    method: str = "t"
+
+    def excludes_zero(self) -> bool:
+        """Whether the interval lies entirely on one side of 0 (the test's significance decision)."""
+        return self.ci_low > 0.0 or self.ci_high < 0.0
+
+
+@dataclass(frozen=True)
+class PairedStatistic:
+    """The change b − a of a statistic as a function of the prompts' multiplicities (what the
+    bootstrap resamples), on ``n`` prompts; ``bounds`` is the range the change can take and ``name``
+    what is compared ("mean" or "top 10 %")."""
+
+    statistic: ClusterStatistic
+    n: int
+    bounds: tuple[float, float]
+    name: str
+
+
+def paired_statistic(a: ArrayLike, b: ArrayLike, top_fraction: float | None = None) -> PairedStatistic:
+    """The paired change from baseline ``a`` to candidate ``b``, rows being prompts paired by position.
+
+    * ``top_fraction=None``: ``a`` and ``b`` hold one value per prompt (the per-prompt means of its
+      samples); prompts where either is NaN are dropped; the statistic is the mean, so Δ is the mean
+      per-prompt difference, bounded by the smallest and largest difference.
+    * ``top_fraction=f``: ``a`` and ``b`` are (prompts × samples) per-generation values; the
+      statistic is the difference of :func:`~pytest_novelty.metrics.stats.top_fraction_mean` over
+      all generations of the drawn prompts (the ``top10_novelty`` statistic for f = 0.1), NaN values
+      left out, bounded by b's extremes minus a's.
+
+    Both are linearised, so a studentized interval or a sequential look can use their standard
+    error. ``ValueError`` for unpaired input or fewer than two prompts.
+    """
+    first = np.asarray(a, dtype=float)
+    second = np.asarray(b, dtype=float)
+    if first.shape[:1] != second.shape[:1]:
+        raise ValueError(f"a and b must be paired by prompt: they have {len(first)} and {len(second)} rows")
+    statistic: ClusterStatistic
+    if top_fraction is None:
+        first, second = as_vector(first, "a"), as_vector(second, "b")
+        differences = (second - first)[~(np.isnan(first) | np.isnan(second))]
+        statistic = RatioStatistic.mean_of(differences[:, None])
+        bounds = (float(differences.min()), float(differences.max())) if differences.size else (0.0, 0.0)
+        name, n = "mean", int(differences.size)
+    else:
+        check_fraction(top_fraction, "top_fraction")
+        if first.ndim != 2 or second.ndim != 2:
+            raise ValueError("a top-fraction bootstrap needs (prompts × samples) arrays")
+        statistic = DifferenceStatistic(TopFractionStatistic(first, top_fraction),
+                                        TopFractionStatistic(second, top_fraction))  # fmt: skip
+        present = np.any(~np.isnan(first)) and np.any(~np.isnan(second))
+        bounds = (float(np.nanmin(second) - np.nanmax(first)), float(np.nanmax(second) - np.nanmin(first))) \
+            if present else (0.0, 0.0)
+        name, n = f"top {100 * top_fraction:g} %", int(first.shape[0])
+    if n < 2:
+        raise ValueError(f"a paired bootstrap needs at least two prompts, got {n}")
+    return PairedStatistic(statistic, n, bounds, name)
+
+
+def paired_bootstrap(
+    a: ArrayLike,
+    b: ArrayLike,
+    *,
+    top_fraction: float | None = None,
+    n_boot: int = DEFAULT_BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+    method: str = "t",
+) -> BootstrapTest:
+    """Paired bootstrap of :func:`paired_statistic`, the change of a statistic from baseline ``a`` to
+    candidate ``b``: each resample draws prompts with replacement (numpy's default generator seeded
+    with ``seed``) and recomputes the statistic of both on the same prompts, every sample of a drawn
+    prompt with it (clustered: samples of a prompt are correlated), so the interval is that of the
+    gated statistic itself.
+
+    The interval (``method``, see :mod:`pytest_novelty.metrics.bootstrap`): ``"t"``, the default,
+    is Δ ± t(n − 1, (1 + c)/2) · √(n/(n − 1)) · sd(Δ*), Student's t on the bootstrap standard error
+    (for a mean, the paired t-test up to the Monte Carlo error of sd(Δ*)). In simulation under "no
+    change" it raised 4.7 % false alarms (two-sided, nominal 5 %) on 10 prompts (a q@Tail tail),
+    where the ``"percentile"`` interval, this function's method before, raised 10 %; on 100 prompts
+    all methods are near 5 %. ``"studentized"`` (the bootstrap-t) is offered too; for the paired
+    top-10 % change it is fragile where few prompts hold the best generations, so it is not the
+    default here. The interval is clipped to the range the change can take. A change is significant
+    when the interval excludes 0 (:meth:`BootstrapTest.excludes_zero`; the gate asks for the bad
+    side of 0); the same resamples give the p-value, which agrees with it. At least two prompts are
+    needed; ``ValueError`` when no resample has values on both sides.
+    """
+    level = check_confidence(confidence)
+    check_resamples(n_boot)
+    if method not in PAIRED_METHODS:
+        raise ValueError(f"method must be one of {', '.join(PAIRED_METHODS)}, got {method!r}")
+    paired = paired_statistic(a, b, top_fraction)
+    draws = resample(paired.statistic, paired.n, n_boot=max(int(n_boot), 2), seed=seed)
+    if np.isnan(draws.estimate) or np.sum(~np.isnan(draws.values)) < 2:
+        raise ValueError("no resample has values on both sides: nothing to compare")
+    interval = interval_of(draws, confidence=level, method=method, bounds=paired.bounds)
+    p = p_value_of(draws, method, level)
+    return BootstrapTest(paired.name, draws.estimate, interval.low, interval.high, p, paired.n, level, int(n_boot),
+                         interval.method)  # fmt: skip
