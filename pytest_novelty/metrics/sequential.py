@@ -71,7 +71,7 @@ them against published values.
 **A plan of any size.** Lan-DeMets boundaries of looks 1 … k need only t_1 … t_k, so the rule
 computes those of the looks it has taken and never the whole plan's: a budget of 10²⁰ samples plans
 as fast as one of 600 (:meth:`SequentialPlan.critical` takes the number of looks). A huge budget is
-still not free: each early look spends almost nothing (c_1 ≈ 9.1 for 5·10¹⁷ looks at α = 0.05), so
+still not free: each early look spends almost nothing (c_1 ≈ 9.03 for 5·10¹⁷ looks at α = 0.05), so
 only a very clear case is decided by its first pass. The tail probabilities of the integration are
 computed as such (Φ(−x), not 1 − Φ(x)), so a look that spends 10⁻¹⁹ gets its finite boundary.
 
@@ -106,10 +106,11 @@ at any look with probability at most 4·(1 − Φ(r)) = 0.54 %: the stop gives u
 would have made with at most that predictive probability (the simulation counts what it gives up).
 
 *Why it keeps the error rates.* The stop acts only at a look where the rule continues, and the
-boundaries are those of the rule without it (a non-binding futility rule; Jennison and Turnbull,
-ch. 10). On any data, a case the rule with the stop decides is decided the same way, at the same
-look, by the rule without it: the stop only turns would-be decisions into undecided ones, so no
-wrong decision becomes more likely (:func:`decide_looks` is tested for exactly that).
+boundaries are those of the rule without it (a non-binding futility rule; on stochastic curtailment,
+Jennison and Turnbull, ch. 10). On any data, a case the rule with the stop decides is decided the
+same way, at the same look, by the rule without it: the stop only turns would-be decisions into
+undecided ones, so no wrong decision becomes more likely (:func:`decide_looks` is tested for
+exactly that).
 
 **What the budget left can detect** (:func:`detectable_left`): (q + t⁻¹_{G−1}(power))·SE_k·ρ, the
 smallest distance of the true value from the bound that the budget's last look would decide with
