@@ -1,7 +1,9 @@
 """The producers of docs/tail.md's examples: the commands behind each of its generated blocks, on the
-embedded demo. ``docs/readme_examples.py`` owns the mechanism (it finds the blocks of every page,
-writes them with ``--write`` and compares them) and takes these producers into its table; the
-agreement plot beside the page is drawn again when the pages are written.
+embedded demo, and the figures of the sequential rule's simulations (docs/tail.md shows the
+threshold rule's, docs/verdicts.md the paired rule's). ``docs/readme_examples.py`` owns the
+mechanism (it finds the blocks of every page, writes them with ``--write`` and compares them) and
+takes these producers into its table; the agreement plot beside the page is drawn again when the
+pages are written.
 """
 
 from __future__ import annotations
@@ -102,13 +104,32 @@ def agreement(cache: Path) -> str:
             + command + "\n" + text.replace(str(plot), names[str(plot)]))
 
 
+def _simulation(path: str, wanted: tuple[str, ...]) -> list[str]:
+    """The lines a simulation test file prints (``pytest -s``) that hold one of the ``wanted`` words."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-n", "0", path],
+                          cwd=REPO, capture_output=True, text=True, check=False)  # fmt: skip
+    return [line.lstrip(".") for line in done.stdout.splitlines() if any(w in line for w in wanted)]
+
+
 def sequential(cache: Path) -> str:
-    """The simulation's figures, as its test prints them."""
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-n", "0",
-                           "tests/metrics/test_sequential_simulation.py"], cwd=REPO, capture_output=True, text=True,
-                          check=False)  # fmt: skip
-    wanted = ("suites at the bound", "SE above")
-    return "\n".join(line.lstrip(".") for line in done.stdout.splitlines() if any(w in line for w in wanted))
+    """The threshold simulation's figures, as its test prints them."""
+    wanted = ("suites at the bound", "futility stop", "SE above")
+    return "\n".join(_simulation("tests/metrics/test_sequential_simulation.py", wanted))
+
+
+PAIRING = 46
+"""How wide the paired simulation prints a pairing's name (the start of each of its lines)."""
+
+
+def sequential_paired(cache: Path) -> str:
+    """The paired simulation's table (docs/verdicts.md), as its test prints it, each pairing's name once."""
+    lines = _simulation("tests/metrics/test_sequential_paired_simulation.py", ("false fail", "SE inside"))
+    shown, previous = [], ""
+    for line in lines:
+        name = line[:PAIRING]
+        shown.append(line if name != previous else " " * PAIRING + line[PAIRING:])
+        previous = name
+    return "\n".join(shown)
 
 
 EXAMPLES: dict[str, tuple[str, Callable[[Path], str]]] = {
@@ -116,4 +137,5 @@ EXAMPLES: dict[str, tuple[str, Callable[[Path], str]]] = {
     "peak-overall": ("```", peak_overall),
     "agreement": ("```", agreement),
     "sequential": ("```", sequential),
+    "sequential-paired": ("```", sequential_paired),
 }

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytest_novelty.gate.regression import FrozenTail
+from pytest_novelty.gate.tail import FrozenTail
 from pytest_novelty.gate.thresholds import Verdict
 from pytest_novelty.metrics.sequential import CONTINUE, FAIL, PASS, UNDECIDED, SequentialPlan, sequential_decision
 from pytest_novelty.metrics.table import family, values_of

@@ -12,7 +12,9 @@ tested to the last digit) on their own. Each function documents its formula and 
 * :mod:`.tail`: q@Tail(α) with Novelty Overall and Novelty at Peak;
 * :mod:`.tail_pool`: the benchmark-level prompt ranking built from a pool of models;
 * :mod:`.tail_agreement`: Kendall's τ-b with a reference ranking per bin from peak to tail;
-* :mod:`.sequential`: verdicts under repeated looks (Lan-DeMets group-sequential boundaries);
+* :mod:`.sequential`: verdicts under repeated looks (Lan-DeMets group-sequential boundaries), with a
+  futility stop;
+* :mod:`.sequential_paired`: the same rule on a regression's paired difference, live or frozen baseline;
 * :mod:`.uncertainty`: the confidence interval of every gated statistic, clustered by prompt, on
   the cluster bootstrap of :mod:`.bootstrap`;
 * :mod:`.power`: the smallest regression a paired comparison detects, and the prompts it needs;

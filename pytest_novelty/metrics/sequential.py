@@ -41,7 +41,12 @@ rounds after it. That is the covariance group-sequential boundaries are computed
 Turnbull, *Group Sequential Methods with Applications to Clinical Trials*, 2000, ch. 3 and 7), with
 the information I_k = 1 / Var(θ̂_k). When the prompts' own spread is negligible, I_k grows as k and
 t_k = k / K is exact; when it is not, I_k grows more slowly, the looks are more correlated than the
-design assumes, and the test is conservative (its error falls below α/2, never above). SE_k is
+design assumes (Corr(Z_j, Z_k) = √(I_j / I_k) ≥ √(j / k)), and the test is conservative: by
+Slepian's inequality ("The one-sided barrier problem for Gaussian noise", Bell System Technical
+Journal 41(2), 1962), raising the correlations of Gaussian looks of unit variance lowers the
+probability that any of them crosses a given one-sided boundary, so each wrong decision's error
+falls below α/2, never above (up to the design's own probability, below 10⁻⁶, that a path crosses
+both boundaries). SE_k is
 estimated from G prompts, so the boundary is read on Student's t with G − 1 degrees of freedom:
 c_k' = t⁻¹_{G−1}(Φ(c_k)) (a q@Tail case has 10 prompts, where z would be too narrow).
 
@@ -62,6 +67,56 @@ Turnbull (ch. 19) set it out: the sub-density of the score S_k = Z_k·√t_k on 
 region is carried from look to look by the Gaussian increment N(0, t_k − t_{k−1}) on a grid, and
 c_k is the root of P(first crossing at look k) = α(t_k) − α(t_{k−1}) (bisection). The tests check
 them against published values.
+
+**A plan of any size.** Lan-DeMets boundaries of looks 1 … k need only t_1 … t_k, so the rule
+computes those of the looks it has taken and never the whole plan's: a budget of 10²⁰ samples plans
+as fast as one of 600 (:meth:`SequentialPlan.critical` takes the number of looks). A huge budget is
+still not free: each early look spends almost nothing (c_1 ≈ 9.03 for 5·10¹⁷ looks at α = 0.05), so
+only a very clear case is decided by its first pass. The tail probabilities of the integration are
+computed as such (Φ(−x), not 1 − Φ(x)), so a look that spends 10⁻¹⁹ gets its finite boundary.
+
+**The futility stop** (``SequentialPlan(..., futility=True)``). The rule may also stop a case early,
+undecided, when even the budget left could not bring its statistic across a boundary. At look
+k < K of a case that continues, split the variance of its statistic, SE_k², into the part more
+rounds average away, W_k, and the rest, F_k = SE_k² − W_k, and let w_k = W_k / SE_k² ∈ [0, 1]
+(:class:`LookStatistics`): for a mean, W_k = σ̂²_w / N_k, σ̂²_w the within-prompt variance pooled
+over prompts and N_k the values so far; F_k holds the prompts' own spread (and, in a paired
+comparison with a frozen snapshot, the snapshot's own samples, :mod:`.sequential_paired`). Where the
+split cannot be estimated (one value per prompt, a top fraction) w_k = 1, the design's own model,
+which overstates what more rounds can do and so only makes the stop later. If each remaining round
+adds as much as each so far, the standard error at the budget's last look is SE_k·ρ with
+ρ = √(1 − w_k + w_k·k / K), and the move of the estimate from look k to look K has the predictive
+standard deviation SE_k·μ with μ = √(w_k·(1 − k / K)) (the prompts fixed, a flat prior on the value
+they converge to; Spiegelhalter, Freedman and Blackburn, "Monitoring clinical trials: conditional or
+predictive power?", Controlled Clinical Trials 7(1), 1986). The case **stops for futility**
+(:data:`FUTILE`) at look k when
+
+    |Z_k| + r·μ < q·ρ,    q = t⁻¹_{G−1}(1 − α/2),    r = :data:`FUTILITY_REACH` = 3:
+
+even a move of r predictive standard deviations towards the nearer boundary would leave the last
+look inside the lowest boundary the plan can have.
+
+*Why "could not".* No boundary lies below z_{1−α/2}: P(|Z_j| ≥ c_j) ≤ P(a crossing by look j) =
+α(t_j) ≤ α. So q is a floor of every boundary on the t scale, known without computing the plan's
+later looks. The reach to look j, r·SE_k·√(w_k(1 − k / j)), grows with j while q·SE_j falls, so a
+case futile at the last look is futile at every look left. Under the predictive model the estimate's
+path over the looks left is a Gaussian martingale with independent increments (the posterior mean of
+a Gaussian model), and by the reflection principle it moves r standard deviations of its last look
+at any look with probability at most 4·(1 − Φ(r)) = 0.54 %: the stop gives up a decision the budget
+would have made with at most that predictive probability (the simulation counts what it gives up).
+
+*Why it keeps the error rates.* The stop acts only at a look where the rule continues, and the
+boundaries are those of the rule without it (a non-binding futility rule; on stochastic curtailment,
+Jennison and Turnbull, ch. 10). On any data, a case the rule with the stop decides is decided the
+same way, at the same look, by the rule without it: the stop only turns would-be decisions into
+undecided ones, so no wrong decision becomes more likely (:func:`decide_looks` is tested for
+exactly that).
+
+**What the budget left can detect** (:func:`detectable_left`): (q + t⁻¹_{G−1}(power))·SE_k·ρ, the
+smallest distance of the true value from the bound that the budget's last look would decide with
+probability ``power`` (80 %, as :mod:`.power`), on a normal approximation: the figure to report
+beside an undecided case. q is the boundaries' floor, so it understates the distance a little (at
+5 looks the last boundary is 2.39, q 1.96 on many prompts): the budget cannot do better.
 """
 
 from __future__ import annotations
@@ -71,6 +126,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -81,25 +137,44 @@ __all__ = [
     "CONTINUE",
     "DECISIONS",
     "FAIL",
+    "FUTILE",
+    "FUTILITY_REACH",
     "PASS",
     "SPENDING",
     "UNDECIDED",
     "Look",
+    "LookStatistics",
+    "Rounds",
     "SequentialDecision",
     "SequentialPlan",
     "boundaries",
     "decide_looks",
+    "decision_of",
+    "detectable_left",
     "look_statistics",
+    "mean_looks",
+    "renewable_share",
+    "round_values",
     "sequential_decision",
     "spent",
+    "top_fraction_look",
+    "top_fraction_looks",
+    "within_variance",
     "z_scores",
 ]
 
 Array = NDArray[np.float64]
 
-PASS, FAIL, CONTINUE, UNDECIDED = "pass", "fail", "continue", "undecided"
-DECISIONS = (PASS, FAIL, CONTINUE, UNDECIDED)
+PASS, FAIL, CONTINUE, UNDECIDED, FUTILE = "pass", "fail", "continue", "undecided", "futile"
+DECISIONS = (PASS, FAIL, CONTINUE, UNDECIDED, FUTILE)
+"""Every decision the rule gives: ``futile`` is undecided too, stopped for futility with budget left."""
 SPENDING = ("pocock", "obrien-fleming")
+
+FUTILITY_REACH = 3.0
+"""r of the futility stop: how many predictive standard deviations the estimate may still move (module doc)."""
+
+DEFAULT_POWER = 0.8
+"""The power :func:`detectable_left` reads the budget left at (that of :mod:`.power`)."""
 
 # Grid points per look for the numerical integration, and the standard deviations of the score the
 # grid spans beyond a boundary (probability beyond it below 1e-15).
@@ -119,21 +194,31 @@ def _normal_quantile(p: float) -> float:
     return float(special.ndtri(p))
 
 
+def _t_quantile(clusters: int, p: ArrayLike) -> Array:
+    """Student's t quantile with ``clusters`` − 1 degrees of freedom (inf for fewer than 2 clusters)."""
+    from scipy import special
+
+    probability = np.asarray(p, dtype=float)
+    if clusters < 2:
+        return np.full(probability.shape, math.inf)
+    return np.asarray(special.stdtrit(clusters - 1, probability), dtype=float)
+
+
 def spent(alpha: float, t: float, spending: str = "pocock") -> float:
     """α(t): the two-sided error spent by information time t ∈ [0, 1], both sides together (module doc)."""
     if t <= 0.0:
         return 0.0
     t = min(t, 1.0)
     if spending == "pocock":
-        return alpha * math.log(1.0 + (math.e - 1.0) * t)
+        return alpha * math.log1p((math.e - 1.0) * t)  # log1p: exact for the tiny t of a huge plan
     if spending == "obrien-fleming":  # each side α/2 by the one-sided function (module doc)
-        return float(2.0 * (2.0 - 2.0 * _normal_cdf(_normal_quantile(1.0 - alpha / 4.0) / math.sqrt(t))))
+        return float(4.0 * _normal_cdf(-_normal_quantile(1.0 - alpha / 4.0) / math.sqrt(t)))
     raise ValueError(f"spending must be one of {', '.join(SPENDING)}, got {spending!r}")
 
 
 def _exit_probability(grid: Array, density: Array, step: float, bound: float, sd: float) -> float:
     """P(|S_k| ≥ bound) from the sub-density on ``grid`` carried by an increment of sd ``sd``."""
-    beyond = _normal_cdf((-bound - grid) / sd) + (1.0 - _normal_cdf((bound - grid) / sd))
+    beyond = _normal_cdf((-bound - grid) / sd) + _normal_cdf((grid - bound) / sd)  # both tails as tails
     return float(np.trapezoid(density * beyond, dx=step))
 
 
@@ -146,18 +231,20 @@ def _boundaries(fractions: tuple[float, ...], alpha: float, spending: str) -> tu
     previous_t, previous_spent = 0.0, 0.0
     for t in fractions:
         target = spent(alpha, t, spending) - previous_spent
-        if target <= 1e-15:
+        if target <= 0.0:
             out.append(math.inf)
             continue
-        if grid is None or density is None:  # the first look: S_1 ~ N(0, t_1)
-            c = _normal_quantile(1.0 - target / 2.0)
+        if grid is None or density is None:  # the first look that spends: S ~ N(0, t)
+            c = -_normal_quantile(target / 2.0)
             bound = c * math.sqrt(t)
             grid = np.linspace(-bound, bound, _GRID)
             step = float(grid[1] - grid[0])
             density = np.exp(-(grid**2) / (2.0 * t)) / math.sqrt(2.0 * math.pi * t)
         else:
             sd = math.sqrt(t - previous_t)
-            low, high = 0.0, (float(abs(grid[-1])) + _TAIL_SDS * sd) * 2.0
+            # Above this the exit probability is far below the target: the increment alone would
+            # have to travel beyond its own target quantile and _TAIL_SDS more standard deviations.
+            low, high = 0.0, float(abs(grid[-1])) + sd * (_TAIL_SDS - _normal_quantile(target / 4.0))
             for _ in range(100):  # bisection on the boundary of S_k: the exit probability falls as it rises
                 middle = (low + high) / 2.0
                 if _exit_probability(grid, density, step, middle, sd) > target:
@@ -194,30 +281,43 @@ def boundaries(fractions: Sequence[float], alpha: float, spending: str = "pocock
 @dataclass(frozen=True)
 class SequentialPlan:
     """A case's sequential plan: the suite's two-sided ``alpha``, the ``looks`` its budget allows (the
-    first pass and every extra round of the same size: K = 1 + extra rounds) and the spending function."""
+    first pass and every extra round of the same size: K = 1 + extra rounds), the spending function,
+    and whether a case may stop for futility (module doc). Nothing here grows with ``looks``: the
+    boundaries are computed for the looks asked for only."""
 
     alpha: float
     looks: int
     spending: str = "pocock"
+    futility: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.looks, bool) or not isinstance(self.looks, int) or self.looks < 1:
             raise ValueError(f"looks must be a whole number of at least 1, got {self.looks!r}")
         boundaries([1.0], self.alpha, self.spending)  # checks alpha and the spending function
 
-    def boundaries(self, looks: int | None = None) -> Array:
-        """c_1 … c_k on the z scale for the first ``looks`` looks (all of them by default)."""
+    def _count(self, looks: int | None) -> int:
         count = self.looks if looks is None else looks
+        if not 1 <= count <= self.looks:
+            raise ValueError(f"{count} looks for a plan of {self.looks}")
+        return count
+
+    def boundaries(self, looks: int | None = None) -> Array:
+        """c_1 … c_k on the z scale for the first ``looks`` looks (all of them by default: a cost that
+        grows with the plan, which the rule itself never asks for)."""
+        count = self._count(looks)
         return boundaries([(k + 1) / self.looks for k in range(count)], self.alpha, self.spending)
 
-    def critical(self, clusters: int) -> Array:
-        """The boundaries on Student's t scale with ``clusters`` − 1 degrees of freedom (module doc)."""
-        from scipy import special
-
-        c = self.boundaries()
+    def critical(self, clusters: int, looks: int | None = None) -> Array:
+        """The first ``looks`` boundaries (all by default) on Student's t scale with ``clusters`` − 1
+        degrees of freedom (module doc)."""
+        c = self.boundaries(looks)
         if clusters < 2:
             return np.full(c.shape, math.inf)
-        return np.asarray(special.stdtrit(clusters - 1, _normal_cdf(c)), dtype=float)
+        return -_t_quantile(clusters, _normal_cdf(-c))  # by the lower tail: Φ(9) rounds to 1
+
+    def floor(self, clusters: int) -> float:
+        """q = t⁻¹_{G−1}(1 − α/2): no boundary of the plan on the t scale lies below it (module doc)."""
+        return float(_t_quantile(clusters, 1.0 - self.alpha / 2.0))
 
 
 @dataclass(frozen=True)
@@ -236,10 +336,13 @@ class Look:
 
 @dataclass(frozen=True)
 class SequentialDecision:
-    """What the rule says after the looks so far: ``decision`` is one of :data:`DECISIONS`."""
+    """What the rule says after the looks so far: ``decision`` is one of :data:`DECISIONS`;
+    ``detectable`` is the distance from the bound the budget left could still decide with 80 %
+    power at its last look (:func:`detectable_left`, from the last look taken; NaN without one)."""
 
     decision: str
     looks: tuple[Look, ...]
+    detectable: float = math.nan
 
     @property
     def decided(self) -> bool:
@@ -252,6 +355,65 @@ class SequentialDecision:
         return len(self.looks)
 
 
+class LookStatistics(NamedTuple):
+    """A statistic at every look, shaped (..., looks): the estimate, its clustered SE, and w ∈ [0, 1],
+    the share of SE² that further rounds average away (1 where it cannot be estimated; module doc)."""
+
+    estimate: Array
+    se: Array
+    renewable: Array
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """A case's values round by round, per prompt, as sums: ``sums``, ``counts`` (of present values)
+    and ``squares`` (sums of squares; None: unknown, so the renewable share is 1), each shaped
+    (..., rounds, prompts). The prompts are the same, in the same order, in every round."""
+
+    sums: Array
+    counts: Array
+    squares: Array | None = None
+
+    @classmethod
+    def of(cls, rounds: Sequence[ArrayLike]) -> Rounds:
+        """From each round's (prompts × samples) values, NaN left out (one value per prompt: a vector)."""
+        arrays = round_values(rounds)
+        present = [~np.isnan(a) for a in arrays]
+        values = [np.where(p, a, 0.0) for a, p in zip(arrays, present, strict=True)]
+        return cls(np.stack([v.sum(axis=1) for v in values]), np.stack([p.sum(axis=1) for p in present]).astype(float),
+                   np.stack([(v * v).sum(axis=1) for v in values]))  # fmt: skip
+
+    @property
+    def looks(self) -> int:
+        """How many rounds it holds."""
+        return int(self.sums.shape[-2])
+
+    def cumulative(self) -> tuple[Array, Array, Array | None]:
+        """Sums, counts and squares over rounds 1 … k at every look k."""
+        s, c = np.cumsum(self.sums, axis=-2), np.cumsum(self.counts, axis=-2)
+        return s, c, None if self.squares is None else np.cumsum(self.squares, axis=-2)
+
+
+def within_variance(sums: Array, counts: Array, squares: Array | None) -> Array:
+    """σ̂²_w, the within-prompt variance pooled over prompts, from one look's cumulative per-prompt
+    sums, counts and squares shaped (..., prompts): Σ_i (Q_i − S_i²/C_i) / Σ_i (C_i − 1) over the
+    prompts with values; NaN without squares or without a prompt of two values."""
+    if squares is None:
+        return np.full(sums.shape[:-1], np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        spread = np.where(counts > 0, squares - sums * sums / np.where(counts > 0, counts, 1.0), 0.0)
+        freedom = np.maximum(counts - 1.0, 0.0).sum(axis=-1)
+        return np.where(freedom > 0, np.maximum(spread, 0.0).sum(axis=-1) / np.where(freedom > 0, freedom, 1.0), np.nan)
+
+
+def renewable_share(renewable: ArrayLike, se: ArrayLike) -> Array:
+    """w = W / SE², clipped to [0, 1]; 1 where either is unknown or SE is 0 (module doc)."""
+    part, total = np.asarray(renewable, dtype=float), np.asarray(se, dtype=float) ** 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.clip(part / np.where(total > 0, total, np.nan), 0.0, 1.0)
+    return np.where(np.isfinite(share), share, 1.0)
+
+
 def look_statistics(sums: ArrayLike, counts: ArrayLike) -> tuple[Array, Array]:
     """The mean over generations and its clustered SE at every look, from per-round, per-prompt sums and
     counts of present values, shaped (..., looks, prompts): look k pools rounds 1 … k.
@@ -260,15 +422,35 @@ def look_statistics(sums: ArrayLike, counts: ArrayLike) -> tuple[Array, Array]:
     unscored samples are left out, as in :func:`.uncertainty.mean_interval`), e_i = (s_i − θ̂·c_i) / Σ c,
     SE = √(G/(G − 1)·Σ e_i²). NaN where nothing is present; vectorised over the leading axes.
     """
-    s = np.cumsum(np.asarray(sums, dtype=float), axis=-2)
-    c = np.cumsum(np.asarray(counts, dtype=float), axis=-2)
+    found = mean_looks(Rounds(np.asarray(sums, dtype=float), np.asarray(counts, dtype=float)))
+    return found.estimate, found.se
+
+
+def mean_looks(rounds: Rounds) -> LookStatistics:
+    """:func:`look_statistics` with the renewable share of each look's variance: W_k = σ̂²_w / N_k
+    (:func:`within_variance` over the rounds so far, N_k the present values), w_k = W_k / SE_k²."""
+    s, c, q = rounds.cumulative()
     total = c.sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         estimate = np.where(total > 0, s.sum(axis=-1) / np.where(total > 0, total, 1.0), np.nan)
         parts = (s - np.nan_to_num(estimate)[..., None] * c) / np.where(total > 0, total, 1.0)[..., None]
-    clusters = s.shape[-1]
-    factor = clusters / (clusters - 1) if clusters > 1 else math.nan
-    return estimate, np.sqrt(factor * np.sum(parts**2, axis=-1))
+        clusters = s.shape[-1]
+        factor = clusters / (clusters - 1) if clusters > 1 else math.nan
+        se = np.sqrt(factor * np.sum(parts**2, axis=-1))
+        renewable = within_variance(s, c, q) / np.where(total > 0, total, np.nan)
+    return LookStatistics(estimate, se, renewable_share(renewable, se))
+
+
+def _statistic_se(estimate: Array, se: Array, bound: float, generations: ArrayLike | None) -> Array:
+    """The standard error Z divides by: ``se`` itself, or for a share the score statistic's (:func:`z_scores`)."""
+    if generations is None:
+        return se
+    total = np.asarray(generations, dtype=float)
+    spread = estimate * (1.0 - estimate)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        design = np.where(spread > 0, np.maximum(1.0, se**2 * total / np.where(spread > 0, spread, 1.0)), 1.0)
+    null = bound * (1.0 - bound)
+    return np.sqrt(design * null / np.where(total > 0, total, np.nan)) if null > 0 else np.zeros_like(estimate)
 
 
 def z_scores(
@@ -283,49 +465,86 @@ def z_scores(
     plain Wald statistic shrinks with p̂ near 0 or 1, which makes a share look decided too early on
     the side away from 0.5; the score statistic's does not (the simulation measures both).
     """
-    se = np.asarray(se, dtype=float)
     value = np.asarray(estimate, dtype=float)
-    if generations is not None:
-        total = np.asarray(generations, dtype=float)
-        spread = value * (1.0 - value)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            design = np.where(spread > 0, np.maximum(1.0, se**2 * total / np.where(spread > 0, spread, 1.0)), 1.0)
-        null = bound * (1.0 - bound)
-        se = np.sqrt(design * null / np.where(total > 0, total, np.nan)) if null > 0 else np.zeros_like(value)
+    se = _statistic_se(value, np.asarray(se, dtype=float), bound, generations)
     shift = value - bound
     with np.errstate(invalid="ignore", divide="ignore"):
         z = np.where(se > 0, shift / np.where(se > 0, se, 1.0), np.sign(shift) * np.inf)
     return np.where(np.isnan(shift), np.nan, np.where((se == 0) & (shift == 0), 0.0, z))
 
 
+def _projection(renewable: Array, plan: SequentialPlan, looks: Array) -> tuple[Array, Array]:
+    """ρ and μ of each look (module doc): the last look's SE and the predictive move's SD, in SE_k."""
+    done = looks / float(plan.looks)  # k / K as a float: exact enough, and K may exceed 64 bits
+    return np.sqrt(1.0 - renewable + renewable * done), np.sqrt(renewable * (1.0 - done))
+
+
 def decide_looks(
-    z: ArrayLike, plan: SequentialPlan, *, clusters: int, higher_is_better: bool = True
+    z: ArrayLike,
+    plan: SequentialPlan,
+    *,
+    clusters: int,
+    higher_is_better: bool = True,
+    renewable: ArrayLike | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """The rule on Z at every look so far, shaped (..., looks): per case the decision code (index into
     :data:`DECISIONS`) and the look it stopped at (1-based; the last look given when it continues).
 
-    The boundary is the plan's on the t scale with ``clusters`` − 1 degrees of freedom. A case stops at
-    its first crossing; at the plan's last look an uncrossed case is undecided, before it it continues.
+    The boundary is the plan's on the t scale with ``clusters`` − 1 degrees of freedom, computed for
+    the looks given only. A case stops at its first crossing; with the plan's futility stop, at a look
+    before the plan's last where it does not cross and |Z| + r·μ < q·ρ (module doc; ``renewable`` is
+    each look's w, 1 where not given), it stops as :data:`FUTILE`. At the plan's last look an
+    uncrossed case is undecided, before it it continues.
     """
     values = np.asarray(z, dtype=float)
     given = values.shape[-1]
     if given > plan.looks:
         raise ValueError(f"{given} looks for a plan of {plan.looks}")
-    critical = plan.critical(clusters)[:given]
+    critical = plan.critical(clusters, given)
     signed = values if higher_is_better else -values
     up = signed >= critical
     down = signed <= -critical
     crossed = up | down
-    any_crossed = crossed.any(axis=-1)
-    first = np.where(any_crossed, np.argmax(crossed, axis=-1), given - 1)
+    futile = np.zeros_like(crossed)
+    if plan.futility:
+        share = np.broadcast_to(np.asarray(1.0 if renewable is None else renewable, dtype=float), values.shape)
+        final, move = _projection(share, plan, np.arange(1, given + 1, dtype=float))
+        futile = ~crossed & (np.abs(values) + FUTILITY_REACH * move < plan.floor(clusters) * final)  # NaN: never
+        if given == plan.looks:
+            futile[..., -1] = False  # the last look ends undecided anyway
+    stops = crossed | futile
+    any_stop = stops.any(axis=-1)
+    first = np.where(any_stop, np.argmax(stops, axis=-1), given - 1)
     went_up = np.take_along_axis(up, first[..., None], axis=-1)[..., 0]
+    went_down = np.take_along_axis(down, first[..., None], axis=-1)[..., 0]
     last = UNDECIDED if given == plan.looks else CONTINUE
-    code = np.where(any_crossed, np.where(went_up, DECISIONS.index(PASS), DECISIONS.index(FAIL)),
-                    DECISIONS.index(last))  # fmt: skip
+    words = [DECISIONS.index(PASS), DECISIONS.index(FAIL), DECISIONS.index(FUTILE)]
+    code = np.select([any_stop & went_up, any_stop & went_down, any_stop], words, DECISIONS.index(last))
     return code.astype(np.int64), (first + 1).astype(np.int64)
 
 
-def _round_values(rounds: Sequence[ArrayLike]) -> list[Array]:
+def detectable_left(
+    se: ArrayLike,
+    renewable: ArrayLike,
+    look: ArrayLike,
+    plan: SequentialPlan,
+    *,
+    clusters: int,
+    power: float = DEFAULT_POWER,
+) -> Array:
+    """(q + t⁻¹_{G−1}(power))·SE·ρ at each look (module doc): the smallest distance of the true value from
+    the bound that the plan's last look would decide with probability ``power``, from what look
+    ``look`` (1-based) has seen; the figure to report beside an undecided case (NaN without an SE)."""
+    strength = check_fraction(power, "power")
+    share = np.asarray(renewable, dtype=float)
+    final, _ = _projection(share, plan, np.asarray(look, dtype=float))
+    reach = plan.floor(clusters) + float(_t_quantile(clusters, min(strength, 1.0 - 1e-12)))
+    return np.asarray(reach * np.asarray(se, dtype=float) * final, dtype=float)
+
+
+def round_values(rounds: Sequence[ArrayLike]) -> list[Array]:
+    """Each round's values as a (prompts × samples) array (a vector: one value per prompt), checked to
+    be numbers on the same prompts in every round."""
     out: list[Array] = []
     for index, values in enumerate(rounds):
         array = as_float_array(values, f"rounds[{index}]")
@@ -340,12 +559,50 @@ def _round_values(rounds: Sequence[ArrayLike]) -> list[Array]:
     return out
 
 
-def _top_fraction_look(values: Array, fraction: float) -> tuple[float, float]:
-    from pytest_novelty.metrics.uncertainty import TopFractionStatistic, linearised_se
+def top_fraction_look(values: Array, fraction: float) -> tuple[float, float, Array]:
+    """The top-fraction mean of (prompts × samples) ``values``, its linearised SE and the per-prompt
+    contributions (:class:`.uncertainty.TopFractionStatistic`)."""
+    from pytest_novelty.metrics.bootstrap import linearised_se
+    from pytest_novelty.metrics.uncertainty import TopFractionStatistic
 
     ones = np.ones((1, values.shape[0]))
     value, contributions = TopFractionStatistic(values, fraction).linearised(ones)
-    return float(value[0]), float(linearised_se(contributions, ones)[0])
+    return float(value[0]), float(linearised_se(contributions, ones)[0]), contributions[0]
+
+
+def top_fraction_looks(rounds: Sequence[ArrayLike], fraction: float) -> LookStatistics:
+    """The top-fraction mean and its linearised SE at every look, each look pooling its rounds' samples
+    per prompt; the renewable share is 1 (unknown: module doc)."""
+    arrays = round_values(rounds)
+    found = [top_fraction_look(np.hstack(arrays[: k + 1]), fraction)[:2] for k in range(len(arrays))]
+    estimate, se = (np.array(column, dtype=float) for column in zip(*found, strict=True))
+    return LookStatistics(estimate, se, np.ones_like(estimate))
+
+
+def decision_of(
+    found: LookStatistics,
+    bound: float,
+    *,
+    higher_is_better: bool,
+    plan: SequentialPlan,
+    clusters: int,
+    generations: ArrayLike | None = None,
+) -> SequentialDecision:
+    """One case's :class:`SequentialDecision` from its statistic at the looks so far (1-D arrays), held
+    to ``bound``; ``generations`` reads it as a share (:func:`z_scores`)."""
+    se = _statistic_se(found.estimate, found.se, float(bound), generations)
+    z = z_scores(found.estimate, found.se, float(bound), generations=generations)
+    code, stop = decide_looks(z, plan, clusters=clusters, higher_is_better=higher_is_better,
+                              renewable=found.renewable)  # fmt: skip
+    given, end = z.shape[-1], int(stop)
+    critical = plan.critical(clusters, given)
+    looks = []
+    for k in range(end):
+        word = DECISIONS[int(code)] if k == end - 1 else CONTINUE
+        looks.append(Look(k + 1, (k + 1) / plan.looks, float(found.estimate[k]), float(found.se[k]), float(z[k]),
+                          float(critical[k]), word))  # fmt: skip
+    left = detectable_left(se[end - 1], found.renewable[end - 1], end, plan, clusters=clusters)
+    return SequentialDecision(DECISIONS[int(code)], tuple(looks), float(left))
 
 
 def sequential_decision(
@@ -363,29 +620,13 @@ def sequential_decision(
     round; NaN: no value, left out): round 0 is the first pass. The statistic is the mean over
     generations, or with ``top_fraction`` the mean of the top fraction (``top10_novelty``: 0.1),
     each with its clustered SE; ``share`` (0/1 values: coverage, unscored) reads Z as Wilson's score
-    statistic (:func:`z_scores`). ``higher_is_better`` is True for a ``min`` threshold.
+    statistic (:func:`z_scores`). ``higher_is_better`` is True for a ``min`` threshold. With the
+    plan's futility stop the case may end :data:`FUTILE`; ``detectable`` says what the budget left
+    could still decide.
     """
-    arrays = _round_values(rounds)
-    clusters = arrays[0].shape[0]
-    estimates, ses = [], []
-    present = [~np.isnan(a) for a in arrays]
-    counts = np.stack([p.sum(axis=1) for p in present]).astype(float)
-    if top_fraction is None:
-        sums = np.stack([np.where(p, a, 0.0).sum(axis=1) for a, p in zip(arrays, present, strict=True)])
-        mean, se = look_statistics(sums, counts)
-        estimates, ses = list(mean), list(se)
-    else:
-        for k in range(len(arrays)):
-            value, se_k = _top_fraction_look(np.hstack(arrays[: k + 1]), top_fraction)
-            estimates.append(value)
-            ses.append(se_k)
-    generations = np.cumsum(counts.sum(axis=1)) if share else None
-    z = z_scores(np.array(estimates), np.array(ses), float(bound), generations=generations)
-    code, stop = decide_looks(z, plan, clusters=clusters, higher_is_better=higher_is_better)
-    critical = plan.critical(clusters)
-    looks = []
-    for k in range(int(stop)):
-        word = DECISIONS[int(code)] if k == int(stop) - 1 else CONTINUE
-        looks.append(Look(k + 1, (k + 1) / plan.looks, float(estimates[k]), float(ses[k]), float(z[k]),
-                          float(critical[k]), word))  # fmt: skip
-    return SequentialDecision(DECISIONS[int(code)], tuple(looks))
+    data = Rounds.of(rounds)
+    clusters = int(data.sums.shape[-1])
+    found = mean_looks(data) if top_fraction is None else top_fraction_looks(rounds, top_fraction)
+    generations = np.cumsum(data.counts.sum(axis=-1)) if share else None
+    return decision_of(found, bound, higher_is_better=higher_is_better, plan=plan, clusters=clusters,
+                       generations=generations)  # fmt: skip

@@ -7,18 +7,25 @@ import math
 import numpy as np
 import pytest
 
+from pytest_novelty.metrics import sequential
 from pytest_novelty.metrics.sequential import (
     CONTINUE,
     DECISIONS,
     FAIL,
+    FUTILE,
+    FUTILITY_REACH,
     PASS,
     UNDECIDED,
+    Rounds,
     SequentialPlan,
     boundaries,
     decide_looks,
+    detectable_left,
     look_statistics,
+    mean_looks,
     sequential_decision,
     spent,
+    within_variance,
     z_scores,
 )
 from pytest_novelty.metrics.stats import top_fraction_mean
@@ -142,3 +149,127 @@ def test_a_share_uses_the_score_statistic_not_walds() -> None:
 def test_bad_plans_say_what_is_wrong(call: object, words: str) -> None:
     with pytest.raises(ValueError, match=words):
         call()  # type: ignore[operator]
+
+
+def test_a_huge_budget_plans_only_the_looks_it_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--novelty-adaptive 99999999999999999999 buys 5·10¹⁷ looks of 200 samples: the rule must not
+    compute a boundary for each (it did, and hung)."""
+    asked: list[int] = []
+    real = sequential._boundaries
+
+    def counted(fractions: tuple[float, ...], alpha: float, spending: str) -> tuple[float, ...]:
+        asked.append(len(fractions))
+        assert len(fractions) <= 10, f"boundaries of {len(fractions)} looks asked for"
+        return real(fractions, alpha, spending)
+
+    monkeypatch.setattr(sequential, "_boundaries", counted)
+    rng = np.random.default_rng(8)
+    rounds = _rounds(rng, shift=0.0, looks=2)
+    found = sequential_decision(rounds, 0.5, higher_is_better=True, plan=SequentialPlan(0.05, 100_000))
+    assert found.decision == CONTINUE and asked and max(asked) <= 2
+    huge = SequentialPlan(0.05, 99999999999999999999 // 200 + 1, futility=True)
+    clear = sequential_decision(_rounds(rng, shift=0.8, looks=1), 0.5, higher_is_better=True, plan=huge)
+    assert (clear.decision, clear.rounds) == (PASS, 1)  # a clear case (Z near 20) still passes its first look
+    unsure = sequential_decision(rounds, 0.5, higher_is_better=True, plan=huge)
+    assert unsure.decision == CONTINUE and math.isfinite(unsure.detectable)
+
+
+def test_a_look_that_spends_almost_nothing_gets_its_finite_boundary() -> None:
+    looks = 5 * 10**17
+    first, second = boundaries([1 / looks, 2 / looks], 0.05)
+    from scipy import special
+
+    assert first == pytest.approx(-special.ndtri(spent(0.05, 1 / looks) / 2)) and 9.0 < first < 9.1
+    assert second < first  # Pocock-type: nearly flat, a little lower as the looks add up
+    assert np.isfinite(SequentialPlan(0.05, looks).critical(100, 2)).all()  # read by the tail, not Φ(c) = 1
+    assert np.isinf(boundaries([1e-12, 1.0], 0.05, "obrien-fleming")[0])  # it spends nothing so early
+
+
+@pytest.mark.parametrize(("looks", "spending"), [(2, "pocock"), (5, "pocock"), (20, "pocock"), (5, "obrien-fleming")])
+@pytest.mark.parametrize("clusters", [10, 100])
+def test_no_boundary_lies_below_the_floor(looks: int, spending: str, clusters: int) -> None:
+    plan = SequentialPlan(0.05, looks, spending)
+    assert np.all(plan.critical(clusters) >= plan.floor(clusters))
+    assert plan.floor(10_000) == pytest.approx(1.96, abs=1e-3)
+
+
+def _futility_paths(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Z paths of 20,000 cases over 5 looks near their bounds, and a renewable share for each."""
+    rng = np.random.default_rng(seed)
+    share = rng.uniform(0.0, 1.0, size=(20_000, 1))
+    steps = rng.normal(rng.normal(0.0, 0.6, size=(20_000, 1)), 1.0, size=(20_000, 5))
+    z = np.cumsum(steps, axis=1) / np.sqrt(np.arange(1, 6))
+    return z, np.broadcast_to(share, z.shape)
+
+
+def test_the_futility_stop_only_turns_decisions_into_undecided_ones() -> None:
+    z, share = _futility_paths(9)
+    without = decide_looks(z, SequentialPlan(0.05, 5), clusters=40, renewable=share)
+    code, stop = decide_looks(z, SequentialPlan(0.05, 5, futility=True), clusters=40, renewable=share)
+    decided = np.isin(code, [DECISIONS.index(PASS), DECISIONS.index(FAIL)])
+    assert np.array_equal(code[decided], without[0][decided]) and np.array_equal(stop[decided], without[1][decided])
+    futile = code == DECISIONS.index(FUTILE)
+    assert futile.sum() > 1000 and np.all(stop[futile] < 5)  # it stops many, before the last look
+    assert np.all(stop[futile] <= without[1][futile])  # never after the rule without it would have ended
+    lost = np.isin(without[0][futile], [DECISIONS.index(PASS), DECISIONS.index(FAIL)]).mean()
+    assert lost < 0.05  # what it gives up: a few cases the rule would have decided later
+
+
+def test_the_futility_rule_is_the_stated_inequality() -> None:
+    plan = SequentialPlan(0.05, 5, futility=True)
+    q = plan.floor(40)
+    for look, share in ((1, 0.0), (2, 0.3), (4, 0.9), (1, 0.9)):  # the last: futile at no Z
+        final = math.sqrt(1 - share + share * look / 5)
+        move = math.sqrt(share * (1 - look / 5))
+        edge = q * final - FUTILITY_REACH * move  # |Z| below this is futile
+        path = np.full((2, look), np.nan)  # the earlier looks neither cross nor stop (no value)
+        path[:, -1] = [edge - 1e-6, edge + 1e-6] if edge > 0 else [0.0, 1e-6]
+        code, _ = decide_looks(path, plan, clusters=40, renewable=np.full(path.shape, share))
+        expected = [FUTILE, CONTINUE] if edge > 0 else [CONTINUE, CONTINUE]
+        assert [DECISIONS[int(c)] for c in code] == expected, (look, share, edge)
+    # Nothing but the prompts' spread (w = 0): at the first look, a Z of 1 cannot become a decision.
+    assert DECISIONS[int(decide_looks([1.0], plan, clusters=40, renewable=[0.0])[0])] == FUTILE
+    # All of it renewable: the same Z continues; at the plan's last look a case is undecided, not futile.
+    assert DECISIONS[int(decide_looks([1.0], plan, clusters=40, renewable=[1.0])[0])] == CONTINUE
+    last = [np.nan] * 4 + [0.0]  # only the last look has a value
+    assert DECISIONS[int(decide_looks(last, plan, clusters=40, renewable=[0.0] * 5)[0])] == UNDECIDED
+
+
+def test_what_the_budget_left_can_detect() -> None:
+    from scipy import special
+
+    plan = SequentialPlan(0.05, 5)
+    found = detectable_left([0.02, 0.02], [0.5, 0.0], [1, 1], plan, clusters=40)
+    reach = special.stdtrit(39, 0.975) + special.stdtrit(39, 0.8)
+    np.testing.assert_allclose(found, [reach * 0.02 * math.sqrt(0.5 + 0.5 / 5), reach * 0.02])
+    assert detectable_left(0.02, 1.0, 5, plan, clusters=40) == pytest.approx(reach * 0.02)  # nothing left to add
+
+
+def test_the_renewable_share_is_the_within_prompt_variance_over_the_values_so_far() -> None:
+    rng = np.random.default_rng(10)
+    rounds = _rounds(rng, shift=0.0, looks=3)
+    rounds[1][3, 1] = np.nan
+    data = Rounds.of(rounds)
+    found = mean_looks(data)
+    everything = np.hstack(rounds)
+    spread = np.nansum((everything - np.nanmean(everything, axis=1, keepdims=True)) ** 2)
+    pooled = spread / (np.sum(~np.isnan(everything)) - everything.shape[0])
+    s, c, q = data.cumulative()
+    assert within_variance(s[2], c[2], q[2]) == pytest.approx(pooled)
+    assert found.renewable[2] == pytest.approx(pooled / np.sum(~np.isnan(everything)) / found.se[2] ** 2)
+    np.testing.assert_allclose(found.estimate, look_statistics(data.sums, data.counts)[0])
+    assert np.all(mean_looks(Rounds(data.sums, data.counts)).renewable == 1.0)  # no squares: unknown
+
+
+def test_a_case_more_samples_cannot_move_stops_for_futility_with_what_it_could_detect() -> None:
+    # Prompts spread 0.1, no sample noise to speak of, the value at the bound: rounds cannot help.
+    rng = np.random.default_rng(11)
+    effect = rng.normal(0.0, 0.1, size=(40, 1))
+    effect -= effect.mean()
+    rounds = [0.5 + effect + rng.normal(0.0, 0.001, size=(40, 2)) for _ in range(2)]
+    found = sequential_decision(rounds, 0.5, higher_is_better=True, plan=SequentialPlan(0.05, 5, futility=True))
+    assert (found.decision, found.rounds, found.decided) == (FUTILE, 1, False)
+    assert found.detectable == pytest.approx(detectable_left(found.looks[0].se, 0.0, 1, SequentialPlan(0.05, 5),
+                                                             clusters=40), rel=1e-3)  # fmt: skip
+    plain = sequential_decision(rounds, 0.5, higher_is_better=True, plan=SequentialPlan(0.05, 5))
+    assert plain.decision == CONTINUE

@@ -12,6 +12,8 @@ asserts that each rate's Wilson 99 % interval reaches down to α/2 or below and 
 prints the rates with their intervals (the figures the closing note quotes). A naive re-test (decide
 as soon as the 95 % interval clears the bound) is run on the same suites to show what the rule
 prevents, and suites far from the bound must be decided by the first pass, with no extra round.
+The same suites are judged with the futility stop too (``SequentialPlan(futility=True)``): the same
+bounds on each rate, nothing decided that the rule without it would not decide, fewer rounds.
 """
 
 from __future__ import annotations
@@ -25,15 +27,17 @@ import pytest
 from pytest_novelty.metrics.sequential import (
     DECISIONS,
     FAIL,
+    FUTILE,
     PASS,
+    Rounds,
     SequentialPlan,
     decide_looks,
-    look_statistics,
+    mean_looks,
     z_scores,
 )
 
 RUNS, LOOKS, ALPHA = 4000, 5, 0.05
-PLAN = SequentialPlan(ALPHA, LOOKS)
+PLAN, FUTILE_PLAN = SequentialPlan(ALPHA, LOOKS), SequentialPlan(ALPHA, LOOKS, futility=True)
 
 
 @dataclass(frozen=True)
@@ -62,8 +66,8 @@ class Scenario:
         between = self.a * self.b / ((self.a + self.b) ** 2 * (self.a + self.b + 1))
         return math.sqrt(between / self.prompts + (p * (1 - p) - between) / (self.prompts * self.samples))
 
-    def draw(self, rng: np.random.Generator, shift: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-        """Per-round, per-prompt sums and counts of RUNS suites, shaped (runs, looks, prompts)."""
+    def draw(self, rng: np.random.Generator, shift: float = 0.0) -> Rounds:
+        """Per-round, per-prompt sums, counts and sums of squares of RUNS suites, shaped (runs, looks, prompts)."""
         shape = (RUNS, LOOKS, self.prompts, self.samples)
         if self.kind == "normal":
             effect = rng.normal(0.0, self.prompt_sd, size=(RUNS, 1, self.prompts, 1))
@@ -71,7 +75,7 @@ class Scenario:
         else:
             p = np.clip(rng.beta(self.a, self.b, size=(RUNS, 1, self.prompts, 1)) + shift, 0.0, 1.0)
             values = (rng.random(shape) < p).astype(float)
-        return values.sum(axis=-1), np.full(values.shape[:-1], float(self.samples))
+        return Rounds(values.sum(axis=-1), np.full(values.shape[:-1], float(self.samples)), (values**2).sum(axis=-1))
 
 
 SCENARIOS = (
@@ -91,15 +95,17 @@ def wilson(hits: int, runs: int, z: float = 2.576) -> tuple[float, float]:
     return centre - half, centre + half
 
 
-def run(scenario: Scenario, seed: int, shift: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The rule's decision code and stopping look per suite, and each suite's Z at every look (a share's
-    the score statistic, as :func:`sequential_decision` reads a share)."""
-    sums, counts = scenario.draw(np.random.default_rng(seed), shift)
-    estimate, se = look_statistics(sums, counts)
-    generations = np.cumsum(counts, axis=-2).sum(axis=-1) if scenario.kind == "share" else None
-    z = z_scores(estimate, se, scenario.truth, generations=generations)
-    code, stop = decide_looks(z, PLAN, clusters=scenario.prompts)
-    return code, stop, z
+def run(
+    scenario: Scenario, seed: int, shift: float = 0.0, plan: SequentialPlan = PLAN
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The rule's decision code and stopping look per suite, each suite's Z at every look (a share's the
+    score statistic, as :func:`sequential_decision` reads a share) and its renewable share."""
+    drawn = scenario.draw(np.random.default_rng(seed), shift)
+    found = mean_looks(drawn)
+    generations = np.cumsum(drawn.counts, axis=-2).sum(axis=-1) if scenario.kind == "share" else None
+    z = z_scores(found.estimate, found.se, scenario.truth, generations=generations)
+    code, stop = decide_looks(z, plan, clusters=scenario.prompts, renewable=found.renewable)
+    return code, stop, z, found.renewable
 
 
 def naive(z: np.ndarray, clusters: int) -> np.ndarray:
@@ -116,7 +122,7 @@ def naive(z: np.ndarray, clusters: int) -> np.ndarray:
 @pytest.mark.parametrize("index", range(len(SCENARIOS)), ids=[s.name for s in SCENARIOS])
 def test_at_the_bound_each_wrong_decision_stays_within_alpha(index: int) -> None:
     scenario = SCENARIOS[index]
-    code, stop, z = run(scenario, seed=100 + index)
+    code, stop, z, renewable = run(scenario, seed=100 + index)
     rates = {}
     for word in (FAIL, PASS):
         hits = int(np.sum(code == DECISIONS.index(word)))
@@ -133,6 +139,21 @@ def test_at_the_bound_each_wrong_decision_stays_within_alpha(index: int) -> None
         assert low <= ALPHA / 2 and high < ALPHA, (scenario.name, word, rates[word])
     if scenario.name == "quality, sample noise first":  # independent-ish rounds: naive looks inflate the error
         assert naive_fail[1] > ALPHA / 2, naive_fail
+    # The same suites with the futility stop: no more wrong decisions (it decides nothing the rule
+    # without it would not, at the same look), and fewer rounds.
+    futile, futile_stop = decide_looks(z, FUTILE_PLAN, clusters=scenario.prompts, renewable=renewable)
+    decided = np.isin(futile, [DECISIONS.index(PASS), DECISIONS.index(FAIL)])
+    assert np.array_equal(futile[decided], code[decided]) and np.array_equal(futile_stop[decided], stop[decided])
+    stopped = {word: (hits / RUNS, *wilson(hits, RUNS)) for word in (FAIL, PASS)
+               for hits in [int(np.sum(futile == DECISIONS.index(word)))]}  # fmt: skip
+    for word, (_, low, high) in stopped.items():
+        assert low <= ALPHA / 2 and high < ALPHA, (scenario.name, "futility", word, stopped[word])
+    print(f"{scenario.name}: with the futility stop, false fail {100 * stopped[FAIL][0]:.2f} % "
+          f"[{100 * stopped[FAIL][1]:.2f}, {100 * stopped[FAIL][2]:.2f}], false pass {100 * stopped[PASS][0]:.2f} % "
+          f"[{100 * stopped[PASS][1]:.2f}, {100 * stopped[PASS][2]:.2f}]; mean extra rounds {extra:.2f} -> "
+          f"{float(np.mean(futile_stop - 1)):.2f}, {100 * np.mean(futile == DECISIONS.index(FUTILE)):.1f} % "
+          "stopped for futility")  # fmt: skip
+    assert np.mean(futile_stop - 1) <= extra
 
 
 @pytest.mark.parametrize("index", range(len(SCENARIOS)), ids=[s.name for s in SCENARIOS])
@@ -145,7 +166,8 @@ def test_far_from_the_bound_the_first_pass_decides_with_no_extra_round(index: in
     for sign, word in ((1.0, PASS), (-1.0, FAIL)):
         if rare and sign < 0:
             continue
-        code, stop, _ = run(scenario, seed=200 + index, shift=sign * (10.0 if rare else 8.0) * scenario.first_se())
+        code, stop, _, _ = run(scenario, seed=200 + index, shift=sign * (10.0 if rare else 8.0) * scenario.first_se(),
+                               plan=FUTILE_PLAN)  # fmt: skip
         assert np.all(stop == 1), (scenario.name, word, int(np.sum(stop > 1)))
         assert np.all(code == DECISIONS.index(word)), (scenario.name, word)
 
@@ -155,10 +177,15 @@ def test_near_the_bound_it_spends_rounds_and_decides_most_cases() -> None:
     extra rounds the rule asks for, and how often it ends decided, against the four extra rounds a
     fixed --novelty-repeat 5 spends on every case."""
     scenario = SCENARIOS[0]
-    code, stop, _ = run(scenario, seed=300, shift=1.5 * scenario.first_se())
+    code, stop, z, renewable = run(scenario, seed=300, shift=1.5 * scenario.first_se())
     decided = float(np.mean((code == DECISIONS.index(PASS)) | (code == DECISIONS.index(FAIL))))
     wrong = float(np.mean(code == DECISIONS.index(FAIL)))
     extra = float(np.mean(stop - 1))
     print(f"1.5 SE above the bound: decided {100 * decided:.1f} % of {RUNS} suites ({100 * wrong:.2f} % wrongly "
           f"failed), {extra:.2f} extra rounds on average against {LOOKS - 1} for a fixed repeat")  # fmt: skip
     assert decided > 0.5 and wrong < ALPHA / 2 and extra < LOOKS - 1
+    futile, futile_stop = decide_looks(z, FUTILE_PLAN, clusters=scenario.prompts, renewable=renewable)
+    kept = float(np.mean(np.isin(futile, [DECISIONS.index(PASS), DECISIONS.index(FAIL)])))
+    print(f"1.5 SE above the bound, with the futility stop: decided {100 * kept:.1f} %, "
+          f"{float(np.mean(futile_stop - 1)):.2f} extra rounds on average")  # fmt: skip
+    assert decided - kept < 0.01 and np.mean(futile_stop - 1) <= extra
