@@ -49,7 +49,8 @@ def open_backend(spec: str, *, cache_dir: Path | None = None, **options: Any) ->
 
     Options: ``infini-gram``: tokenizer (refused if it differs from the index's), method
     (``suffix-array``, the default, or ``creativity``), workers and load_to_ram (for the engine).
-    ``ngram-set``: tokenizer, max_n (levels to build now; default: on first use), progress (build
+    ``ngram-set``: tokenizer, max_n (levels to build now, and the longest span its matching statistics
+    answer; default: on first use), progress (build
     messages on stderr; default: for corpora over 5 million units).
     ``infini-gram-api``: tokenizer (default from the index name), and like
     ``infini-gram-mini``: url, concurrency (8), max_attempts (6), timeout (30 s), backoff (0.5 s),

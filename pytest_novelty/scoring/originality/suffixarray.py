@@ -49,6 +49,7 @@ __all__ = ["SuffixArrayShard", "longest_prefixes", "open_shards", "pack_queries"
 _LEVEL = 2  # words compared per step of a search: a 16-byte window of the suffix
 _SAMPLES = 1 << 20  # at most this many suffixes' first words kept in memory per shard (8 MB)
 _BLOCK = 1 << 16  # queries per block: the unit of work of one thread (a few MB of temporaries)
+_SMALL = 1 << 12  # fewer queries than this per thread are searched on the calling thread
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 # _HIGH_BYTES[m]: a word mask that keeps its first m bytes (the most significant ones).
 _HIGH_BYTES = np.array([0] + [((1 << 64) - 1) ^ ((1 << (8 * (8 - m))) - 1) for m in range(1, 9)], dtype=np.uint64)
@@ -335,7 +336,8 @@ def longest_prefixes(
     ``tokens`` holds token ids, one padded row per query; only the first ``lengths[i]`` of row
     ``i`` count. Returns ``(length, shard, rank)``; ``rank`` is the lower bound of the full query
     in that shard, which is a match whenever ``length`` is the query's whole length. Blocks of
-    queries are searched on ``workers`` threads (default: one per core, at most 4).
+    queries are searched on ``workers`` threads (default: one per core, at most 4), one thread per
+    4,096 queries at most.
     """
     count = len(tokens)
     best = np.zeros(count, dtype=np.int64)
@@ -344,7 +346,9 @@ def longest_prefixes(
     if not count or not shards:
         return best, where, ranks
     width = shards[0].width
-    threads = max(1, workers if workers else min(4, os.cpu_count() or 1))
+    # Starting threads costs about a millisecond each on some machines: a small batch (a late
+    # round of the matching statistics) is searched on the calling thread.
+    threads = max(1, min(workers if workers else min(4, os.cpu_count() or 1), count // _SMALL))
     # Sorted by their first word, neighbouring queries probe neighbouring suffixes: the sample's
     # search and the table's pages are read in order.
     words, nbytes = pack_queries(np.asarray(tokens), np.asarray(lengths), width)
