@@ -93,13 +93,15 @@ class MatchingStatistics(Protocol):
     statistics* of a text), not only whether given n-grams occur: ``infini-gram:DIR`` (any length,
     exact) and ``ngram-set:DIR`` (capped at a length, the largest n-gram it holds).
 
-    With ``cap`` the answer is ``min(L_i, cap)``, which is all the uniqueness at lengths up to
-    ``cap`` needs and costs less; a backend that cannot tell ``L_i`` past some length refuses a
-    larger ``cap`` (or none) with a :class:`~pytest_novelty.infra.errors.ConfigError`.
+    With ``cap`` the answer is ``min(L_i, cap)``, and with ``floor`` a position whose match is
+    shorter than ``floor`` may be answered with any length below ``floor``: the uniqueness at the
+    lengths ``floor .. cap`` needs no more, and it can cost fewer searches. A backend that cannot
+    tell ``L_i`` past some length refuses a larger ``cap`` (or none) with a
+    :class:`~pytest_novelty.infra.errors.ConfigError`.
     """
 
     def matching_statistics(
-        self, encodings: Sequence[Encoding], *, cap: int | None = None, progress: bool = False
+        self, encodings: Sequence[Encoding], *, cap: int | None = None, floor: int = 1, progress: bool = False
     ) -> list[np.ndarray]:
         """Per encoding, ``L_i`` (``min(L_i, cap)``) for each of its unit positions (int64)."""
         ...

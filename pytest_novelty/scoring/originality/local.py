@@ -352,14 +352,16 @@ class InfiniGramBackend:
         return self._by_creativity(encodings, progress)
 
     def matching_statistics(
-        self, encodings: Sequence[Encoding], *, cap: int | None = None, progress: bool = False
+        self, encodings: Sequence[Encoding], *, cap: int | None = None, floor: int = 1, progress: bool = False
     ) -> list[np.ndarray]:
         """``L_i`` (``min(L_i, cap)``) at every unit position: exact, of any length.
 
         ``suffix-array`` searches the index only where the neighbours leave a position open (see
-        :mod:`.matching`); ``creativity`` asks the engine once per distinct text. The cap costs
-        nothing here: both find whole matches, then cut them."""
+        :mod:`.matching`), and with a ``cap`` and a ``floor`` it leaves out the positions they
+        bound outside that range; ``creativity`` asks the engine once per distinct text, and
+        answers exactly whatever the range."""
         limit_to = check_cap(cap)
+        lowest = check_cap(floor) or 1
         if not encodings:
             return []
         if self.method != "suffix-array":
@@ -370,10 +372,12 @@ class InfiniGramBackend:
         units = np.concatenate(
             [part for enc in encodings for part in (np.asarray(enc.units, dtype=np.int64), gap)] or [gap[:0]]
         )
-        # Searched without the cap: capped ends move at every position of a long passage, whole
-        # ends stay put along it, and that is what lets the neighbours settle it.
         found, searched = matching_statistics(
-            batch.slot + batch.left, units < 0, lambda start, end: self._unit_found(batch, start, end)
+            batch.slot + batch.left,
+            units < 0,
+            lambda start, end: self._unit_found(batch, start, end),
+            shortest=lowest,
+            longest=limit_to,
         )
         with self._lock:
             self.searched += searched

@@ -264,10 +264,11 @@ class NgramSetBackend:
         return out
 
     def matching_statistics(
-        self, encodings: Sequence[Encoding], *, cap: int | None = None, progress: bool = False
+        self, encodings: Sequence[Encoding], *, cap: int | None = None, floor: int = 1, progress: bool = False
     ) -> list[np.ndarray]:
-        """``min(L_i, cap)`` at every unit position, exact (see the module docstring for what it
-        cannot answer: no cap, or a cap beyond ``max_n`` when it was opened with one)."""
+        """``min(L_i, cap)`` at every unit position, exact whatever the ``floor`` (see the module
+        docstring for what it cannot answer: no cap, or a cap beyond ``max_n`` when it was opened
+        with one)."""
         limit = check_cap(cap)
         if limit is None:
             raise ConfigError(

@@ -92,6 +92,16 @@ def reference_table(lengths: list[list[int]]) -> np.ndarray:
     return table
 
 
+def check_range(got: list[np.ndarray], reference: list[list[int]]) -> None:
+    """Lengths for the range 5..12: exactly min(L_i, 12) wherever L_i reaches 5, below 5 elsewhere."""
+    for values, truth in zip(got, reference, strict=True):
+        truth_ = np.asarray(truth, dtype=np.int64)
+        reaches = truth_ >= 5
+        assert np.array_equal(values[reaches], np.minimum(truth_[reaches], 12))
+        assert (values[~reaches] < 5).all()
+    assert np.array_equal(uniqueness_table(got), reference_table(reference), equal_nan=True)
+
+
 def check_exact(got: list[np.ndarray], reference: list[list[int]], texts: list[str]) -> None:
     wrong = [t for t, (a, b) in enumerate(zip(got, reference, strict=True)) if a.tolist() != b]
     assert not wrong, [(texts[t], got[t].tolist(), reference[t]) for t in wrong[:3]]
@@ -126,9 +136,12 @@ def test_demo_generations_match_brute_force(demo: Demo) -> None:
     positions = sum(len(enc) for enc in encodings)
     # The neighbours settle part of the positions without a search (copied runs above all).
     assert 0 < demo.backend.searched < 0.8 * positions
+    exact = demo.backend.searched
     capped = demo.backend.matching_statistics(encodings, cap=max(DEFAULT_LENGTHS))
     assert all(np.array_equal(c, np.minimum(g, 12)) for c, g in zip(capped, got, strict=True))
-    assert np.array_equal(uniqueness_table(capped), uniqueness_table(got), equal_nan=True)
+    demo.backend.searched = 0
+    check_range(match_lengths(demo.backend, encodings, DEFAULT_LENGTHS), demo.reference)
+    assert demo.backend.searched < 0.9 * exact  # the range leaves out positions it does not need
 
 
 @dataclass
@@ -169,6 +182,7 @@ def test_generated_corpus_matches_brute_force(generated: Generated, kind: str) -
     encodings = backend.tokenizer.encode(generated.texts)
     check_exact(backend.matching_statistics(encodings), generated.reference[kind], generated.texts)
     reference = generated.reference[kind]
+    check_range(match_lengths(backend, encodings, DEFAULT_LENGTHS), reference)
     capped = open_backend(f"ngram-set:{generated.specs[kind]}").matching_statistics(encodings, cap=12)  # type: ignore[attr-defined]
     assert [c.tolist() for c in capped] == [np.minimum(r, 12).tolist() for r in reference]
     # The engine's own longest-match query, with its guard, on a part of the texts.
@@ -235,6 +249,10 @@ def test_the_search_settles_runs_from_their_neighbours() -> None:
         found, searched = matching_statistics(limit, unmatched, search)
         assert found.tolist() == truth.tolist()
         assert searched == len(asked) == len(set(asked))
+        ranged, _ = matching_statistics(limit, unmatched, search, shortest=3, longest=5)
+        reaches = truth >= 3
+        assert np.array_equal(np.minimum(ranged[reaches], 5), np.minimum(truth[reaches], 5))
+        assert (ranged[~reaches] < 3).all()
     copied = np.concatenate([np.arange(200, 0, -1), [0]])
     found, searched = matching_statistics(np.full(201, 200), copied == 0, lambda s, e: copied[s])
     assert found.tolist() == copied.tolist()
