@@ -17,10 +17,10 @@ every size). On each index it times, over every word position of every text:
 
 All must give the same uniqueness at every L and the same Creativity Index for every text they
 score (the script fails otherwise). It prints positions per second of each, the ratios, and the
-cost per position of the matching statistics against the corpus size. Times are the best of
-``--repeats`` runs after a warm-up run (the index pages in the page cache), on ``--workers``
-threads (default one: on a shared machine other work only ever slows a one-thread run down, so
-its best time is its own). Run::
+cost per position of the matching statistics against the corpus size. Times are CPU times, the
+least of ``--repeats`` runs after a warm-up run (the index pages in the page cache), on
+``--workers`` threads (default one, which makes CPU time the method's own: on a shared machine the
+time other work takes is not counted). Run::
 
     python benchmarks/creativity.py [--sizes 1,10,100] [--generations 2000] [--workdir DIR]
 """
@@ -85,21 +85,16 @@ def one_search_per_length(
 
     These corpora have one token per word. The values are what the Creativity Index reads:
     ``min(L_i, max L)`` where ``L_i`` reaches the range, 0 below it."""
-    rows, widths, owners, sizes = [], [], [], []
-    longest = max(lengths)
-    for t, enc in enumerate(encodings):
-        ids = np.asarray(enc.ids, dtype=np.int64)
-        for length in lengths:
-            if len(ids) < length:
-                continue
-            spans = np.lib.stride_tricks.sliding_window_view(ids, length)
-            rows.append(np.pad(spans, ((0, 0), (0, longest - length))))
-            widths.append(np.full(len(spans), length))
-            owners.append(np.stack([np.full(len(spans), t), np.arange(len(spans))], axis=1))
-        sizes.append(len(ids))
-    width = np.concatenate(widths)
-    found = longest_prefixes(backend._shards, np.concatenate(rows), width, workers=backend.workers)[0] == width
-    return _fold(sizes, np.concatenate(owners)[found], width[found])
+    sizes = np.array([len(enc.ids) for enc in encodings], dtype=np.int64)
+    ids = np.concatenate([np.asarray(enc.ids, dtype=np.int64) for enc in encodings] + [np.zeros(max(lengths), int)])
+    left = np.repeat(np.cumsum(sizes), sizes) - np.arange(int(sizes.sum()))  # words from each position on
+    windows = np.lib.stride_tricks.sliding_window_view(ids, max(lengths))[: len(left)]
+    best = np.zeros(len(left), dtype=np.int64)
+    for length in lengths:
+        at = np.flatnonzero(left >= length)
+        found = longest_prefixes(backend._shards, windows[at], np.full(len(at), length), workers=backend.workers)[0]
+        best[at[found == length]] = length
+    return np.split(best, np.cumsum(sizes)[:-1])
 
 
 def one_count_per_length(
@@ -107,7 +102,9 @@ def one_count_per_length(
 ) -> list[np.ndarray]:
     """The same values from one infini-gram ``count`` call per (position, L)."""
     engine = backend.engine
-    owners, widths, sizes = [], [], []
+    owners: list[tuple[int, int]] = []
+    widths: list[int] = []
+    sizes = []
     for t, enc in enumerate(encodings):
         ids = [int(u) for u in enc.ids]
         for length in lengths:
@@ -116,25 +113,23 @@ def one_count_per_length(
                     owners.append((t, i))
                     widths.append(length)
         sizes.append(len(ids))
-    return _fold(sizes, np.array(owners, dtype=np.int64).reshape(-1, 2), np.array(widths, dtype=np.int64))
-
-
-def _fold(sizes: list[int], owners: np.ndarray, widths: np.ndarray) -> list[np.ndarray]:
-    """Per text, the largest found L at each position (0 where none was found)."""
     out = [np.zeros(size, dtype=np.int64) for size in sizes]
-    for (t, i), length in zip(owners.tolist(), widths.tolist(), strict=True):
+    for (t, i), length in zip(owners, widths, strict=True):
         out[t][i] = max(out[t][i], length)
     return out
 
 
 def best_of(run: Callable[[], object], repeats: int) -> tuple[float, object]:
-    """The shortest wall time of ``repeats`` runs after one warm-up run, and the last result."""
+    """The least CPU time of ``repeats`` runs after one warm-up run, and the last result.
+
+    CPU time of this process on one thread: the time other work on a shared machine takes from
+    it is not counted, so the best of a few runs is the method's own cost."""
     result = run()
     seconds = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = time.process_time()
         result = run()
-        seconds.append(time.perf_counter() - start)
+        seconds.append(time.process_time() - start)
     return min(seconds), result
 
 
@@ -217,9 +212,9 @@ def measure(
     searched = backend.searched / (args.repeats + 1) / positions
     query_seconds, by_query = best_of(lambda: one_search_per_length(backend, encodings, lengths), args.repeats)
     sample = encodings[: args.count_texts]
-    start = time.perf_counter()
+    start = time.process_time()
     by_count = one_count_per_length(backend, sample, lengths)
-    count_seconds = time.perf_counter() - start
+    count_seconds = time.process_time() - start
     sampled = sum(len(enc) for enc in sample)
     results = [by_exact, by_range, by_query]
     agree = all(same_index(r, by_exact, lengths) for r in results) and same_index(  # type: ignore[arg-type]
@@ -241,7 +236,7 @@ def report(rows: list[Row], texts: int, count_texts: int, lengths: tuple[int, ..
         f"\n{texts:,} texts, {rows[0].positions:,} word positions (one count per (position, L) on the first "
         f"{count_texts}), L = {lengths[0]}..{lengths[-1]}; every method gives the same Creativity Index"
     )
-    print("positions per second:")
+    print("positions per CPU second (one thread):")
     print(
         f"{'corpus':>7} {'words':>11} {'searched':>9} {'exact':>10} {'for L':>10} {'1 search/(pos,L)':>17} "
         f"{'ratio':>6} {'1 count/(pos,L)':>16} {'ratio':>7} {'µs/position':>12}"

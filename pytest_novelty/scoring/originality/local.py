@@ -48,7 +48,7 @@ from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.scoring.originality.backend import MatchBounds, Span, check_cap, check_ns
 from pytest_novelty.scoring.originality.index import IndexInfo, engine_path, register_local
 from pytest_novelty.scoring.originality.matching import matching_statistics
-from pytest_novelty.scoring.originality.suffixarray import longest_prefixes, open_shards
+from pytest_novelty.scoring.originality.suffixarray import longest_packed, longest_prefixes, open_shards, pack_windows
 from pytest_novelty.scoring.originality.tokenization import Encoding, Tokenizer, load_hf_tokenizer
 
 __all__ = ["METHODS", "InfiniGramBackend", "check_same_tokenizer", "unit_lengths"]
@@ -123,6 +123,8 @@ class _Batch:
 
     def units_within(self, slot: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """How many whole units from each slot the first ``tokens`` tokens from it cover."""
+        if self.one_token_units:
+            return tokens
         return np.searchsorted(self.pos, self.pos[slot] + tokens, side="right") - 1 - slot
 
 
@@ -314,8 +316,9 @@ class InfiniGramBackend:
         """For each unit slot ``start`` (on the batch's layout): the longest run of whole units from
         it, before slot ``end``, that occurs in the corpus.
 
-        Queries are padded to the longest one of their group, so they are grouped by width (up to
-        16 tokens, up to 128, longer): a few long runs do not make every short query as long."""
+        Queries are cut from the batch's tokens (:func:`~.suffixarray.pack_windows`), each as long as
+        the longest of its group, so they are grouped by width (up to 16 tokens, up to 128,
+        longer): a few long runs do not make every short query as long."""
         out = np.zeros(len(start), dtype=np.int64)
         if not len(start):
             return out
@@ -324,10 +327,8 @@ class InfiniGramBackend:
         group = np.searchsorted(_WIDTH_GROUPS, width)
         for g in np.unique(group).tolist():
             rows = np.flatnonzero(group == g)
-            columns = max(1, int(width[rows].max()))
-            at = first[rows, None] + np.arange(columns)[None, :]
-            tokens = batch.ids[np.minimum(at, len(batch.ids) - 1)]
-            found = longest_prefixes(self._shards, tokens, width[rows], workers=self.workers)[0]
+            words, nbytes = pack_windows(batch.ids, first[rows], width[rows], self.width)
+            found = longest_packed(self._shards, words, nbytes, workers=self.workers)[0]
             out[rows] = batch.units_within(start[rows], found)
         return out
 
