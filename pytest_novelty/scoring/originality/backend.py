@@ -107,14 +107,14 @@ class MatchingStatistics(Protocol):
         ...
 
 
-def check_cap(cap: object) -> int | None:
-    """``cap`` as an int of at least 1, or None (no cap)."""
+def check_cap(cap: object, name: str = "cap") -> int | None:
+    """``cap`` (or the ``floor``, as ``name`` says) as an int of at least 1, or None (none given)."""
     from pytest_novelty.infra.errors import ConfigError
 
     if cap is None:
         return None
     if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 1:
-        raise ConfigError(f"a match-length cap is an integer of at least 1, got {cap!r}", field="cap")
+        raise ConfigError(f"a match-length {name} is an integer of at least 1, got {cap!r}", field=name)
     return int(cap)
 
 

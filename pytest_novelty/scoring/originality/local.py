@@ -362,7 +362,7 @@ class InfiniGramBackend:
         bound outside that range; ``creativity`` asks the engine once per distinct text, and
         answers exactly whatever the range."""
         limit_to = check_cap(cap)
-        lowest = check_cap(floor) or 1
+        lowest = check_cap(floor, "floor") or 1
         if not encodings:
             return []
         if self.method != "suffix-array":

@@ -257,3 +257,12 @@ def test_the_search_settles_runs_from_their_neighbours() -> None:
     found, searched = matching_statistics(np.full(201, 200), copied == 0, lambda s, e: copied[s])
     assert found.tolist() == copied.tolist()
     assert searched <= 200 // 16 + 2
+
+
+def test_a_cap_or_floor_below_one_is_refused(generated: Generated) -> None:
+    backend = open_backend(f"infini-gram:{generated.specs['words']}")
+    encodings = backend.tokenizer.encode(generated.texts[:3])
+    for options, name in (({"cap": 0}, "cap"), ({"floor": 0}, "floor"), ({"cap": True}, "cap")):
+        with pytest.raises(ConfigError, match=f"a match-length {name} is an integer of at least 1"):
+            backend.matching_statistics(encodings, **options)  # type: ignore[attr-defined]
+    assert backend.matching_statistics([]) == []  # type: ignore[attr-defined]
