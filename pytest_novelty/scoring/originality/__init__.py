@@ -10,6 +10,11 @@ backend by spec (:func:`open_backend`) and score texts in batches (:func:`score_
 - ``infini-gram-api:INDEX``: the public infini-gram API (token ids; e.g. ``v4_piletrain_llama``).
 - ``infini-gram-mini:INDEX``: the public infini-gram mini API (raw text; e.g. ``v2_pileval``).
 
+The Creativity Index's match lengths (the longest match at every position, for a range of L) come
+from :func:`~pytest_novelty.scoring.originality.matching.match_lengths`: the local index and the
+n-gram set search them (the :class:`~.backend.MatchingStatistics` ability), the web APIs settle the
+range with their count questions.
+
 Options are keyword arguments of :func:`open_backend`, or appended to the spec as
 ``SPEC?name=value&name=value`` (handy on the command line and in suite files).
 """
@@ -49,7 +54,8 @@ def open_backend(spec: str, *, cache_dir: Path | None = None, **options: Any) ->
 
     Options: ``infini-gram``: tokenizer (refused if it differs from the index's), method
     (``suffix-array``, the default, or ``creativity``), workers and load_to_ram (for the engine).
-    ``ngram-set``: tokenizer, max_n (levels to build now; default: on first use), progress (build
+    ``ngram-set``: tokenizer, max_n (levels to build now, and the longest span its matching statistics
+    answer; default: on first use), progress (build
     messages on stderr; default: for corpora over 5 million units).
     ``infini-gram-api``: tokenizer (default from the index name), and like
     ``infini-gram-mini``: url, concurrency (8), max_attempts (6), timeout (30 s), backoff (0.5 s),

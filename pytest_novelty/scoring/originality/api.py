@@ -16,6 +16,12 @@ persistent :class:`~.cache.CountCache`.
   not re-tokenised, so a word n-gram at the very start of a line or next to punctuation in the
   corpus can be missed: originality from mini is a slight over-estimate.
 
+The Creativity Index needs, at every position, whether the span of each length L of its range
+occurs; neither service has a longest-match query (the infini-gram API's ``infgram_prob`` reports
+a ``suffix_len``, but one request per token would be needed for it), so the same count questions
+settle every L of the range (:func:`~.matching.match_lengths`), and these backends have no
+:class:`~.backend.MatchingStatistics` ability: they give no match length outside that range.
+
 Endpoints come from the ``url`` option, else ``$PYTEST_NOVELTY_INFINIGRAM_API_URL`` /
 ``$PYTEST_NOVELTY_INFINIGRAM_MINI_URL``, else the public addresses.
 

@@ -8,6 +8,10 @@ n: for every ``n`` in ``ns`` and every ``i`` with ``i + n <= len``, either ``low
 ``upper[i] < n``. Beyond that it may be as exact as it cheaply can (the suffix-array index gives
 ``L_i`` itself; the n-gram set ``L_i`` capped at its largest n; the web APIs only the asked
 thresholds), and scoring reports whether the longest copied span is exact.
+
+Backends that find ``L_i`` itself, with a search per position rather than a question per length,
+also have the :class:`MatchingStatistics` ability (the local index and the n-gram set); the web
+APIs only answer whether given n-grams occur, and give match lengths through :meth:`match_bounds`.
 """
 
 from __future__ import annotations
@@ -21,7 +25,16 @@ import numpy as np
 from pytest_novelty.infra.registry import Registry
 from pytest_novelty.scoring.originality.tokenization import Encoding, Tokenizer
 
-__all__ = ["BACKENDS", "AnnouncesQueries", "MatchBounds", "OriginalityBackend", "Span", "check_ns"]
+__all__ = [
+    "BACKENDS",
+    "AnnouncesQueries",
+    "MatchBounds",
+    "MatchingStatistics",
+    "OriginalityBackend",
+    "Span",
+    "check_cap",
+    "check_ns",
+]
 
 Span = tuple[Encoding, int, int]
 """A run of units of a text: ``(encoding, start, length)``."""
@@ -72,6 +85,37 @@ class AnnouncesQueries(Protocol):
         """Say, in one :func:`~pytest_novelty.infra.progress.notice`, what scoring ``texts`` at ``ns``
         will ask the service."""
         ...
+
+
+@runtime_checkable
+class MatchingStatistics(Protocol):
+    """A backend that finds the longest corpus match at every unit position itself (the *matching
+    statistics* of a text), not only whether given n-grams occur: ``infini-gram:DIR`` (any length,
+    exact) and ``ngram-set:DIR`` (capped at a length, the largest n-gram it holds).
+
+    With ``cap`` the answer is ``min(L_i, cap)``, and with ``floor`` a position whose match is
+    shorter than ``floor`` may be answered with any length below ``floor``: the uniqueness at the
+    lengths ``floor .. cap`` needs no more, and it can cost fewer searches. A backend that cannot
+    tell ``L_i`` past some length refuses a larger ``cap`` (or none) with a
+    :class:`~pytest_novelty.infra.errors.ConfigError`.
+    """
+
+    def matching_statistics(
+        self, encodings: Sequence[Encoding], *, cap: int | None = None, floor: int = 1, progress: bool = False
+    ) -> list[np.ndarray]:
+        """Per encoding, ``L_i`` (``min(L_i, cap)``) for each of its unit positions (int64)."""
+        ...
+
+
+def check_cap(cap: object, name: str = "cap") -> int | None:
+    """``cap`` (or the ``floor``, as ``name`` says) as an int of at least 1, or None (none given)."""
+    from pytest_novelty.infra.errors import ConfigError
+
+    if cap is None:
+        return None
+    if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 1:
+        raise ConfigError(f"a match-length {name} is an integer of at least 1, got {cap!r}", field=name)
+    return int(cap)
 
 
 def check_ns(ns: Sequence[int]) -> list[int]:

@@ -1,7 +1,8 @@
 """``infini-gram:DIR``: a local infini-gram index (one folder or several shards), queried exactly.
 
 Two query methods give the same, exact answers (``L_i``, the longest corpus match starting at
-each unit ``i``, for every position of every text):
+each unit ``i``, for every position of every text), both to :meth:`~InfiniGramBackend.match_bounds`
+(originality) and to :meth:`~InfiniGramBackend.matching_statistics` (the Creativity Index):
 
 - ``suffix-array`` (the default): the whole batch is looked up at once in the index's own suffix
   array (:mod:`.suffixarray`), each position capped at the largest n asked, then completed (below).
@@ -12,7 +13,11 @@ each unit ``i``, for every position of every text):
   ``L_i = rs[i] - i`` answers every n at once. Calls run on a thread pool (the engine releases
   the GIL).
 
-Completing capped matches (``suffix-array``): below the cap ``c`` they are exact. A run of
+For the matching statistics, ``suffix-array`` searches only the positions its neighbours do not
+settle (:mod:`.matching`: a match ends where the next position's match ends, inside a copied
+passage); ``creativity`` answers them as above.
+
+Completing capped matches (``suffix-array``, originality): below the cap ``c`` they are exact. A run of
 positions ``a..b`` that all reach ``c`` cannot reach past the unmatched stretch after ``b + 1``, so
 its matches all end by ``e = b + 1 + L_{b+1}``. One lookup of units ``a..e-1`` settles the usual
 case, a copied passage: if they occur, ``L_i = e - i`` throughout the run. Otherwise each position
@@ -40,14 +45,16 @@ from typing import Any
 import numpy as np
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError
-from pytest_novelty.scoring.originality.backend import MatchBounds, Span, check_ns
+from pytest_novelty.scoring.originality.backend import MatchBounds, Span, check_cap, check_ns
 from pytest_novelty.scoring.originality.index import IndexInfo, engine_path, register_local
-from pytest_novelty.scoring.originality.suffixarray import longest_prefixes, open_shards
+from pytest_novelty.scoring.originality.matching import matching_statistics
+from pytest_novelty.scoring.originality.suffixarray import longest_packed, longest_prefixes, open_shards, pack_windows
 from pytest_novelty.scoring.originality.tokenization import Encoding, Tokenizer, load_hf_tokenizer
 
 __all__ = ["METHODS", "InfiniGramBackend", "check_same_tokenizer", "unit_lengths"]
 
 METHODS = ("suffix-array", "creativity")
+_WIDTH_GROUPS = np.array([16, 128])  # query widths (tokens) searched together, each group padded to its longest
 
 
 def check_same_tokenizer(infos: Sequence[IndexInfo], tokenizer: str | None) -> Tokenizer:
@@ -116,6 +123,8 @@ class _Batch:
 
     def units_within(self, slot: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """How many whole units from each slot the first ``tokens`` tokens from it cover."""
+        if self.one_token_units:
+            return tokens
         return np.searchsorted(self.pos, self.pos[slot] + tokens, side="right") - 1 - slot
 
 
@@ -153,6 +162,8 @@ class InfiniGramBackend:
         self.engine_calls = 0
         self.split_runs = 0
         """Runs of capped matches that were not one passage of the corpus (looked up position by position)."""
+        self.searched = 0
+        """Positions the matching statistics searched (the rest their neighbours settled)."""
         self._shards = open_shards(self.infos)
         self._suspects = np.array(sorted({t for t in (s.first_token() for s in self._shards) if t is not None}))
         if method == "suffix-array" and not self._self_check():
@@ -303,15 +314,23 @@ class InfiniGramBackend:
 
     def _unit_found(self, batch: _Batch, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """For each unit slot ``start`` (on the batch's layout): the longest run of whole units from
-        it, before slot ``end``, that occurs in the corpus."""
+        it, before slot ``end``, that occurs in the corpus.
+
+        Queries are cut from the batch's tokens (:func:`~.suffixarray.pack_windows`), each as long as
+        the longest of its group, so they are grouped by width (up to 16 tokens, up to 128,
+        longer): a few long runs do not make every short query as long."""
+        out = np.zeros(len(start), dtype=np.int64)
         if not len(start):
-            return np.zeros(0, dtype=np.int64)
+            return out
         first, stop = batch.token_at(start), batch.token_at(end)
         width = stop - first
-        columns = max(1, int(width.max()))
-        tokens = batch.ids[np.minimum(first[:, None] + np.arange(columns)[None, :], len(batch.ids) - 1)]
-        found = longest_prefixes(self._shards, tokens, width, workers=self.workers)[0]
-        return batch.units_within(start, found)
+        group = np.searchsorted(_WIDTH_GROUPS, width)
+        for g in np.unique(group).tolist():
+            rows = np.flatnonzero(group == g)
+            words, nbytes = pack_windows(batch.ids, first[rows], width[rows], self.width)
+            found = longest_packed(self._shards, words, nbytes, workers=self.workers)[0]
+            out[rows] = batch.units_within(start[rows], found)
+        return out
 
     def _capped(self, batch: _Batch, cap: int) -> np.ndarray:
         """``min(L_i, cap)`` per unit slot: one batched lookup for every position of every text."""
@@ -332,6 +351,40 @@ class InfiniGramBackend:
         if self.method == "suffix-array":
             return self._by_suffix_array(encodings, check_ns(ns)[-1])
         return self._by_creativity(encodings, progress)
+
+    def matching_statistics(
+        self, encodings: Sequence[Encoding], *, cap: int | None = None, floor: int = 1, progress: bool = False
+    ) -> list[np.ndarray]:
+        """``L_i`` (``min(L_i, cap)``) at every unit position: exact, of any length.
+
+        ``suffix-array`` searches the index only where the neighbours leave a position open (see
+        :mod:`.matching`), and with a ``cap`` and a ``floor`` it leaves out the positions they
+        bound outside that range; ``creativity`` asks the engine once per distinct text, and
+        answers exactly whatever the range."""
+        limit_to = check_cap(cap)
+        lowest = check_cap(floor, "floor") or 1
+        if not encodings:
+            return []
+        if self.method != "suffix-array":
+            exact = [bounds.lower for bounds in self._by_creativity(encodings, progress)]
+            return [lengths if limit_to is None else np.minimum(lengths, limit_to) for lengths in exact]
+        batch = _Batch(encodings)
+        gap = np.full(1, -1, dtype=np.int64)
+        units = np.concatenate(
+            [part for enc in encodings for part in (np.asarray(enc.units, dtype=np.int64), gap)] or [gap[:0]]
+        )
+        found, searched = matching_statistics(
+            batch.slot + batch.left,
+            units < 0,
+            lambda start, end: self._unit_found(batch, start, end),
+            shortest=lowest,
+            longest=limit_to,
+        )
+        with self._lock:
+            self.searched += searched
+        if limit_to is not None:
+            found = np.minimum(found, limit_to)
+        return [found[lo : lo + len(enc)] for enc, lo in zip(encodings, batch.first, strict=True)]
 
     def locate(self, spans: Sequence[Span]) -> list[int | None]:
         """The document of the first suffix-array match of each run, in the first shard that has one."""

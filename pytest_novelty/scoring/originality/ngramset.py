@@ -11,6 +11,14 @@ occurs (for document numbers).
 A query walks the same chain: level 1 looks up every unit, level k only the positions whose
 (k-1)-gram was found, so novel text drops out after a level or two. Matches are known up to the
 largest n built (``L_i`` capped there); levels are added when a larger n is asked.
+
+What it can answer for the Creativity Index (:meth:`NgramSetBackend.matching_statistics`): the
+match lengths capped at a length ``c``, ``min(L_i, c)``, which settle the uniqueness at every
+length up to ``c`` exactly. What it cannot: ``L_i`` itself, since it holds no n-gram longer than
+its largest level (a copied span of 40 words reads as "at least c"), so an uncapped request is
+refused; and, when it was opened with ``max_n``, a cap beyond that (``max_n`` is then the memory
+budget it keeps to: about 12 bytes per corpus unit per level). Without ``max_n`` it builds the
+levels up to ``c`` on first use, as it does for originality's orders.
 """
 
 from __future__ import annotations
@@ -22,8 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.progress import notice
-from pytest_novelty.scoring.originality.backend import MatchBounds, Span, check_ns
+from pytest_novelty.scoring.originality.backend import MatchBounds, Span, check_cap, check_ns
 from pytest_novelty.scoring.originality.index import IndexInfo, register_local
 from pytest_novelty.scoring.originality.local import check_same_tokenizer
 from pytest_novelty.scoring.originality.tokenization import Encoding, WordCodec
@@ -168,6 +177,8 @@ class NgramSetBackend:
         self.build_seconds = 0.0
         self.progress = len(self._units) > _QUIET_UNITS if progress is None else progress
         self._lock = threading.Lock()
+        self.budget = int(max_n) if max_n else None
+        """The largest n the matching statistics may ask for (the ``max_n`` option), or None."""
         if max_n:
             self.ensure(int(max_n))
 
@@ -251,6 +262,30 @@ class NgramSetBackend:
         for lo, hi in zip(np.cumsum(sizes) - sizes, np.cumsum(sizes), strict=True):
             out.append(MatchBounds(lengths[lo:hi], upper[lo:hi]))
         return out
+
+    def matching_statistics(
+        self, encodings: Sequence[Encoding], *, cap: int | None = None, floor: int = 1, progress: bool = False
+    ) -> list[np.ndarray]:
+        """``min(L_i, cap)`` at every unit position, exact whatever the ``floor`` (see the module
+        docstring for what it cannot answer: no cap, or a cap beyond ``max_n`` when it was opened
+        with one)."""
+        limit = check_cap(cap)
+        if limit is None:
+            raise ConfigError(
+                f"{self.spec} holds n-grams up to the largest n it builds, so it cannot tell how far a longer "
+                "match runs: ask for match lengths capped at the longest span length you need (the largest L "
+                "of the creativity range), or use infini-gram:DIR, whose suffix array has no such limit",
+                field="originality",
+            )
+        if self.budget is not None and limit > self.budget:
+            raise ConfigError(
+                f"{self.spec} was opened with max_n={self.budget}, so it holds no n-gram longer than "
+                f"{self.budget} units; uniqueness at L up to {limit} needs every n-gram up to {limit}: open it "
+                f"with max_n={limit} (about {12 * len(self._units) * (limit - self.budget) / 1e6:,.0f} MB more) "
+                "or use infini-gram:DIR",
+                field="originality",
+            )
+        return [np.minimum(bounds.lower, limit) for bounds in self.match_bounds(encodings, [limit])]
 
     def locate(self, spans: Sequence[Span]) -> list[int | None]:
         """A corpus document containing each run (found level by level, all runs at once)."""

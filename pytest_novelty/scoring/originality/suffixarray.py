@@ -44,11 +44,12 @@ import numpy as np
 
 from pytest_novelty.scoring.originality.index import IndexInfo
 
-__all__ = ["SuffixArrayShard", "longest_prefixes", "open_shards", "pack_queries"]
+__all__ = ["SuffixArrayShard", "longest_packed", "longest_prefixes", "open_shards", "pack_queries", "pack_windows"]
 
 _LEVEL = 2  # words compared per step of a search: a 16-byte window of the suffix
 _SAMPLES = 1 << 20  # at most this many suffixes' first words kept in memory per shard (8 MB)
 _BLOCK = 1 << 16  # queries per block: the unit of work of one thread (a few MB of temporaries)
+_SMALL = 1 << 12  # fewer queries than this per thread are searched on the calling thread
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 # _HIGH_BYTES[m]: a word mask that keeps its first m bytes (the most significant ones).
 _HIGH_BYTES = np.array([0] + [((1 << 64) - 1) ^ ((1 << (8 * (8 - m))) - 1) for m in range(1, 9)], dtype=np.uint64)
@@ -327,6 +328,25 @@ def pack_queries(tokens: np.ndarray, lengths: np.ndarray, width: int) -> tuple[n
     return words, np.asarray(lengths, dtype=np.int64) * width
 
 
+def pack_windows(ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Queries as :func:`pack_queries` gives them, cut from one token array: the ``lengths[i]``
+    tokens of ``ids`` from ``starts[i]`` (all within ``ids``).
+
+    One gather of one ``8 * words``-byte item per query from a strided view of the tokens' bytes,
+    as :class:`_Windows` reads the corpus: no padded matrix of token ids is built."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    per_word = 8 // width
+    words = max(1, -(-int(lengths.max(initial=0)) // per_word))
+    raw = np.zeros(len(ids) + words * per_word, dtype="<u2" if width == 2 else "<u4")
+    raw[: len(ids)] = ids
+    view = np.ndarray((len(ids),), f"V{8 * words}", buffer=raw, strides=(width,))
+    packed = view[np.asarray(starts, dtype=np.int64)].view(">u8").reshape(len(starts), words).astype(np.uint64)
+    nbytes = lengths * width
+    for k in range(words):  # zero past each query's length, as pack_queries does
+        packed[:, k] &= _HIGH_BYTES[np.clip(nbytes - 8 * k, 0, 8)]
+    return packed, nbytes
+
+
 def longest_prefixes(
     shards: Sequence[SuffixArrayShard], tokens: np.ndarray, lengths: np.ndarray, *, workers: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -335,19 +355,31 @@ def longest_prefixes(
     ``tokens`` holds token ids, one padded row per query; only the first ``lengths[i]`` of row
     ``i`` count. Returns ``(length, shard, rank)``; ``rank`` is the lower bound of the full query
     in that shard, which is a match whenever ``length`` is the query's whole length. Blocks of
-    queries are searched on ``workers`` threads (default: one per core, at most 4).
+    queries are searched on ``workers`` threads (default: one per core, at most 4), one thread per
+    4,096 queries at most.
     """
-    count = len(tokens)
+    if not len(tokens) or not shards:
+        empty = np.zeros(len(tokens), dtype=np.int64)
+        return empty, empty.copy(), empty.copy()
+    words, nbytes = pack_queries(np.asarray(tokens), np.asarray(lengths), shards[0].width)
+    return longest_packed(shards, words, nbytes, workers=workers)
+
+
+def longest_packed(
+    shards: Sequence[SuffixArrayShard], words: np.ndarray, nbytes: np.ndarray, *, workers: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`longest_prefixes` of queries already packed (:func:`pack_queries`, :func:`pack_windows`)."""
+    count = len(words)
     best = np.zeros(count, dtype=np.int64)
     where = np.zeros(count, dtype=np.int64)
     ranks = np.zeros(count, dtype=np.int64)
     if not count or not shards:
         return best, where, ranks
-    width = shards[0].width
-    threads = max(1, workers if workers else min(4, os.cpu_count() or 1))
+    # Starting threads costs about a millisecond each on some machines: a small batch (a late
+    # round of the matching statistics) is searched on the calling thread.
+    threads = max(1, min(workers if workers else min(4, os.cpu_count() or 1), count // _SMALL))
     # Sorted by their first word, neighbouring queries probe neighbouring suffixes: the sample's
     # search and the table's pages are read in order.
-    words, nbytes = pack_queries(np.asarray(tokens), np.asarray(lengths), width)
     order = np.argsort(words[:, 0])
     words, nbytes = words[order], nbytes[order]
     step = min(_BLOCK, -(-count // threads))

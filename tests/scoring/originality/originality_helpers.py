@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -97,3 +98,68 @@ def hf_units(folder: Path) -> Callable[[str], list[int]]:
 
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
     return lambda text: list(tok.encode(text, add_special_tokens=False).ids)
+
+
+def brute_match_lengths(docs: Sequence[Sequence[Unit]], texts: Sequence[Sequence[Unit]]) -> list[list[int]]:
+    """The longest match at every position of every text, found by comparing every span of every
+    text with the corpus at every position that holds its first unit (no index, no sorting of
+    suffixes), vectorised over all texts at once.
+
+    Level ``k`` holds the pairs (class of equal k-unit query prefixes, corpus position where that
+    prefix occurs inside one document); a query position's match is the last level at which its
+    prefix still has a pair. Every span is compared with every corpus place that could hold it.
+    """
+    import numpy as np
+
+    flat_docs = list(itertools.chain.from_iterable(docs))
+    flat_texts = list(itertools.chain.from_iterable(texts))
+    codes = {u: i for i, u in enumerate(dict.fromkeys(flat_docs + flat_texts))}
+    units = np.fromiter(map(codes.__getitem__, flat_docs), dtype=np.int64, count=len(flat_docs))
+    doc_sizes = np.array([len(d) for d in docs], dtype=np.int64)
+    # -1 after every document (and once more at the end): a boundary no match runs over.
+    stream = np.insert(units, np.cumsum(doc_sizes), -1) if len(docs) else np.zeros(0, dtype=np.int64)
+    stream = np.concatenate([stream, [-1]])
+    sizes = np.array([len(t) for t in texts], dtype=np.int64)
+    query = np.fromiter(map(codes.__getitem__, flat_texts), dtype=np.int64, count=len(flat_texts))
+    ends = np.repeat(np.cumsum(sizes), sizes)
+    start = np.arange(len(query))
+    found = np.zeros(len(query), dtype=np.int64)
+    width = len(codes) + 2
+    # Level 1: one class per distinct first unit; its pairs are every corpus position of that unit.
+    classes, row_class = np.unique(query, return_inverse=True)
+    order = np.argsort(stream, kind="stable")
+    lo = np.searchsorted(stream[order], classes, "left")
+    hi = np.searchsorted(stream[order], classes, "right")
+    pair_class = np.repeat(np.arange(len(classes)), hi - lo)
+    pair_at = order[np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)] or [np.zeros(0, int)])]
+    row_class = row_class.astype(np.int64)
+    count, level = len(classes), 1
+    while len(query):
+        present = np.zeros(count, dtype=bool)
+        present[pair_class] = True
+        hit = (row_class >= 0) & present[np.maximum(row_class, 0)]
+        found[hit] = level
+        going = np.flatnonzero(hit & (start + level < ends))
+        if not len(going) or not len(pair_class):
+            break
+        child, inverse = np.unique(row_class[going] * width + query[going + level], return_inverse=True)
+        row_class = np.full(len(query), -1, dtype=np.int64)
+        row_class[going] = inverse
+        following = stream[np.minimum(pair_at + level, len(stream) - 1)]
+        key = pair_class * width + following
+        slot = np.minimum(np.searchsorted(child, key), len(child) - 1)
+        keep = (child[slot] == key) & (following >= 0)
+        pair_class, pair_at, count, level = slot[keep], pair_at[keep], len(child), level + 1
+    bounds = np.cumsum(sizes)
+    return [found[b - n : b].tolist() for b, n in zip(bounds, sizes, strict=True)]
+
+
+def covered_reference(lengths: Sequence[int], length: int) -> list[bool]:
+    """Which units some found span of at least ``length`` units covers, marked span by span (the
+    longest span from each start: every shorter one from there lies inside it)."""
+    marks = [False] * len(lengths)
+    for i, longest in enumerate(lengths):
+        if longest >= length:
+            for j in range(i, i + longest):
+                marks[j] = True
+    return marks
