@@ -246,16 +246,30 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         check_values(args, CLI)  # the run options' values, checked as pytest checks them
         return int(args.func(args) or 0)
+    except OSError as exc:  # a write to a destination the user named (a disk that filled up): one line
+        from pytest_novelty.infra.storage import folder_error
+        from pytest_novelty.pipeline.values import written_by
+
+        named = written_by(args, exc)
+        if named is None:
+            raise
+        return _failed(args, folder_error(named[0], "destination", exc, named_by=named[1]))
     except NoveltyError as exc:
-        error = _in_our_words(exc)
-        print(f"pytest-novelty: error: {error}", file=sys.stderr)
-        status = HARNESS_EXIT_STATUS if isinstance(error, HarnessError) else USAGE_EXIT_STATUS
-        _no_verdict(args, f"{'harness error' if status == HARNESS_EXIT_STATUS else 'bad input'}: {error}", status)
-        return status
+        return _failed(args, exc)
     except KeyboardInterrupt:
         print("pytest-novelty: interrupted; finished work is cached and a rerun resumes", file=sys.stderr)
         _no_verdict(args, "interrupted", 130)
         return 130
+
+
+def _failed(args: argparse.Namespace | None, exc: NoveltyError) -> int:
+    """Say ``exc`` in one line (the command line's own option names), leave ``run --report`` no
+    verdict, and return the exit status: 8 for a harness error, 4 for bad input."""
+    error = _in_our_words(exc)
+    print(f"pytest-novelty: error: {error}", file=sys.stderr)
+    status = HARNESS_EXIT_STATUS if isinstance(error, HarnessError) else USAGE_EXIT_STATUS
+    _no_verdict(args, f"{'harness error' if status == HARNESS_EXIT_STATUS else 'bad input'}: {error}", status)
+    return status
 
 
 def _in_our_words(exc: NoveltyError) -> NoveltyError:

@@ -13,7 +13,9 @@ from pytest_novelty.pipeline.values import Takes
 
 CACHE_HELP = "cache folder (default $PYTEST_NOVELTY_CACHE, else ~/.cache/pytest-novelty)"
 CACHE: dict[str, Any] = {"metavar": "DIR", **Takes("out-folder", what="cache folder").argument(), "help": CACHE_HELP}
-"""The ``--cache DIR`` of every command that uses a cache folder."""
+"""The ``--cache DIR`` of every command that writes a cache folder."""
+READ: dict[str, Any] = Takes("folder", what="an existing cache folder").argument()
+"""``cache info`` and ``cache clear`` read the folder they are given (a full disk is no matter to them)."""
 
 
 def _folder(value: str | None) -> Path:
@@ -95,11 +97,11 @@ def add_commands(sub: Any) -> None:
     commands = cache.add_subparsers(dest="action", required=True)
 
     info = commands.add_parser("info", help="the cache's size, by kind of entry")
-    info.add_argument("--cache", **CACHE)
+    info.add_argument("--cache", **{**CACHE, **READ})
     info.set_defaults(func=_cmd_info)
 
     clear = commands.add_parser("clear", help="remove cached generations, scores and judge answers")
-    clear.add_argument("--cache", **CACHE)
+    clear.add_argument("--cache", **{**CACHE, **READ})
     clear.add_argument("--all", action="store_true", help="also remove the built demo assets")
     clear.set_defaults(func=_cmd_clear)
 

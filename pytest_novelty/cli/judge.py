@@ -78,9 +78,12 @@ def read_items(path: Path, task: str) -> tuple[list[Any], list[Any]]:
 
     ids, items = [], []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_bytes().decode("utf-8").splitlines()
     except OSError as exc:
         raise ConfigError(f"cannot read the input: {exc.strerror}", path=path) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text ({exc.reason} at byte {exc.start:,}); give a UTF-8 JSON Lines file",
+                          path=path) from None
     for number, row in json_lines(lines, path):
         for name in ("id", "prompt", "response"):
             if name not in row:
@@ -123,15 +126,19 @@ def open_judge_from(args: argparse.Namespace) -> Any:
         from pytest_novelty.infra.storage import default_cache_dir
 
         cache = default_cache_dir() / "judge"
-    return open_judge(
-        args.judge,
-        cache_dir=cache,
-        samples=args.samples,
-        temperature=args.temperature,
-        base_url=args.base_url,
-        budget=args.budget,
-        concurrency=args.concurrency,
-    )
+    from pytest_novelty.infra.abilities import Preflighted
+    from pytest_novelty.infra.errors import PreflightError
+    from pytest_novelty.pipeline.preflight import check_cache_folder
+
+    check_cache_folder(cache, option="--cache", given=bool(args.cache))
+    judge = open_judge(args.judge, cache_dir=cache, samples=args.samples, temperature=args.temperature,
+                       base_url=args.base_url, budget=args.budget, concurrency=args.concurrency)
+    if isinstance(judge, Preflighted) and not args.dry_run:  # one quick request, not the scoring's retries
+        try:
+            judge.check()
+        except PreflightError as exc:
+            raise PreflightError(f"--base-url: {exc}" if args.base_url else str(exc)) from None
+    return judge
 
 
 def run_judge_command(args: argparse.Namespace) -> int:

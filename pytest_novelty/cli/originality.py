@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from pytest_novelty.cli.parser import named_as
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.jsonlines import json_lines
 from pytest_novelty.pipeline.values import Takes
@@ -43,9 +44,9 @@ def cmd_index_build(args: argparse.Namespace) -> int:
     """Handler of ``index build``."""
     from pytest_novelty.scoring.originality import build_index
 
-    facts = build_index(
-        [Path(p) for p in args.corpus], Path(args.out), tokenizer=args.tokenizer, progress=not args.quiet
-    )
+    with named_as("--tokenizer", "tokenizer"):
+        facts = build_index([Path(p) for p in args.corpus], Path(args.out), tokenizer=args.tokenizer,
+                            progress=not args.quiet)
     print(json.dumps(facts))
     return 0
 
@@ -87,7 +88,12 @@ def cmd_originality(args: argparse.Namespace) -> int:
     from pytest_novelty.scoring.originality import open_backend, score_texts
 
     orders, source = _orders_and_input(args)
-    backend = open_backend(args.index, cache_dir=Path(args.cache) if args.cache else _default_cache())
+    if args.cache:
+        from pytest_novelty.pipeline.preflight import check_cache_folder
+
+        check_cache_folder(Path(args.cache), option="--cache", given=True)
+    with named_as("--index", "originality"):
+        backend = open_backend(args.index, cache_dir=Path(args.cache) if args.cache else _default_cache())
     handle: TextIO
     if source == "-":
         handle, name = sys.stdin, "<stdin>"

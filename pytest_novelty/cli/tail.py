@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_novelty.infra.errors import ConfigError, did_you_mean
+from pytest_novelty.infra.redact import echo
 from pytest_novelty.pipeline.options import by_name
 from pytest_novelty.pipeline.values import Takes
 
@@ -163,20 +164,13 @@ def _session(args: argparse.Namespace, sources: list[str], option: str, suite: A
     )
 
 
-def _out(path: str, option: str) -> Path:
-    out = Path(path).expanduser()
-    if out.is_dir():
-        raise ConfigError(f"{path} is a folder; give a file name", field=option)
-    return out
-
-
 def run_build_command(args: argparse.Namespace) -> int:
     """``tail build``: run the pool, rank the prompts, write the tail file (module doc)."""
     from pytest_novelty.pipeline.tail import build_tail, pool_results, shared_index
     from pytest_novelty.report.tail import build_lines
     from pytest_novelty.suites.tail_file import write_tail_file
 
-    out = _out(args.out, "--out")
+    out = Path(args.out).expanduser()
     suite = _suite(args.suite, args.novelty_suites)
     if args.novelty_judge is None:
         args.novelty_judge = "rules"  # the score uses no quality: no judge calls for the pool
@@ -211,7 +205,8 @@ def read_reference(path: Path, names: list[str]) -> tuple[dict[str, float], str]
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the reference ({exc})", path=path) from None
+        raise ConfigError(f"cannot read the reference ({echo(str(exc), limit=120)}); give a JSON file such as "
+                          '{"ranks": {"NAME": 1, ...}}', path=path, field="--reference") from None
     kinds = [k for k in ("scores", "ranks") if isinstance(data, dict) and k in data]
     if len(kinds) != 1:
         raise ConfigError('must be a JSON object with one of "scores" (higher better) or "ranks" (1 the best), '
@@ -231,12 +226,18 @@ def read_reference(path: Path, names: list[str]) -> tuple[dict[str, float], str]
     return {str(k): float(v) for k, v in table.items()}, kind.rstrip("s")
 
 
-def _scores_from(path: Path, ids: list[str]) -> list[float]:
-    """Each prompt's score in a built tail file's provenance (NaN: unranked there)."""
+def _provenance(path: Path) -> dict[str, Any]:
+    """A built tail file's provenance, read before anything is generated (its errors name ``--scores``)."""
+    from pytest_novelty.cli.parser import named_as
     from pytest_novelty.suites.tail_file import read_provenance
 
-    provenance = read_provenance(path)
-    scores = (provenance or {}).get("scores")
+    with named_as("--scores", None):
+        return dict(read_provenance(path) or {})
+
+
+def _scores_from(path: Path, provenance: dict[str, Any], ids: list[str]) -> list[float]:
+    """Each prompt's score in a built tail file's provenance (NaN: unranked there)."""
+    scores = provenance.get("scores")
     if not isinstance(scores, dict):
         raise ConfigError("records no scores (it was not built by `pytest-novelty tail build`)", path=path,
                           field="provenance.scores")  # fmt: skip
@@ -259,15 +260,16 @@ def run_agreement_command(args: argparse.Namespace) -> int:
 
     names, sources = _models(list(args.models))
     reference, kind = read_reference(Path(args.reference).expanduser(), names)
-    plot = _out(args.plot, "--plot") if args.plot else None
-    json_out = _out(args.json_out, "--json") if args.json_out else None
+    plot = Path(args.plot).expanduser() if args.plot else None
+    json_out = Path(args.json_out).expanduser() if args.json_out else None
+    provenance = _provenance(Path(args.scores).expanduser()) if args.scores else None
     suite = _suite(args.suite, args.novelty_suites)
     session = _session(args, sources, "--model", suite)
     shared_index(session, suite, sources)
     results = pool_results(session, suite, sources)
     ids = [p.id for p in results[0].prompts]
-    if args.scores:
-        scores = np.array(_scores_from(Path(args.scores).expanduser(), ids))
+    if provenance is not None:
+        scores = np.array(_scores_from(Path(args.scores).expanduser(), provenance, ids))
     else:
         own = np.asarray(results[0].scores.prompt_novelty, dtype=float)
         scores = rank_pool(ids, own, [np.asarray(r.originality[NGRAM_ORDER], dtype=float) for r in results]).scores
@@ -279,9 +281,15 @@ def run_agreement_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise ConfigError(str(exc), field="--bins") from None
     print("\n".join(agreement_lines(found, suite.name)))
-    if plot is not None:
-        print(f"plot: {agreement_plot(found, plot, suite.name)}")
-    if json_out is not None:
-        write_agreement_json(found, json_out)
-        print(f"json: {json_out}")
+    from pytest_novelty.infra.storage import folder_error
+
+    for path, option, write in ((plot, "--plot", lambda p: agreement_plot(found, p, suite.name)),
+                                (json_out, "--json", lambda p: write_agreement_json(found, p))):
+        if path is None:
+            continue
+        try:
+            write(path)
+        except OSError as exc:  # a disk that filled up while the models were scored
+            raise folder_error(path, "file", exc, named_by=option) from None
+        print(f"{option[2:]}: {path}")
     return 0

@@ -42,7 +42,7 @@ from typing import Any, BinaryIO
 
 from pytest_novelty.infra.cache import is_demo, sound_entry
 from pytest_novelty.infra.errors import ConfigError, HarnessError
-from pytest_novelty.infra.storage import atomic_write, write_temp
+from pytest_novelty.infra.storage import atomic_write, folder_error, write_temp
 
 __all__ = ["MAX_ENTRY_BYTES", "PACK_SUFFIX", "MergeCounts", "merge_caches", "pack_cache"]
 
@@ -112,6 +112,9 @@ def _folder_files(root: Path, command: str) -> Iterator[tuple[str, Path]]:
         raise ConfigError(f"{root}: no such cache folder", field=command) from None
     except NotADirectoryError:
         raise ConfigError(f"{root}: not a cache folder", field=command) from None
+    except OSError as exc:
+        raise ConfigError(f"{root}: the cache folder cannot be read ({exc.strerror}); make it readable",
+                          field=command) from None
     for top in tops:
         if is_demo(top.name) or top.name.startswith("."):
             continue
@@ -186,7 +189,8 @@ def _read_pack(pack: Path, command: str) -> Iterator[tuple[str, str, bytes]]:
                     yield member.name, found[1], raw
         except (tarfile.TarError, zstandard.ZstdError, EOFError, OSError) as exc:
             if declared is None and not _zstd(pack):
-                raise ConfigError(f"{pack}: not a packed pytest-novelty cache ({exc})", field=command) from None
+                raise ConfigError(f"{pack}: not a packed pytest-novelty cache ({exc}); give a file written by "
+                                  "pytest-novelty cache pack", field=command) from None
             where = "before its first entry" if declared is None else f"after {read:,} of its {declared:,} entries"
             raise damaged(f"unreadable {where}: {exc}; cut short?") from None
     if declared is None:
@@ -293,13 +297,9 @@ def merge_caches(sources: Iterable[Path], into: Path, *, command: str = "cache m
                     continue
                 counts.add(_place(into / name, raw, entry, digest))
     except OSError as exc:  # the sources' own read errors are counted where they are read
-        raise HarnessError(f"{command}: {into}: cannot write the merged cache ({_why(exc)}); the entries placed "
-                           "before it stay (a merge can be run again)") from None
+        error = folder_error(into, "cache folder", exc, named_by="--into")
+        raise type(error)(f"{command}: {error}; the entries placed before it stay (a merge can be run again)") from None
     return counts
-
-
-def _why(exc: OSError) -> str:
-    return f"{exc.strerror}: {exc.filename}" if exc.strerror and exc.filename else str(exc.strerror or exc)
 
 
 def pack_cache(root: Path, out: Path, *, level: int = 6) -> MergeCounts:
@@ -336,7 +336,7 @@ def pack_cache(root: Path, out: Path, *, level: int = 6) -> MergeCounts:
     try:
         atomic_write(out, write)
     except OSError as exc:
-        raise HarnessError(f"{out}: cannot write the pack ({_why(exc)})") from None
+        raise folder_error(out, "pack", exc, named_by="--out") from None
     counts.added = len(sound)
     return counts
 

@@ -147,18 +147,29 @@ class Endpoint:
         server may be) and ``fix`` (what to check: ``the URL``, ``--model-base-url``). Any answer is
         returned for the caller to read (a 401, a 404: not every server lists its models).
         """
+        import asyncio
+
         import httpx
 
         once = Connection(timeout=timeout, concurrency=1, retry=RetryPolicy(max_attempts=1))
+        silent = silent or f"; is it stuck or still starting, and is {fix} right?"
         async with self.client(once, Traffic()) as client:
             try:
-                return await client.get(self.url("/models"))
-            except httpx.TimeoutException:
+                response = await client.get(self.url("/models"))
+            except (httpx.TimeoutException, asyncio.CancelledError):  # anyio may cancel a connect it timed out
                 raise PreflightError(f"{where} did not answer GET /models within {timeout:g} s{silent}") from None
             except httpx.TransportError as error:
                 raise PreflightError(
                     f"cannot reach {where} ({failure_reason(error)}); is the server running and {fix} right?"
                 ) from None
+        if response.status_code == 200:
+            try:
+                json.loads(response.content)
+            except ValueError:
+                said = echo(response.text, self.key)
+                raise PreflightError(f"{where} answered GET /models with what is not JSON ({said}); is {fix} that "
+                                     "of an OpenAI-compatible server?") from None
+        return response
 
     # -- reading answers ---------------------------------------------------------------------------
 

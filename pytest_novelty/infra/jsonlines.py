@@ -25,13 +25,22 @@ def json_lines(
     ``path`` only names the file in errors; ``objects`` requires each value to be a JSON object;
     ``hint`` is appended to the "not valid JSON" error (say what a line should hold).
     """
-    for number, line in enumerate(lines, 1):
+    numbered = enumerate(lines, 1)
+    while True:
+        try:
+            number, line = next(numbered)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as exc:  # a binary file read as text
+            raise ConfigError(f"not UTF-8 text ({exc.reason} at a byte {exc.object[exc.start]:#04x}); give a UTF-8 "
+                              "JSON Lines file", path=path) from None
         if not line.strip():
             continue
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"not valid JSON ({exc.msg}){hint}", path=path, field=f"line {number}") from None
+            why = hint or "; write each line as one whole JSON object (a file cut short ends in half a line)"
+            raise ConfigError(f"not valid JSON ({exc.msg}){why}", path=path, field=f"line {number}") from None
         if objects and not isinstance(value, dict):
             raise ConfigError("expected a JSON object", path=path, field=f"line {number}")
         yield number, value

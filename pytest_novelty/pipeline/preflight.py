@@ -111,7 +111,7 @@ def preflight(runner: Runner, suites: Iterable[Suite]) -> float:
         # is checked once, however many suites (and sample counts) share it.
         if isinstance(judge, Preflighted) and judge.spec not in checked:
             checked.add(judge.spec)
-            judge.check()
+            _named_check(judge, config.judge_base_url and spelled("judge-base-url", config.front))
     from pytest_novelty.pipeline.shard_work import check_merged
 
     check_merged(runner, suites)  # a merge run over shards' caches: every shard's part is there
@@ -165,6 +165,10 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
         if "@" in model:
             raise ConfigError(f"{model!r} already pins a revision; give one of the two", field=flag("model-revision"))
         model = f"{model}@{revision}"
+    base = getattr(options, "novelty_base_model", None)
+    if base and not _may_be_adapter(model):
+        raise ConfigError(f"applies to a PEFT adapter --model (a folder holding adapter_config.json), not to "
+                          f"{model!r}; drop it", path=base, field=flag("base-model"))
     if getattr(options, "novelty_adaptive_minutes", None) is not None and not options.novelty_adaptive:
         raise ConfigError(f"bounds the time of the adaptive rounds, so it applies with {flag('adaptive')} SAMPLES; "
                           "give both, or drop it", field=flag("adaptive-minutes"))
@@ -180,6 +184,17 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
             raise ConfigError("a shard decides no case, so it accepts no snapshot; --snapshot-update is for the "
                               "merge run", field=flag("shard"))
     return model
+
+
+def _may_be_adapter(model: str) -> bool:
+    """Whether ``model`` is, or may be, a PEFT adapter: an adapter folder, or a hub id not yet fetched."""
+    from pytest_novelty.generation.backends import is_answers, is_served
+    from pytest_novelty.generation.checkpoint import is_adapter
+    from pytest_novelty.pipeline.demo import DEMO_MODELS
+
+    if model in DEMO_MODELS or is_served(model) or is_answers(model):
+        return False
+    return is_adapter(model) or not Path(model).exists()
 
 
 def check_folders(options: Any, cache_dir: Path, *, front: str = "pytest", cache_ini: bool = False) -> None:
@@ -203,8 +218,12 @@ def check_folders(options: Any, cache_dir: Path, *, front: str = "pytest", cache
         check_writable(report, "report folder", named_by=spelled("report", front))
     output = getattr(options, "novelty_output", None)
     if output:
-        folder = Path(str(output)).expanduser().parent
-        check_writable(folder, "folder of the output file", named_by=spelled("output", front))
+        from pytest_novelty.infra.storage import folder_error, probe_write
+
+        try:
+            probe_write(Path(str(output)).expanduser().parent)
+        except OSError as exc:
+            raise folder_error(output, "folder of the output file", exc, named_by=spelled("output", front)) from None
 
 
 def check_cache_folder(cache_dir: Path, *, option: str, given: bool, ini: bool = False) -> None:
@@ -267,7 +286,18 @@ def check_served_model(runner: Runner) -> None:
         return
     generator = runner.generator()
     if isinstance(generator, Preflighted):
-        generator.check()
+        config = runner.config
+        _named_check(generator, config.model_base_url and spelled("model-base-url", config.front))
+
+
+def _named_check(component: Preflighted, option: str | None) -> None:
+    """``component.check()``, its failure naming the option that gave its URL (none: the environment's)."""
+    try:
+        component.check()
+    except PreflightError as exc:
+        if not option or option in str(exc):
+            raise
+        raise PreflightError(f"{option}: {exc}") from None
 
 
 def check_context(runner: Runner, suites: Iterable[Suite], generating: Iterable[Suite] | None = None) -> None:

@@ -70,7 +70,11 @@ def find_checkpoints(spec: str) -> list[Checkpoint]:
         run = Path(expanded)
         if not run.is_dir():
             raise ConfigError("run folder not found", path=spec, field=OPTION)
-        entries = sorted(p for p in run.iterdir() if CHECKPOINT_RE.fullmatch(p.name))
+        try:
+            entries = sorted(p for p in run.iterdir() if CHECKPOINT_RE.fullmatch(p.name))
+        except OSError as exc:
+            raise ConfigError(f"the run folder cannot be read: {(exc.strerror or str(exc)).lower()}; make it "
+                              "readable, or give another", path=spec, field=OPTION) from None
         if not entries:
             raise ConfigError("no checkpoint-<step> subfolders; give the run folder the trainer wrote, "
                               "or a quoted glob such as 'run/step_*'", path=spec, field=OPTION)

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from pytest_novelty.infra.errors import ConfigError, did_you_mean
 
-__all__ = ["KINDS", "Checked", "Takes", "check_given", "declared"]
+__all__ = ["KINDS", "OUTPUTS", "Checked", "Takes", "check_given", "declared", "written_by"]
 
 KINDS = {
     "flag": "nothing: it is on or off",
@@ -177,7 +177,7 @@ class Takes:
         if not path.parent.is_dir():
             raise ConfigError(f"its folder {path.parent} does not exist; create it first, or give a file in an "
                               "existing folder", path=value, field=option)
-        _writable(path.parent, path.parent, f"folder of {self.what or 'the file'}", option)
+        _writable(path, path.parent, f"folder of {self.what or 'the file'}", option)
         return str(value)
 
 
@@ -201,9 +201,17 @@ def _special(mode: int) -> str:
 
 
 def _readable(path: Path, option: str) -> None:
-    if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
-        raise ConfigError("cannot be read: no permission; make it readable, or give another", path=path,
-                          field=option)
+    """Read the file's first byte or list the folder (``os.access`` answers for the real user, and
+    root's overrides may be dropped)."""
+    try:
+        if path.is_dir():
+            os.scandir(path).close()
+        else:
+            with path.open("rb") as handle:
+                handle.read(1)
+    except OSError as exc:
+        raise ConfigError(f"cannot be read: {(exc.strerror or str(exc)).lower()}; make it readable, or give another",
+                          path=path, field=option) from None
 
 
 def _nearest(path: Path) -> Path:
@@ -216,7 +224,7 @@ def _nearest(path: Path) -> Path:
 
 def _writable(given: Path, folder: Path, what: str, option: str) -> None:
     """The folder ``folder`` (``given`` itself, or where a missing ``given`` would be made) can be written."""
-    where = "" if folder == given else f" at {folder}"
+    where = "" if folder == given else f" at {folder}"  # the nearest existing folder, or a file's own
     if _read_only(folder):
         cause = "a read-only file system"
     elif not os.access(folder, os.W_OK | os.X_OK):
@@ -246,10 +254,30 @@ class Checked(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        value = self.takes.check(values, option_string or str(self.metavar or self.dest))
+        name = option_string or str(self.metavar or self.dest)
+        value = self.takes.check(values, name)
+        if self.takes.kind in ("out-file", "out-folder"):  # what a failed write names (see written_by)
+            vars(namespace).setdefault(OUTPUTS, {})[str(value)] = name
         if self.append:
             value = [*(getattr(namespace, self.dest, None) or []), value]
         setattr(namespace, self.dest, value)
+
+
+OUTPUTS = "_novelty_outputs"
+"""The namespace entry where :class:`Checked` keeps each destination the user named, and its argument."""
+
+
+def written_by(args: Any, exc: OSError) -> tuple[str, str] | None:
+    """(destination, argument) when the write that failed with ``exc`` was to a file or folder the user
+    named on the command line, or beside it (a temporary file, a staging folder); else None."""
+    named = getattr(args, OUTPUTS, None) or {}
+    if not exc.filename:  # a write that ran out of space says no file: the one destination, if one
+        return next(iter(named.items())) if len(named) == 1 else None
+    failed = Path(str(exc.filename)).absolute()
+    for value, name in named.items():
+        if failed.is_relative_to(Path(value).expanduser().absolute().parent):
+            return value, name
+    return None
 
 
 def declared(action: argparse.Action) -> Takes | None:
