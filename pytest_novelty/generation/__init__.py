@@ -214,6 +214,9 @@ class RecordedAnswers(Protocol):
 
     source: str
     """The files, as the run log names them (``answers.jsonl``, ``lm-eval/ (3 files)``)."""
+    answered: Mapping[str, frozenset[str]]
+    """Each checked suite run's prompt ids that have answers: all of its prompts, or, where the source
+    may gate a subset (``?only_answered=true``), the ones the files cover."""
 
     def check_prompts(self, request: PromptRequest) -> str:
         """Check that every prompt of ``request`` has its answers as the suite would have them

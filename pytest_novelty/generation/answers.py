@@ -56,7 +56,13 @@ if TYPE_CHECKING:
     from pytest_novelty.infra.hashing import Memo
 
 ACCEPT = "accept_prompt_text"
-OPTIONS = {ACCEPT: bool, "filtered": bool, "id_field": str}
+ONLY = "only_answered"
+OPTIONS = {ACCEPT: bool, "filtered": bool, "id_field": str, ONLY: bool}
+LONG = 16
+"""Characters an answer may have per new token before it is noted as longer than the suite lets a
+model write (a token is about 4 characters of English; 16 leaves room for long words and code)."""
+SHOWN = 3
+"""Prompts named for each kind of mismatch (the others are counted)."""
 _TOLERANCE = 1e-9  # settings written as JSON numbers compare equal within this
 
 
@@ -70,8 +76,9 @@ def given_paths(argument: str) -> list[str]:
 
 
 def answer_paths(argument: str) -> list[Path]:
-    """The files ``FILE[,FILE...]`` names (a folder: its ``*.jsonl``), each resolved; one clear
-    line for a path that does not exist or a folder with no answers."""
+    """The files ``FILE[,FILE...]`` names (a folder: its ``*.jsonl``), as the user gave them (every
+    message names a file so); one clear line for a path that does not exist, is no file or folder,
+    or a folder with no answers."""
     files: list[Path] = []
     for given in given_paths(argument):
         path = Path(given).expanduser()
@@ -82,11 +89,15 @@ def answer_paths(argument: str) -> list[Path]:
             files.extend(found)
         elif path.is_file():
             files.append(path)
+        elif path.exists():
+            raise ConfigError("neither a file nor a folder (a named pipe or a device); give a file or a folder of "
+                              "answers", path=given)
         else:
             raise ConfigError("no such file or folder of answers", path=given)
     if not files:
         raise ConfigError("answers:FILE needs at least one file or folder", field="--model")
-    return sorted({p.resolve() for p in files})
+    unique = {p.resolve(): p for p in sorted(files, reverse=True)}  # the same file named twice is read once
+    return sorted(unique.values())
 
 
 def check_answers(model: str, base_url: str | None) -> None:
@@ -129,8 +140,14 @@ class AnswerFiles:
         accept_prompt_text: bool = False,
         filtered: bool = False,
         id_field: str | None = None,
+        only_answered: bool = False,
     ) -> None:
         self.files = answer_paths(argument)
+        self.argument = argument
+        """The files as the user gave them, which every message names them by."""
+        self.only_answered = only_answered
+        self.answered: dict[str, frozenset[str]] = {}
+        """Each checked suite run's prompts the files answer (all of them unless ``only_answered``)."""
         self.name = ANSWERS_PREFIX + argument
         self.accept_prompt_text = accept_prompt_text
         self.filtered = filtered
@@ -155,6 +172,9 @@ class AnswerFiles:
         return f"AnswerFiles({self.name!r}, {len(self.files)} files)"
 
     # -- the records ----------------------------------------------------------------------------
+
+    def _index_once(self) -> None:
+        self.records  # noqa: B018  (read and indexed on first use)
 
     @property
     def records(self) -> list[AnswerRecord]:
@@ -186,63 +206,97 @@ class AnswerFiles:
     # -- the RecordedAnswers protocol -----------------------------------------------------------
 
     def check_prompts(self, request: PromptRequest) -> str:
-        """Match every prompt of ``request`` to its record and check it (see the module doc);
-        remember its answers for :meth:`sample`. Returns the note on accepted prompt texts."""
-        records = self.records
-        differing = 0
+        """Match every prompt of ``request`` to its record and check it (see the module doc); remember
+        its answers for :meth:`sample`. Every mismatch of the run is found before one line reports
+        them all (:class:`Mismatches`). Returns the note for the report: prompt texts accepted, the
+        subset gated with ``only_answered``, answers longer than the suite lets a model write."""
+        self._index_once()
+        mismatches = Mismatches(request, self.argument)
+        kept: list[str] = []
+        differing = long = 0
         for prompt_id, text in zip(request.ids, request.texts, strict=True):
-            record = self._match(request, prompt_id, text, records)
+            record = self._match(request, prompt_id, text, mismatches)
+            if record is None:
+                continue
             where = f"{record.place}: prompt {prompt_id!r} of suite {request.run}"
-            samples = request.settings.samples
             why = contradiction(record.settings, request.settings)
             if why is not None:
-                raise ConfigError(f"{where} was answered with {why}")
-            if len(record.answers) < samples:
-                raise ConfigError(f"{where} has {len(record.answers)} answer{'s' if len(record.answers) != 1 else ''}; "
-                                  f"the suite asks for {samples} (generation.samples)")
+                mismatches.add("answered with other settings", prompt_id, f"{record.place}: {why}")
+                continue
+            if len(record.answers) < request.settings.samples:
+                mismatches.add(f"fewer answers than generation.samples = {request.settings.samples}", prompt_id,
+                               f"{record.place}: {len(record.answers)}")
+                continue
             if record.prompt is not None and record.prompt != text:
                 if not self.accept_prompt_text:
-                    raise ConfigError(f"{where}: the prompt text differs from the one the suite sends "
-                                      f"({first_difference(record.prompt, text)}); generate the answers from the "
-                                      f"suite's prompts, or accept them with ?{ACCEPT}=true on the answers: spec")
+                    mismatches.add("another prompt text", prompt_id,
+                                   f"{record.place}: {first_difference(record.prompt, text)}")
+                    continue
                 differing += 1
+            long += sum(len(a) > LONG * request.settings.max_new_tokens for a in record.answers)
             self._bind(prompt_key(self.identity_id, text, request.settings), record, where)
-        if not differing:
-            return ""
-        return (f"{differing} of {len(request.ids)} prompt texts in {self.source} differ from the ones the suite "
-                f"sends (accepted: {ACCEPT}=true)")
+            kept.append(prompt_id)
+        self._closest(mismatches, request)
+        if mismatches and not (self.only_answered and mismatches.only_missing and kept):
+            raise ConfigError(mismatches.line(self._missing_hint(request), self.only_answered))
+        self.answered[request.run] = frozenset(kept)
+        return _note(len(kept), len(request.ids), differing, long, request.settings.max_new_tokens, self.source)
 
-    def _match(self, request: PromptRequest, prompt_id: str, text: str, records: list[AnswerRecord]) -> AnswerRecord:
+    def _match(self, request: PromptRequest, prompt_id: str, text: str, mismatches: Mismatches) -> AnswerRecord | None:
         own = self._ours.get((request.run, prompt_id))
         if own is not None:
             return own
         # lm-evaluation-harness samples hold one set of answers: the run itself, not its repeats
         pooled = [] if request.repeat else self._pooled.get(prompt_id if self.id_field else text, [])
         if not pooled:
-            raise ConfigError(f"{self.source}: no answers for prompt {prompt_id!r} of suite {request.run}"
-                              f"{self._missing_hint(request, records)}")
+            mismatches.missing[prompt_id] = text
+            return None
         agreeing = [r for r in pooled if contradiction(r.settings, request.settings) is None]
         if not agreeing:
-            why = contradiction(pooled[0].settings, request.settings)
-            raise ConfigError(f"{pooled[0].place}: prompt {prompt_id!r} of suite {request.run} was answered with {why}")
+            mismatches.add("answered with other settings", prompt_id,
+                           f"{pooled[0].place}: {contradiction(pooled[0].settings, request.settings)}")
+            return None
         distinct = {r.answers: r for r in agreeing}
         if len(distinct) > 1:
             first, second = list(distinct.values())[:2]
-            raise ConfigError(f"{first.place}: prompt {prompt_id!r} of suite {request.run} is answered differently "
-                              f"here and at {second.place} (same prompt, same settings); keep one of them")
+            mismatches.add("answered differently twice (same prompt, same settings: keep one)", prompt_id,
+                           f"{first.place} and {second.place}")
+            return None
         return agreeing[0]
 
-    def _missing_hint(self, request: PromptRequest, records: list[AnswerRecord]) -> str:
+    def _closest(self, mismatches: Mismatches, request: PromptRequest) -> None:
+        """A missing prompt whose text an unmatched lm-evaluation-harness sample nearly has (the same
+        first or last 32 characters) is an edited prompt, reported with where the two part."""
+        if self.id_field or not mismatches.missing:
+            return
+        matched = set(self._bound_by.values())
+        by_end: dict[str, AnswerRecord] = {}
+        for record in self.records:
+            if record.format != FORMAT and record.prompt and record.place not in matched:
+                by_end.setdefault(record.prompt[:32], record)
+                by_end.setdefault(record.prompt[-32:], record)
+        for prompt_id, text in list(mismatches.missing.items()):
+            near = by_end.get(text[:32]) or by_end.get(text[-32:])
+            if near is not None and near.prompt is not None and near.prompt != text:
+                del mismatches.missing[prompt_id]
+                mismatches.add("another prompt text", prompt_id, f"{near.place}: {first_difference(near.prompt, text)}")
+
+    def _missing_hint(self, request: PromptRequest) -> str:
         """What the files do hold, when a prompt is not among it."""
+        records = self.records
         runs = sorted({str(r.suite) for r in records if r.format == FORMAT})
         if runs and request.run not in runs:
-            return f"; the files answer suites {', '.join(runs[:6])}{did_you_mean(request.run, runs)}"
+            return f"the files answer suites {', '.join(runs[:6])}{did_you_mean(request.run, runs)}"
         if request.repeat and not runs:
-            return " (a --novelty-repeat run needs answers of its own: pytest-novelty records with its suite name)"
+            return "a --novelty-repeat run needs answers of its own: pytest-novelty records with its suite name"
         if any(r.format != FORMAT for r in records) and not self.id_field:
-            return (" (lm-evaluation-harness samples are matched by their exact prompt text; to match by a field "
-                    "of the logged doc, add ?id_field=NAME to the answers: spec)")
+            return ("lm-evaluation-harness samples are matched by their exact prompt text; to match by a field "
+                    "of the logged doc, add ?id_field=NAME to the answers: spec")
         return ""
+
+    def suites(self) -> set[str]:
+        """The suite runs our records answer (lm-evaluation-harness samples name none)."""
+        return {str(r.suite) for r in self.records if r.format == FORMAT}
 
     def _bind(self, key: str, record: AnswerRecord, where: str) -> None:
         known = self._bound.get(key)
@@ -281,6 +335,58 @@ class AnswerFiles:
             batch.finished(row, answers[sample])
         batch.step(len(batch), 0)
         return out
+
+
+class Mismatches:
+    """Every mismatch of one suite run's prompts with the files, by kind, for one line (module doc)."""
+
+    def __init__(self, request: PromptRequest, source: str) -> None:
+        self.request, self.source = request, source
+        self.missing: dict[str, str] = {}
+        """Prompts without answers, and their text (an edited prompt is found among them, see ``_closest``)."""
+        self.kinds: dict[str, list[tuple[str, str]]] = {}
+
+    def add(self, kind: str, prompt_id: str, detail: str) -> None:
+        self.kinds.setdefault(kind, []).append((prompt_id, detail))
+
+    def __bool__(self) -> bool:
+        return bool(self.missing or self.kinds)
+
+    @property
+    def only_missing(self) -> bool:
+        return not self.kinds
+
+    def line(self, hint: str, only_answered: bool) -> str:
+        """``FILE: suite story: answers for 6 of 100 prompts; 94 without answers (story-006, ...); ...; fix``."""
+        total = len(self.request.ids)
+        bad = len(self.missing) + sum(map(len, self.kinds.values()))
+        parts = [f"{self.source}: suite {self.request.run}: answers for {total - bad} of {total} prompts"]
+        if self.missing:
+            ids = list(self.missing)
+            parts.append(f"{len(ids)} without answers ({', '.join(ids[:SHOWN])}{', ...' if len(ids) > SHOWN else ''})")
+        for kind, found in self.kinds.items():
+            shown = "; ".join(f"{i} at {d}" for i, d in found[:SHOWN]) + ("; ..." if len(found) > SHOWN else "")
+            parts.append(f"{len(found)} {kind} ({shown})")
+        fixes = [hint] if hint and self.missing else []
+        if "another prompt text" in self.kinds:
+            fixes.append(f"generate the answers from the suite's prompts, or accept theirs with ?{ACCEPT}=true")
+        if self.missing and not only_answered:
+            fixes.append(f"answer every prompt, or gate only those answered with ?{ONLY}=true")
+        return "; ".join(parts) + ("; " + "; ".join(fixes) if fixes else "")
+
+
+def _note(kept: int, total: int, differing: int, long: int, max_new_tokens: int, source: str) -> str:
+    """What the report says of a run's answers: the subset gated, accepted texts, over-long answers."""
+    notes = []
+    if kept < total:
+        notes.append(f"gated on the {kept} of {total} prompts {source} answers ({ONLY}=true)")
+    if differing:
+        notes.append(f"{differing} of {kept} prompt texts in {source} differ from the ones the suite sends "
+                     f"(accepted: {ACCEPT}=true)")
+    if long:
+        notes.append(f"{long} answers in {source} are longer than generation.max_new_tokens = {max_new_tokens} "
+                     "lets a model write (made with other settings?)")
+    return "; ".join(notes)
 
 
 def first_difference(found: str, wanted: str) -> str:

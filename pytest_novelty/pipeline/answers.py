@@ -123,6 +123,9 @@ def generate_answers(
     task = get_task(suite.task)
     texts, settings = model_texts(config, gen, suite, inputs)
     note = check_recorded(gen, suite, prompts, texts, settings)
+    if isinstance(gen, RecordedAnswers) and len(gen.answered.get(suite.run_key, ())) < len(prompts):
+        kept = [i for i, p in enumerate(prompts) if p.id in gen.answered[suite.run_key]]  # ?only_answered=true
+        prompts, inputs, texts = [prompts[i] for i in kept], [inputs[i] for i in kept], [texts[i] for i in kept]
     on_missing = None
     if merge_check and not config.shard:
         from pytest_novelty.pipeline.shard_records import merge_check as check

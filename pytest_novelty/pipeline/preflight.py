@@ -40,12 +40,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.infra.abilities import Preflighted
-from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError, PreflightError
+from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError, PreflightError, did_you_mean
+from pytest_novelty.infra.progress import notice
 from pytest_novelty.pipeline.options import spelled
 from pytest_novelty.suites.schema import Suite
 
@@ -272,6 +273,31 @@ def check_models(
         auto = any(s.scoring.originality == "auto" for s in suites)
         if is_served(model) and not options.novelty_originality and auto:
             raise ConfigError(needs_originality(model), field="--originality")
+    check_answer_files(list(models), baseline, suites, every=not getattr(options, "novelty_suite", None))
+
+
+def check_answer_files(models: Sequence[str], baseline: str | None, suites: Sequence[Suite], *, every: bool) -> None:
+    """Files of answers (``answers:FILE``) that answer suites the run does not have are bad input
+    naming them (a misspelt suite would otherwise go unnoticed: its rows are never read), when
+    ``every`` suite of the folder runs; a baseline that names the same answers as the candidate is
+    said (every comparison would be of the answers with themselves)."""
+    from pytest_novelty.generation.answers import AnswerFiles
+    from pytest_novelty.generation.backends import MODEL_SOURCES, is_answers
+
+    named = [*models, *filter(None, [baseline])]
+    sources = {model: MODEL_SOURCES.open(model) for model in dict.fromkeys(named) if is_answers(model)}
+    families = {suite.family for suite in suites}
+    for source in sources.values():
+        assert isinstance(source, AnswerFiles)
+        unknown = sorted(name for name in source.suites() if name.split("[")[0].split("#")[0] not in families)
+        if unknown and every:
+            raise ConfigError(f"the files answer suite {unknown[0]!r}{did_you_mean(unknown[0], sorted(families))}, "
+                              f"which the suites folder does not have (it has {', '.join(sorted(families))}); "
+                              "rename the rows' suite, or add that suite", path=source.source, field="--model")
+    candidate, other = sources.get(models[0]) if models else None, sources.get(baseline or "")
+    if candidate is not None and other is not None and candidate.identity_id == other.identity_id:
+        notice("[novelty] warning: --baseline-model names the same answers as --model (the same content): every "
+               "comparison is of the answers with themselves")
 
 
 def check_served_model(runner: Runner) -> None:

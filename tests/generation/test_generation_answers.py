@@ -86,7 +86,7 @@ def test_lm_evaluation_harness_filtered_answers_are_read_on_request(tmp_path: Pa
     path = write_samples(tmp_path, "story_gate", documents())
     one = replace(SETTINGS, samples=1)
     assert read(f"answers:{path}?filtered=true", request(settings=one)) == [ANSWERS["p0"][:1], ANSWERS["p1"][:1]]
-    assert "has 1 answer; the suite asks for 2 (generation.samples)" in failure(f"answers:{path}?filtered=true")
+    assert "2 fewer answers than generation.samples = 2 (p0 at " in failure(f"answers:{path}?filtered=true")
 
 
 def test_a_folder_reads_every_jsonl_file_in_it_and_nothing_else(tmp_path: Path) -> None:
@@ -147,29 +147,63 @@ def test_a_bad_record_is_one_line_naming_the_file_and_line(tmp_path: Path, line:
 def test_a_prompt_without_answers_names_the_prompt_and_the_file(tmp_path: Path) -> None:
     path = ours(tmp_path / "a.jsonl")
     path.write_text(path.read_text().splitlines()[0] + "\n")  # p1 is gone
-    assert failure(f"answers:{path}") == "a.jsonl: no answers for prompt 'p1' of suite story"
+    assert failure(f"answers:{path}") == (f"{path}: suite story: answers for 1 of 2 prompts; 1 without answers (p1); "
+                                          "answer every prompt, or gate only those answered with ?only_answered=true")
+
+
+def test_only_answered_gates_the_prompts_the_file_covers_and_says_so(tmp_path: Path) -> None:
+    path = ours(tmp_path / "a.jsonl")
+    path.write_text(path.read_text().splitlines()[0] + "\n")  # p1 is gone
+    source = open_generator(f"answers:{path}?only_answered=true")
+    assert source.check_prompts(request()) == "gated on the 1 of 2 prompts a.jsonl answers (only_answered=true)"
+    assert source.answered == {"story": frozenset({"p0"})}
+    assert generate(source, [PROMPTS["p0"]], SETTINGS)[0][0] == ANSWERS["p0"][:2]
+    empty = ours(tmp_path / "b.jsonl", "other")
+    with pytest.raises(ConfigError, match="answers for 0 of 2 prompts"):  # nothing to gate is still refused
+        open_generator(f"answers:{empty}?only_answered=true").check_prompts(request())
+
+
+def test_every_mismatch_is_in_one_line_with_the_first_few_by_id_and_line(tmp_path: Path) -> None:
+    """Missing, edited, short and contradicting prompts are counted and named at once, not one a run."""
+    ids = [f"q{i}" for i in range(8)]
+    texts = {i: f"Prompt number {i} about a small red fox who went home." for i in ids}
+    rows = [{"format": "pytest-novelty.answers", "version": 1, "suite": "story", "id": i, "prompt": texts[i],
+             "answers": ["a", "b"]} for i in ids[:6]]  # q6, q7 have no answers
+    rows[0]["prompt"] = texts["q0"].replace("small", "tiny")  # edited
+    rows[1]["answers"] = ["a"]  # short
+    rows[2]["settings"] = {"temperature": 0.2}  # contradicts
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    message = failure(f"answers:{path}", PromptRequest("story", 0, ids, [texts[i] for i in ids], SETTINGS))
+    assert message.startswith(f"{path}: suite story: answers for 3 of 8 prompts; 2 without answers (q6, q7); ")
+    assert f"1 another prompt text (q0 at {path}: line 1: at character 26: 'tiny red fox who wen' here, " in message
+    assert f"1 fewer answers than generation.samples = 2 (q1 at {path}: line 2: 1)" in message
+    assert f"1 answered with other settings (q2 at {path}: line 3: temperature 0.2; the suite has 1" in message
+    assert message.endswith("or gate only those answered with ?only_answered=true") and "\n" not in message
 
 
 def test_answers_for_another_suite_say_which_suites_the_file_holds(tmp_path: Path) -> None:
-    message = failure(f"answers:{ours(tmp_path / 'a.jsonl', 'stroy')}")
-    assert message == ("a.jsonl: no answers for prompt 'p0' of suite story; the files answer suites stroy "
-                       "(did you mean 'stroy'?)")
+    message = failure(f"answers:{(path := ours(tmp_path / 'a.jsonl', 'stroy'))}")
+    assert message == (f"{path}: suite story: answers for 0 of 2 prompts; 2 without answers (p0, p1); the files "
+                       "answer suites stroy (did you mean 'stroy'?); answer every prompt, or gate only those answered "
+                       "with ?only_answered=true")
 
 
 def test_fewer_answers_than_the_suite_samples_names_the_line(tmp_path: Path) -> None:
     path = ours(tmp_path / "a.jsonl")
     three = replace(SETTINGS, samples=3)
     assert failure(f"answers:{path}", request(settings=three)) == (
-        f"{path}: line 1: prompt 'p0' of suite story has 2 answers; the suite asks for 3 (generation.samples)")
+        f"{path}: suite story: answers for 1 of 2 prompts; 1 fewer answers than generation.samples = 3 (p0 at "
+        f"{path}: line 1: 2)")
 
 
 def test_a_prompt_text_that_differs_is_refused_unless_accepted_and_then_said(tmp_path: Path) -> None:
     path = ours(tmp_path / "a.jsonl")
     sent = PromptRequest("story", 0, list(PROMPTS), [PROMPTS["p0"], "Mia and Ben went to the beach."], SETTINGS)
     message = failure(f"answers:{path}", sent)
-    assert message.startswith(f"{path}: line 2: prompt 'p1' of suite story: the prompt text differs from the one "
-                              "the suite sends (at character 25: 'garden.' here, 'beach.' in the suite)")
-    assert message.endswith("or accept them with ?accept_prompt_text=true on the answers: spec")
+    assert message == (f"{path}: suite story: answers for 1 of 2 prompts; 1 another prompt text (p1 at {path}: line "
+                       "2: at character 25: 'garden.' here, 'beach.' in the suite); generate the answers from the "
+                       "suite's prompts, or accept theirs with ?accept_prompt_text=true")
     source = open_generator(f"answers:{path}?accept_prompt_text=true")
     note = source.check_prompts(sent)
     assert note == ("1 of 2 prompt texts in a.jsonl differ from the ones the suite sends "
@@ -191,14 +225,15 @@ def test_settings_that_contradict_the_suites_name_the_setting(
 ) -> None:
     path = ours(tmp_path / "a.jsonl")
     message = failure(f"answers:{path}", request(settings=settings))
-    assert message.startswith(f"{path}: line 1: prompt 'p0' of suite story was answered with ") and said in message
+    assert message.startswith(f"{path}: suite story: answers for 0 of 2 prompts; 2 answered with other settings (p0 "
+                              f"at {path}: line 1: ") and said in message
 
 
 def test_greedy_lm_evaluation_harness_answers_contradict_a_sampling_suite(tmp_path: Path) -> None:
     greedy = [replace(d, gen_kwargs={"until": ["\n"], "do_sample": False}) for d in documents()]
     path = write_samples(tmp_path, "story_gate", greedy)
-    assert "was answered with temperature 0 (greedy); the suite has 1 (generation.temperature)" in failure(
-        f"answers:{path}")
+    assert "answered with other settings (p0 at " in (message := failure(f"answers:{path}"))
+    assert "line 1: temperature 0 (greedy); the suite has 1 (generation.temperature)" in message
 
 
 def test_samples_of_a_sweep_are_told_apart_by_their_settings(tmp_path: Path) -> None:
@@ -212,15 +247,15 @@ def test_samples_of_a_sweep_are_told_apart_by_their_settings(tmp_path: Path) -> 
 def test_two_samples_with_the_same_prompt_and_settings_but_other_answers_are_ambiguous(tmp_path: Path) -> None:
     other = [replace(d, answers=[a + "!" for a in d.answers]) for d in documents()]
     path = write_samples(tmp_path, "story_gate", [*documents(), *other])
-    assert "is answered differently here and at" in failure(f"answers:{path}")
+    assert "answered differently twice (same prompt, same settings: keep one)" in failure(f"answers:{path}")
 
 
 def test_lm_evaluation_harness_samples_match_by_a_doc_field_when_asked(tmp_path: Path) -> None:
     reworded = {pid: text.replace("went to", "walked to") for pid, text in PROMPTS.items()}
     path = write_samples(tmp_path, "story_gate", documents(texts=reworded))
-    assert "(lm-evaluation-harness samples are matched by their exact prompt text; to match by a field of the " \
-           "logged doc, add ?id_field=NAME to the answers: spec)" in failure(f"answers:{path}")
-    assert "the prompt text differs" in failure(f"answers:{path}?id_field=id")  # found by id, then compared
+    assert "lm-evaluation-harness samples are matched by their exact prompt text; to match by a field of the " \
+           "logged doc, add ?id_field=NAME to the answers: spec" in failure(f"answers:{path}")
+    assert "2 another prompt text (p0 at " in failure(f"answers:{path}?id_field=id")  # found by id, then compared
     assert read(f"answers:{path}?id_field=id&accept_prompt_text=true")[0] == ANSWERS["p0"]
     assert "its doc has no field 'name' (id_field)" in failure(f"answers:{path}?id_field=name")
 

@@ -208,14 +208,12 @@ def edited(records: list[dict[str, Any]], path: Path, change: Change) -> Path:
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        (lambda r: None if r["id"] == "p3" else r, "answers.jsonl: no answers for prompt 'p3' of suite story"),
+        (lambda r: None if r["id"] == "p3" else r, "answers for 5 of 6 prompts; 1 without answers (p3)"),
         (lambda r: {**r, "answers": r["answers"][:1]} if r["id"] == "p2" else r,
-         "line 3: prompt 'p2' of suite story has 1 answer; the suite asks for 2 (generation.samples)"),
-        (lambda r: {**r, "prompt": r["prompt"] + " Then"} if r["id"] == "p1" else r,
-         "line 2: prompt 'p1' of suite story: the prompt text differs from the one the suite sends"),
+         "1 fewer answers than generation.samples = 2 (p2 at "),
+        (lambda r: {**r, "prompt": r["prompt"] + " Then"} if r["id"] == "p1" else r, "1 another prompt text (p1 at "),
         (lambda r: {**r, "settings": {**r["settings"], "temperature": 0.7}},
-         "line 1: prompt 'p0' of suite story was answered with temperature 0.7; the suite has 1 "
-         "(generation.temperature)"),
+         "6 answered with other settings (p0 at "),
     ],
     ids=["missing-prompt", "fewer-answers", "other-prompt-text", "other-settings"],
 )
