@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
 from pytest_novelty.infra.hub import looks_like_hub_id, resolve_hub
+from pytest_novelty.infra.identity import ships_code
 
 if TYPE_CHECKING:
     from pytest_novelty.generation import ModelInput
@@ -80,7 +81,7 @@ def _file_problem(path: Path, trust_remote_code: bool) -> str | None:
     if not any((path / name).is_file() for name in _TOKENIZER_FILES):
         return ("no tokenizer files (tokenizer.json or tokenizer_config.json): save the tokenizer next to the "
                 "weights with tokenizer.save_pretrained(FOLDER)")
-    if not trust_remote_code and _ships_code(path):
+    if not trust_remote_code and ships_code(path):
         return "this checkpoint ships its own Python code (auto_map); review it, then pass --trust-remote-code"
     return None
 
@@ -231,17 +232,6 @@ def adapter_base(adapter: str, base_model: str | None = None, *, option: str = "
             field="base_model_name_or_path",
         )
     return base
-
-
-def _ships_code(path: Path) -> bool:
-    for name in ("config.json", "tokenizer_config.json"):
-        try:
-            data = json.loads((path / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and data.get("auto_map"):
-            return True
-    return False
 
 
 # -- loading with transformers ------------------------------------------------------------------

@@ -20,7 +20,7 @@ from pytest_novelty.infra.hashing import Memo, hash_files
 from pytest_novelty.infra.hub import looks_like_hub_id, resolve_hub
 from pytest_novelty.infra.storage import read_json
 
-__all__ = ["Identity", "checkpoint_identity", "loaded_files"]
+__all__ = ["Identity", "checkpoint_identity", "loaded_files", "ships_code"]
 
 CHECKPOINT_DIGEST = "blake3"
 """The digest of a checkpoint's files: BLAKE3 runs at about 5 GB/s per core here, SHA-256 at 1.9."""
@@ -73,12 +73,13 @@ def loaded_files(folder: Path) -> list[Path]:
     if templates.is_dir():
         chosen.extend(p for p in templates.iterdir() if p.is_file() and p.suffix in (".jinja", ".json"))
     code = [p for p in folder.glob("*.py") if p.is_file()]
-    if code and _ships_code(folder):  # only a checkpoint that maps to its own code runs these
+    if code and ships_code(folder):  # only a checkpoint that maps to its own code runs these
         chosen.extend(code)
     return sorted(set(chosen), key=lambda p: p.relative_to(folder).as_posix())
 
 
-def _ships_code(folder: Path) -> bool:
+def ships_code(folder: Path) -> bool:
+    """Whether the checkpoint's config or tokenizer config maps to its own Python code (``auto_map``)."""
     for name in ("config.json", "tokenizer_config.json"):
         data = read_json(folder / name)
         if isinstance(data, dict) and data.get("auto_map"):
