@@ -133,11 +133,7 @@ class OpenAIChat:
         return body
 
     async def _create(
-        self,
-        client: ChatClient,
-        semaphore: asyncio.Semaphore,
-        prepare: Callable[[], dict[str, Any] | None],
-        *,
+        self, client: ChatClient, semaphore: asyncio.Semaphore, prepare: Callable[[], dict[str, Any] | None], *,
         adapt: Callable[[dict[str, Any] | None, str, dict[str, Any]], bool] | None = None,
         fatal_unreachable: Callable[[], bool] | None = None,
     ) -> list[str] | None:
@@ -146,9 +142,10 @@ class OpenAIChat:
         what those before it learned) returns no body.
 
         A 400 about ``temperature`` is sent again without it, for the client's life; ``adapt(error,
-        text, body)`` may claim other 400s (True: send again). A rejected key, an unknown model, or an
-        endpoint unreachable when ``fatal_unreachable()`` is a ``HarnessError``; else :class:`RequestFailed`.
-        """
+        text, body)`` may claim other 400s (True: send again). A rejected key or an unknown model is a
+        ``HarnessError``, and so is a request still failing after its last attempt when
+        ``fatal_unreachable()`` says nothing has worked yet in the run; any other failure is a
+        :class:`RequestFailed` with a short, redacted, countable reason."""
         while True:
             async with Held(semaphore):  # given up while the request waits to be retried
                 body = prepare()
