@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
+from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError, first_line
 from pytest_novelty.infra.hub import looks_like_hub_id, resolve_hub
 from pytest_novelty.infra.identity import ships_code
 
@@ -252,9 +252,8 @@ def run_loader(what: str, model: str, load: Callable[[], Any]) -> Any:
         if "trust_remote_code" in str(exc):
             raise ConfigError("this checkpoint ships its own code; review it, then pass --trust-remote-code",
                               path=model, field="--model") from None
-        first = (str(exc).strip().splitlines() or [""])[0][:300]
         raise ConfigError(
-            f"cannot load the {what}: {type(exc).__name__}: {first}", path=model, field="--model"
+            f"cannot load the {what}: {type(exc).__name__}: {first_line(exc)}", path=model, field="--model"
         ) from None
 
 
@@ -281,10 +280,9 @@ def _out_of_memory(exc: BaseException) -> bool:
 
 def _no_memory(what: str, model: str, exc: BaseException) -> HarnessError:
     """The one line for running out of memory while loading: the machine's problem (exit 8), not bad input."""
-    first = (str(exc).strip().splitlines() or [""])[0][:300]
     return HarnessError(
-        f"{model}: out of memory while loading the {what} ({type(exc).__name__}: {first}); free memory on the "
-        "device, or spread the model over more GPUs (--gpus-per-worker N)"
+        f"{model}: out of memory while loading the {what} ({type(exc).__name__}: {first_line(exc)}); free memory "
+        "on the device, or spread the model over more GPUs (--gpus-per-worker N)"
     )
 
 

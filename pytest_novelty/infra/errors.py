@@ -52,6 +52,11 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def first_line(error: BaseException, limit: int = 300) -> str:
+    """The first line of an error's message, stripped and cut to ``limit`` characters ('' when empty)."""
+    return (str(error).strip().splitlines() or [""])[0][:limit]
+
+
 def last_line(text: str) -> str:
     """The last non-empty line of a message or a failure's text (where pytest and most tools put
     the cause), stripped; '' when there is none."""

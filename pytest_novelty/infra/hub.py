@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from pytest_novelty.infra.errors import ConfigError, HarnessError
+from pytest_novelty.infra.errors import ConfigError, HarnessError, first_line
 from pytest_novelty.infra.progress import notice
 
 __all__ = ["HubRevision", "hub_reachable", "looks_like_hub_id", "resolve_hub", "split_revision"]
@@ -174,12 +174,12 @@ def _ask_hub(repo: str, revision: str) -> tuple[str | None, str]:
                 f"the hub refused the request (HTTP {status}): check HF_TOKEN, or log in with `huggingface-cli login`",
                 path=repo, field="--model",
             ) from None
-        raise HarnessError(f"{repo}: the hub answered HTTP {status}: {_first_line(exc)}") from None
+        raise HarnessError(f"{repo}: the hub answered HTTP {status}: {first_line(exc)}") from None
     except Exception as exc:
         if _network_trouble(exc):
             return None, "the hub cannot be reached"
         raise HarnessError(
-            f"{repo}: asking the hub for revision {revision!r} failed: {type(exc).__name__}: {_first_line(exc)}"
+            f"{repo}: asking the hub for revision {revision!r} failed: {type(exc).__name__}: {first_line(exc)}"
         ) from None
     if not info.sha:
         raise HarnessError(f"{repo}: the hub's answer for revision {revision!r} names no commit")
@@ -191,10 +191,6 @@ def _network_trouble(exc: BaseException) -> bool:
     import httpx
 
     return isinstance(exc, (httpx.TransportError, OSError))
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0][:300]
 
 
 def resolve_hub(model: str) -> HubRevision:
