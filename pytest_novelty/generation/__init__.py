@@ -1,16 +1,12 @@
 """The generation layer: k sampled answers per prompt from a checkpoint, batched and cached.
 
-Here: :class:`Generator` (what a backend implements), with the batches and settings it is
-handed, and :func:`generate` (seeding, batching by length, the on-disk cache and progress); a
-backend is opened from a model spec by :func:`~.backends.open_generator`. Heavy libraries are
-imported only when a model is opened.
+Here: :class:`Generator` (what a backend implements) with the batches and settings it is handed,
+and :func:`generate` (seeding, batching by length, the cache, progress); backends are opened by
+:func:`~.backends.open_generator`, heavy libraries only then.
 
-Every answer is one *row*: a (prompt, sample index) pair with its own seed, derived from the
-checkpoint identity_id, the prompt text, the sampling settings and the sample index. A backend
-draws a row's randomness from that seed alone, so a row's answer does not depend on which other
-rows share its batch: the batch size can follow the hardware, a suite can grow by a prompt or a
-sample without changing the answers already cached, and a resumed run matches an uninterrupted
-one.
+Every answer is one *row*, a (prompt, sample index) pair whose seed (:func:`row_seed`) is all the
+randomness it draws on, so an answer does not depend on its batch: the batch size can follow the
+hardware, a suite can grow without changing cached answers, and a resumed run matches a whole one.
 """
 
 from __future__ import annotations
@@ -40,32 +36,26 @@ NAMESPACE_VERSION = 2  # 1 was one list per prompt; 2 is one entry per (prompt, 
 
 @dataclass(frozen=True)
 class Batch:
-    """One :meth:`Generator.sample` call: the rows to answer, how to sample them, and whom to tell.
+    """One :meth:`Generator.sample` call: row ``i`` is ``texts[i]`` sampled with ``seeds[i]``.
 
-    Row ``i`` is ``texts[i]`` sampled with ``seeds[i]``; the callbacks let the caller follow the
-    call while it runs (and keep each answer the moment it exists, so a kill loses only the rows
-    in flight). Backends call them through :meth:`step` and :meth:`finished`, and hand a part of
-    the batch on with :meth:`part`.
+    Backends call the callbacks through :meth:`step` and :meth:`finished`, so the caller keeps each
+    answer the moment it exists (a kill loses only the rows in flight).
     """
 
     texts: Sequence[str]
     """The rendered inputs (:meth:`Generator.render`), one per row; the k samples of a prompt repeat its text."""
     seeds: Sequence[int]
-    """One seed per row (:func:`row_seed`), all the randomness its row draws on (see the module doc)."""
+    """One seed per row (:func:`row_seed`)."""
     settings: GenerationSettings
-    """How to sample: temperature, top-p, top-k, new tokens, stop strings (``samples`` and ``batch_size``
-    are the caller's business: every row is one answer already)."""
+    """How to sample (``samples`` and ``batch_size`` are the caller's: every row is one answer)."""
     on_step: StepCallback | None = None
-    """``on_step(rows_finished, tokens)``, for progress: may be called any number of times while the
-    batch runs, with the rows finished and the new tokens so far, never going backwards."""
+    """``on_step(rows_finished, tokens)``, for progress: any number of times, never going backwards."""
     on_row: RowCallback | None = None
-    """``on_row(i, text)``: called once per row, as soon as row ``i`` is finished (rows may end in any
-    order), with the text the returned list will hold at ``i``, so the caller can keep it before
-    the batch ends. A backend that learns of rows only at the end calls it then, for each row."""
+    """``on_row(i, text)``: once per row, as soon as row ``i`` is finished (in any order), with the
+    text the returned list will hold at ``i``; a backend that learns of rows only at the end calls
+    it then."""
     samples: Sequence[int] = ()
-    """Which sample of its prompt each row is (0 to ``samples - 1``), for a source whose answers
-    exist already (:class:`RecordedAnswers`); empty when the caller does not say. A sampling backend
-    needs only the seed."""
+    """Which sample of its prompt each row is, for :class:`RecordedAnswers`; empty when not said."""
 
     def __post_init__(self) -> None:
         if len(self.texts) != len(self.seeds):
@@ -78,20 +68,17 @@ class Batch:
         return len(self.texts)
 
     def step(self, rows_finished: int, tokens: int) -> None:
-        """Report progress to ``on_step``, if any."""
         if self.on_step is not None:
             self.on_step(rows_finished, tokens)
 
     def finished(self, row: int, text: str) -> None:
-        """Hand row ``row``'s answer to ``on_row``, if any."""
         if self.on_row is not None:
             self.on_row(row, text)
 
     def part(self, start: int, stop: int, *, tokens_before: int = 0) -> Batch:
-        """Rows ``start:stop`` as a batch of their own whose callbacks speak in this batch's terms:
-        its row ``i`` is reported as row ``start + i``, and its progress counts the ``start`` rows
-        and ``tokens_before`` tokens already done before it (for a backend that splits a batch, e.g.
-        to retry it in halves after running out of memory)."""
+        """Rows ``start:stop`` as a batch whose callbacks speak in this batch's terms (row ``i`` is
+        ``start + i``; progress counts ``start`` rows and ``tokens_before`` tokens done before it):
+        for a backend that splits a batch, e.g. in halves after running out of memory."""
         on_step, on_row = self.on_step, self.on_row
         return Batch(
             self.texts[start:stop],
@@ -104,14 +91,12 @@ class Batch:
 
 
 DTYPES = {"auto": "", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
-"""The ``dtype`` choices of :class:`LoadSettings` and the torch / vLLM names they stand for
-(``auto``: the backend's choice)."""
+"""The ``dtype`` choices and the torch / vLLM names they stand for (``auto``: the backend's choice)."""
 
 
 @dataclass(frozen=True)
 class LoadSettings:
-    """How a local checkpoint is loaded (``--generator hf`` or ``vllm``); :func:`~.backends.open_generator`
-    builds one from its arguments and hands it to the backend's factory."""
+    """How a local checkpoint is loaded (``--generator hf`` or ``vllm``)."""
 
     device: str = "auto"
     """``auto`` (CUDA when there is one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``."""
@@ -124,8 +109,8 @@ class LoadSettings:
     dtype: str = "auto"
     """Weights' type: ``auto`` (bfloat16 on CUDA, float32 on the CPU), ``bf16``, ``fp16`` or ``fp32``."""
     placement: Mapping[str, Any] | None = None
-    """``hf`` only: ``from_pretrained`` placement arguments of the caller's (a ``device_map``, see
-    :func:`~pytest_novelty.generation.devices.shard_placement`), used instead of spreading over ``gpus``."""
+    """``hf`` only: the caller's ``from_pretrained`` placement (a ``device_map``,
+    :func:`~pytest_novelty.generation.devices.shard_placement`), used instead of ``gpus``."""
     memo: Memo | None = None
     """Remembers the checkpoint's file digests between runs (:mod:`pytest_novelty.infra.identity`)."""
 
@@ -135,12 +120,8 @@ class LoadSettings:
 
 
 class Generator(Protocol):
-    """A loaded model that samples continuations.
-
-    A backend is one class registered in :data:`~.backends.GENERATOR_BACKENDS` (a local checkpoint,
-    opened as ``factory(model, load)`` with :class:`LoadSettings`) or in
-    :data:`~.backends.MODEL_SOURCES` (a served model).
-    """
+    """A loaded model that samples continuations, registered in :data:`~.backends.GENERATOR_BACKENDS`
+    (a local checkpoint, ``factory(model, load)``) or :data:`~.backends.MODEL_SOURCES` (a served model)."""
 
     name: str
     identity_id: str
@@ -164,8 +145,7 @@ class Generator(Protocol):
         ...
 
     def sample(self, batch: Batch) -> list[str]:
-        """One continuation (new text only) per row of ``batch``, in its order; each row's randomness
-        comes from its own seed only, and its callbacks are called as :class:`Batch` describes."""
+        """One continuation (new text only) per row of ``batch``, in its order, each from its own seed."""
         ...
 
 
@@ -175,13 +155,11 @@ class Identified(Protocol):
     revision, the files of answers (a served model does not: its server cannot prove its weights)."""
 
     identity: Identity
-    """The content identity (:class:`~pytest_novelty.infra.identity.Identity`); its description is
-    what the report and the messages name."""
+    """The content identity; its description is what the report and the messages name."""
 
 
 def identity_description(generator: Generator) -> str | None:
-    """What messages and the report name ``generator`` by (``ckpt @ 1a2b3c4d``) when it is
-    :class:`Identified`; None when it is not."""
+    """What messages name ``generator`` by (``ckpt @ 1a2b3c4d``); None when it is not :class:`Identified`."""
     return generator.identity.description if isinstance(generator, Identified) else None
 
 
@@ -204,13 +182,9 @@ class PromptRequest:
 
 @runtime_checkable
 class RecordedAnswers(Protocol):
-    """A source whose answers exist already (generated elsewhere and read from files), not a model.
-
-    Before a suite run's answers are asked for, the pipeline hands it the run's prompts
-    (:meth:`check_prompts`); :func:`generate` then reads every row from :meth:`Generator.sample`
-    (the batch names each row's sample index) and keeps nothing in the answer cache: the files are
-    the store, and their content is the source's identity_id.
-    """
+    """A source whose answers exist already (read from files), not a model: the pipeline hands it a
+    run's prompts first (:meth:`check_prompts`), and :func:`generate` reads every row through
+    :meth:`Generator.sample` and caches nothing (the files are the store and the identity_id)."""
 
     source: str
     """The files, as the run log names them (``answers.jsonl``, ``lm-eval/ (3 files)``)."""
@@ -219,9 +193,8 @@ class RecordedAnswers(Protocol):
     may gate a subset (``?only_answered=true``), the ones the files cover."""
 
     def check_prompts(self, request: PromptRequest) -> str:
-        """Check that every prompt of ``request`` has its answers as the suite would have them
-        generated; raise :class:`~pytest_novelty.infra.errors.ConfigError` naming the prompt and the
-        file otherwise. Returns a note for the report ('' when there is nothing to say)."""
+        """Raise :class:`~pytest_novelty.infra.errors.ConfigError` naming the prompt and the file unless
+        every prompt has its answers as the suite would generate them; return a note for the report, or ''."""
         ...
 
 
@@ -244,7 +217,7 @@ class Throughput:
 
 @dataclass(kw_only=True)
 class Progress(Throughput):
-    """Where a :func:`generate` call stands, passed to its ``on_batch`` callback during and after each batch."""
+    """Where a :func:`generate` call stands, for its ``on_batch`` callback."""
 
     rows_done: int
     rows_total: int
@@ -286,12 +259,8 @@ def row_seed(key: str, sample: int) -> int:
 def plan_batches(
     lengths: Sequence[int], rows_allowed: Callable[[int], int], batch_size: int | None = None
 ) -> list[list[int]]:
-    """Group rows (given by their prompt lengths) into batches of similar length.
-
-    Rows are taken in order of length; a batch grows while it holds at most ``batch_size`` rows,
-    or, with ``batch_size=None``, at most ``rows_allowed(longest prompt in the batch)``, which a
-    backend derives from its memory. Sorting keeps padding small and puts short prompts together.
-    """
+    """Group rows (given by their prompt lengths) into batches of similar length, in order of length
+    (little padding): at most ``batch_size`` rows each, or, with None, ``rows_allowed(longest prompt)``."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
     plan: list[list[int]] = []
     current: list[int] = []
@@ -323,9 +292,8 @@ def _cached(cache: Namespace | None, keys: Sequence[str], samples: int) -> list[
 def rows_missing(
     generator: Generator, texts: Sequence[str], settings: GenerationSettings, cache_dir: Namespace | Path | None
 ) -> int:
-    """How many rows :func:`generate` would hand ``generator`` for these inputs: 0 when every answer
-    is in the cache (or the source is :class:`RecordedAnswers`, which generates nothing). Reads the
-    cache only: nothing is loaded, so a run can tell before it loads a model whether it needs one."""
+    """How many rows :func:`generate` would hand ``generator`` (0 for :class:`RecordedAnswers`); reads
+    the cache only, so a run can tell before it loads a model whether it needs one."""
     if is_recorded(generator):
         return 0
     keys = [prompt_key(generator.identity_id, text, settings) for text in texts]
@@ -333,8 +301,7 @@ def rows_missing(
 
 
 def uncached_prompts(keys: Sequence[str], samples: int, cache_dir: Namespace | Path) -> list[int]:
-    """The indices of the prompts (by :func:`prompt_key`) that lack any of their ``samples`` rows in
-    the answer cache ``cache_dir``: what :func:`generate` would generate."""
+    """The indices of the prompts (by :func:`prompt_key`) that lack any of their rows in the cache."""
     found = _cached(_cache(cache_dir), keys, samples)
     return [i for i, rows in enumerate(found) if any(answer is None for answer in rows)]
 
@@ -349,24 +316,15 @@ def generate(
     on_work: Callable[[int], None] | None = None,
     on_missing: Callable[[Sequence[str], Sequence[int]], None] | None = None,
 ) -> tuple[list[list[str]], GenerationStats]:
-    """Sample ``settings.samples`` answers for every rendered input.
+    """Sample ``settings.samples`` answers for every rendered input; returns them in input order, and
+    what was done. A :class:`RecordedAnswers` source is read instead (:func:`read_recorded`).
 
-    Every row (prompt, sample index) is cached on its own (``cache_dir``: a cache namespace, or
-    a folder used as one) under :func:`prompt_key` and its index, and written the moment the
-    backend reports it finished (``on_row``), so a rerun, or a run resumed after a kill, generates
-    only the rows it lacks: a kill loses at most the rows in flight. When another process stored
-    a row first, its stored answer is used (first writer wins: every run that shares the cache
-    reports the same answers). Missing rows are sorted by prompt length and batched
-    (``settings.batch_size`` rows, or as many as fit when it is 0, meaning auto). A
-    :class:`RecordedAnswers` source is read instead (:func:`read_recorded`). Returns the answers in
-    input order and what was done.
-
-    ``on_missing(keys, prompts)``, when given, is called once before anything is generated, with
-    every input's :func:`prompt_key` and the indices of the inputs that lack a cached row; it may
-    raise to stop the call (a merge run whose shards did not bring every answer). ``on_work(rows)``
-    is called next, once, before the backend is asked anything (prompt lengths, the first batch),
-    with the rows it will generate: the caller can say then that the model loads. Neither is called
-    when every row is cached.
+    Each row is cached on its own the moment the backend finishes it, so a rerun or a resumed run
+    generates only the rows it lacks; a row another process stored first is used (first writer wins).
+    ``batch_size`` 0 means as many rows as fit. Before the backend is asked anything, and only when a
+    row is missing: ``on_missing(keys, prompts)`` with every :func:`prompt_key` and the inputs that lack
+    a row (it may raise: a merge run whose shards did not bring every answer), then ``on_work(rows)``
+    with the rows to generate (the caller can say that the model loads).
     """
     if is_recorded(generator):
         return read_recorded(generator, texts, settings)
@@ -401,9 +359,8 @@ def _generate_rows(
     on_batch: Callable[[Progress], None] | None,
     start: float,
 ) -> None:
-    """:func:`generate`'s work on the rows ``todo`` (prompt, sample index), batched by prompt
-    length: ``keep(i, j, text)`` receives each answer as soon as the backend has it, and ``stats``
-    counts the batches, rows, tokens and seconds (since ``start``)."""
+    """:func:`generate`'s work on the rows ``todo``: ``keep(i, j, text)`` receives each answer as soon
+    as the backend has it, and ``stats`` counts the work (seconds since ``start``)."""
     missing = sorted({i for i, _ in todo})
     counts = dict(zip(missing, generator.token_counts([texts[i] for i in missing]), strict=True))
     plan = plan_batches(
@@ -437,12 +394,10 @@ def _generate_rows(
 
 
 def read_recorded(
-    source: Generator,
-    texts: Sequence[str],
-    settings: GenerationSettings,
+    source: Generator, texts: Sequence[str], settings: GenerationSettings
 ) -> tuple[list[list[str]], GenerationStats]:
     """Every row of ``texts`` read from a :class:`RecordedAnswers` source in one batch that names each
-    row's sample index (nothing is cached: a rerun reads the files again, as it would the cache)."""
+    row's sample index (nothing is cached: a rerun reads the files again)."""
     start = time.perf_counter()
     rows = [(i, j) for i in range(len(texts)) for j in range(settings.samples)]
     keys = [prompt_key(source.identity_id, text, settings) for text in texts]

@@ -14,17 +14,13 @@ if TYPE_CHECKING:
     from pytest_novelty.infra.hashing import Memo
 
 GENERATORS = ("hf", "vllm", "auto")
-"""The ``--generator`` choices: the built-in backends (:data:`GENERATOR_BACKENDS` holds these and
-any registered since) and ``auto`` (:func:`choose_backend`)."""
+"""The ``--generator`` choices: the built-in backends and ``auto`` (:func:`choose_backend`)."""
 
 
 def choose_backend(backend: str, device: str = "auto") -> str:
     """The backend to open: ``auto`` means vLLM where it can run (a CUDA device, and ``import vllm``
-    works), else transformers (``hf``); any other name is returned as it is.
-
-    vLLM samples differently from the ``hf`` loop, so its answers carry their own cache key: a
-    run that switches backend generates again rather than mixing the two.
-    """
+    works), else ``hf``; any other name is returned as it is. vLLM samples differently, so its
+    answers carry their own cache key: a run that switches backend generates again."""
     if backend != "auto":
         return backend
     if device != "auto" and not device.startswith("cuda"):
@@ -45,23 +41,21 @@ GENERATOR_BACKENDS: Registry[Generator] = Registry(
     field="--generator",
     builtins=("pytest_novelty.generation.hf", "pytest_novelty.generation.vllm"),
 )
-"""Backends that load a checkpoint (``--generator NAME``); a factory is called as
-``factory(model, load)``, ``load`` being a :class:`LoadSettings`."""
+"""Backends that load a checkpoint (``--generator NAME``), opened as ``factory(model, load: LoadSettings)``."""
 
 MODEL_SOURCES: Registry[Generator] = Registry(
     "model source", field="--model",
     builtins=("pytest_novelty.generation.openai", "pytest_novelty.generation.answers"),
     settings=("base_url", "revision", "memo"),
 )
-"""``--model PREFIX:NAME`` values that are not checkpoints (``openai:NAME``: a served model,
-``answers:FILE``: answers generated elsewhere); a factory is called as ``factory(name,
-base_url=..., revision=..., memo=...)`` (each takes those it has a use for), and the
-backend's ``check(model, base_url)`` runs before anything heavy is loaded."""
+"""``--model PREFIX:NAME`` values that are not checkpoints (``openai:NAME``, ``answers:FILE``), opened
+as ``factory(name, base_url=..., revision=..., memo=...)`` (each takes those it uses); the backend's
+``check(model, base_url)`` runs before anything heavy is loaded."""
 
 
 def is_served(model: str) -> bool:
-    """Whether ``model`` names a registered model source (``openai:NAME``, ``answers:FILE``) rather
-    than a checkpoint: it has no checkpoint folder (no ``novelty-index/`` in it, no config to read)."""
+    """Whether ``model`` names a registered model source rather than a checkpoint (so it has no
+    folder: no ``novelty-index/``, no config to read)."""
     return MODEL_SOURCES.find(model) is not None
 
 
@@ -75,15 +69,10 @@ def is_answers(model: str) -> bool:
 
 
 def check_model(
-    model: str,
-    *,
-    trust_remote_code: bool = False,
-    base_model: str | None = None,
-    base_url: str | None = None,
+    model: str, *, trust_remote_code: bool = False, base_model: str | None = None, base_url: str | None = None,
     option: str = "--model",
 ) -> None:
-    """Cheap checks of a model before anything heavy is imported (one clear line on bad input that
-    names ``option``, the option the user gave it with)."""
+    """Cheap checks of a model before anything heavy is imported (one line on bad input, naming ``option``)."""
     source = MODEL_SOURCES.find(model)
     if source is not None:
         if source.backend.check is not None:
@@ -106,15 +95,9 @@ def open_generator(
     revision: str | None = None,
     memo: Memo | None = None,
 ) -> Generator:
-    """Load ``model`` for sampling with ``backend`` (a name in :data:`GENERATOR_BACKENDS`, or
-    ``auto``: see :func:`choose_backend`).
-
-    ``model`` is a local Hugging Face folder, a PEFT adapter folder (loaded over ``base_model`` or
-    the base its config names), a hub id, or ``openai:NAME`` for a model served at ``base_url``
-    (then ``revision`` pins the weights the cache trusts, and ``backend`` does not apply; other
-    prefixes come from :data:`MODEL_SOURCES`). ``device``, ``trust_remote_code``, ``gpus``,
-    ``base_model`` and ``memo`` say how a local checkpoint is loaded (see :class:`LoadSettings`).
-    """
+    """Load ``model`` (a local folder, a PEFT adapter folder, a hub id, or a :data:`MODEL_SOURCES`
+    spec such as ``openai:NAME`` served at ``base_url``, whose ``revision`` pins the weights the cache
+    trusts) with ``backend`` (:func:`choose_backend`); the other arguments are :class:`LoadSettings`."""
     source = MODEL_SOURCES.find(model)
     if source is not None:
         return MODEL_SOURCES.call(source, base_url=base_url, revision=revision, memo=memo)

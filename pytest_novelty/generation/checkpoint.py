@@ -1,7 +1,6 @@
-"""A local checkpoint short of sampling: its folder's cheap checks before anything heavy is imported
-(a bad or half-saved folder is one line), its context length, an adapter's base; its loading with
-transformers (each loader's error one line naming the checkpoint; torch, transformers and peft
-are imported only there), the adapter merged, and its tokenizer's text side (chat template, lengths).
+"""A local checkpoint short of sampling: its folder's cheap checks before anything heavy is imported,
+its context length, an adapter's base; loading it with transformers (each loader's error one line
+naming the checkpoint), the adapter merged, and its tokenizer's text side (chat template, lengths).
 """
 
 from __future__ import annotations
@@ -14,8 +13,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError
+from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError, first_line
 from pytest_novelty.infra.hub import looks_like_hub_id, resolve_hub
+from pytest_novelty.infra.identity import ships_code
 
 if TYPE_CHECKING:
     from pytest_novelty.generation import ModelInput
@@ -26,8 +26,7 @@ _SIZE_FIELDS = (
     "n_layer", "n_head", "n_embd", "n_positions", "n_ctx", "n_inner", "num_hidden_layers", "num_attention_heads",
     "num_key_value_heads", "hidden_size", "intermediate_size", "max_position_embeddings", "vocab_size", "head_dim",
 )  # fmt: skip
-"""config.json fields that must be whole numbers (or null): a string there fails deep inside
-transformers with a long traceback, so it is named here first."""
+"""config.json fields that must be whole numbers or null (a string fails deep inside transformers)."""
 _CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx", "seq_length")
 
 ADAPTER_CONFIG = "adapter_config.json"
@@ -38,13 +37,9 @@ def check_checkpoint(
 ) -> None:
     """Cheap checks of a local checkpoint folder, before anything heavy is imported.
 
-    A string that is not an existing path but looks like a hub id (``org/name`` or
-    ``org/name@revision``) is pinned to its commit sha now (:func:`~pytest_novelty.infra.hub.resolve_hub`);
-    without network it must be in the local Hugging Face cache, which is decided within seconds.
-    With ``trust_remote_code=False`` a folder whose config or tokenizer config maps to its own
-    Python code (``auto_map``) is refused. A PEFT adapter folder (``adapter_config.json``, no
-    ``config.json``) is checked with its base model (``base_model``, else the one its adapter
-    config names). Errors name ``option``, the option the user gave the folder with
+    A hub id that is not an existing path is pinned to its commit now
+    (:func:`~pytest_novelty.infra.hub.resolve_hub`). Without ``trust_remote_code`` a folder that ships
+    code (``auto_map``) is refused. An adapter folder is checked with its base. Errors name ``option``
     (``--baseline-model``, ``--base-model``), or the adapter config's ``base_model_name_or_path``.
     """
     path = Path(model)
@@ -86,7 +81,7 @@ def _file_problem(path: Path, trust_remote_code: bool) -> str | None:
     if not any((path / name).is_file() for name in _TOKENIZER_FILES):
         return ("no tokenizer files (tokenizer.json or tokenizer_config.json): save the tokenizer next to the "
                 "weights with tokenizer.save_pretrained(FOLDER)")
-    if not trust_remote_code and _ships_code(path):
+    if not trust_remote_code and ships_code(path):
         return "this checkpoint ships its own Python code (auto_map); review it, then pass --trust-remote-code"
     return None
 
@@ -102,8 +97,7 @@ def _check_adapter(model: str, base_model: str | None, *, trust_remote_code: boo
     except ConfigError as exc:
         raise ConfigError(
             f"the adapter's base checkpoint {base!r} cannot be used ({exc.detail}); pass it with --base-model PATH",
-            path=Path(model) / ADAPTER_CONFIG,
-            field="base_model_name_or_path",
+            path=Path(model) / ADAPTER_CONFIG, field="base_model_name_or_path",
         ) from None
 
 
@@ -127,15 +121,12 @@ def _check_config(path: Path) -> None:
 
 
 def _check_weights(path: Path, option: str = "--model") -> None:
-    """The folder holds whole weights: no weight file still being written, every shard its index
-    names, an index for shards, and no truncated safetensors file.
+    """The folder holds whole weights, told from names and headers only (milliseconds).
 
-    What a save or a copy leaves while it is under way, and how each is told: transformers'
-    ``save_pretrained`` writes each safetensors file in place (header first, so a file still being
-    written is shorter than its header says), and the shards of a sharded checkpoint one by one,
-    then their ``*.index.json`` last (shards without an index are a save under way); copy tools and
-    downloads write beside the final name (``.model.safetensors.Xy12Ab`` from rsync,
-    ``*.incomplete``, ``*.part``, ``*.tmp``). Only names and headers are read: milliseconds.
+    ``save_pretrained`` writes each safetensors file in place, header first (a file still being
+    written is shorter than its header says), and a sharded checkpoint's ``*.index.json`` after the
+    last shard (shards without an index are a save under way); copies and downloads write beside
+    the final name (:func:`_is_partial`).
     """
     def refused(why: str) -> ConfigError:
         return ConfigError(why, path=path, field=option)
@@ -199,9 +190,7 @@ def _check_safetensors(file: Path, option: str) -> None:
     if size < needed:
         raise ConfigError(
             f"truncated: its header needs {needed:,} bytes, the file has {size:,} (still being written, or cut "
-            "off); wait for the save to finish, or copy it again",
-            path=file,
-            field=option,
+            "off); wait for the save to finish, or copy it again", path=file, field=option,
         )
 
 
@@ -239,36 +228,19 @@ def adapter_base(adapter: str, base_model: str | None = None, *, option: str = "
     base = data.get("base_model_name_or_path") if isinstance(data, dict) else None
     if not isinstance(base, str) or not base:
         raise ConfigError(
-            "base_model_name_or_path is not set: pass the base checkpoint with --base-model PATH",
-            path=str(config),
+            "base_model_name_or_path is not set: pass the base checkpoint with --base-model PATH", path=str(config),
             field="base_model_name_or_path",
         )
     return base
-
-
-def _ships_code(path: Path) -> bool:
-    for name in ("config.json", "tokenizer_config.json"):
-        try:
-            data = json.loads((path / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and data.get("auto_map"):
-            return True
-    return False
 
 
 # -- loading with transformers ------------------------------------------------------------------
 
 
 def run_loader(what: str, model: str, load: Callable[[], Any]) -> Any:
-    """Run a transformers loader, turning any error it raises into one line that names the checkpoint.
-
-    transformers fails in many ways on a bad folder (TypeError for a config field of the wrong
-    type, SafetensorError for a cut-off file, OSError, ValueError); all of them are the
-    checkpoint's problem, not a bug, so each becomes a :class:`ConfigError` with the first line
-    of its message. Running out of memory (``MemoryError``, ``torch.OutOfMemoryError`` while the
-    shards are placed on a GPU) is the machine's, not the checkpoint's: a :class:`HarnessError`
-    (:func:`_no_memory`).
+    """Run a transformers loader, turning its error into one line that names the checkpoint: a
+    :class:`ConfigError` with the error's first line (transformers fails in many ways on a bad folder,
+    all of them the checkpoint's problem), or a :class:`HarnessError` when memory ran out (the machine's).
     """
     try:
         return load()
@@ -278,37 +250,29 @@ def run_loader(what: str, model: str, load: Callable[[], Any]) -> Any:
         if _out_of_memory(exc):
             raise _no_memory(what, model, exc) from None
         if "trust_remote_code" in str(exc):
-            raise ConfigError(
-                "this checkpoint ships its own code; review it, then pass --trust-remote-code",
-                path=model,
-                field="--model",
-            ) from None
-        first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise ConfigError("this checkpoint ships its own code; review it, then pass --trust-remote-code",
+                              path=model, field="--model") from None
         raise ConfigError(
-            f"cannot load the {what}: {type(exc).__name__}: {first}", path=model, field="--model"
+            f"cannot load the {what}: {type(exc).__name__}: {first_line(exc)}", path=model, field="--model"
         ) from None
 
 
 def tokenizer_source(model: str, base_model: str | None = None) -> str:
-    """Where a checkpoint's tokenizer loads from: its own folder, or, for an adapter folder without
-    tokenizer files of its own (no added tokens), its base (``base_model`` or the one its config names)."""
+    """Where a checkpoint's tokenizer loads from: its folder, or the base of an adapter without tokenizer files."""
     if is_adapter(model) and not any((Path(model) / name).is_file() for name in _TOKENIZER_FILES):
         return adapter_base(model, base_model)
     return model
 
 
 def load_tokenizer(name: str, **options: Any) -> Any:
-    """``AutoTokenizer.from_pretrained(name, **options)``; a tokenizer that cannot be read (a cut-off
-    ``tokenizer.json``, a class transformers does not know) is one line naming the checkpoint
-    (:func:`run_loader`). The generation step and the preflight's prompt lengths load it alike."""
+    """``AutoTokenizer.from_pretrained(name, **options)`` through :func:`run_loader`."""
     from transformers import AutoTokenizer
 
     return run_loader("tokenizer", name, lambda: AutoTokenizer.from_pretrained(name, **options))
 
 
 def _out_of_memory(exc: BaseException) -> bool:
-    """Whether ``exc`` says the machine ran out of memory: the host's (``MemoryError``) or a device's
-    (``torch.OutOfMemoryError``, which CUDA raises; torch is imported by then if it is in use)."""
+    """Whether ``exc`` is ``MemoryError`` or ``torch.OutOfMemoryError`` (torch is imported by then if in use)."""
     torch = sys.modules.get("torch")
     device_oom = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
     return isinstance(exc, MemoryError) or (isinstance(device_oom, type) and isinstance(exc, device_oom))
@@ -316,26 +280,21 @@ def _out_of_memory(exc: BaseException) -> bool:
 
 def _no_memory(what: str, model: str, exc: BaseException) -> HarnessError:
     """The one line for running out of memory while loading: the machine's problem (exit 8), not bad input."""
-    first = (str(exc).strip().splitlines() or [""])[0][:300]
     return HarnessError(
-        f"{model}: out of memory while loading the {what} ({type(exc).__name__}: {first}); free memory on the "
-        "device, or spread the model over more GPUs (--gpus-per-worker N)"
+        f"{model}: out of memory while loading the {what} ({type(exc).__name__}: {first_line(exc)}); free memory "
+        "on the device, or spread the model over more GPUs (--gpus-per-worker N)"
     )
 
 
 def with_adapter(model: Any, adapter: str) -> Any:
-    """The base ``model`` with the PEFT adapter in ``adapter`` applied and merged into its weights.
-
-    Merging (LoRA: W + BA) gives the adapted model's outputs with the base model's forward pass
-    and speed, so the decode loop is the same for adapters and full checkpoints.
-    """
+    """The base ``model`` with the PEFT adapter merged into its weights (LoRA: W + BA), so the decode
+    loop and its speed are the same for adapters and full checkpoints."""
     try:
         from peft import PeftModel
     except ImportError:
         raise ConfigError(
             "this is a PEFT adapter folder and peft is not installed; pip install 'pytest-novelty[peft]'",
-            path=adapter,
-            field="--model",
+            path=adapter, field="--model",
         ) from None
     try:
         with warnings.catch_warnings():

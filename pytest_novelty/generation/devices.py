@@ -1,9 +1,9 @@
-"""Which accelerator each pytest-xdist worker uses, decided before CUDA initialises.
+"""Which accelerator each pytest-xdist worker uses, decided before CUDA initialises, and how one
+model is spread over several.
 
-Worker ``gwN`` gets GPU group N (``per_worker`` GPUs each, for models that accelerate spreads
-over several devices); the choice is made from ``CUDA_VISIBLE_DEVICES`` or the driver's device
-count and written back to ``CUDA_VISIBLE_DEVICES`` in the worker's process, so every later CUDA
-call there sees only its own devices. Without GPUs, workers share the CPU and split its threads.
+Worker ``gwN`` gets GPU group N (``per_worker`` GPUs each), written back to ``CUDA_VISIBLE_DEVICES``
+in its process so that every later CUDA call there sees only its own devices. Without GPUs,
+workers share the CPU and split its threads.
 """
 
 from __future__ import annotations
@@ -17,11 +17,8 @@ from pytest_novelty.infra.errors import ConfigError, did_you_mean
 
 
 def visible_gpus(env: Mapping[str, str] | None = None) -> list[str]:
-    """The GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` when set, else all of them.
-
-    Counting devices goes through NVML (``torch.cuda.device_count``) and does not create a CUDA
-    context, so it is safe before the worker pins its device.
-    """
+    """The GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` when set, else all of them (counted
+    through NVML, which creates no CUDA context: safe before the worker pins its device)."""
     env = os.environ if env is None else env
     listed = env.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
@@ -55,11 +52,8 @@ def worker_index(worker_id: str) -> int:
 
 
 def assign_gpus(worker_id: str, gpus: Sequence[str], per_worker: int = 1) -> list[str]:
-    """The GPUs of ``worker_id``: group ``index`` of ``per_worker`` consecutive devices.
-
-    More workers than groups is an error: two workers on one GPU would both load the model and
-    run out of memory, so the user is told to lower ``-n``.
-    """
+    """The GPUs of ``worker_id``: its group of ``per_worker`` consecutive devices. More workers than
+    groups is refused (two workers on one GPU would both load the model and run out of memory)."""
     if per_worker < 1:
         raise ConfigError("must be at least 1", field="--gpus-per-worker")
     index = worker_index(worker_id)
@@ -111,10 +105,8 @@ def check_device(device: str) -> None:
 
 
 def resolve_device(device: str | None = "auto") -> str:
-    """The one device resolver for every model the harness loads (generators, judges, reward and
-    equivalence models): ``auto`` (or None) picks CUDA when it is available, else the CPU; an
-    explicit ``cuda`` device on a machine without CUDA is a :class:`ConfigError` naming
-    ``--device``; anything else (``cpu``, ``mps``, ``cuda:1``) is returned as given."""
+    """The one device resolver for every model the harness loads: ``auto`` (or None) is CUDA when
+    available, else the CPU; ``cuda`` without CUDA is refused; anything else is returned as given."""
     import torch
 
     if device is None or device == "auto":
@@ -122,9 +114,6 @@ def resolve_device(device: str | None = "auto") -> str:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError("CUDA is not available on this machine; use --device cpu", field="--device")
     return device
-
-
-# -- one model over several devices ---------------------------------------------------------------
 
 
 def cuda_count() -> int:
@@ -136,12 +125,7 @@ def cuda_count() -> int:
 
 def model_devices(device: str, per_worker: int, count: int) -> list[str]:
     """The devices one model is spread over: the first ``per_worker`` of the ``count`` GPUs this
-    process sees.
-
-    Under pytest-xdist a worker's process sees only its own group (``CUDA_VISIBLE_DEVICES`` is set
-    by :func:`assign_gpus`), so its GPUs are ``cuda:0`` .. ``cuda:N-1``; without xdist the first N
-    visible GPUs are used. One device (``per_worker`` 1, or the CPU) is returned as is.
-    """
+    process sees (a worker sees only its own group); one device (``per_worker`` 1, the CPU) as is."""
     if per_worker <= 1 or device == "cpu":
         return [device]
     if device not in ("cuda", "cuda:0"):
@@ -166,8 +150,7 @@ def cuda_free_memory(devices: Sequence[str]) -> dict[str, int]:
 
 
 WEIGHT_SHARE = 0.8
-"""The part of a device's free memory the weights may take when spread; the rest is left to the KV
-cache and activations (``max_rows`` sizes batches from what is free after loading)."""
+"""The part of a device's free memory the weights may take when spread; the rest is the KV cache's."""
 
 
 def shard_placement(
@@ -175,12 +158,10 @@ def shard_placement(
 ) -> dict[str, object]:
     """``from_pretrained`` arguments that spread one model over ``devices`` with accelerate.
 
-    ``max_memory`` names only these devices (so nothing lands on a GPU of another worker, nor on
-    the CPU unless it is listed), each allowed ``WEIGHT_SHARE`` of its free memory (``free``:
-    bytes per device). Several GPUs get ``device_map="balanced"`` (layers split evenly: pipeline
-    parallelism, one GPU active at a time); a list with ``cpu`` or ``disk`` gets ``"auto"`` (fill
-    the first device, offload the rest), which needs ``offload_folder`` for ``disk``. One device:
-    no device map (the model is moved there whole).
+    ``max_memory`` names only these devices (nothing lands on another worker's GPU), each GPU allowed
+    :data:`WEIGHT_SHARE` of its ``free`` bytes. GPUs only get ``device_map="balanced"`` (layers split
+    evenly, one GPU active at a time); with ``cpu`` or ``disk`` (which needs ``offload_folder``),
+    ``"auto"``. One device: no device map.
     """
     if len(devices) <= 1:
         return {}

@@ -32,13 +32,9 @@ if TYPE_CHECKING:
     from pytest_novelty.generation import ModelInput
 
 
-
 class PromptTooLong(ConfigError):
-    """A prompt (with its in-context examples) fills the model's whole context.
-
-    ``tokens`` is the longest prompt of the batch, ``context`` the model's context; the runner
-    finds which prompt it was and names its file and line.
-    """
+    """A prompt of the batch (``tokens`` long, with its in-context examples) fills the model's whole
+    ``context``; the runner finds which prompt it was and names its file and line."""
 
     def __init__(self, tokens: int, context: int) -> None:
         self.tokens = tokens
@@ -50,21 +46,14 @@ class PromptTooLong(ConfigError):
 class HFGenerator:
     """Samples continuations from a transformers causal LM, with a decode loop that retires rows.
 
-    ``model.generate`` keeps every row of a batch running until the longest one ends, so on short,
-    varied answers most of its work goes to rows that have already stopped. This loop calls the
-    model's forward pass itself: after each step the rows that produced an end-of-sequence token
-    or a stop string leave the batch (and the KV cache, through ``Cache.reorder_cache``), so the
-    cost follows the tokens actually produced. Sampling is seeded per row (see ``sampling.py``).
+    ``model.generate`` runs every row until the longest ends; this loop calls the forward pass itself
+    and drops a row that ends (an end-of-sequence token or a stop string) from the batch and the KV
+    cache (``Cache.reorder_cache``), so the cost follows the tokens produced. Rows are seeded one by one.
     """
 
     def __init__(self, model: str, load: LoadSettings | None = None) -> None:
-        """Checks ``model`` and its identity now; the tokenizer and the weights load when first needed.
-
-        ``load`` (default: :class:`~pytest_novelty.generation.LoadSettings`'s defaults) says where
-        and how: ``gpus`` > 1 spreads the model over that many of the visible GPUs (accelerate's
-        device map), ``placement`` gives ``from_pretrained`` a device map of the caller's instead;
-        an adapter folder loads over ``base_model`` or the base its adapter config names.
-        """
+        """Checks ``model`` and its identity now; the tokenizer and the weights load when first needed
+        (a rerun whose answers are all cached imports no torch)."""
         self.load = load = load or LoadSettings()
         check_checkpoint(model, trust_remote_code=load.trust_remote_code, base_model=load.base_model)
         self.name = model
@@ -85,9 +74,6 @@ class HFGenerator:
         if self.adapter:
             return of_adapter, remote
         return self.identity.source, {**remote, **self.identity.load_options}
-
-    # The tokenizer, the device and the weights are loaded when first needed: a rerun whose answers
-    # are all cached renders its inputs and reads the cache without importing torch.
 
     @property
     def device(self) -> str:
@@ -151,13 +137,9 @@ class HFGenerator:
         return self._model
 
     def render(self, model_input: ModelInput) -> str:
-        """The exact text fed to the model: chat messages go through the chat template.
-
-        A rendered chat input is remembered in the identity memo (when there is one) under the
-        checkpoint's content identity, which covers its tokenizer files and so its template: a
-        rerun renders it again without loading the tokenizer (and without importing transformers),
-        so a warm rerun of a chat suite loads nothing either.
-        """
+        """The exact text fed to the model: chat messages go through the chat template, and the result is
+        memoised under the content identity (which covers the template), so a warm rerun of a chat
+        suite loads no tokenizer either."""
         if isinstance(model_input, str):
             return model_input  # plain text needs no tokenizer (and a cached rerun loads none)
         key = f"chat-render/{self.identity_id}/{stable_hash([dict(m) for m in model_input])}"
@@ -174,12 +156,9 @@ class HFGenerator:
         return token_counts(self.tokenizer, texts)
 
     def max_rows(self, prompt_tokens: int, settings: GenerationSettings) -> int:
-        """Rows per batch for prompts of up to ``prompt_tokens`` tokens: what the memory allows.
-
-        On CUDA: half the free memory (of every GPU the model is spread over) divided by a row's KV
-        cache at full length (:func:`kv_bytes_per_token`) plus its sampling buffers. On the CPU the
-        time per step grows with the rows beyond a few hundred, so batches stop at 256 rows.
-        """
+        """Rows per batch for prompts of up to ``prompt_tokens`` tokens. On CUDA: half the free memory of
+        the model's GPUs over a row's KV cache at full length plus its sampling buffers; on the CPU at
+        most 256 (beyond a few hundred rows a step only gets slower)."""
         length = prompt_tokens + settings.max_new_tokens
         if not self.device.startswith("cuda"):
             return max(1, min(256, (1 << 16) // max(1, length)))
@@ -195,11 +174,7 @@ class HFGenerator:
         return max(1, min(1024, int(0.5 * free) // per_row))
 
     def sample(self, batch: Batch) -> list[str]:
-        """The decode loop over ``batch`` (:meth:`~pytest_novelty.generation.Generator.sample`).
-
-        On a CUDA out-of-memory error the batch is split in halves and retried; rows are seeded
-        one by one, so the split does not change the answers.
-        """
+        """The decode loop over ``batch``; on running out of CUDA memory, the halves in turn (the same answers)."""
         import torch
 
         try:
@@ -217,12 +192,8 @@ class HFGenerator:
         return first + self.sample(later)
 
     def _max_new(self, width: int, settings: GenerationSettings) -> int:
-        """New tokens for a batch whose longest prompt has ``width`` tokens.
-
-        ``max_new_tokens`` at or beyond the context is refused (it would be cut for every row, and
-        size batches for a length that never happens); a prompt that fills the context raises
-        :class:`PromptTooLong`; otherwise a long prompt shortens its batch's answers to fit.
-        """
+        """New tokens for a batch whose longest prompt has ``width`` tokens: a long prompt shortens its
+        batch's answers; ``max_new_tokens`` at or past the context is refused, as is a prompt that fills it."""
         if self.context is None:
             return settings.max_new_tokens
         if settings.max_new_tokens >= self.context:
@@ -236,9 +207,7 @@ class HFGenerator:
         return min(settings.max_new_tokens, self.context - width)
 
     def _decode(self, batch: Batch) -> list[str]:
-        """The decode loop (see the class doc): a row leaves the batch when it samples an
-        end-of-sequence token or its text holds a stop string, and is decoded and handed on at once
-        (to be cached before the batch ends); the rows left at the length limit end last."""
+        """The decode loop (see the class doc); a row that ends is decoded and handed on at once."""
         import random
 
         import torch
@@ -295,12 +264,8 @@ class HFGenerator:
         return [decoded[row] for row in range(len(texts))]
 
     def _prefill(self, texts: Sequence[str], settings: GenerationSettings) -> tuple[Any, ...]:
-        """The prompts' forward pass, for :meth:`_decode`: the cache, and per row its next-token
-        logits, attention mask, next position and input ids; then the new tokens the batch may take.
-
-        The k samples of a prompt share its prompt: each distinct prompt runs once, then every row
-        gets its own copy of that prompt's KV cache.
-        """
+        """The prompts' forward pass, each distinct prompt once: the cache, then per row its logits,
+        attention mask, next position and input ids, and the new tokens the batch may take."""
         import torch
 
         distinct = list(dict.fromkeys(texts))
@@ -328,13 +293,9 @@ class HFGenerator:
 
 
 class _StopWatch:
-    """Notices when a row's recent text contains a stop string.
-
-    Only the last few characters of each row are kept (as long as the longest stop string plus
-    one token). Token pieces decoded one by one can differ from the joined text for multi-byte
-    characters; stop strings here end generation early only, the task cuts answers at the exact
-    stop afterwards.
-    """
+    """Notices when a row's last characters (the longest stop string plus one token) hold a stop string.
+    Pieces decoded one by one can differ from the text for multi-byte characters: this only ends
+    generation early, and the task cuts answers at the exact stop afterwards."""
 
     def __init__(self, stops: Sequence[str], pieces: Sequence[str], rows: int) -> None:
         self.stops = [s for s in stops if s]
@@ -357,14 +318,9 @@ class _StopWatch:
 
 
 def checkpoint_processors(model: Any, device: str) -> Any:
-    """The token rules of the checkpoint's own generation config, as transformers logits processors.
-
-    Sampling itself (temperature, top-k, top-p, length) follows the suite, so that every
-    checkpoint is sampled the same way. What a checkpoint's ``generation_config.json`` says about
-    which tokens may come is kept, as ``model.generate`` would keep it: ``repetition_penalty``,
-    ``no_repeat_ngram_size``, ``bad_words_ids`` and ``suppress_tokens``. Returns None when it sets
-    none of them.
-    """
+    """The token rules of the checkpoint's generation config (``repetition_penalty``,
+    ``no_repeat_ngram_size``, ``bad_words_ids``, ``suppress_tokens``) as logits processors, as
+    ``model.generate`` keeps them; None when it sets none. Sampling itself follows the suite."""
     from transformers import (
         LogitsProcessorList,
         NoBadWordsLogitsProcessor,
@@ -393,12 +349,8 @@ def checkpoint_processors(model: Any, device: str) -> Any:
 
 
 def kv_bytes_per_token(config: Any, dtype: Any) -> int:
-    """Bytes of KV cache one token takes: keys and values of every layer, for the key/value heads only.
-
-    Grouped-query models (Llama 3, Qwen2, Mistral, Gemma) keep ``num_key_value_heads`` heads of
-    ``head_dim`` each, which may differ from ``hidden_size / num_attention_heads`` (Gemma); a
-    multimodal config is read through its text part.
-    """
+    """Bytes of KV cache one token takes: keys and values of every layer, ``num_key_value_heads`` heads
+    (grouped-query models) of ``head_dim`` (which Gemma sets apart from ``hidden_size / heads``)."""
     import torch
 
     text = config.get_text_config() if hasattr(config, "get_text_config") else config

@@ -1,54 +1,13 @@
 """Generation through a served model: ``--model openai:NAME --model-base-url URL``.
 
-Any server that speaks the OpenAI protocol works: vLLM (``vllm serve``), SGLang, TGI,
-``transformers serve``, or OpenAI itself. For a model larger than one machine the serving engine
-is the distributed engine (tensor and pipeline parallelism across its nodes); the gate is only
-its client. The plain-text inputs (base models, few-shot prompting) go to ``/v1/completions``;
-chat inputs (message lists) go to ``/v1/chat/completions``, so the server applies the model's own
-chat template.
-
-How a call goes:
-
-- before anything is generated, :meth:`OpenAIGenerator.check` (the preflight) asks
-  ``GET {base}/models`` once, within :data:`PREFLIGHT_TIMEOUT` seconds: an unreachable or silent
-  server, a missing or refused key (naming the variable to set) and a name the server does not
-  list each stop the run with one line;
-- every row is one request carrying its own seed (the row seed, cut to 31 bits, which every
-  server accepts) and the suite's sampling settings (``temperature``, ``top_p``, ``max_tokens``,
-  ``stop``; ``top_k`` only when the suite sets one, since OpenAI itself does not know it);
-- requests run concurrently (``concurrency`` in flight, 64 by default) through the harness's one
-  HTTP client (:meth:`pytest_novelty.infra.http.Connection.client`): 408, 409, 425, 429, 5xx,
-  timeouts, dropped connections and replies without an answer (below) are retried with
-  exponential backoff and jitter, honouring ``Retry-After`` (capped at two minutes);
-- the numbers are the judges': one request may take :data:`TIMEOUT` (60) seconds, and one row
-  may spend :data:`MAX_RETRY_TIME` (120) seconds on attempts and waits, so a server that accepts
-  the connection and never answers is a harness error after two attempts, about two minutes
-  (:func:`silent_server_bound` works it out for any settings). They are options of the spec,
-  ``--model 'openai:NAME?timeout=300&max_retry_time=600'`` (also ``concurrency``,
-  ``max_attempts``, ``backoff``, ``max_backoff``), for a server that needs longer per answer;
-- while a request has been waiting :data:`NOTIFY_EVERY` (10) seconds or more, the run log says
-  so every 10 seconds (how many are waiting, for how long, when the run gives up), and every
-  retry is announced the same way;
-- a rejected key, an unknown model or a request the server refuses stops the run with one line
-  (:class:`~pytest_novelty.infra.errors.HarnessError`); so does a row still failing after its last
-  attempt (the batches done before it stay cached);
-- a reply is an answer only when it holds one (:func:`read_reply` says which HTTP 200 replies do
-  not: no text, a failed ``finish_reason``, an empty text that gives no reason); one that does
-  not is a fault of the server, retried like a 5xx and then a harness error naming the endpoint,
-  never an empty answer and never cached;
-- answers are cached per prompt like local generation (:func:`pytest_novelty.generation.generate`),
-  each the moment its row is answered (so only checked answers reach the cache);
-  the identity_id in their key is the endpoint URL (without credentials), the model name, the
-  ``--model-revision`` the user pins and :data:`REPLY_CHECK` (answers cached before replies were
-  checked are not reused). A server cannot prove which weights it runs: without a
-  pinned revision, cached answers are trusted to come from the same weights (said once, when the
-  generator opens).
-
-The key comes from ``NOVELTY_MODEL_API_KEY``, else ``OPENAI_API_KEY`` (a local server may need
-none); it is sent in the ``Authorization`` header only, and never appears in output, caches or
-errors. The URL (credentials in it sent as given, its query as a query on every route), the key,
-the client, the preflight's request and the notices are the one
-:class:`~pytest_novelty.infra.endpoint.Endpoint` the judges use too.
+Any OpenAI-protocol server works (vLLM, SGLang, TGI, ``transformers serve``, OpenAI); for a model
+larger than one machine the serving engine is the distributed engine and the gate its client.
+``docs/models.md`` says what a user sees: the routes, the preflight, which replies are answers,
+timeouts, retries, notices, the key and the cache key. Two things a reader of the code must know:
+each row is one request with its row seed cut to 31 bits (every server accepts that), and a reply
+is checked (:func:`read_reply`) before its row is handed on, so only answers reach the cache. The
+URL, key, client, preflight request and notices are the :class:`~pytest_novelty.infra.endpoint.Endpoint`
+the judges use too.
 """
 
 from __future__ import annotations
@@ -96,14 +55,13 @@ CONCURRENCY = 64
 TIMEOUT = 60.0
 """Seconds one request may take by default (the judges' figure): a row's answer, generated whole."""
 MAX_RETRY_TIME = 120.0
-"""Seconds one row may spend on attempts and waits by default (the judges' figure; see the module doc)."""
+"""Seconds one row may spend on attempts and waits by default (the judges' figure)."""
 REPLY_CHECK = 2
 """Part of the cache identity_id: answers cached before replies were checked (:func:`read_reply`)
 might be a broken server's empty replies, so they are not reused."""
 ERROR_FINISH = frozenset({"error", "abort", "aborted", "cancelled", "canceled"})
-"""``finish_reason`` values that say the server failed the request (vLLM and SGLang say ``abort``;
-others ``error``): whatever text came with them is not the model's answer. ``stop``, ``length``,
-``content_filter`` and the other reasons servers give are answers."""
+"""``finish_reason`` values that say the server failed the request (vLLM and SGLang say ``abort``):
+the text that comes with them is not an answer. Other reasons (``stop``, ``length``) are answers."""
 
 
 class BadReply(ValueError):
@@ -111,13 +69,10 @@ class BadReply(ValueError):
 
 
 def read_reply(data: Any, *, chat: bool) -> tuple[str, int | None]:
-    """The answer in an OpenAI-style reply: its text and completion tokens (None when not said).
-
-    ``chat``: a ``/chat/completions`` reply (the text is ``choices[0].message.content``), else a
-    ``/completions`` one (``choices[0].text``). Raises :class:`BadReply` when the reply holds no
-    answer: no ``choices`` or an empty list, a text that is null, left out or not a string, a
-    ``finish_reason`` in :data:`ERROR_FINISH`, or an empty text with no ``finish_reason`` (a
-    server that returns nothing must say why it stopped; ``""`` with ``"stop"`` is an answer).
+    """The text (``choices[0].message.content`` when ``chat``, else ``choices[0].text``) and completion
+    tokens (None when not said) of an OpenAI-style reply. Raises :class:`BadReply` when it holds no
+    answer: no choices, a text null, left out or not a string, a ``finish_reason`` in
+    :data:`ERROR_FINISH`, or an empty text with no ``finish_reason`` (``""`` with ``"stop"`` is an answer).
     """
     if not isinstance(data, dict):
         raise BadReply(f"the reply is not a JSON object: {_short(data)}")
@@ -166,14 +121,10 @@ def _short(value: Any, limit: int = 120) -> str:
 
 
 def silent_server_bound(connection: Connection) -> tuple[int, float]:
-    """How a request fares against a server that accepts the connection and never answers: the
-    attempts it makes and the most seconds it takes before it fails.
-
-    Every attempt waits the whole ``timeout``; another follows while the policy allows it
-    (:meth:`~pytest_novelty.infra.retry.Attempts.next_wait`: fewer than ``max_attempts``, and the
-    wait before it, at its longest after jitter, ends within ``max_retry_time``). The bound is the
-    worst case of the policy, so a run may stop a little sooner.
-    """
+    """The attempts and the most seconds a request takes against a server that accepts the
+    connection and never answers: each attempt waits the whole ``timeout``, and another follows
+    while :meth:`~pytest_novelty.infra.retry.Attempts.next_wait` allows it (the worst case of the
+    policy's jitter, so a run may stop a little sooner)."""
     policy = connection.retry
     spent, attempts = 0.0, 0
     while True:
@@ -225,14 +176,13 @@ def open_served(
     memo: object = None,
     **connection: Unpack[ConnectionOptions],
 ) -> OpenAIGenerator:
-    """``--model openai:NAME[?option=value&...]``: the served model ``NAME`` at ``base_url``; the
-    options say how it is reached (:class:`~pytest_novelty.infra.http.ConnectionOptions`). ``memo``
-    (the file digests a source with files keeps) does not apply: a served model has no files."""
+    """``--model openai:NAME[?option=value&...]`` at ``base_url``, reached as the options say; ``memo``
+    does not apply (a served model has no files)."""
     return OpenAIGenerator(PREFIX + name, base_url=base_url, revision=revision, **connection)
 
 
 class OpenAIGenerator:
-    """Samples continuations from a served model (see the module doc)."""
+    """Samples continuations from a served model."""
 
     def __init__(
         self,
@@ -244,17 +194,14 @@ class OpenAIGenerator:
         notify_every: float = NOTIFY_EVERY,
         **connection: Unpack[ConnectionOptions],
     ) -> None:
-        """``connection``: by default :data:`CONCURRENCY` requests in flight, :data:`TIMEOUT` s each,
-        6 attempts within :data:`MAX_RETRY_TIME` s; waits and retries are notices
-        (:func:`~pytest_novelty.infra.progress.notice`), at most one of each kind per ``notify_every``
-        seconds. The key is ``api_key``, else the first of :data:`API_KEY_VARIABLES` that is set."""
+        """``connection`` defaults to :data:`CONCURRENCY` requests in flight, :data:`TIMEOUT` s each,
+        6 attempts within :data:`MAX_RETRY_TIME` s; notices of waits and retries come at most once
+        per kind per ``notify_every`` s. The key: ``api_key``, else the first of :data:`API_KEY_VARIABLES`."""
         check_served(model, base_url)
         assert base_url is not None
         self.name = model
         self.model = model[len(PREFIX) :]
         self.endpoint = Endpoint(base_url, api_key=api_key, variables=API_KEY_VARIABLES, notify_every=notify_every)
-        """The server: its URL (credentials in it, if any, are the user's to send), the key, the
-        client, the preflight and the notices."""
         self.base_url = self.endpoint.bare
         self.revision = revision
         self.identity_id = "served:" + stable_hash(self.base_url, self.model, revision or "", REPLY_CHECK)[:16]
@@ -263,7 +210,6 @@ class OpenAIGenerator:
         self.connection = Connection.of(
             connection, concurrency=CONCURRENCY, timeout=TIMEOUT, max_retry_time=MAX_RETRY_TIME
         )
-        """How the server is reached: requests in flight, timeout, retries (:class:`~.http.Connection`)."""
         self.traffic = Traffic()
         if revision is None:
             notice(
@@ -277,9 +223,8 @@ class OpenAIGenerator:
     # -- the Generator protocol ----------------------------------------------------------------------
 
     def render(self, model_input: ModelInput) -> str:
-        """Plain text as is; a message list as a marked JSON string, so that the cache key holds the
-        exact messages and :meth:`sample` sends them to the chat endpoint (the server applies the
-        template)."""
+        """Plain text as is; a message list as a marked JSON string (the cache key holds the exact
+        messages, and :meth:`sample` sends them to the chat endpoint)."""
         if isinstance(model_input, str):
             return model_input
         return CHAT + json.dumps([dict(m) for m in model_input], ensure_ascii=False)
@@ -293,8 +238,7 @@ class OpenAIGenerator:
         return ROWS_PER_BATCH
 
     def sample(self, batch: Batch) -> list[str]:
-        """One request per row, ``concurrency`` in flight; ``on_step`` hears of each answer as it comes,
-        ``on_row(i, text)`` receives it (so the cache keeps it at once)."""
+        """One request per row, ``concurrency`` in flight; each answer is handed on as it comes."""
         return run_coroutine(self._sample_all(batch))
 
     @property
@@ -305,14 +249,10 @@ class OpenAIGenerator:
     # -- the preflight -------------------------------------------------------------------------------
 
     def check(self, *, timeout: float = PREFLIGHT_TIMEOUT) -> None:
-        """Preflight: one ``GET {base}/models`` within ``timeout`` seconds, so that a run stops at
-        once, with one line, when the server is unreachable or silent
-        (:class:`~pytest_novelty.infra.errors.PreflightError`), refuses the key or needs one that is
-        not set (naming the variable to set), answers anything but a model list (404: the base URL
-        is wrong; 5xx: the server is unwell), or does not list ``NAME``
-        (:class:`~pytest_novelty.infra.errors.ConfigError` on ``--model``, with the names it lists).
-        A 429 passes: the server is there, and the run's requests wait as it asks.
-        """
+        """One ``GET {base}/models`` within ``timeout`` s: a :class:`~pytest_novelty.infra.errors.PreflightError`
+        when the server is unreachable or silent, refuses or lacks the key, or answers anything but a
+        model list; a ``ConfigError`` on ``--model`` when it does not list ``NAME``. A 429 passes (the
+        server is there; the run's requests wait as it asks)."""
         where = f"{self.name} at {self.base_url}"
         if self.endpoint.needs_key:
             raise PreflightError(f"{where} needs a key and none is set; {_SET_KEY}")
@@ -390,8 +330,7 @@ class OpenAIGenerator:
                 await asyncio.gather(watch, return_exceptions=True)
 
     async def _watch(self, waiting: dict[int, float]) -> None:
-        """While requests are outstanding, say every ``notify_every`` seconds that the run is waiting
-        for the server, once the oldest has waited that long."""
+        """Say every ``notify_every`` s that the run waits, once the oldest request has waited that long."""
         attempts, bound = silent_server_bound(self.connection)
         every = self.endpoint.notify_every
         while True:
@@ -417,7 +356,7 @@ class OpenAIGenerator:
         return None
 
     async def _request(self, client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> tuple[str, int]:
-        """One row's answer and its token count (the client retries; see the module doc)."""
+        """One row's answer and its token count (the client retries)."""
         where = f"{self.name} at {self.base_url}{path}"
         reply = await post_json(client, self.endpoint.url(path), body)
         tried = f"after {reply.attempts} attempt{'s' if reply.attempts != 1 else ''}"

@@ -1,15 +1,12 @@
 """Per-row seeded sampling from next-token logits (torch only; no model code).
 
-A batch holds rows of many prompts; each row owns a ``random.Random`` seeded from its row seed
-and draws one uniform number per step. The token is found by inverse transform sampling: the
-first token whose cumulative probability exceeds ``u`` times the total. One uniform per row and
-step keeps the draw independent of the batch it sits in, and costs a cumulative sum, not a
-per-row noise vector over the whole vocabulary.
+Each row owns a ``random.Random`` seeded from its row seed and draws one uniform ``u`` per step;
+the token is the first whose cumulative probability exceeds ``u`` times the total (inverse
+transform sampling), so a draw does not depend on its batch and costs one cumulative sum.
 
-Filtering follows the usual Hugging Face semantics: logits are divided by the temperature, then
-``top_k`` keeps the k most likely tokens (ties with the k-th are kept) and ``top_p`` keeps the
-smallest set of most likely tokens whose probability reaches ``top_p`` (at least one token).
-Temperature 0 means greedy decoding.
+Filtering follows Hugging Face: logits over the temperature, then ``top_k`` keeps the k most likely
+tokens (ties with the k-th kept) and ``top_p`` the smallest most likely set whose probability
+reaches ``top_p`` (at least one token). Temperature 0 is greedy.
 """
 
 from __future__ import annotations
@@ -55,12 +52,7 @@ def draw(probs: torch.Tensor, uniforms: Sequence[float]) -> torch.Tensor:
 
 
 def next_tokens(
-    logits: torch.Tensor,
-    rngs: Sequence[random.Random],
-    *,
-    temperature: float,
-    top_k: int = 0,
-    top_p: float = 1.0,
+    logits: torch.Tensor, rngs: Sequence[random.Random], *, temperature: float, top_k: int = 0, top_p: float = 1.0
 ) -> torch.Tensor:
     """Sample (or, at temperature 0, pick greedily) one token per row of ``logits``."""
     if temperature <= 0:

@@ -1,15 +1,10 @@
 """Generation with vLLM (``--generator vllm``), for throughput on GPU machines.
 
-vLLM schedules its own batches (continuous batching, paged KV cache), so a call hands it every
-row at once; each row becomes one request with its own seed, so answers are reproducible and do
-not depend on the batch, as with the Hugging Face backend. vLLM's sampler draws differently from
-ours, so the same seed gives other answers than ``--generator hf``: the identity_id names the
-backend and the two never share cached answers. Stop strings are kept in the output, as the HF
-backend keeps them; the task cuts answers at the stop afterwards.
-
-``gpus`` > 1 runs the model with tensor parallelism over that many GPUs (``tensor_parallel_size``;
-every layer split across them, all active at once). A PEFT LoRA adapter folder loads its base
-model with LoRA enabled and sends every request with a ``LoRARequest`` for the adapter.
+vLLM schedules its own batches, so a call hands it every row at once, each one request with its
+own seed. Its sampler draws differently from ours, so the identity_id names the backend and the two
+never share cached answers. Stop strings stay in the output, as with ``hf`` (the task cuts at the
+stop). ``gpus`` > 1 is tensor parallelism; a LoRA adapter folder loads its base with LoRA enabled
+and sends every request with a ``LoRARequest``.
 """
 
 from __future__ import annotations
@@ -44,9 +39,7 @@ class VLLMGenerator:
     """Samples continuations with ``vllm.LLM``."""
 
     def __init__(self, model: str, load: LoadSettings | None = None) -> None:
-        """Loads ``model`` now (vLLM allocates its KV cache up front). From ``load``: ``gpus`` > 1 is
-        tensor parallelism, ``dtype`` other than ``auto`` is passed on; vLLM places the model
-        itself, so ``placement`` does not apply."""
+        """Loads ``model`` now (vLLM allocates its KV cache up front); ``load.placement`` does not apply."""
         load = load or LoadSettings()
         check_checkpoint(model, trust_remote_code=load.trust_remote_code, base_model=load.base_model)
         try:
@@ -94,11 +87,8 @@ class VLLMGenerator:
         return ROWS_PER_CALL
 
     def sample(self, batch: Batch) -> list[str]:
-        """One request per row, seeded by its row seed.
-
-        vLLM reports nothing within a call, so ``on_row`` hears of every row when the call returns
-        (calls hold at most ``ROWS_PER_CALL`` rows, which bounds what a kill can lose).
-        """
+        """One request per row, seeded by its row seed; vLLM reports nothing within a call, so every
+        row is handed on when it returns (at most :data:`ROWS_PER_CALL`, which bounds what a kill loses)."""
         params = [self._params(batch.settings, seed) for seed in batch.seeds]
         extra = {} if self._lora is None else {"lora_request": self._lora}
         outputs: list[Any] = self.llm.generate(list(batch.texts), params, use_tqdm=False, **extra)
@@ -112,15 +102,9 @@ class VLLMGenerator:
 
     def _params(self, settings: GenerationSettings, seed: int) -> Any:
         return self._vllm.SamplingParams(
-            n=1,
-            temperature=settings.temperature,
-            top_p=settings.top_p,
-            top_k=settings.top_k if settings.top_k > 0 else -1,
-            max_tokens=settings.max_new_tokens,
-            seed=seed,
-            stop=list(settings.stop) or None,
-            include_stop_str_in_output=True,
-            skip_special_tokens=True,
+            n=1, temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_new_tokens,
+            top_k=settings.top_k if settings.top_k > 0 else -1, seed=seed, stop=list(settings.stop) or None,
+            include_stop_str_in_output=True, skip_special_tokens=True,
         )
 
 

@@ -1,38 +1,23 @@
 """One cache for everything a run can reuse: generations, originality answers, judge answers, memos.
 
-``Cache(root).namespace("generations")`` gives a :class:`Namespace`, a key -> JSON value store in
-``root/generations``. Every entry is one small JSON file named by a hash of its key::
+``Cache(root).namespace("generations")`` is a :class:`Namespace`, a key -> JSON value store in
+``root/generations``, one small JSON file per entry named by a hash of its key (canonical JSON
+for a key that is not a string)::
 
     {"format": 1, "version": 1, "key": "...", "sha256": "<of the value>", "value": ...}
 
-What it promises, and how:
-
-- **Nothing damaged is trusted.** On read, an entry must parse, have exactly that layout, carry
-  this layer's format and its namespace's version, name the key asked for, and hash to its
-  checksum; a namespace may also check the value's own layout (``validate``). An entry that
-  fails is dropped (a miss, overwritten by the next ``put``) and counted in :func:`repaired`, so
-  the run can say so once in its summary line. It never raises.
-- **Writes never tear.** A value is written to a temporary file in the same folder, then linked
-  into place: readers see the whole entry or none, and a killed process leaves whole entries (the
-  kernel keeps what was written). A write the file system refuses (full, read-only) removes its
-  temporary file and raises one :class:`~pytest_novelty.infra.errors.HarnessError` line naming the
-  cache folder and the cause. Entries are not fsync'd one by one unless a namespace asks for
-  it (``durable=True``): an fsync costs about 6 ms here against 0.25 ms for the whole write, which
-  would slow a decode loop that stores each row as it ends, and the checksum already covers what
-  an fsync would guard against, an OS crash or power loss: an entry that did not reach the disk
-  whole is missing or fails its check, and is recomputed.
-- **First writer wins.** ``put`` links the new file only where no entry exists (``os.link`` fails
-  on an existing name); if a valid entry is already there it is kept and returned, so processes
-  that compute the same key concurrently all end up using one stored answer. A damaged entry is
-  replaced (``os.replace``).
-- **Clearing is safe while others run.** ``clear`` renames the folder aside, then deletes the
-  renamed copy. A run that writes afterwards recreates the folders (its reads then miss). Clears
-  of one cache take turns (a lock file, ``.clear.lock``), so each counts exactly the bytes it
-  removed itself: a second clear never deletes, uncounted, the folder the first one is still
-  measuring, and finds what is left after it. A clear interrupted half-way leaves a ``.trash-*``
-  folder that the next clear removes (and counts).
-
-Keys are strings or any JSON-serialisable value (canonicalised with sorted keys).
+- **Nothing damaged is trusted.** An entry that does not parse, has another layout, format or
+  version, names another key, fails its checksum or its namespace's ``validate`` is a miss (never
+  an error), counted once in :func:`repaired` for the run's summary line.
+- **Writes never tear.** An entry is written to a temporary file, then linked into place. A
+  refused write is one :class:`~pytest_novelty.infra.errors.HarnessError` line naming the folder.
+  No fsync unless ``durable=True``: it costs about 6 ms against 0.25 ms for the write, and the
+  checksum already catches an entry that a crash left short.
+- **First writer wins.** ``os.link`` fails on an existing name, so concurrent writers of one key
+  all end up with the stored answer; only a damaged entry is replaced.
+- **Clearing is safe while others run.** A clear renames a folder aside, then deletes it; clears
+  take turns (``.clear.lock``) so each counts the bytes it removed itself, and the next one removes
+  the ``.trash-*`` folder an interrupted one left.
 """
 
 from __future__ import annotations
@@ -54,7 +39,7 @@ from pytest_novelty.infra.storage import canonical, file_lock, folder_error, key
 __all__ = ["FORMAT", "Cache", "Namespace", "as_namespace", "entry_digest", "repaired", "sound_entry"]
 
 FORMAT = 1
-"""The layout of an entry file; bump it when the envelope above changes."""
+"""The layout of an entry file; bump it when the envelope changes."""
 _FIELDS = frozenset({"format", "version", "key", "sha256", "value"})
 _TRASH = ".trash-"
 _CLEAR_LOCK = ".clear.lock"
@@ -63,11 +48,8 @@ _ATTEMPTS = 3  # a write that meets a concurrent clear (its folder renamed away)
 
 
 class _Tally:
-    """Damaged entries dropped in this process, for the run's summary line.
-
-    One tally for the process, not one per :class:`Cache`: generation, originality and every
-    judge open their own namespace (often their own ``Cache``), and the run reports one total.
-    """
+    """Damaged entries dropped in this process: one tally, since every layer opens its own
+    ``Cache`` and the run reports one total."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -96,14 +78,12 @@ def _key_text(key: Any) -> str:
 
 
 def entry_digest(key: Any) -> str:
-    """The name an entry of ``key`` is stored under: its 40-digit :func:`~pytest_novelty.infra.storage.key_digest`
-    (in the folder named by its first two)."""
+    """The name an entry of ``key`` is stored under (in the folder of its first two digits)."""
     return key_digest(key, length=40)
 
 
 def _envelope(raw: bytes) -> dict[str, Any] | None:
-    """The entry in ``raw`` when its envelope is whole (the layout of the module doc, this layer's
-    format, a value that is not None and hashes to its checksum), else None; any version."""
+    """The entry in ``raw`` when its envelope is whole and its value hashes to its checksum, any version."""
     try:
         entry = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -118,37 +98,30 @@ def _envelope(raw: bytes) -> dict[str, Any] | None:
 
 
 def sound_entry(raw: bytes, digest: str) -> dict[str, Any] | None:
-    """The entry in ``raw`` when it is whole and belongs under the name ``digest`` (its key's
-    :func:`entry_digest`), whatever its namespace and version; None for anything else. What a merge
-    of caches trusts (:mod:`pytest_novelty.infra.cache_merge`): it copies entries as they are."""
+    """The entry in ``raw`` when it is whole and belongs under the name ``digest``, whatever its
+    namespace and version: what a merge of caches trusts (:mod:`pytest_novelty.infra.cache_merge`)."""
     entry = _envelope(raw)
     return entry if entry is not None and entry_digest(entry["key"]) == digest else None
 
 
 @dataclass(eq=False, repr=False)
 class Namespace:
-    """One kind of entry (``root/name``); see the module doc. Thread- and process-safe.
-
-    Opened by :meth:`Cache.namespace`, which takes the settings below.
-    """
+    """One kind of entry (``root/name``), opened by :meth:`Cache.namespace`; thread- and process-safe."""
 
     folder: Path
-    """Where the entries live, ``root/name``."""
     _: KW_ONLY
     version: int = 1
-    """The schema version of the values: bump it when their layout changes, and older entries are
-    dropped."""
+    """The values' schema version: bump it when their layout changes, and older entries are dropped."""
     validate: Callable[[Any], bool] | None = None
     """Checks a value's own layout on read; a value it rejects (or trips over) is a damaged entry."""
     durable: bool = False
-    """Fsync every entry before it is linked into place (see the module doc for the cost)."""
+    """Fsync every entry before it is linked into place."""
 
     def __post_init__(self) -> None:
         self.folder = Path(self.folder)
 
     @property
     def name(self) -> str:
-        """The namespace's name, its folder's."""
         return self.folder.name
 
     def __repr__(self) -> str:
@@ -158,8 +131,6 @@ class Namespace:
         """Where the entry of ``key`` lives (the file may not exist)."""
         digest = entry_digest(key)
         return self.folder / digest[:2] / f"{digest}.json"
-
-    # -- reading ----------------------------------------------------------------------------------
 
     def get(self, key: Any) -> Any | None:
         """The stored value of ``key``, or None when there is none or it is damaged (then counted)."""
@@ -196,15 +167,9 @@ class Namespace:
             return False, None
         return True, value
 
-    # -- writing ----------------------------------------------------------------------------------
-
     def put(self, key: Any, value: Any) -> Any:
-        """Store ``value`` under ``key`` unless a valid entry is there; return the stored value.
-
-        The value must be JSON-serialisable and not None. What is returned is what a later
-        :meth:`get` gives: the existing entry when another writer was first, else ``value`` as
-        JSON reads it back (tuples become lists).
-        """
+        """Store ``value`` (JSON, not None) under ``key`` unless a valid entry is there; return what a
+        later :meth:`get` gives: the other writer's entry, or ``value`` as JSON reads it back."""
         if value is None:
             raise ValueError("None cannot be cached (get() answers None for a miss)")
         text = _key_text(key)
@@ -274,12 +239,7 @@ class Cache:
         return f"Cache({str(self.root)!r})"
 
     def namespace(
-        self,
-        name: str,
-        *,
-        version: int = 1,
-        validate: Callable[[Any], bool] | None = None,
-        durable: bool = False,
+        self, name: str, *, version: int = 1, validate: Callable[[Any], bool] | None = None, durable: bool = False
     ) -> Namespace:
         """The entries of one kind, in ``root/name``; the settings are :class:`Namespace`'s."""
         if not name or name.startswith(".") or "/" in name or os.sep in name:
@@ -287,10 +247,7 @@ class Cache:
         return Namespace(self.root / name, version=version, validate=validate, durable=durable)
 
     def clear(self, *, keep: Callable[[str], bool] = lambda name: False) -> int:
-        """Remove every top-level entry of the cache except those ``keep`` names; bytes removed.
-
-        Each is renamed aside first, then deleted, so concurrent runs and clears are safe.
-        """
+        """Remove every top-level entry of the cache except those ``keep`` names; bytes removed."""
         if not self.root.is_dir():
             return 0
         removed = 0
@@ -342,11 +299,8 @@ def _safe(check: Callable[[Any], bool], value: Any) -> bool:
 
 
 def as_namespace(place: Namespace | Path | str | None, name: str | None = None, **options: Any) -> Namespace | None:
-    """A namespace from what callers pass around: a namespace as is, or a folder.
-
-    A folder becomes ``Cache(folder).namespace(name)`` when ``name`` is given, else the folder is
-    the namespace itself (``Cache(folder.parent).namespace(folder.name)``).
-    """
+    """A namespace as is, or a folder: ``Cache(folder).namespace(name)``, or without ``name`` the
+    folder itself as a namespace."""
     if place is None or isinstance(place, Namespace):
         return place
     folder = Path(place)
@@ -380,9 +334,5 @@ def is_demo(name: str) -> bool:
 
 
 def clear_cache(cache_dir: Path, *, keep_demo: bool = True) -> int:
-    """Remove cached generations, scores and judge answers; the built demo stays unless asked.
-
-    Safe while other runs use the cache and when two clears run at once: each entry is renamed
-    aside, then deleted (:meth:`Cache.clear`). Returns the bytes removed.
-    """
+    """Remove cached generations, scores and judge answers (the built demo stays unless asked); bytes removed."""
     return Cache(cache_dir).clear(keep=is_demo if keep_demo else lambda name: False)

@@ -1,7 +1,5 @@
 """Asyncio work at bounded concurrency: the one fan-out of the harness, the place a request gives
 up while it waits to be retried, and synchronous calls into asyncio code.
-
-This module imports no layer and no other part of the infra layer.
 """
 
 from __future__ import annotations
@@ -21,12 +19,10 @@ _HELD: contextvars.ContextVar[Held | None] = contextvars.ContextVar("novelty_hel
 
 
 class Held:
-    """A place among a caller's ``concurrency`` requests in flight (one acquisition of its
-    semaphore), that a request gives up while it waits to be retried.
-
-    ``async with Held(semaphore):`` around sending a request: a retry wait of that request
-    (:func:`wait_aside`, in the same task) releases the semaphore for its duration and takes it
-    again after, so that a request told to come back in a minute does not keep another from going now.
+    """A place among a caller's requests in flight (one acquisition of its semaphore), given up while
+    the request waits to be retried: ``async with Held(semaphore):`` around sending it, and a retry
+    wait in the same task (:func:`wait_aside`) releases the semaphore meanwhile, so a request told to
+    come back in a minute does not keep another from going now.
     """
 
     def __init__(self, semaphore: asyncio.Semaphore) -> None:
@@ -83,19 +79,13 @@ async def fan_out(
     concurrency: int | None,
     collect: tuple[type[BaseException], ...] = (),
 ) -> list[Any]:
-    """``[await work(0), ..., await work(count - 1)]``, at most ``concurrency`` running at once: the
-    one bounded fan-out of the harness.
+    """``[await work(0), ..., await work(count - 1)]``, a fixed pool of ``concurrency`` workers taking
+    the indices in order; ``None`` starts every item at once, for work that bounds its own requests
+    with :class:`Held` (the judges and concept extractors, whose items send several requests).
 
-    A fixed pool of ``concurrency`` workers takes the indices in order, so no more than
-    ``concurrency`` items are ever in flight; ``None`` puts every item under way at once, for work
-    that bounds its own requests with a semaphore it gives up while a request waits to be retried
-    (:class:`Held`: the judges and the concept extractors, whose items send several requests).
-
-    An item that raises one of the ``collect`` types (the collect-failures mode: a request that
-    failed, which the caller counts) has that exception in its place, and the batch goes on. Any
-    other exception stops the batch: no worker starts another item once it is known (the flag is
-    set before the error leaves the item), the items in flight are cancelled, and that first error
-    is raised as it is.
+    An item that raises one of the ``collect`` types has that exception in its place, and the batch
+    goes on. Any other exception stops the batch: no worker starts another item, the items in
+    flight are cancelled, and that first error is raised as it is.
     """
     results: list[Any] = [None] * count
     indices = iter(range(count))

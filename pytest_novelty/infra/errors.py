@@ -1,14 +1,9 @@
-"""Errors that reach the user as one clear line instead of a traceback.
+"""Errors that reach the user as one line instead of a traceback, redacted when made
+(:func:`pytest_novelty.infra.redact.redact`) so that no key reaches a terminal, log or report.
 
-Every layer raises these for bad input or a broken environment; the plugin and the command line
-turn them into a single message with the same exit status: :data:`USAGE_EXIT_STATUS` (4) for a
-:class:`ConfigError`, :data:`HARNESS_EXIT_STATUS` (8) for a :class:`HarnessError`.
-Every message is redacted (:func:`pytest_novelty.infra.redact.redact`) when the error is made, so no
-key reaches a terminal, a log or a report through an error.
-
-A :class:`HarnessError` (the harness could not measure: an unreachable judge, a corrupt index, too
-many unscored answers) ends a pytest run with :data:`HARNESS_EXIT_STATUS`, neither 0 (passed) nor
-1 (the gate failed), so CI can tell "the model regressed" from "the judge was down".
+The plugin and the command line exit with :data:`USAGE_EXIT_STATUS` (4) on a :class:`ConfigError`
+and :data:`HARNESS_EXIT_STATUS` (8) on a :class:`HarnessError` (the harness could not measure: an
+unreachable judge, a corrupt index), so CI can tell "the model regressed" (1) from "the judge was down".
 """
 
 from __future__ import annotations
@@ -40,14 +35,7 @@ class ConfigError(NoveltyError):
         self.field = field
         self.detail = message
         """The message without the file and field it is about."""
-        where = ""
-        if self.path and field:
-            where = f"{self.path}: {field}: "
-        elif self.path:
-            where = f"{self.path}: "
-        elif field:
-            where = f"{field}: "
-        super().__init__(where + message)
+        super().__init__("".join(f"{part}: " for part in (self.path, field) if part) + message)
 
 
 class HarnessError(NoveltyError):
@@ -62,6 +50,11 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return " (did you mean 'x'?)" for the closest choice, or an empty string."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def first_line(error: BaseException, limit: int = 300) -> str:
+    """The first line of an error's message, stripped and cut to ``limit`` characters ('' when empty)."""
+    return (str(error).strip().splitlines() or [""])[0][:limit]
 
 
 def last_line(text: str) -> str:

@@ -1,13 +1,9 @@
 """File digests at the disk's speed, remembered by stat, and the content identity of a data folder.
 
-Helper threads read the next blocks of a file at their own offsets (several requests before the
-disk at once) while the hash runs on the current block; BLAKE3 also hashes each block on every
-core (both release the GIL). BLAKE3 runs at about 5 GB/s a core here against SHA-256's 1.9 (which
-cannot split a file): checkpoints use BLAKE3, what records SHA-256 (an index's checksums, the
-demo's, :func:`hash_files`' default) keeps it. A *memo* remembers each digest under the file's
-(digest name, path, size, mtime_ns, ctime_ns, inode), so an unchanged file is read once; a memo is
-any object with ``get(key) -> value | None`` and ``put(key, value)`` (the namespaces of the cache
-layer offer exactly that), and :func:`memo_at` gives one in a cache folder.
+BLAKE3 runs at about 5 GB/s a core here against SHA-256's 1.9 (which cannot split a file):
+checkpoints use BLAKE3, what records SHA-256 (an index's checksums, the demo's) keeps it. A
+:class:`Memo` (a cache namespace, :func:`memo_at`) remembers each digest under the file's stat
+(:func:`stat_key`), so an unchanged file is read once.
 """
 
 from __future__ import annotations
@@ -50,9 +46,7 @@ class Memo(Protocol):
 
 
 def memo_at(folder: Path) -> Namespace:
-    """A memo of file digests kept in ``folder``: a namespace of the one cache layer
-    (:mod:`pytest_novelty.infra.cache`), so its entries are checksummed, written atomically and shared
-    safely by concurrent runs; a damaged entry is a miss, recomputed and counted."""
+    """A memo of file digests kept in ``folder``: a namespace of the one cache."""
     folder = Path(folder)
     return Cache(folder.parent).namespace(folder.name)
 
@@ -63,13 +57,9 @@ def identity_memo(cache_dir: Path) -> Namespace:
 
 
 def stat_key(path: Path, algorithm: str = "sha256") -> str:
-    """The memo key of a file's ``algorithm`` digest: the algorithm, the file's real path, size,
-    mtime_ns, ctime_ns and inode.
-
-    Any write changes mtime or ctime (ctime cannot be set back by tools that restore mtimes),
-    and a file replaced by a rename gets a new inode. The algorithm leads the key, so a digest of
-    one kind is never read back as another (both are 64 hex digits).
-    """
+    """The memo key of a file's ``algorithm`` digest: the algorithm (so one kind is never read back as
+    another), real path, size, mtime_ns, ctime_ns (which tools that restore mtimes cannot set back)
+    and inode (new for a file replaced by a rename)."""
     st = os.stat(path)
     return f"{algorithm}\0{os.path.realpath(path)}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}"
 
@@ -87,13 +77,9 @@ def _hasher(algorithm: str) -> Any:
 
 
 def file_digest(path: Path, algorithm: str = "sha256", on_bytes: Callable[[int], None] | None = None) -> str:
-    """The ``algorithm`` digest (hex) of a whole file, read in :data:`READ_SIZE` blocks.
-
-    Reading runs ahead of hashing: :data:`READ_AHEAD` helper threads read the next blocks (each
-    at its own offset, so the disk sees several requests at once) while this thread hashes the
-    current one in order; reads and hashing release the GIL, so a file is hashed at the speed of
-    the slower of the two rather than the sum of both. BLAKE3 also hashes each block on every core.
-    """
+    """The ``algorithm`` digest (hex) of a whole file, read in :data:`READ_SIZE` blocks by
+    :data:`READ_AHEAD` helper threads at their own offsets while this thread hashes in order (both
+    release the GIL, so a file takes the slower of the two, not the sum)."""
     digest = _hasher(algorithm)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     try:
@@ -182,21 +168,13 @@ class _Progress:
 
 
 def hash_files(
-    files: list[Path],
-    *,
-    memo: Memo | None = None,
-    what: str = "files",
-    on_progress: Callable[[int, int], None] | None = None,
-    quiet: bool = False,
-    algorithm: str = "sha256",
+    files: list[Path], *, memo: Memo | None = None, what: str = "files",
+    on_progress: Callable[[int, int], None] | None = None, quiet: bool = False, algorithm: str = "sha256",
 ) -> dict[Path, str]:
-    """The ``algorithm`` digest of each file, from ``memo`` where its stat is unchanged, else read.
-
-    Files are hashed largest first. SHA-256 cannot split a file, so files run on up to two threads
-    per core; BLAKE3 hashes each block on every core, so :data:`BLAKE3_FILES` files at a time keep
-    the disk and the cores busy. ``on_progress(done, total)`` hears of the bytes read, and without
-    it one :func:`notice` says so once hashing has taken more than a second, and another when it
-    ends (none when ``quiet``).
+    """The ``algorithm`` digest of each file, from ``memo`` where its stat is unchanged, else read,
+    largest first: SHA-256 on up to two threads per core, BLAKE3 (every core per block)
+    :data:`BLAKE3_FILES` files at a time. ``on_progress(done, total)`` hears of the bytes; without it
+    a :func:`notice` comes once hashing passes a second, and when it ends (none when ``quiet``).
     """
     if algorithm not in DIGESTS:
         raise ValueError(f"unknown digest {algorithm!r}; one of {', '.join(DIGESTS)}")
@@ -225,9 +203,8 @@ def hash_files(
 
 
 def data_files(path: Path) -> list[Path]:
-    """The files of a data folder, every level, sorted by relative name (``path`` itself when it is
-    a file). Hidden entries (names starting with ``.``: locks, editor and OS litter) do not count;
-    symbolic links to files are followed, links to folders are not (no cycles)."""
+    """The files of a data folder, every level, sorted by relative name (``path`` itself when it is a
+    file), without hidden entries (locks, litter); links to files are followed, to folders not."""
     path = Path(path)
     if path.is_file():
         return [path]
@@ -241,10 +218,8 @@ def data_files(path: Path) -> list[Path]:
 
 def content_identity(path: Path, *, memo: Memo | None = None) -> str:
     """A hex identity of the data file or folder ``path`` by content: the SHA-256 over each file's
-    relative name and SHA-256 (:func:`data_files`), so any changed byte, added, removed or renamed
-    file gives a new identity and the place or spelling of ``path`` none. Each file is read once
-    per stat through ``memo`` (:func:`hash_files`): an unchanged folder costs one ``stat`` per file.
-    """
+    relative name and SHA-256, so a changed byte or an added, removed or renamed file changes it and
+    the place of ``path`` does not; through ``memo`` an unchanged folder costs one ``stat`` a file."""
     path = Path(path).expanduser().resolve()
     files = data_files(path)
     digests = hash_files(files, memo=memo, what=path.name)

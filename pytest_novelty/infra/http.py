@@ -1,18 +1,11 @@
 """The one HTTP client of the harness: how a remote service is reached, and what a request did.
 
-Three clients reach remote services: the chat client of the ``openai:`` judges and concept
-extractors (:mod:`pytest_novelty.scoring.llm`, through the ``openai`` package), the infini-gram
-API client (:mod:`pytest_novelty.scoring.originality.client`) and the served-model generator
-(:mod:`pytest_novelty.generation.openai`). All three send their requests through an
-``httpx.AsyncClient`` that :meth:`Connection.client` opens, whose transport
-(:class:`RetryTransport`) retries as one policy says (:mod:`pytest_novelty.infra.retry`); the
-``openai`` package is handed that client with its own retries switched off. What differs between
-them is only what an answer means. Under the retries, ``concurrency`` one-connection *lanes* send
-the attempts, each keeping the component's :class:`Pace` when it has a ``rate``; a caller that
-bounds its own requests gives up its place while one waits (:class:`~pytest_novelty.infra.concurrency.Held`).
-
-This module imports no layer (only the infra layer's errors, redaction, retry policy and
-concurrency); ``httpx`` is imported when a client opens.
+The ``openai:`` judges and concept extractors (through the ``openai`` package, its own retries
+off), the infini-gram API client and the served-model generator all send through an
+``httpx.AsyncClient`` from :meth:`Connection.client`, whose :class:`RetryTransport` retries as
+:mod:`pytest_novelty.infra.retry` says; only what an answer means differs between them. Under the
+retries, ``concurrency`` one-connection *lanes* send the attempts, each keeping the component's
+:class:`Pace` when it has a ``rate``. ``httpx`` is imported when a client opens.
 """
 
 from __future__ import annotations
@@ -38,8 +31,8 @@ __all__ = ["CONNECTION_OPTIONS", "PREFLIGHT_TIMEOUT", "Connection", "ConnectionO
            "RetryTransport", "Traffic", "attempts_of", "post_json"]
 
 PREFLIGHT_TIMEOUT = 10.0
-"""Seconds a preflight waits for its one request (a served model's or a judge's ``GET /models``, a
-web API's test query): a service that cannot answer that in this time will not serve a run either."""
+"""Seconds a preflight waits for its one request: a service that cannot answer in this time will not
+serve a run either."""
 
 
 class ConnectionOptions(TypedDict, total=False):
@@ -100,39 +93,22 @@ class Connection:
         )
 
     def client(
-        self,
-        url: str,
-        traffic: Traffic,
-        *,
-        headers: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-        accept: Callable[[httpx.Response], str | None] | None = None,
+        self, url: str, traffic: Traffic, *, headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None, accept: Callable[[httpx.Response], str | None] | None = None,
         on_wait: Callable[[str, int, float], None] | None = None,
     ) -> httpx.AsyncClient:
-        """A fresh client for requests to ``url`` (within one event loop), retrying as :attr:`retry` says.
-
-        ``headers`` and ``params`` (a query) go with every request; ``accept(response)`` may reject a
-        200 answer worth another attempt by returning the problem in words (``response.request`` is
-        the request it answers); ``on_wait(problem, attempt, seconds)`` hears of each wait;
-        ``traffic`` counts.
-        """
+        """A fresh client for requests to ``url`` (within one event loop), retrying as :attr:`retry`
+        says; ``headers`` and ``params`` go with every request, ``traffic`` counts, and ``accept`` and
+        ``on_wait`` are :class:`RetryTransport`'s."""
         import httpx
 
-        transport = RetryTransport(
-            self.retry,
-            traffic,
-            accept=accept,
-            on_wait=on_wait,
-            inner=_transport(url, self.concurrency, traffic.paced(self.rate)),
-        )
+        inner = _transport(url, self.concurrency, traffic.paced(self.rate))
+        transport = RetryTransport(self.retry, traffic, accept=accept, on_wait=on_wait, inner=inner)
         # RetryTransport has the shape of an httpx.AsyncBaseTransport without subclassing it, so
         # that httpx is imported only when a client opens.
         return httpx.AsyncClient(
-            transport=cast("httpx.AsyncBaseTransport", transport),
-            headers=dict(headers or {}),
-            params=dict(params or {}),
-            timeout=self.timeout,
-            trust_env=False,
+            transport=cast("httpx.AsyncBaseTransport", transport), headers=dict(headers or {}),
+            params=dict(params or {}), timeout=self.timeout, trust_env=False,
         )
 
 
@@ -149,14 +125,11 @@ def _transport(url: str, concurrency: int, pace: Pace | None = None) -> _Lanes:
 
 
 class _Lanes:
-    """``concurrency`` connections, each its own one-connection ``httpx`` transport (a *lane*);
-    a request takes an idle lane, waiting for one in arrival order, and gives it back once its
-    answer is read.
+    """``concurrency`` one-connection ``httpx`` transports (*lanes*); a request waits in arrival order
+    for an idle lane and gives it back once its answer is read whole.
 
-    One pool of ``concurrency`` connections would do the same, but ``httpcore``'s pool looks over
-    every connection, and every connection again for each idle one, whenever a request comes or
-    goes: at 32 connections that was most of a judge's CPU. Answers are read whole here (every
-    client of the harness reads them whole anyway), so a lane is free when its request returns.
+    One pool would do the same, but ``httpcore``'s pool scans every connection, and again for each
+    idle one, whenever a request comes or goes: at 32 connections that was most of a judge's CPU.
     """
 
     def __init__(self, concurrency: int, proxy: str | None, pace: Pace | None = None) -> None:
@@ -218,9 +191,8 @@ class _Lanes:
 
 @dataclass
 class Traffic:
-    """What a client sent: requests (every attempt) and retries; and, when its requests are
-    rate-limited, the :class:`Pace` they keep, shared by every client opened with it (so a limit
-    holds across the batches and runs of one component, not only within one client)."""
+    """What a client sent: requests (every attempt) and retries; and the :class:`Pace` of a rate limit,
+    shared by every client opened with it, so the limit holds across one component's batches and runs."""
 
     requests: int = 0
     retries: int = 0
@@ -236,14 +208,11 @@ class Traffic:
 
 
 class Pace:
-    """At most ``rate`` requests a second: a token bucket that holds one token.
+    """At most ``rate`` requests a second: a token bucket that holds one token, taken just before sending.
 
-    A request leaves no sooner than ``1 / rate`` seconds after the one before it actually left
-    (a request that wakes late, on a busy event loop, moves the next one on, so late requests
-    never leave in a bunch); so no second sees more than ``rate`` requests go, however many are
-    in flight, and a server that allows ``rate`` a second never has to refuse one. It is taken
-    when a connection is free, just before sending. Thread-safe and bound to no event loop (a
-    component opens a client per run).
+    A request leaves no sooner than ``1 / rate`` s after the one before it actually left (one that
+    wakes late moves the next on, so late requests never leave in a bunch), so a server that allows
+    ``rate`` a second never refuses one. Thread-safe and bound to no event loop.
     """
 
     def __init__(self, rate: float) -> None:
@@ -325,12 +294,9 @@ async def post_json(client: httpx.AsyncClient, url: str, body: Any) -> Reply:
 class RetryTransport:
     """An ``httpx`` async transport that sends a request until it gets an answer, as a policy says.
 
-    An attempt fails on a transport error (timeout, refused or dropped connection), a retryable
-    status (:func:`is_retryable`) or a 200 answer that ``accept`` rejects; the wait before the
-    next is the server's ``Retry-After`` or the policy's backoff. When the request has used its
-    attempts (or its time), the last answer is returned (its status tells the caller what went
-    wrong) or the last error raised. Either way the request's extensions hold
-    ``(attempts, seconds)`` under :data:`ATTEMPTS`.
+    An attempt fails on a transport error, a retryable status (:func:`is_retryable`) or a 200 answer
+    that ``accept`` rejects. When the attempts or the time are used up, the last answer is returned
+    or the last error raised; either way the request's extensions hold :data:`ATTEMPTS`.
     """
 
     policy: RetryPolicy
@@ -338,7 +304,8 @@ class RetryTransport:
     inner: Any
     """The transport that sends one attempt (an ``httpx.AsyncHTTPTransport``)."""
     accept: Callable[[httpx.Response], str | None] | None = None
-    """Says why a 200 answer is worth another attempt, or None when it is an answer."""
+    """Says why a 200 answer is worth another attempt, or None when it is an answer
+    (``response.request`` is the request it answers)."""
     on_wait: Callable[[str, int, float], None] | None = None
     """Hears ``(problem, attempt, seconds)`` before each wait."""
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:

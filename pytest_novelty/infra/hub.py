@@ -1,11 +1,8 @@
 """Hub ids pinned to commits: which revision of ``org/name`` a run loads, online or from the local cache.
 
-A hub id (``org/name`` or ``org/name@revision``) is identified by its commit sha, resolved through
-``huggingface_hub``: from the hub when it can be reached, else from the local Hugging Face cache
-(``refs/REVISION``), in which case one line says that cached answers are used on trust. Whether the
-hub can be reached is decided within seconds (``HF_HUB_OFFLINE``, then one TCP connection), before
-anything is loaded; a model that is neither reachable nor cached is one :class:`ConfigError` that
-says how to pre-download it.
+Whether the hub can be reached is decided within seconds (``HF_HUB_OFFLINE``, then one TCP
+connection); offline, a branch or tag is read from the local cache's ``refs/`` and one line says
+that cached answers are used on trust.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from pytest_novelty.infra.errors import ConfigError, HarnessError
+from pytest_novelty.infra.errors import ConfigError, HarnessError, first_line
 from pytest_novelty.infra.progress import notice
 
 __all__ = ["HubRevision", "hub_reachable", "looks_like_hub_id", "resolve_hub", "split_revision"]
@@ -121,10 +118,8 @@ def _resolve(repo: str, revision: str | None, cache: str, offline: bool) -> HubR
         _, snapshot = _cached_snapshot(repo, wanted)
         if offline and snapshot is None:
             raise ConfigError(
-                f"{why} and commit {wanted[:8]} is not in the local cache ({cache}); "
-                + _download_hint(repo, wanted),
-                path=f"{repo}@{wanted}",
-                field="--model",
+                f"{why} and commit {wanted[:8]} is not in the local cache ({cache}); " + _download_hint(repo, wanted),
+                path=f"{repo}@{wanted}", field="--model",
             )
         return HubRevision(repo, wanted, wanted, snapshot, trusted=False, offline=offline)
     answered = False  # the hub answered, with a server error: not bad input when nothing is cached
@@ -149,12 +144,9 @@ def _resolve(repo: str, revision: str | None, cache: str, offline: bool) -> HubR
 def _ask_hub(repo: str, revision: str) -> tuple[str | None, str]:
     """The commit sha of ``repo`` at ``revision`` from the hub, or (None, why) when it gave none.
 
-    Only trouble that says nothing about the model lets the caller fall back to the local cache:
-    no connection or no answer in time (``the hub cannot be reached``), a server error or a rate
-    limit (``the hub answered HTTP 503``). An answer about the model (no such repository or
-    revision, gated, a refused token) is bad input; anything else (a reply that cannot be read,
-    an unexpected status, an error of the client) is a harness error naming what happened, never
-    taken for "offline".
+    Only trouble that says nothing about the model (no connection or answer in time, a 5xx, a 429)
+    lets the caller fall back to the local cache. An answer about the model (no such repository or
+    revision, gated, a refused token) is bad input; anything else is a harness error, never "offline".
     """
     from huggingface_hub import HfApi
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
@@ -166,14 +158,12 @@ def _ask_hub(repo: str, revision: str) -> tuple[str | None, str]:
     except GatedRepoError:
         raise ConfigError(
             "a gated model: accept its conditions on the hub, then log in with `huggingface-cli login` or set HF_TOKEN",
-            path=repo,
-            field="--model",
+            path=repo, field="--model",
         ) from None
     except RepositoryNotFoundError:
         raise ConfigError(
             "no such model on the hub (or it is private: log in with `huggingface-cli login` or set HF_TOKEN)",
-            path=repo,
-            field="--model",
+            path=repo, field="--model",
         ) from None
     except HfHubHTTPError as exc:
         status = getattr(exc.response, "status_code", None)
@@ -182,15 +172,14 @@ def _ask_hub(repo: str, revision: str) -> tuple[str | None, str]:
         if status in (401, 403):
             raise ConfigError(
                 f"the hub refused the request (HTTP {status}): check HF_TOKEN, or log in with `huggingface-cli login`",
-                path=repo,
-                field="--model",
+                path=repo, field="--model",
             ) from None
-        raise HarnessError(f"{repo}: the hub answered HTTP {status}: {_first_line(exc)}") from None
+        raise HarnessError(f"{repo}: the hub answered HTTP {status}: {first_line(exc)}") from None
     except Exception as exc:
         if _network_trouble(exc):
             return None, "the hub cannot be reached"
         raise HarnessError(
-            f"{repo}: asking the hub for revision {revision!r} failed: {type(exc).__name__}: {_first_line(exc)}"
+            f"{repo}: asking the hub for revision {revision!r} failed: {type(exc).__name__}: {first_line(exc)}"
         ) from None
     if not info.sha:
         raise HarnessError(f"{repo}: the hub's answer for revision {revision!r} names no commit")
@@ -198,24 +187,16 @@ def _ask_hub(repo: str, revision: str) -> tuple[str | None, str]:
 
 
 def _network_trouble(exc: BaseException) -> bool:
-    """Whether ``exc`` is a connection or a timeout failing (the hub client's transport: httpx's
-    errors, or the ``OSError`` family that sockets raise), not an answer."""
+    """Whether ``exc`` is a connection or a timeout failing (httpx's or a socket's), not an answer."""
     import httpx
 
     return isinstance(exc, (httpx.TransportError, OSError))
 
 
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0][:300]
-
-
 def resolve_hub(model: str) -> HubRevision:
-    """Pin a hub id (``org/name`` or ``org/name@revision``) to its commit sha, within seconds.
-
-    Online: the hub's answer. Offline (``HF_HUB_OFFLINE`` set, or no connection to the hub within
-    :data:`HUB_TIMEOUT` seconds): the local cache's ``refs/REVISION``, with one line saying so
-    (once per process). A model neither reachable nor cached raises :class:`ConfigError`.
-    """
+    """Pin a hub id (``org/name`` or ``org/name@revision``) to its commit sha, within seconds: the hub's
+    answer, or offline the local cache's (said once per process). A model neither reachable nor cached
+    is a :class:`ConfigError` that says how to pre-download it."""
     repo, revision = split_revision(model)
     return _resolve(repo, revision, str(_hub_cache()), not hub_reachable())
 

@@ -1,19 +1,10 @@
 """What exactly is this checkpoint? A content identity for cache keys and reports.
 
-A local checkpoint folder is identified by the BLAKE3 digest of every byte of exactly the files a
-model is loaded from: the config and generation config, the tokenizer files, every weight shard and its
-index, adapter files (and, for an adapter, the identity of its base model), and the Python files
-of a checkpoint that ships its own code. Nothing else in the folder counts: an originality index
-saved beside the weights (``novelty-index/``), logs, optimizer state and READMEs change nothing.
-So a fine-tune saved over the same folder gets a new identity even when every file keeps its size
-and only a middle layer changed, and a folder that only gained an index keeps its cached answers.
-The files are hashed as :mod:`pytest_novelty.infra.hashing` hashes them, remembered under their
-stat, so an unchanged multi-gigabyte checkpoint is read once.
-
-Identities are of format 2 (format 1 hashed the files with SHA-256): the format and the digest's
-name open the hashed text, so no identity of one format equals one of another, and answers
-cached under an old identity are generated again, never misread. A hub id is identified by its
-commit sha (:func:`pytest_novelty.infra.hub.resolve_hub`).
+A local folder is identified by the BLAKE3 digest of exactly the files a model is loaded from
+(:func:`loaded_files`; for an adapter, with its base's identity), so a fine-tune saved over the
+folder gets a new one and an index or logs saved beside the weights change nothing
+(``docs/caching.md``). The format (2) and the digest's name open the hashed text, so identities of
+different formats never meet. A hub id is identified by its commit (:func:`~.hub.resolve_hub`).
 """
 
 from __future__ import annotations
@@ -29,50 +20,28 @@ from pytest_novelty.infra.hashing import Memo, hash_files
 from pytest_novelty.infra.hub import looks_like_hub_id, resolve_hub
 from pytest_novelty.infra.storage import read_json
 
-__all__ = ["Identity", "checkpoint_identity", "loaded_files"]
+__all__ = ["Identity", "checkpoint_identity", "loaded_files", "ships_code"]
 
 CHECKPOINT_DIGEST = "blake3"
 """The digest of a checkpoint's files: BLAKE3 runs at about 5 GB/s per core here, SHA-256 at 1.9."""
 # The files transformers, tokenizers and peft read from a checkpoint folder (top level only).
-_LOADED_NAMES = frozenset(
-    {
-        "config.json",
-        "generation_config.json",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-        "added_tokens.json",
-        "vocab.json",
-        "vocab.txt",
-        "merges.txt",
-        "tokenizer.model",
-        "spiece.model",
-        "chat_template.jinja",
-        "chat_template.json",
-        "preprocessor_config.json",
-        "adapter_config.json",
-    }
-)
+_LOADED_NAMES = frozenset({
+    "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+    "added_tokens.json", "vocab.json", "vocab.txt", "merges.txt", "tokenizer.model", "spiece.model",
+    "chat_template.jinja", "chat_template.json", "preprocessor_config.json", "adapter_config.json",
+})  # fmt: skip
 _LOADED_PATTERNS = (
-    "*.safetensors",
-    "*.safetensors.index.json",
-    "pytorch_model*.bin",
-    "pytorch_model*.bin.index.json",
-    "adapter_model.*",
-    "*.tiktoken",
-    "sentencepiece*.model",
-)
+    "*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin", "pytorch_model*.bin.index.json",
+    "adapter_model.*", "*.tiktoken", "sentencepiece*.model",
+)  # fmt: skip
 _TEMPLATE_FOLDER = "additional_chat_templates"  # transformers 5 reads extra chat templates from here
 
 
 @dataclass(frozen=True)
 class Identity:
-    """What a checkpoint is: ``id`` (hex, for cache keys), ``description`` (for people).
-
-    ``source`` and ``revision`` are what to load: a local folder (``revision`` None), or a hub
-    repository at a commit sha. ``files`` maps each file that counted to its BLAKE3 digest (local
-    folders), ``trusted`` is True when a hub revision was read from the local cache without
-    checking the hub.
+    """What a checkpoint is: ``id`` (hex, for cache keys), ``description`` (for people), and what to
+    load: ``source`` at ``revision`` (a hub commit; None for a folder). ``files`` maps each file that
+    counted to its digest; ``trusted``: a hub revision read from the local cache without asking the hub.
     """
 
     id: str
@@ -89,7 +58,9 @@ class Identity:
 
 
 def loaded_files(folder: Path) -> list[Path]:
-    """The files of ``folder`` a model is loaded from, sorted by name (see the module docstring)."""
+    """The files of ``folder`` a model is loaded from, sorted by name: config, tokenizer and chat
+    template files, weight shards and their index, adapter files, and the Python files of a
+    checkpoint that ships its own code (``auto_map``); not indexes, logs, optimizer state, READMEs."""
     folder = Path(folder)
     chosen = []
     for entry in folder.iterdir():
@@ -102,12 +73,13 @@ def loaded_files(folder: Path) -> list[Path]:
     if templates.is_dir():
         chosen.extend(p for p in templates.iterdir() if p.is_file() and p.suffix in (".jinja", ".json"))
     code = [p for p in folder.glob("*.py") if p.is_file()]
-    if code and _ships_code(folder):  # only a checkpoint that maps to its own code runs these
+    if code and ships_code(folder):  # only a checkpoint that maps to its own code runs these
         chosen.extend(code)
     return sorted(set(chosen), key=lambda p: p.relative_to(folder).as_posix())
 
 
-def _ships_code(folder: Path) -> bool:
+def ships_code(folder: Path) -> bool:
+    """Whether the checkpoint's config or tokenizer config maps to its own Python code (``auto_map``)."""
     for name in ("config.json", "tokenizer_config.json"):
         data = read_json(folder / name)
         if isinstance(data, dict) and data.get("auto_map"):
@@ -145,18 +117,11 @@ def _adapter_base(folder: Path, base: str | None) -> str | None:
 
 
 def checkpoint_identity(
-    model: str | Path,
-    *,
-    memo: Memo | None = None,
-    on_progress: Callable[[int, int], None] | None = None,
+    model: str | Path, *, memo: Memo | None = None, on_progress: Callable[[int, int], None] | None = None,
     base: str | None = None,
 ) -> Identity:
-    """The identity of a checkpoint folder or hub id (see the module docstring).
-
-    ``memo`` remembers file digests between calls (see :func:`~pytest_novelty.infra.hashing.memo_at`);
-    ``on_progress(done, total)`` hears of hashed bytes, and without it one notice says so when
-    hashing takes more than a second. ``base`` overrides an adapter's ``base_model_name_or_path``.
-    """
+    """The identity of a checkpoint folder or hub id; ``memo`` and ``on_progress`` are
+    :func:`~.hashing.hash_files`', ``base`` overrides an adapter's ``base_model_name_or_path``."""
     path = Path(model).expanduser()
     if path.is_dir():
         return _folder_identity(path.resolve(), memo=memo, on_progress=on_progress, base=base)
@@ -164,9 +129,7 @@ def checkpoint_identity(
     if not looks_like_hub_id(text):
         raise ConfigError(
             "checkpoint folder not found; pass a Hugging Face folder (with config.json), a hub id "
-            "such as org/name or org/name@revision, or 'demo'",
-            path=text,
-            field="--model",
+            "such as org/name or org/name@revision, or 'demo'", path=text, field="--model",
         )
     hub = resolve_hub(text)
     description = f"{hub.repo} @ {hub.sha[:8]}" + (" (cached, unchecked)" if hub.trusted else "")

@@ -1,16 +1,10 @@
-"""The run's one message channel (:func:`notice`) and progress bars for the long steps
-(generation, originality lookups, judging).
+"""The run's one message channel (:func:`notice`) and progress bars for the long steps.
 
-Every layer says what a person should know while a run goes (a model loads, a suite's work, a
-server that makes requests wait, an index without checksums) with :func:`notice`; the front end
-chooses where the lines go (:func:`send_notices_to`): stderr by default and on the command line,
-pytest's terminal past its capture under the plugin, the controller's terminal for an xdist worker
-(the plugin sends a worker's lines with its test reports).
-
-A :class:`ProgressSink` says where bars go and whether they are drawn at all. Bars are tqdm bars
-that disappear when their step ends (the step then logs one summary line), so a finished run
-leaves a clean log. They are drawn only on a terminal: in CI logs and on pytest-xdist workers
-(whose output never reaches the terminal) the sink is off and the per-step lines remain.
+Layers say what a person should know while a run goes with :func:`notice`; the front end chooses
+where the lines go (:func:`send_notices_to`): stderr by default, pytest's terminal past its capture
+under the plugin, the controller's terminal for an xdist worker. Bars (:class:`ProgressSink`) are
+tqdm bars that vanish when their step ends, drawn only on a terminal, so CI logs and xdist workers
+keep just the per-step lines.
 """
 
 from __future__ import annotations
@@ -23,8 +17,7 @@ from typing import Any, Protocol
 
 
 def to_stderr(line: str) -> None:
-    """Write one line to stderr at once: where progress and notices go outside pytest (the command
-    line, the library used on its own); pytest's sessions pass their own terminal writer instead."""
+    """Write one line to stderr at once: the channel outside pytest."""
     print(line, file=sys.stderr, flush=True)
 
 
@@ -32,9 +25,7 @@ _notices: Callable[[str], None] = to_stderr
 
 
 def notice(line: str) -> None:
-    """A one-line notice from inside a layer (an index without checksums, a hub not checked, an
-    n-gram set's build): to the channel the front end chose (:func:`send_notices_to`), stderr by
-    default. The pytest plugin sends them to its terminal past pytest's output capture."""
+    """A one-line notice from inside a layer, to the channel the front end chose."""
     _notices(line)
 
 
@@ -47,8 +38,7 @@ def send_notices_to(channel: Callable[[str], None]) -> Callable[[str], None]:
 
 @contextlib.contextmanager
 def notices_to(channel: Callable[[str], None]) -> Iterator[Callable[[str], None]]:
-    """Within the block, :func:`notice` writes to ``channel`` (the one before is restored after it,
-    however the block ends): for a caller of the library that wants the lines, and for tests."""
+    """Within the block, :func:`notice` writes to ``channel``; the one before is restored after it."""
     previous = send_notices_to(channel)
     try:
         yield channel

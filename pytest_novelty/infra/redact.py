@@ -1,23 +1,12 @@
 """One redaction function for everything pytest-novelty shows or writes.
 
 Messages, log lines, reports, snapshots and JUnit properties pass through :func:`redact` (or
-:func:`redact_data` for JSON-like values) before they leave the process. It removes:
-
-- the user-info part of URLs (``https://user:KEY@host`` becomes ``https://host``);
-- the values of query parameters with secret-looking names (``?api_key=KEY``, ``&token=...``,
-  ``sig``, ``password``, ...), wherever such a ``name=value`` pair appears, so an error body that
-  echoes the request path is cleaned too;
-- ``Authorization: Bearer ...`` / ``Basic ...`` and ``api-key`` / ``x-api-key`` header values, and
-  any lone ``Bearer TOKEN``;
-- strings shaped like provider keys (``sk-...``, ``key-...``, ``token-...``);
-- every value registered with :func:`register_secret` (the judge registers its API key and the
-  secrets it finds in its base URL) and the value of ``OPENAI_API_KEY``, wherever it appears,
-  whatever the server echoes around it.
-
-The registry is process-wide on purpose: a secret seen once must be hidden everywhere, including
-by writers (the report, the snapshot extension) that never see the component holding it. A
-client keeps its key in a :class:`Secret` (never shown in a repr), masks it in what a server says
-with :func:`scrub`, and quotes a reply through :func:`echo` (one printable line, short).
+:func:`redact_data`) before they leave the process. It removes URLs' user info, the values of
+secret-named query parameters wherever a ``name=value`` pair appears (an error body that echoes the
+request path too), ``Authorization``/``api-key`` header values and any lone ``Bearer TOKEN``,
+key-shaped strings (``sk-...``), and every value registered with :func:`register_secret` or held
+by ``OPENAI_API_KEY``. The registry is process-wide on purpose: a secret seen once is hidden by
+every writer, even those that never see the component holding it.
 """
 
 from __future__ import annotations
@@ -91,10 +80,9 @@ def redact(text: str) -> str:
 
 
 def _mask_spans(text: str, known: list[str]) -> str:
-    """``text`` with every occurrence of a known secret (as it is, or URL-quoted) and every
-    key-shaped string masked, the spans found on the text as it came and merged where they
-    overlap: a registered secret that is part of a longer key (or a key that is part of a secret)
-    leaves no piece of either behind, whichever is found first."""
+    """``text`` with every known secret (as it is, or URL-quoted) and key-shaped string masked, their
+    spans found on the text as it came and merged, so a secret inside a longer key (or the other way
+    round) leaves no piece of either behind."""
     spans = [m.span() for m in _KEY_LIKE.finditer(text)]
     for value in {*known, *(_quoted(v) for v in known)}:
         start = text.find(value)
@@ -171,14 +159,10 @@ ECHO_LIMIT = 200
 
 
 def echo(reply: str | bytes, *secrets: Secret | str, limit: int = ECHO_LIMIT) -> str:
-    """``reply`` (a body, a message, any text a server sent) as a message may quote it to a terminal.
-
-    Bytes are read as UTF-8, a byte that is not UTF-8 shown as ``\\xNN``; the secrets and anything
-    :func:`scrub` recognises become ``***``; runs of white space (new lines, tabs) become one space;
-    every character left that is not printable (a NUL, an escape sequence, U+FFFD, which stands for
-    bytes already lost) is written as its Python escape (``\\x00``, ``\\x1b``, ``\\ufffd``), so what a
-    server sends can neither garble the terminal nor hide in it; the result is cut to ``limit``
-    characters. Scrubbed before it is cut, so no part of a key survives the cut.
+    """``reply`` (any text a server sent) as a message may quote it to a terminal: bytes read as UTF-8
+    (others as ``\\xNN``), scrubbed (before the cut, so no part of a key survives it), white space
+    folded, every character left that is not printable (U+FFFD too) written as its Python escape, so
+    a server can neither garble the terminal nor hide in it; cut to ``limit`` characters.
     """
     text = bytes(reply).decode("utf-8", "backslashreplace") if isinstance(reply, (bytes, bytearray)) else str(reply)
     text = " ".join(scrub(text, *secrets).split())

@@ -6,20 +6,11 @@ A spec names a backend and, for most, what it works on; options may follow a ``?
     NAME:ARGUMENT                 openai:gpt-4o, hf:ckpt/judge, infini-gram:idx/, classifier:models/sim
     NAME:ARGUMENT?key=value&...   infini-gram:idx/?workers=4&load_to_ram=true
 
-Each kind of backend (judges, originality backends, equivalence checks, generator backends,
-model sources) has one :class:`Registry`, kept beside the Protocol its backends implement. A
-backend module adds itself with one decorator::
-
-    @JUDGES.register("openai", argument="MODEL", options={"timeout": float})
-    class OpenAIJudge: ...
-
-and ``open_judge("openai:gpt-4o")`` finds it by the prefix. The grammar above, the errors for an
-unknown prefix (with a did-you-mean), a missing or unexpected argument and an unknown option, and
-the conversion of ``?key=value`` strings to the option's type all live here, so every kind reads
-and fails the same way. The built-in backends of a kind are imported on its first lookup (named in
-``builtins``), so heavy modules stay unloaded until a spec needs them.
-
-This module imports nothing from the layers; it is plumbing shared by all of them.
+Each kind of backend has one :class:`Registry` beside its Protocol, and a backend module adds
+itself with one decorator (``@JUDGES.register("openai", argument="MODEL", options={"timeout":
+float})``). The grammar, its errors (with a did-you-mean) and the conversion of ``?key=value``
+strings live here, so every kind reads and fails the same way. A kind's built-in backend modules
+are imported on its first lookup, so heavy modules stay unloaded until a spec needs them.
 """
 
 from __future__ import annotations
@@ -76,12 +67,10 @@ class Spec(Generic[T]):
 class Registry(Generic[T]):
     """The backends of one kind, by prefix.
 
-    ``what`` names the kind in messages ("judge", "originality backend"); ``field`` is where a
-    :class:`~pytest_novelty.infra.errors.ConfigError` points (the option or suite key the spec came
-    from); ``builtins`` are the modules whose decorators register the built-in backends, imported
-    on the first lookup. ``settings`` names the keyword settings callers hand every factory of the
-    kind (each factory takes those it has a use for); a call with any other is a ``TypeError``
-    naming it, with a did-you-mean, so a misspelt setting never vanishes.
+    ``what`` names the kind in messages; ``field`` is where a ``ConfigError`` points (the option or
+    suite key); ``builtins`` are the modules that register the built-in backends. ``settings`` names
+    the keywords callers hand every factory (each takes those it uses); any other is a ``TypeError``
+    with a did-you-mean, so a misspelt setting never vanishes.
     """
 
     def __init__(
@@ -94,26 +83,14 @@ class Registry(Generic[T]):
         self._loaded = False
         self._backends: dict[str, Backend[T]] = {}
 
-    # -- registration ---------------------------------------------------------------------------
-
     def register(
-        self,
-        name: str,
-        *,
-        argument: str | None = None,
-        needs: str = "",
-        options: Mapping[str, type | None] | Iterable[str] = (),
-        summary: str = "",
+        self, name: str, *, argument: str | None = None, needs: str = "",
+        options: Mapping[str, type | None] | Iterable[str] = (), summary: str = "",
         check: Callable[..., None] | None = None,
     ) -> Callable[[F], F]:
-        """Decorator: register a class or function that opens the backend named ``name``.
-
-        The factory is called as ``factory(argument, *args, **settings, **options)``: the spec's
-        argument first (only when the backend takes one), then what the caller passes, of which
-        the keyword settings the factory's signature does not name are left out (a judge that
-        has no use for ``budget`` does not declare it). ``options`` are checked against the
-        declared names and converted to the declared types.
-        """
+        """Decorator: register a class or function that opens the backend named ``name``, called as
+        ``factory(argument, *args, **settings, **options)``: the argument only when it takes one, the
+        settings its signature names, the options checked and converted to their declared types."""
         if not name or any(c in name for c in ":?& "):
             raise ValueError(f"a backend name is a plain word, got {name!r}")
         declared = dict(options) if isinstance(options, Mapping) else dict.fromkeys(options)
@@ -133,8 +110,6 @@ class Registry(Generic[T]):
         """Remove a backend (tests that register their own use it to clean up)."""
         self._backends.pop(name, None)
 
-    # -- lookup ---------------------------------------------------------------------------------
-
     def _load(self) -> None:
         if not self._loaded:
             self._loaded = True
@@ -146,9 +121,7 @@ class Registry(Generic[T]):
         self._load()
         order = {module: rank for rank, module in enumerate(self._builtins)}
         last = len(order)
-        return tuple(
-            sorted(self._backends, key=lambda name: order.get(self._backends[name].factory.__module__, last))
-        )
+        return tuple(sorted(self._backends, key=lambda name: order.get(self._backends[name].factory.__module__, last)))
 
     def get(self, name: str) -> Backend[T] | None:
         """The backend registered as ``name``, or None."""
@@ -182,16 +155,12 @@ class Registry(Generic[T]):
         name = name.strip()
         backend = self.get(name)
         if backend is None:
-            raise self._error(
-                f"unknown {self.what} {spec!r}{did_you_mean(name, self.names())}; use {self.usage()}"
-            )
+            raise self._error(f"unknown {self.what} {spec!r}{did_you_mean(name, self.names())}; use {self.usage()}")
         argument = argument.strip()
         if backend.argument is None and (colon or argument):
             raise self._error(f"{self.what} {name} takes no argument: write {name!r}, got {spec!r}")
         if backend.argument is not None and not argument:
-            raise self._error(
-                f"{self.what} {name} needs {backend.needs}, as in {backend.usage}; got {spec!r}"
-            )
+            raise self._error(f"{self.what} {name} needs {backend.needs}, as in {backend.usage}; got {spec!r}")
         _, options = _split_options(qmark + query, self._error)
         return Spec(backend, argument, options, spec)
 

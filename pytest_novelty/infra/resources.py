@@ -17,12 +17,8 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 
 
 def bundled_path(name: str) -> Path:
-    """Return the folder of the bundled ``suites`` or ``fixtures``.
-
-    The wheel's copy (``pytest_novelty/_bundled/NAME``) wins when it exists; otherwise the folder
-    beside the package in a source checkout, recognised by the ``pyproject.toml`` next to it, so
-    that an unrelated ``suites`` folder in site-packages is never picked up.
-    """
+    """The folder of the bundled ``suites`` or ``fixtures``: the wheel's copy, else the checkout's,
+    recognised by the ``pyproject.toml`` beside it (never an unrelated ``suites`` in site-packages)."""
     if name not in BUNDLED:
         raise ConfigError(f"unknown bundled folder {name!r}; expected one of {', '.join(BUNDLED)}"
                           + did_you_mean(name, BUNDLED))

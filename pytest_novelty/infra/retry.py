@@ -1,12 +1,10 @@
 """When a request is tried again, and how long it waits first: the policy of the one HTTP client.
 
-408, 409, 425, 429 and every 5xx are worth another attempt (:func:`is_retryable`); any other
-status is an answer. One logical request makes at most ``max_attempts`` attempts within
-``max_retry_time`` seconds; between attempts it waits what the server asks for (``retry-after-ms``
-or ``Retry-After``, capped at :data:`MAX_RETRY_AFTER`, stretched by up to 10 % so that clients told
-the same wait do not return together), else ``backoff × 2^(attempt-1)`` capped at ``max_backoff``,
-with "equal jitter" (a uniform factor in [0.5, 1]). The transport that follows it is
-:class:`pytest_novelty.infra.http.RetryTransport`.
+One logical request makes at most ``max_attempts`` attempts within ``max_retry_time`` seconds;
+between attempts it waits what the server asks for (capped at :data:`MAX_RETRY_AFTER`, stretched by
+up to 10 % so that clients told the same wait do not return together), else ``backoff ×
+2^(attempt-1)`` capped at ``max_backoff``, with "equal jitter" (a uniform factor in [0.5, 1]).
+:class:`pytest_novelty.infra.http.RetryTransport` follows it.
 """
 
 from __future__ import annotations
@@ -36,8 +34,7 @@ def is_retryable(status: int) -> bool:
 
 def retry_after(headers: Mapping[str, str] | Any | None) -> float | None:
     """The wait the server asked for, in seconds: ``retry-after-ms``, else ``Retry-After`` as seconds
-    or as an HTTP date; None when there is none or it cannot be read. ``headers`` is any mapping
-    with ``get`` (case-insensitive ones, as httpx's and http.client's, find either spelling)."""
+    or as an HTTP date; None when there is none or it cannot be read."""
     if headers is None:
         return None
     millis = headers.get("retry-after-ms")
@@ -63,7 +60,7 @@ def retry_after(headers: Mapping[str, str] | Any | None) -> float | None:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How often and how long one logical request is retried (see the module docstring)."""
+    """How often and how long one logical request is retried."""
 
     max_attempts: int = 6
     """Attempts of one logical request, the first one included."""

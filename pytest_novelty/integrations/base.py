@@ -1,24 +1,10 @@
 """The tracker Protocol, the registry of ``--novelty-log`` specs, and logging a run to every tracker.
 
-A tracker is opened from a spec (``tensorboard:DIR``, ``wandb:PROJECT?entity=..``, ``mlflow:URI``)
-registered by its prefix in its own module, and answers two calls:
-
-* ``check()``: the preflight, before anything is generated: its client library is installed (else
-  one line naming the extra to install), the spec's destination is one the tool accepts, a server
-  answers, a folder takes a write. Bad input (a spec or URI the tool refuses, a folder that can
-  never be written) is a :class:`~pytest_novelty.infra.errors.ConfigError` (exit 4); a destination
-  that cannot be reached or written now (a server down or silent, a full disk) a
-  :class:`~pytest_novelty.infra.errors.PreflightError` (exit 8);
-* ``log(run)``: log a :class:`~pytest_novelty.integrations.run.TrackedRun` through the tool's own
-  client library; returns one line saying where it went.
-
-A tracker is an edge like a judge or an index: every request it makes is bounded through the
-tool's own settings (:data:`CALL_TIMEOUT` seconds, :data:`CALL_RETRIES` retry), and its whole check
-or log through :func:`within` (:data:`DEADLINE` seconds), so a server that never answers costs
-the run seconds, named in one line, never a hang.
-
-Credentials follow each tool's own conventions (environment variables, netrc, its login files);
-nothing here reads or prints them, and every line shown is redacted.
+A tracker (``tensorboard:DIR``, ``wandb:PROJECT?entity=..``, ``mlflow:URI``) goes through the
+tool's own client library (an optional extra). Every request it makes is bounded through the
+tool's settings (:data:`CALL_TIMEOUT`, :data:`CALL_RETRIES`) and its whole check or log by
+:func:`within` (:data:`DEADLINE`), so a server that never answers costs seconds, never a hang.
+Credentials follow each tool's conventions; nothing here reads or prints them.
 """
 
 from __future__ import annotations
@@ -57,7 +43,8 @@ class Tracker(Protocol):
     spec: str
 
     def check(self) -> None:
-        """The preflight (see the module doc): :class:`ConfigError` for bad input,
+        """The preflight, before anything is generated (the library installed, the destination one the
+        tool accepts, a server answering, a folder taking a write): :class:`ConfigError` for bad input,
         :class:`PreflightError` for a destination that cannot be reached or written now."""
 
     def log(self, run: TrackedRun) -> str:
@@ -65,13 +52,9 @@ class Tracker(Protocol):
 
 
 TRACKERS: Registry[Tracker] = Registry(
-    "tracker",
-    field=FIELD,
-    builtins=(
-        "pytest_novelty.integrations.tensorboard",
-        "pytest_novelty.integrations.wandb",
-        "pytest_novelty.integrations.mlflow",
-    ),
+    "tracker", field=FIELD,
+    builtins=("pytest_novelty.integrations.tensorboard", "pytest_novelty.integrations.wandb",
+              "pytest_novelty.integrations.mlflow"),
 )
 
 
@@ -103,10 +86,8 @@ def open_trackers(specs: Sequence[str]) -> list[Tracker]:
 
 
 def check_trackers(specs: Sequence[str]) -> list[Tracker]:
-    """Open and check every spec, before anything is generated: every spec is parsed first (a typo
-    in the last one costs no request), then each tracker is checked within :data:`DEADLINE`.
-    Raises on the first problem: :class:`ConfigError` (bad input, exit 4) or
-    :class:`PreflightError` (exit 8)."""
+    """Open every spec first (a typo in the last one costs no request), then check each tracker within
+    :data:`DEADLINE`; the first problem is raised."""
     trackers = open_trackers(specs)
     for tracker in trackers:
         within(tracker.spec, "check", tracker.check)
@@ -114,12 +95,9 @@ def check_trackers(specs: Sequence[str]) -> list[Tracker]:
 
 
 def within(spec: str, what: str, call: Callable[[], T], seconds: float = DEADLINE) -> T:
-    """``call()``, given at most ``seconds``: its result, or its error as raised; when it has not
-    returned by then, a :class:`PreflightError` (a harness error) naming ``spec``.
-
-    The call runs in a daemon thread, the one way to stop waiting for a client library that does
-    not give up on its own; the thread is left to end by itself and never keeps the process alive.
-    """
+    """``call()``'s result or error, or a :class:`PreflightError` naming ``spec`` when it has not returned
+    within ``seconds``: it runs in a daemon thread, the one way to stop waiting for a client library
+    that does not give up on its own (the thread ends by itself and never keeps the process alive)."""
     box: dict[str, object] = {}
 
     def target() -> None:
@@ -147,10 +125,8 @@ class Logged:
 
 
 def log_run(specs: Sequence[str], run: TrackedRun, write: Callable[[str], None] | None = None) -> Logged:
-    """Log ``run`` to every tracker in ``specs``, each on its own: one that fails does not stop
-    the others. A bad spec or a missing extra is bad input (status 4); a tracker that fails while
-    logging (a server down, a refused write) is a harness error (status 8). Each outcome is one
-    redacted line, passed to ``write`` as it happens."""
+    """Log ``run`` to every tracker in ``specs``, one failing not stopping the others: status 4 for bad
+    input, 8 for a tracker that fails; each outcome one redacted line, passed to ``write`` at once."""
     from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS
     from pytest_novelty.infra.redact import redact
 
@@ -181,9 +157,8 @@ def log_run(specs: Sequence[str], run: TrackedRun, write: Callable[[str], None] 
 
 
 def failure(exc: BaseException) -> str:
-    """An exception of a tool's client as one printable line: why a request got no answer when it
-    was one (``connection refused``, ``timed out``), else its type and the first line of its message
-    (which may quote what a server sent)."""
+    """An exception of a tool's client as one printable line: why a request got no answer
+    (``connection refused``), else its type and its message's first line."""
     reason = failure_reason(exc)
     if not reason.startswith(f"{type(exc).__name__}:"):
         return reason
@@ -191,11 +166,9 @@ def failure(exc: BaseException) -> str:
     return echo(f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__, limit=300)
 
 
-#: Why a folder cannot be written, for the causes that stay until the user changes something.
 def local_folder(spec: str, folder: str | Path) -> Path:
-    """A destination folder, created if needed, that takes a write (one small file, written,
-    synced and removed): one that never can (read-only, no permission, a file in the way) is bad
-    input naming it; one that cannot now (a full disk) is a harness error."""
+    """A destination folder, created if needed, that takes a write: one that never can (read-only, no
+    permission, a file in the way) is bad input naming it; one that cannot now (a full disk) a harness error."""
     from pytest_novelty.infra.storage import never_writable, probe_write, write_cause
 
     path = Path(folder).expanduser()

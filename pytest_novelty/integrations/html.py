@@ -1,19 +1,8 @@
-"""The gate in pytest-html's report (``pytest --model ... --html=report.html``), through its hooks.
-
-When pytest-html is installed the plugin registers :class:`NoveltyHtml`, which uses the hooks
-pytest-html documents for changing its report:
-
-* ``pytest_html_results_table_header`` / ``pytest_html_results_table_row``: three columns in the
-  results table, each case's **value**, **bound** and **comparison** (baseline, delta, its
-  confidence interval, p, verdict), read from the row the case recorded;
-* ``pytest_html_results_summary``: after the summary, one section per suite with its table of
-  cases, its series (each checkpoint's gated values with the paired change from the previous one
-  and its interval), its longest copied spans and its plots, embedded as PNG data so the report
-  stays one file with ``--self-contained-html``.
-
-The section is built from the same case records and suite data as ``report.json`` (through
-:class:`~pytest_novelty.integrations.run.TrackedRun`); the plots are drawn by the report layer
-into a temporary folder, since pytest-html writes its file before the novelty report is written.
+"""The gate in pytest-html's report (``pytest --model ... --html=report.html``), through the hooks
+pytest-html documents: three columns in the results table (value, bound, comparison) and, after
+the summary, a section per suite (``docs/trackers.md``), built from the same records and suite
+data as ``report.json``. The plots are drawn into a temporary folder and embedded as PNG data,
+since pytest-html writes its file before the novelty report is written.
 """
 
 from __future__ import annotations
@@ -138,10 +127,9 @@ def _suite_section(run: TrackedRun, suite: str, series: list[dict[str, Any]]) ->
     if spans:
         parts.append("<h4>Longest copied spans</h4>")
         spans_body: list[tuple[str, ...]] = [
-            (s.size, s.text, "n/a" if s.document is None else str(s.document),
-             f"{s.source}: {s.answer_excerpt()}")
+            (s.size, s.text, "n/a" if s.document is None else str(s.document), f"{s.source}: {s.answer_excerpt()}")
             for s in spans
-        ]  # fmt: skip
+        ]
         parts.append(_table(("length", "copied text", "corpus document", "answer"), spans_body, "novelty-spans"))
     figures = []
     for kind, path in sorted(run.plots.get(suite, {}).items()):

@@ -1,36 +1,12 @@
-"""``--novelty-log mlflow:URI?experiment=E&name=N``: the gate's results as an MLflow run.
+"""``--novelty-log mlflow:URI?experiment=E&name=N``: the gate's results as an MLflow run, through
+``MlflowClient`` (``docs/trackers.md`` says what is logged, and where credentials come from).
 
-Through MLflow's own client (``MlflowClient``; the ``mlflow`` extra installs ``mlflow-skinny``,
-which talks to a tracking server or a local folder; a database URI such as ``sqlite:///mlflow.db``
-needs the full ``mlflow`` package). URI is any tracking URI: ``http(s)://`` a server (credentials
-from ``MLFLOW_TRACKING_USERNAME`` / ``MLFLOW_TRACKING_PASSWORD`` / ``MLFLOW_TRACKING_TOKEN``, as
-MLflow reads them), a database, or a folder (MLflow 3 opens a folder store only with
-``MLFLOW_ALLOW_FILE_STORE=true``).
-
-One MLflow run per gate run, in experiment E (default ``pytest-novelty``), named N when given:
-
-* metrics ``novelty/<suite>/<metric>`` at the checkpoint's step (each checkpoint of a series at
-  its own), and ``novelty/passed`` and the case counts at the gated step. MLflow allows only
-  letters, digits and ``_ - . : /`` and space in a key; every other character becomes ``_``, as the
-  Trainer's MLflow integration does (``novelty@5`` is logged as ``novelty_5``);
-* params: the run's identity (checkpoint, content identity, suites, judge, index, units);
-* artifacts under ``novelty/``: ``cases.json`` and ``cases.md`` (value, bound, outcome,
-  comparison), ``copied_spans.json``, and the plots under ``novelty/plots/``.
-
-The preflight (``check``) opens the store as MLflow does: a URI MLflow has no store for
-(``bogus://x``, ``sqlite:`` with ``mlflow-skinny``) or a folder store it refuses is bad input; a
-server (``http(s)://``, Databricks) must answer one request (reading experiment E), else a harness
-error naming why (refused, timed out, the status it answered); a folder store must take a write.
-
-MLflow's client retries a failed request 7 times with exponential backoff and waits 120 s for each
-answer by default, so a server that accepts connections and never answers held a run for about ten
-minutes. Its requests here are bounded through MLflow's own settings, the environment variables it
-reads at every request: ``MLFLOW_HTTP_REQUEST_TIMEOUT`` (:data:`~.base.CALL_TIMEOUT` s),
-``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` (:data:`~.base.CALL_RETRIES`) and
-``MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR`` (1 s), each only while a tracker call runs and only where the
-user has not set it (a value the user set is theirs); the whole check or log is bounded by
-:data:`~.base.DEADLINE` whatever they set. MLflow's own link to the run, which it prints with the
-tracking URI as given (a password in it too), is suppressed (``MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT``).
+The preflight opens the store as MLflow does: a URI MLflow has no store for (``bogus://x``,
+``sqlite:`` with ``mlflow-skinny``) or a folder store it refuses is bad input; a server must answer
+one request (reading experiment E), else a harness error naming why; a folder must take a write.
+MLflow's client retries a request 7 times with backoff and waits 120 s for each answer, so a
+silent server once held a run for about ten minutes: :func:`bounded_client` bounds it through the
+variables MLflow reads at every request.
 """
 
 from __future__ import annotations
@@ -66,17 +42,17 @@ BATCH_METRICS, BATCH_PARAMS, PARAM_CHARS = 1000, 100, 6000
 REMOTE_SCHEMES = ("http", "https", "databricks", "databricks-uc", "uc")
 """Stores behind a server: a failure to reach one is a harness error, not bad input."""
 HTTP_SETTINGS = {
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": str(CALL_TIMEOUT),
-    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(CALL_RETRIES),
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": str(CALL_TIMEOUT), "MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(CALL_RETRIES),
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-}
-"""MLflow's own request settings while a tracker call runs, where the user set none (see the module doc)."""
+}  # fmt: skip
+"""MLflow's own request settings while a tracker call runs, where the user set none."""
 QUIET = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
 FILE_STORE = "MLFLOW_ALLOW_FILE_STORE"
 
 
 def metric_key(name: str) -> str:
-    """``name`` with every character MLflow refuses in a key replaced by ``_``."""
+    """``name`` with every character MLflow refuses in a key replaced by ``_``, as the Trainer's MLflow
+    integration does (``novelty@5`` is logged as ``novelty_5``)."""
     return _KEY_UNSAFE.sub("_", name)
 
 
@@ -176,12 +152,10 @@ class MlflowTracker:
 
 @contextmanager
 def bounded_client() -> Iterator[None]:
-    """MLflow's client bounded and quiet while the block runs: the request settings of
-    :data:`HTTP_SETTINGS`, each where the user set none; its log lines held back to errors (its
-    warnings about an answer it could not read repeat what our one line says); and its own link to
-    the run, printed with the tracking URI as given (credentials and all), suppressed through
-    ``MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT``: our one line, redacted, says where the run went.
-    The environment and the logger are as they were afterwards."""
+    """MLflow's client bounded and quiet while the block runs: :data:`HTTP_SETTINGS` where the user set
+    none (a value they set is theirs; the whole call is bounded anyway), its log held back to errors
+    (its warnings repeat our one line), and its own link to the run, printed with the URI as given
+    (a password in it too), suppressed. The environment and the logger are restored afterwards."""
     saved = {name: os.environ.get(name) for name in (*HTTP_SETTINGS, QUIET)}
     logger = logging.getLogger("mlflow")
     level = logger.level
@@ -205,9 +179,8 @@ _CREDENTIALS = ("MLflow reads the credentials from MLFLOW_TRACKING_USERNAME and 
 
 
 def server_failure(exc: BaseException) -> str:
-    """Why a request of MLflow's client to a tracking server failed, in words: not reached (and
-    why), no answer in time, the HTTP status it answered (with its body, printable, and what to
-    check for 401, 403 and 404), else MLflow's own message."""
+    """Why a request of MLflow's client to a tracking server failed, in words: not reached (and why),
+    no answer in time, the status it answered (with what to check for 401, 403, 404), else MLflow's words."""
     reason = failure_reason(exc)
     if reason in ("connection refused", "host name not resolved", "connection dropped"):
         return f"cannot reach the tracking server ({reason})"

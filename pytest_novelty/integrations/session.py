@@ -1,10 +1,7 @@
 """The plugin's one call into the integrations: log a finished session's report to the trackers.
 
-:func:`log_session` takes what the plugin has at its terminal summary (the case records, the suites'
-data and the versions, from which ``report.json`` is written) and logs them to every
-``--novelty-log`` tracker. The report folder of ``--novelty-report`` is read back when there is
-one; without it the report (with its plots) is written to a temporary folder first, so the
-trackers always read the same files a reviewer would.
+The report folder of ``--novelty-report`` is read back when there is one; without it the report
+is written to a temporary folder first, so the trackers always read the files a reviewer would.
 """
 
 from __future__ import annotations
@@ -21,18 +18,11 @@ from pytest_novelty.pipeline.suite_data import SuiteData
 
 
 def log_session(
-    specs: Sequence[str],
-    records: Sequence[CaseRecord],
-    suites_data: Mapping[str, SuiteData],
-    versions: Mapping[str, Any],
-    *,
-    report_dir: str | Path | None = None,
-    write: Callable[[str], None] | None = None,
+    specs: Sequence[str], records: Sequence[CaseRecord], suites_data: Mapping[str, SuiteData],
+    versions: Mapping[str, Any], *, report_dir: str | Path | None = None, write: Callable[[str], None] | None = None,
 ) -> Logged:
-    """Log one session to every tracker in ``specs``; see :func:`~pytest_novelty.integrations.base.log_run`.
-
-    ``report_dir`` is the folder the session's report was just written to, if any.
-    """
+    """Log one session to every tracker in ``specs`` (:func:`~pytest_novelty.integrations.base.log_run`);
+    ``report_dir`` is the folder its report was just written to, if any."""
     from pytest_novelty.report.json_report import JSON_NAME
 
     if report_dir is not None and (Path(report_dir) / JSON_NAME).is_file():

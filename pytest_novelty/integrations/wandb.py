@@ -1,27 +1,11 @@
-"""``--novelty-log wandb:PROJECT?entity=E&name=N&group=G``: the gate's results as a Weights & Biases run.
+"""``--novelty-log wandb:PROJECT?entity=E&name=N&group=G``: the gate's results as a Weights & Biases
+run, through the ``wandb`` client library with W&B's own conventions (``docs/trackers.md`` says
+what is logged). W&B's console output is silenced; the run's id and where it went are one line of ours.
 
-Through the ``wandb`` client library (the ``wandb`` extra), with W&B's own conventions: the key
-comes from ``WANDB_API_KEY`` or ``wandb login``, ``WANDB_MODE=offline`` keeps the run on disk
-(under ``WANDB_DIR``, for ``wandb sync`` later), and nothing here reads or prints a credential.
-W&B's own console output is silenced; the run's id and where it went are one line of ours.
-
-One W&B run per gate run, in PROJECT (``entity``, run ``name`` and ``group`` as options; a
-training run's checkpoints gated one by one can share a group). It holds:
-
-* the run's identity (checkpoint, content identity, suites, judge, index, units) as its config;
-* the same scalars as the TensorBoard log, ``novelty/<suite>/<metric>``, each checkpoint of a
-  series at its own step (W&B's ``step``), and ``novelty/passed`` and the case counts at the
-  gated step (also in the run summary);
-* at the gated step: a table of cases per run (``novelty/cases``: suite, metric, value, bound,
-  outcome, comparison, message), a table of copied spans (``novelty/copied_spans``) and the
-  suites' plots as images (``novelty/<suite>/<plot>``).
-
-The preflight (``check``) follows ``WANDB_MODE``: online, W&B's own API client (``wandb.Api``, with
-a :data:`~.base.CALL_TIMEOUT` s timeout) must find a key (none is bad input) and have the server
-accept it (a server that is down, silent or refuses the key is a harness error); offline, the
-folder the run is written to (``WANDB_DIR``, else the working folder) must take a write; disabled,
-nothing is checked or logged. ``wandb.init`` gets ``init_timeout`` (half of
-:data:`~.base.DEADLINE`), the whole log :data:`~.base.DEADLINE`.
+The preflight follows ``WANDB_MODE``: online, ``wandb.Api`` (with a :data:`~.base.CALL_TIMEOUT` s
+timeout) must find a key (none is bad input) and the server accept it (else a harness error);
+offline, the folder the run is written to (``WANDB_DIR``, else the working folder) must take a
+write; disabled, nothing is checked or logged. ``wandb.init`` gets half of :data:`~.base.DEADLINE`.
 """
 
 from __future__ import annotations

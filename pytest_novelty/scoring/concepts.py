@@ -1,30 +1,14 @@
 """Concept extractors: which high-level concepts does each answer use?
 
-Denial prompting (:mod:`pytest_novelty.pipeline.denial`) forbids, in each round, the concepts that earlier
-answers used: the characters, plot arc and themes of a story, the literary device and rhyme of a
-poem line, how the items serve a tool-use plan (each task names its own, ``Task.concepts``). An
-extractor lists them. It gets :class:`ConceptItem` records and returns one list of concepts per
-item, in order, and is chosen by a spec string like the judges:
-
-- ``openai:MODEL``: a chat model behind an OpenAI-compatible endpoint (``base_url`` or
-  ``OPENAI_BASE_URL``; key from ``OPENAI_API_KEY``). Requests run concurrently; 408, 409, 429, 5xx,
-  timeouts and connection errors are retried with exponential backoff (``Retry-After`` honoured,
-  capped), at most ``max_attempts`` times. A rejected key or an unknown model stops the run at once.
-  The key is never printed, stored or repeated in an error;
-- ``hf:PATH``: a local chat model through transformers, batched by the generation layer
-  (greedy by default). A checkpoint without a chat template gets the request as plain text.
-
-Both send :func:`~pytest_novelty.suites.prompting.concept_prompt` and read the reply with
+Denial prompting (:mod:`pytest_novelty.pipeline.denial`) forbids, in each round, the concepts that
+earlier answers used (each task names its own, ``Task.concepts``). An extractor (``openai:MODEL``
+or ``hf:PATH``, reached as :mod:`pytest_novelty.scoring.llm` reaches a judge's model) sends
+:func:`~pytest_novelty.suites.prompting.concept_prompt` and reads the reply with
 :func:`~pytest_novelty.suites.prompting.parse_concepts`. A reply that names no concept is asked
-again, at most ``max_reasks`` times (every answer uses some concept; a greedy local model is not
-asked again, it would repeat itself); after that the answer has no concepts. Each reply is
-committed to an on-disk cache (:class:`~pytest_novelty.scoring.judges.cache.AnswerCache`) keyed by
-the extractor, its settings and the request text, so a rerun asks nothing and an interrupted
-run resumes. Requests that failed are not cached; when any failed, :meth:`ConceptExtractor.concepts`
+again, at most ``max_reasks`` times (not for a greedy local model, which would repeat itself);
+after that the answer has none. Replies are cached by extractor, settings and request, so a rerun
+asks nothing; failed requests are not cached, and when any failed, :meth:`ConceptExtractor.concepts`
 raises :class:`~pytest_novelty.infra.errors.HarnessError` after caching the rest.
-
-Reaching the model is shared with the judges (:mod:`pytest_novelty.scoring.llm`); this module
-adds the concept requests, the parsing, re-asking and caching.
 """
 
 from __future__ import annotations
@@ -54,22 +38,13 @@ from pytest_novelty.suites.prompting import Message, concept_prompt, parse_conce
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.tasks import get_task
 
-__all__ = [
-    "CONCEPT_EXTRACTORS",
-    "DEFAULT_BASE_URL",
-    "KINDS",
-    "ConceptExtractor",
-    "ConceptItem",
-    "HFConceptExtractor",
-    "OpenAIConceptExtractor",
-    "open_concept_extractor",
-]
+__all__ = ["CONCEPT_EXTRACTORS", "DEFAULT_BASE_URL", "KINDS", "ConceptExtractor", "ConceptItem", "HFConceptExtractor",
+           "OpenAIConceptExtractor", "open_concept_extractor"]
 
 KINDS = ("openai", "hf")
 """The built-in extractors; :data:`CONCEPT_EXTRACTORS` holds these and any registered since."""
 CONCEPT_EXTRACTORS: Registry[ConceptExtractor] = Registry("concept extractor", settings=("cache_dir", "base_url"))
-"""Concept extractors by spec prefix; a factory is called as ``factory(argument, cache_dir=...,
-base_url=..., **options)`` (the settings it names)."""
+"""Concept extractors by spec prefix."""
 PLAIN_CUE = "Concepts:\n-"
 """Where a plain-text request (no chat template) ends; the model continues the first bullet."""
 
@@ -106,11 +81,9 @@ class _Failed:
 
 
 class _CachedExtractor:
-    """The cache, de-duplication and re-asking both extractors share.
-
-    A subclass sets ``spec`` and ``max_reasks`` and implements :meth:`_replies` (one reply per
-    request, or :class:`_Failed`) and :meth:`_identity` (what else its replies depend on).
-    """
+    """The cache, de-duplication and re-asking both extractors share; a subclass sets ``spec`` and
+    ``max_reasks`` and implements :meth:`_replies` (a reply or :class:`_Failed` per request) and
+    :meth:`_identity` (what else its replies depend on)."""
 
     spec: str
     max_reasks: int
@@ -119,7 +92,6 @@ class _CachedExtractor:
         self.cache = AnswerCache(cache_dir)
 
     def concepts(self, items: Sequence[ConceptItem]) -> list[list[str]]:
-        """See :class:`ConceptExtractor`; the module doc says how replies are cached and re-asked."""
         requests = [item.messages() for item in items]
         keys = [answer_key("concepts", self.spec, *self._identity(), messages) for messages in requests]
         found = {key: list(value["concepts"]) for key, value in self.cache.get_many(keys).items()}
@@ -157,9 +129,6 @@ class _CachedExtractor:
         raise NotImplementedError
 
 
-# -- openai: ------------------------------------------------------------------------------------
-
-
 @CONCEPT_EXTRACTORS.register(
     "openai",
     argument="MODEL",
@@ -167,19 +136,10 @@ class _CachedExtractor:
     summary="a chat model behind an OpenAI-compatible endpoint lists the concepts",
 )
 class OpenAIConceptExtractor(_CachedExtractor, OpenAIChat):
-    """Lists concepts with a chat model behind an OpenAI-compatible endpoint (see the module doc).
-
-    :class:`~pytest_novelty.scoring.llm.OpenAIChat` reaches the endpoint (key, retries, errors);
-    this class sends the concept requests of one batch concurrently and caches the replies.
-    """
+    """Lists concepts with a chat model behind an OpenAI-compatible endpoint."""
 
     def __init__(
-        self,
-        model: str,
-        *,
-        cache_dir: Path | str | None = None,
-        temperature: float | None = 0.0,
-        max_reasks: int = 1,
+        self, model: str, *, cache_dir: Path | str | None = None, temperature: float | None = 0.0, max_reasks: int = 1,
         **endpoint: Unpack[EndpointOptions],
     ) -> None:
         """``endpoint``: by default 8 requests in flight, 120 s each, 6 attempts within 120 s."""
@@ -201,9 +161,8 @@ class OpenAIConceptExtractor(_CachedExtractor, OpenAIChat):
         return run_coroutine(self._ask_all(requests))
 
     async def _ask_all(self, requests: list[list[Message]]) -> list[str | _Failed]:
-        """All requests concurrently, at most ``concurrency`` sent at a time (a request waiting to be
-        retried gives its place to another), over one client; a request that failed is a
-        :class:`_Failed` in its place, and any other error (a refused key) stops the batch."""
+        """All requests over one client, ``concurrency`` sent at a time; a failed one is a :class:`_Failed`
+        in its place, and any other error (a refused key) stops the batch."""
         client = self._client()
         semaphore = asyncio.Semaphore(self.connection.concurrency)
 
@@ -218,9 +177,6 @@ class OpenAIConceptExtractor(_CachedExtractor, OpenAIChat):
         return [_Failed(str(outcome)) if isinstance(outcome, RequestFailed) else outcome for outcome in outcomes]
 
 
-# -- hf: ----------------------------------------------------------------------------------------
-
-
 HF_CONCEPTS = LocalChatOptions(
     temperature=0.0, batch_size=0, max_new_tokens=128, seed=0, device="auto", trust_remote_code=False
 )
@@ -233,11 +189,7 @@ HF_CONCEPTS = LocalChatOptions(
     summary="a local chat model lists the concepts",
 )
 class HFConceptExtractor(_CachedExtractor, LocalChatModel):
-    """Lists concepts with a local causal LM; the model is loaded on first use (see the module doc).
-
-    :class:`~pytest_novelty.scoring.llm.LocalChatModel` checks, loads and samples the checkpoint;
-    this class adds the concept request, the plain-text fallback and the cache.
-    """
+    """Lists concepts with a local causal LM, loaded on first use."""
 
     def __init__(
         self, path: str, *, cache_dir: Path | str | None = None, max_reasks: int = 1, **local: Unpack[LocalChatOptions]
@@ -260,11 +212,8 @@ class HFConceptExtractor(_CachedExtractor, LocalChatModel):
         return self.max_reasks if self.sampling.temperature > 0 else 0
 
     def _replies(self, requests: list[list[Message]], attempt: int) -> list[str | _Failed]:
-        """One reply per request, batched by length; each attempt samples with its own seed.
-
-        Without a chat template the request goes as plain text ending in :data:`PLAIN_CUE`, so the
-        model continues the first bullet; the reply gets that bullet's ``- `` back.
-        """
+        """One reply per request, each attempt with its own seed; without a chat template the request
+        is plain text ending in :data:`PLAIN_CUE`, and the reply gets the first bullet's ``- `` back."""
         rendered = [self._chat_text(messages, _plain_request) for messages in requests]
         replies = self._sample([text for text, _ in rendered], samples=1, attempt=attempt)
         return [
@@ -278,18 +227,9 @@ def _plain_request(messages: list[Message]) -> str:
     return f"{messages[-1]['content']}\n\n{PLAIN_CUE}"
 
 
-# -- choosing one -------------------------------------------------------------------------------
-
-
 def open_concept_extractor(
     spec: str, *, cache_dir: Path | str | None = None, base_url: str | None = None, **options: Any
 ) -> ConceptExtractor:
-    """Open the extractor named by ``spec``: ``openai:MODEL`` or ``hf:PATH``.
-
-    ``cache_dir`` keeps replies on disk (in memory without it); ``base_url`` applies to
-    ``openai:`` only. ``openai:`` takes the options api_key, temperature, concurrency, timeout,
-    max_attempts, max_reasks, backoff, max_backoff, max_tokens; ``hf:`` takes temperature,
-    batch_size, max_new_tokens, seed, max_reasks, device, trust_remote_code. A bad spec or option
-    raises :class:`~pytest_novelty.infra.errors.ConfigError`.
-    """
+    """Open the extractor named by ``spec`` (``openai:MODEL``, ``hf:PATH``) with its ``?`` and keyword
+    options; ``cache_dir`` keeps replies on disk (in memory without it), ``base_url`` is ``openai:``'s."""
     return CONCEPT_EXTRACTORS.open(spec, options=options, cache_dir=cache_dir, base_url=base_url)

@@ -1,20 +1,10 @@
 """Equivalence checks that decide whether two generations say the same thing (NoveltyBench partitioning).
 
-A check is chosen by a short spec string (serialisable, so it can cross to xdist workers):
-
-* ``unigram``: ROUGE-1 F1 of the two texts above 0.458;
-* ``classifier:PATH``: a sequence-pair classifier in a local folder (NoveltyBench used
-  ``yimingzhang/deberta-v3-large-generation-similarity``); equivalent when the softmax probability
-  of class 1 is above 0.102;
-* ``embedding:PATH``: a sentence-embedding model folder; equivalent when the cosine similarity of
-  the mean-pooled embeddings is above a threshold (0.9 unless told otherwise).
-
-Every check applies :func:`prefilter_equivalence` first and only scores the pairs it leaves open.
-Thresholds and the classifier's input layout follow NoveltyBench's ``src/partition.py`` (Zhang et
-al. 2025); where we differ it is said below. The partition itself is
-:func:`pytest_novelty.metrics.partition`, which uses :meth:`EquivalenceCheck.matches` to score all
-candidates for a representative in one batch. torch and transformers are imported only when a model
-check is opened.
+A check is chosen by a spec (``unigram``, ``classifier:PATH``, ``embedding:PATH``), applies
+:func:`prefilter_equivalence` first and scores only the pairs it leaves open. Thresholds and the
+classifier's input layout follow NoveltyBench's ``src/partition.py`` (Zhang et al. 2025); where we
+differ it is said below. The partition itself is :func:`pytest_novelty.metrics.partition`. torch
+and transformers are imported only when a model check is opened.
 """
 
 from __future__ import annotations
@@ -49,14 +39,12 @@ _NOT_ALPHANUMERIC = re.compile(r"[^a-z0-9]+")
 
 
 def prefilter_equivalence(first: str, second: str) -> bool | None:
-    """Decide equivalence of short texts by shared words; return None when the texts are too long.
+    """Decide equivalence of short texts by shared words; None (the model decides) when too long.
 
-    Both texts are lower-cased, stripped and split on whitespace. When the longer one has at most
-    :data:`PREFILTER_MAX_WORDS` (5) words, they are equivalent iff 2 × (number of distinct words
-    they share) ≥ the longer length. Otherwise the pre-filter abstains (None) and the model decides.
-    Few-word answers ("Paris", "The answer is 42") are thus compared by their words, not by a
-    model score. Source: ``maybe_test_equality`` in NoveltyBench's ``src/partition.py``. Two empty
-    texts are equivalent; an empty text and a non-empty one are not.
+    Both texts are lower-cased and split on whitespace; when the longer has at most
+    :data:`PREFILTER_MAX_WORDS` (5) words, they are equivalent iff 2 × (distinct words shared) ≥ the
+    longer length. Two empty texts are equivalent; an empty and a non-empty one are not. Source:
+    ``maybe_test_equality`` in NoveltyBench's ``src/partition.py``.
     """
     words_first = first.strip().lower().split()
     words_second = second.strip().lower().split()
@@ -109,17 +97,12 @@ class Equivalence(Protocol):
 EQUIVALENCE_CHECKS: Registry[Equivalence] = Registry(
     "equivalence check", settings=("threshold", "device", "batch_size", "trust_remote_code")
 )
-"""Equivalence checks by spec prefix; a factory is called as
-``factory(argument, threshold=..., device=..., batch_size=...)`` (the settings it names)."""
+"""Equivalence checks by spec prefix."""
 
 
 class EquivalenceCheck(ABC):
-    """Base of the checks: a pre-filter, then a similarity score compared with ``threshold``.
-
-    Subclasses implement :meth:`scores` only. :meth:`matches` and :meth:`__call__` are final: they
-    apply the pre-filter, score the remaining pairs in one call, and compare strictly
-    (``score > threshold``), so every check reads the same way.
-    """
+    """Base of the checks: a pre-filter, then a similarity score compared strictly with ``threshold``.
+    Subclasses implement :meth:`scores` only; :meth:`matches` and :meth:`__call__` are final."""
 
     kind: str = ""
     #: Lowest meaningful threshold: scores lie in [lowest_threshold, 1].
@@ -154,11 +137,9 @@ class EquivalenceCheck(ABC):
 
 
 class UnigramEquivalence(EquivalenceCheck):
-    """``unigram``: equivalent when ROUGE-1 F1 > threshold (NoveltyBench: 0.458).
-
-    Unlike NoveltyBench, which applies its pre-filter only before the classifier, we apply it before
-    every check, so short answers are judged the same way whichever check a suite uses.
-    """
+    """``unigram``: equivalent when ROUGE-1 F1 > threshold (NoveltyBench: 0.458). NoveltyBench applies
+    its pre-filter before the classifier only; we apply it before every check, so short answers are
+    judged alike whichever check a suite uses."""
 
     kind = "unigram"
 
@@ -171,22 +152,14 @@ class UnigramEquivalence(EquivalenceCheck):
 
 
 class _ModelCheck(EquivalenceCheck):
-    """A check backed by a local model folder: loads its tokenizer and model (``auto_class``) on
-    the device :func:`~pytest_novelty.generation.devices.resolve_device` picks.
-
-    A subclass sets ``kind`` and ``auto_class`` and checks or adapts what was loaded in
-    :meth:`_prepare`; the class itself is the factory registered for ``KIND:PATH``.
-    """
+    """A check backed by a local model folder (its tokenizer and ``auto_class`` model); a subclass
+    sets ``kind`` and ``auto_class`` and checks what was loaded in :meth:`_prepare`. The class is the
+    factory registered for ``KIND:PATH``."""
 
     auto_class = ""
 
     def __init__(
-        self,
-        path: str | Path,
-        *,
-        threshold: float | None = None,
-        device: str | None = None,
-        batch_size: int = 32,
+        self, path: str | Path, *, threshold: float | None = None, device: str | None = None, batch_size: int = 32,
         trust_remote_code: bool = False,
     ) -> None:
         """Load the folder ``path`` (checked first); ``threshold`` None is the kind's default."""
@@ -220,13 +193,12 @@ class _ModelCheck(EquivalenceCheck):
 class ClassifierEquivalence(_ModelCheck):
     """``classifier:PATH``: a two-class sequence-pair classifier; equivalent when P(class 1) > threshold.
 
-    Input layout, as NoveltyBench's ``classifier_score``: each text is tokenised without special
-    tokens and truncated to 128 tokens, then ``[CLS] first [SEP] second [SEP]``, with token type 0
-    up to and including the first ``[SEP]`` and 1 after it (passed when the model accepts token
-    types). The reference scores one pair at a time; we pad pairs to a batch on the right with an
-    attention mask, which changes the probabilities only by floating-point rounding. The folder
-    must hold the model and its tokenizer (for the NoveltyBench classifier, save the tokenizer of
-    ``microsoft/deberta-v3-large`` into the folder).
+    Input layout, as NoveltyBench's ``classifier_score``: each text tokenised without special tokens
+    and truncated to 128 tokens, then ``[CLS] first [SEP] second [SEP]``, token type 0 up to and
+    including the first ``[SEP]`` and 1 after (when the model takes token types). The reference
+    scores one pair at a time; we pad a batch on the right with an attention mask (rounding apart,
+    the same). NoveltyBench's ``yimingzhang/deberta-v3-large-generation-similarity`` needs the
+    tokenizer of ``microsoft/deberta-v3-large`` saved into its folder.
     """
 
     kind = "classifier"
@@ -293,11 +265,9 @@ class ClassifierEquivalence(_ModelCheck):
 class EmbeddingEquivalence(_ModelCheck):
     """``embedding:PATH``: cosine similarity of mean-pooled embeddings above ``threshold``.
 
-    Each text is tokenised with the model's special tokens, truncated to the smaller of 512 tokens
-    and the model's limit, and embedded as the mean of the last hidden states over its real tokens
-    (padding masked out). The default threshold, 0.9, is our uncalibrated choice; calibrate it for
-    the embedding model you use. Embeddings are cached per text, so each generation is embedded
-    once however many representatives it meets.
+    Each text is tokenised with the model's special tokens, truncated to the smaller of 512 tokens and
+    the model's limit, and embedded as the mean of the last hidden states over its real tokens. The
+    default threshold, 0.9, is our uncalibrated choice. Embeddings are cached per text.
     """
 
     kind = "embedding"
@@ -359,23 +329,12 @@ for _check, _summary in (
 
 
 def open_equivalence(
-    spec: str,
-    *,
-    threshold: float | None = None,
-    device: str | None = None,
-    batch_size: int = 32,
+    spec: str, *, threshold: float | None = None, device: str | None = None, batch_size: int = 32,
     trust_remote_code: bool = False,
 ) -> Equivalence:
-    """Open the equivalence check named by ``spec``: ``unigram``, ``classifier:PATH``, ``embedding:PATH``,
-    or one registered in :data:`EQUIVALENCE_CHECKS`.
-
-    ``threshold`` replaces the kind's default (:data:`DEFAULT_THRESHOLDS`); it must lie in [0, 1]
-    (in [−1, 1] for ``embedding``). ``device`` (None or ``auto``: CUDA when available, else the CPU;
-    :func:`~pytest_novelty.generation.devices.resolve_device`) and ``trust_remote_code`` apply to the
-    model-backed kinds. The result is callable as ``check(a, b) -> bool`` and batches through
-    ``check.matches``. Raises :class:`~pytest_novelty.infra.errors.ConfigError` for an unknown kind (with a
-    suggestion), a missing or extra path, a bad threshold or a folder that does not load.
-    """
+    """Open the equivalence check named by ``spec``. ``threshold`` replaces the kind's default and lies
+    in [0, 1] ([−1, 1] for ``embedding``); ``device`` and ``trust_remote_code`` apply to model checks.
+    Raises :class:`~pytest_novelty.infra.errors.ConfigError` for a bad spec, threshold or folder."""
     return EQUIVALENCE_CHECKS.open(
         spec, threshold=threshold, device=device, batch_size=batch_size, trust_remote_code=trust_remote_code
     )

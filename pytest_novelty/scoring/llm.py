@@ -1,35 +1,13 @@
 """Plumbing shared by the components that ask a chat model: the ``openai:`` and ``hf:`` judges
-(:mod:`.judges`) and concept extractors (:mod:`.concepts`).
+(:mod:`.judges`) and concept extractors (:mod:`.concepts`), which differ only in what they ask
+and how they read the reply.
 
-They differ in what they ask and how they read the reply; reaching the model is the same, so it
-lives here, once:
-
-- :class:`OpenAIChat`, a base class for a client of an OpenAI-compatible chat endpoint: the base
-  URL (``OPENAI_BASE_URL`` by default) and the key (``OPENAI_API_KEY``) held by the one
-  :class:`~pytest_novelty.infra.endpoint.Endpoint` the served model uses too (its URL with any
-  credentials in it, the key that never appears in a repr, an error or a cache, a fresh client per
-  run on the harness's one HTTP client, which retries 408, 409, 425, 429, 5xx, timeouts,
-  connection errors and 200 answers that are not JSON with exponential backoff and jitter,
-  honouring ``Retry-After``, for at most ``max_attempts`` attempts and ``max_retry_time`` seconds
-  in all, each wait announced as a notice); the requests themselves go through the ``openai``
-  package's client over that HTTP client (:class:`ChatClient`: its retries off, its plain POST of
-  the chat route, so that only the choices' texts are read); and :meth:`OpenAIChat._create`, one
-  request and what its failure means: a model
-  that rejects ``temperature`` is asked again without it, for the rest of the client's life; a
-  rejected key or an unknown model stops the run (:class:`~pytest_novelty.infra.errors.HarnessError`),
-  and so does an endpoint that fails the first requests of a run with no success at all
-  (unreachable, hanging, or answering 5xx); any other failure is a :class:`RequestFailed` whose
-  reason is short, redacted and countable (``HTTP 503: message``, ``timed out after 60 s``,
-  ``connection refused``). :meth:`OpenAIChat.check` is the preflight: the endpoint's one cheap
-  ``GET /models``, naming a missing or refused key and an unreachable or silent endpoint within
-  seconds.
-- :class:`LocalChatModel`, a base class for a local causal LM run through the generation layer:
-  the checkpoint is checked and fingerprinted when the component is opened (:func:`checked_identity_id`,
-  also used by the reward judge), loaded on first use, and sampled in batches with a seed per
-  attempt, so that a re-ask draws new replies.
-
-Only the layers below scoring are imported (infra, suites, generation), and heavy libraries
-(``httpx``, transformers through the generation layer) only when they are used.
+- :class:`OpenAIChat`: a client of an OpenAI-compatible chat endpoint on the one
+  :class:`~pytest_novelty.infra.endpoint.Endpoint` the served model uses too (URL, key, the
+  retrying HTTP client, notices), sending through the ``openai`` package (:class:`ChatClient`), with
+  what each failure means (:meth:`OpenAIChat._create`) and the preflight (:meth:`OpenAIChat.check`).
+- :class:`LocalChatModel`: a local causal LM through the generation layer, checked and
+  fingerprinted when opened, loaded on first use, sampled with a seed per attempt.
 """
 
 from __future__ import annotations
@@ -56,19 +34,8 @@ from pytest_novelty.suites.prompting import Message
 if TYPE_CHECKING:
     import httpx
 
-__all__ = [
-    "DEFAULT_BASE_URL",
-    "LOCAL_CHAT_OPTIONS",
-    "ChatClient",
-    "EndpointOptions",
-    "LocalChatModel",
-    "LocalChatOptions",
-    "OpenAIChat",
-    "RequestFailed",
-    "checked_identity_id",
-    "is_about",
-    "safe_url",
-]
+__all__ = ["DEFAULT_BASE_URL", "LOCAL_CHAT_OPTIONS", "ChatClient", "EndpointOptions", "LocalChatModel",
+           "LocalChatOptions", "OpenAIChat", "RequestFailed", "checked_identity_id", "is_about", "safe_url"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -79,9 +46,8 @@ def safe_url(url: str) -> str:
 
 
 def is_about(error: Mapping[str, Any] | None, param: str, text: str = "") -> bool:
-    """Whether a 400 answer complains about the request parameter ``param``: its error object
-    (:meth:`~pytest_novelty.infra.endpoint.Endpoint.error_of`) names it, or its message (else
-    ``text``, the answer as it came) speaks of it."""
+    """Whether a 400 answer complains about the request parameter ``param``: its error object names
+    it, or its message (else ``text``, the answer as it came) speaks of it."""
     found = dict(error or {})
     if found.get("param") == param:
         return True
@@ -89,9 +55,6 @@ def is_about(error: Mapping[str, Any] | None, param: str, text: str = "") -> boo
     if param == "n":
         return bool(re.search(r"(?<![\w'])'?n'?\s+(must|should|is|>|=)|\bparameter 'n'|`n`", message))
     return param in message.lower()
-
-
-# -- openai: ------------------------------------------------------------------------------------
 
 
 class RequestFailed(Exception):
@@ -110,19 +73,13 @@ class EndpointOptions(ConnectionOptions, total=False):
 
 
 class OpenAIChat:
-    """A client of an OpenAI-compatible chat endpoint: settings, error wording and retries, on the
-    one :class:`~pytest_novelty.infra.endpoint.Endpoint` (the URL, the key, the client, the
-    preflight, the notices).
-
-    ``what`` names the component in errors ("judge", "concept extractor"); its spec is
-    ``openai:MODEL``. A subclass opens a client per run with :meth:`_client` and sends each
-    request through :meth:`_create`.
-    """
+    """A client of an OpenAI-compatible chat endpoint (``openai:MODEL``); ``what`` names the component
+    in errors. A subclass opens a client per run with :meth:`_client` and sends through :meth:`_create`."""
 
     def __init__(
         self, what: str, model: str, *, temperature: float | None, endpoint: EndpointOptions, **defaults: Any
     ) -> None:
-        """``endpoint``: see :class:`EndpointOptions`; ``defaults`` fill the connection options it leaves out."""
+        """``defaults`` fill the connection options ``endpoint`` leaves out."""
         given: dict[str, Any] = dict(endpoint)
         base_url, api_key, max_tokens = (given.pop(name, None) for name in ("base_url", "api_key", "max_tokens"))
         self.what = what
@@ -130,17 +87,13 @@ class OpenAIChat:
         self.spec = f"openai:{model}"
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         self.endpoint = Endpoint(self.base_url, api_key=api_key, variables=("OPENAI_API_KEY",))
-        """Where requests go, with the key (``OPENAI_API_KEY`` when none is given)."""
         self.shown_url = self.endpoint.shown
-        """The base URL as messages show it (redacted)."""
         self.temperature = temperature
         self.send_temperature = temperature is not None
         """Whether requests carry ``temperature``: not for ``None``, nor once the model rejected it."""
         self.max_tokens = max_tokens
         self.connection = Connection.of(cast(ConnectionOptions, given), **defaults)
-        """Requests in flight, the timeout of one request, and when requests are retried."""
         self.traffic = Traffic()
-        """HTTP requests sent (all attempts) and retries over the life of this client."""
 
     @property
     def requests_sent(self) -> int:
@@ -148,21 +101,16 @@ class OpenAIChat:
         return self.traffic.requests
 
     def _client(self, connection: Connection | None = None) -> ChatClient:
-        """A fresh client for one run (bound to its event loop): the ``openai`` package's client on the
-        harness's HTTP client, which retries (each wait a notice; the package's own retries are off)."""
+        """A fresh client for one run (bound to its event loop); a 200 that is not JSON is retried."""
         connection = connection or self.connection
         waiting = self.endpoint.on_wait(f"{self.what} at {self.shown_url}", connection.retry)
         return ChatClient(self.endpoint.client(connection, self.traffic, accept=_not_json, on_wait=waiting),
                           self.endpoint)  # fmt: skip
 
     def check(self, *, timeout: float = PREFLIGHT_TIMEOUT) -> None:
-        """Preflight: one ``GET /models``, so that a run stops within seconds, with one line, when
-        the endpoint is unreachable or silent or refuses the key (:class:`~pytest_novelty.infra.errors.PreflightError`).
-
-        A missing ``OPENAI_API_KEY`` for OpenAI's own endpoint is named without any request. An
-        endpoint that answers anything else (even 404: not every server lists its models) passes;
-        the run's own requests then find what is wrong with the model or the replies.
-        """
+        """One ``GET /models``: a :class:`~pytest_novelty.infra.errors.PreflightError` when the endpoint is
+        unreachable or silent or refuses the key (a missing key for OpenAI's own is named without a
+        request). Any other answer passes, even 404 (not every server lists its models)."""
         where = f"the {self.what} {self.spec} at {self.shown_url}"
         if self.endpoint.needs_key:
             raise PreflightError(f"OPENAI_API_KEY is not set; {where} needs it")
@@ -185,26 +133,19 @@ class OpenAIChat:
         return body
 
     async def _create(
-        self,
-        client: ChatClient,
-        semaphore: asyncio.Semaphore,
-        prepare: Callable[[], dict[str, Any] | None],
-        *,
+        self, client: ChatClient, semaphore: asyncio.Semaphore, prepare: Callable[[], dict[str, Any] | None], *,
         adapt: Callable[[dict[str, Any] | None, str, dict[str, Any]], bool] | None = None,
         fatal_unreachable: Callable[[], bool] | None = None,
     ) -> list[str] | None:
-        """One logical request (the HTTP client retries it); the texts of the reply's choices, in
-        order, or ``None`` if ``prepare`` declined.
+        """One logical request (the HTTP client retries it): the texts of the reply's choices, or None
+        when ``prepare`` (run under ``semaphore`` before each sending, so a request that waited uses
+        what those before it learned) returns no body.
 
-        ``prepare`` runs under ``semaphore`` before each sending and returns the body to send (or
-        ``None`` to send nothing), so a request that waited for its turn uses what the requests
-        before it learned. A 400 about ``temperature`` is sent again without it; ``adapt`` may
-        claim other 400s (it is given the answer's error object, its text and the body; ``True``:
-        prepare and send again). A rejected key or an unknown model stops the run
-        (:class:`~pytest_novelty.infra.errors.HarnessError`), and so does an endpoint that could not
-        be reached after the last attempt when ``fatal_unreachable()`` is true. Raises
-        :class:`RequestFailed` otherwise.
-        """
+        A 400 about ``temperature`` is sent again without it, for the client's life; ``adapt(error,
+        text, body)`` may claim other 400s (True: send again). A rejected key or an unknown model is a
+        ``HarnessError``, and so is a request still failing after its last attempt when
+        ``fatal_unreachable()`` says nothing has worked yet in the run; any other failure is a
+        :class:`RequestFailed` with a short, redacted, countable reason."""
         while True:
             async with Held(semaphore):  # given up while the request waits to be retried
                 body = prepare()
@@ -264,12 +205,9 @@ class OpenAIChat:
 
 
 class ChatClient:
-    """One run's client of an OpenAI-compatible chat endpoint: the ``openai`` package's
-    ``AsyncOpenAI`` (the base URL with its query, the key) sending through ``http``, the harness's
-    HTTP client of the :class:`~pytest_novelty.infra.endpoint.Endpoint`, which retries (the package's
-    own retries are off). Each request is the package's plain POST of the chat route: no typed
-    request transform and no response models (they were a third of a judge's CPU); only the
-    choices' texts are read."""
+    """One run's ``openai.AsyncOpenAI`` over the harness's retrying HTTP client ``http`` (its own retries
+    off), sending the plain POST of the chat route: no typed request transform and no response models
+    (they were a third of a judge's CPU)."""
 
     def __init__(self, http: httpx.AsyncClient, endpoint: Endpoint) -> None:
         import openai
@@ -329,18 +267,11 @@ def _choice_texts(response: Any) -> list[str]:
     return texts
 
 
-# -- hf: ----------------------------------------------------------------------------------------
-
-
 def checked_identity_id(
     spec: str, path: str, *, trust_remote_code: bool, field: str | None = None, memo: Memo | None = None
 ) -> str:
-    """Check the checkpoint folder ``path`` cheaply and return its identity_id (for cache keys).
-
-    A bad folder raises :class:`~pytest_novelty.infra.errors.ConfigError` prefixed with ``spec``
-    (``hf:PATH``, ``reward:PATH``) and, when given, ``field``. ``memo`` (see
-    :func:`~pytest_novelty.infra.hashing.identity_memo`) spares rehashing unchanged weight files.
-    """
+    """Check the checkpoint folder ``path`` cheaply and return its identity_id; a bad folder is a
+    ``ConfigError`` prefixed with ``spec`` (``hf:PATH``, ``reward:PATH``) on ``field``."""
     from pytest_novelty.generation.checkpoint import check_checkpoint
 
     try:
@@ -368,21 +299,11 @@ LOCAL_CHAT_OPTIONS: dict[str, type | None] = dict(get_type_hints(LocalChatOption
 
 
 class LocalChatModel:
-    """A local causal LM, asked through the generation layer's backend; loaded on first use.
-
-    The checkpoint is checked and fingerprinted at once (so a bad path fails when the component
-    is opened, and cache keys can name the exact weights); ``field`` is where such a
-    :class:`~pytest_novelty.infra.errors.ConfigError` points. ``options`` (see :class:`LocalChatOptions`)
-    override ``defaults``.
-    """
+    """A local causal LM, asked through the generation layer's backend; loaded on first use, but
+    checked and fingerprinted at once (a bad path fails on ``field`` when the component is opened)."""
 
     def __init__(
-        self,
-        path: str,
-        *,
-        field: str | None,
-        options: LocalChatOptions,
-        defaults: LocalChatOptions,
+        self, path: str, *, field: str | None, options: LocalChatOptions, defaults: LocalChatOptions,
         cache_dir: Path | str | None = None,
     ) -> None:
         from pytest_novelty.suites.schema import GenerationSettings
@@ -400,12 +321,8 @@ class LocalChatModel:
         self.path = path
         self.spec = f"hf:{path}"
         self.sampling = GenerationSettings(
-            temperature=float(given["temperature"]),
-            top_p=1.0,
-            top_k=0,
-            max_new_tokens=int(given["max_new_tokens"]),
-            seed=int(given["seed"]),
-            batch_size=int(given["batch_size"]),
+            temperature=float(given["temperature"]), top_p=1.0, top_k=0, max_new_tokens=int(given["max_new_tokens"]),
+            seed=int(given["seed"]), batch_size=int(given["batch_size"]),
         )
         """How replies are sampled (``samples`` and ``seed`` are set per call)."""
         self.device = str(given["device"])
@@ -415,7 +332,6 @@ class LocalChatModel:
         self._generator: Any = None
 
     def _load(self) -> Any:
-        """The generator, loaded on the first call."""
         if self._generator is None:
             from pytest_novelty.generation.backends import open_generator
 

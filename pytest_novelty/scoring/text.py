@@ -27,10 +27,7 @@ def words(text: str) -> list[str]:
 
 
 def word_spans(text: str) -> tuple[str, list[tuple[int, int]]]:
-    """The normalised text and the ``(start, end)`` character span of each of its words.
-
-    ``words(text)[i] == normalized[start_i:end_i]``; callers use the spans to show or query the
-    surface form of a run of words.
-    """
+    """The normalised text and the ``(start, end)`` span of each of its words:
+    ``words(text)[i] == normalized[start_i:end_i]``."""
     normalized = normalize(text)
     return normalized, [m.span() for m in WORD_PATTERN.finditer(normalized)]

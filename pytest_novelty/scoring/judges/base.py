@@ -1,16 +1,10 @@
 """The records a judge reads and writes, and the Protocol every judge implements.
 
-A judge answers one question: "how good is each of these responses to its prompt?". It gets
-:class:`JudgeItem` records and returns one :class:`JudgeResult` per item, in order. ``quality`` is on
-a 0-1 scale so that the metrics layer never needs to know which judge produced it:
-
-- rubric judges (``rules``, ``openai:``, ``hf:``) award 0-5 additive rubric points per sample, and
-  ``quality`` is the mean over the samples that produced a valid score, divided by 5;
-- reward judges (``reward:``) map a reward to NoveltyBench's 1-10 scale, and ``quality`` is that
-  value divided by 10.
-
-An item that could not be scored has ``quality=None`` and says why in ``error``; it is never
-reported as 0.
+``quality`` is on a 0-1 scale, so the metrics never need to know which judge produced it: rubric
+judges (``rules``, ``openai:``, ``hf:``) award 0-5 additive points per sample, and quality is the
+mean over the samples with a valid score over 5; reward judges (``reward:``) map a reward to
+NoveltyBench's 1-10 scale, over 10. An item that could not be scored has ``quality=None`` and says
+why in ``error``; it is never reported as 0.
 """
 
 from __future__ import annotations
@@ -31,13 +25,9 @@ REASON_SEPARATOR = "; "
 
 @dataclass(frozen=True)
 class JudgeItem:
-    """One (prompt, response) pair to grade.
-
-    ``task`` is one of ``story``, ``poetry``, ``tool``, ``open``; ``prompt`` is the task input as
-    the model saw it and ``response`` what the model wrote. ``meta`` carries what task checks need,
-    by convention ``characters`` (story), ``contains`` / ``ends_with`` / ``rhymes_with`` (poetry),
-    ``items`` (tool).
-    """
+    """One (prompt, response) pair to grade: ``task`` is ``story``, ``poetry``, ``tool`` or ``open``;
+    ``meta`` carries what task checks need (``characters``; ``contains`` / ``ends_with`` /
+    ``rhymes_with``; ``items``)."""
 
     task: str
     prompt: str
@@ -47,15 +37,9 @@ class JudgeItem:
 
 @dataclass(frozen=True)
 class JudgeResult:
-    """The verdict on one item.
-
-    ``scores`` holds one valid score per sample that produced one, in sample order (rubric points
-    0-5, or 1-10 for reward judges). ``quality`` is their mean normalised to 0-1, or ``None`` when
-    no sample produced a valid score; ``error`` then gives the reasons (distinct, joined by
-    :data:`REASON_SEPARATOR`: ``HTTP 503: message``, ``timed out after 60 s``, ``no score in reply
-    (...)``). ``judge`` is the spec of the
-    judge that produced the result.
-    """
+    """The verdict on one item by the judge ``judge`` (its spec): a valid score per sample that gave
+    one, in order, and their mean normalised to 0-1; with none, ``quality`` None and ``error`` the
+    distinct reasons joined by :data:`REASON_SEPARATOR` (``HTTP 503: message``, ``no score in reply``)."""
 
     quality: float | None
     scores: tuple[float, ...]
@@ -84,25 +68,16 @@ class PlansCalls(Protocol):
 
 
 JUDGES: Registry[Judge] = Registry(
-    "judge",
-    field="judge",
-    builtins=(
-        "pytest_novelty.scoring.judges.rules",
-        "pytest_novelty.scoring.judges.openai",
-        "pytest_novelty.scoring.judges.hf",
-        "pytest_novelty.scoring.judges.reward",
-    ),
+    "judge", field="judge",
+    builtins=("pytest_novelty.scoring.judges.rules", "pytest_novelty.scoring.judges.openai",
+              "pytest_novelty.scoring.judges.hf", "pytest_novelty.scoring.judges.reward"),
     settings=("cache_dir", "samples", "temperature", "base_url", "budget", "concurrency"),
 )
-"""Judges by spec prefix; a judge module registers itself with ``@JUDGES.register("NAME", ...)``."""
+"""Judges by spec prefix."""
 
 
 def rubric_result(scores: Sequence[float], judge: str, errors: Sequence[str] = ()) -> JudgeResult:
-    """Build the result of a rubric judge from the valid per-sample scores (0-5 points).
-
-    With no valid score the item is unscored: ``quality`` is ``None`` and ``error`` names the
-    distinct reasons the samples failed.
-    """
+    """The result of a rubric judge from the valid per-sample scores (0-5 points) and the failures' reasons."""
     if scores:
         quality = sum(scores) / len(scores) / RUBRIC_POINTS
         return JudgeResult(quality=quality, scores=tuple(scores), judge=judge)

@@ -1,15 +1,9 @@
 """Judge answers kept on disk, so that an interrupted run resumes and a rerun costs nothing.
 
-Answers live in the project's one cache layer (:mod:`pytest_novelty.infra.cache`), namespace
-``answers`` of the folder a judge is given: one checksummed JSON entry per answer, written
-atomically the moment it arrives (a kill loses at most the answers in flight), shared safely by
-pytest-xdist workers and concurrent runs (the first stored answer wins, so every run reads the
-same one), and a damaged entry is dropped and asked again instead of raising. Nothing secret is
-stored: no API key, no request headers.
-
-Keys come from :func:`judge_key`, one function with a named field for everything that changes an
-answer (judge kind, model, endpoint, rubric version, sampling settings, sample count), so that
-no judge forgets one. Without a folder the answers live in memory for the life of the judge.
+Answers live in the ``answers`` namespace of the one cache (:mod:`pytest_novelty.infra.cache`),
+each written the moment it arrives (a kill loses at most the answers in flight), or in memory
+without a folder. Nothing secret is stored. Keys come from :func:`judge_key`, one named field for
+everything that changes an answer, so that no judge forgets one.
 """
 
 from __future__ import annotations
@@ -29,18 +23,14 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def answer_key(*parts: object) -> str:
-    """The key of one judge or concept answer: the whole (64-digit) :func:`~pytest_novelty.infra.storage.key_digest`
-    of the parts that determine it, as a list."""
+    """The key of one judge or concept answer: the 64-digit key digest of the parts that determine it."""
     return key_digest(list(parts), length=64)
 
 
 def endpoint_identity(url: str | None) -> str:
-    """Where a remote judge lives, as it enters cache keys: scheme, host, port and path.
-
-    Never the credentials (``user:password@``) or the query string; the host is lower-cased, the
-    default port of the scheme written out and a trailing slash dropped, so equal endpoints
-    spelled differently share answers and different ones never do.
-    """
+    """Where a remote judge lives, as it enters cache keys: scheme, host (lower-cased), port (the
+    scheme's default written out) and path (no trailing slash), never credentials or the query, so
+    equal endpoints spelled differently share answers and different ones never do."""
     if not url:
         return ""
     parts = urlsplit(url.strip())
@@ -54,46 +44,20 @@ def endpoint_identity(url: str | None) -> str:
 
 
 def judge_key(
-    *,
-    kind: str,
-    model: str,
-    endpoint: str = "",
-    rubric: str = "",
-    sampling: Mapping[str, Any] | None = None,
-    samples: int = 1,
-    task: str = "",
-    prompt: str,
-    response: str,
-    sample: int = 0,
+    *, kind: str, model: str, endpoint: str = "", rubric: str = "", sampling: Mapping[str, Any] | None = None,
+    samples: int = 1, task: str = "", prompt: str, response: str, sample: int = 0,
 ) -> str:
-    """The cache key of one judge answer: every setting that changes it, by name.
-
-    ``kind`` (``openai``, ``hf``, ``reward``), ``model`` (the model name, or a local checkpoint's
-    path and content identity_id), ``endpoint`` (:func:`endpoint_identity` of a remote judge),
-    ``rubric`` (the rubric's version), ``sampling`` (temperature, token limit, seed, re-asks, ...),
-    ``samples`` (how many answers are drawn per item), then the item and the sample index.
-    """
-    return answer_key(
-        {
-            "kind": kind,
-            "model": model,
-            "endpoint": endpoint,
-            "rubric": rubric,
-            "sampling": dict(sampling or {}),
-            "samples": samples,
-            "task": task,
-            "prompt": prompt,
-            "response": response,
-            "sample": sample,
-        }
-    )
+    """The cache key of one judge answer: ``kind``, ``model`` (a name, or a checkpoint's path and
+    identity_id), ``endpoint`` (:func:`endpoint_identity`), the rubric's version, the sampling
+    settings, the answers drawn per item, then the item and the sample index."""
+    return answer_key({
+        "kind": kind, "model": model, "endpoint": endpoint, "rubric": rubric, "sampling": dict(sampling or {}),
+        "samples": samples, "task": task, "prompt": prompt, "response": response, "sample": sample,
+    })  # fmt: skip
 
 
 class AnswerCache:
-    """A key -> JSON-object store: a cache namespace when ``directory`` is given, memory otherwise.
-
-    ``directory`` is a folder (its ``answers`` namespace is used) or a :class:`Namespace`.
-    """
+    """A key -> JSON-object store: a folder's ``answers`` namespace, a given :class:`Namespace`, or memory."""
 
     def __init__(self, directory: Path | str | Namespace | None) -> None:
         if directory is None or isinstance(directory, Namespace):

@@ -40,13 +40,9 @@ from pytest_novelty.infra.errors import ConfigError, did_you_mean
 from pytest_novelty.infra.jsonlines import json_lines
 
 MACGYVER_GRADES = {
-    "efficient": 2,
-    "inefficient": 1,
-    "infeasible": 0,
-    "correct_right_reason": 2,
-    "correct_wrong_reason": 1,
+    "efficient": 2, "inefficient": 1, "infeasible": 0, "correct_right_reason": 2, "correct_wrong_reason": 1,
     "wrong_solution": 0,
-}
+}  # fmt: skip
 """MacGyver ``Label`` → ordinal grade (see the module docstring)."""
 
 Rows = list[dict[str, Any]]
@@ -57,19 +53,16 @@ def _macgyver(path: Path) -> tuple[str, Rows]:
 
     prompts = load_prompts(f"macgyver:{path}", base_dir=Path.cwd(), solvable_only=False, split="all")
     if not any("label" in p.meta for p in prompts):
-        raise ConfigError(
-            "no 'Label' column: use problem_solution_pair (the labelled file), not additional_human_solutions",
-            path=path,
-        )
+        raise ConfigError("no 'Label' column: use problem_solution_pair (the labelled file), not "
+                          "additional_human_solutions", path=path)
     rows = []
     for prompt in prompts:
         grade = MACGYVER_GRADES.get(str(prompt.meta.get("label", "")).strip().lower())
         if grade is None or not prompt.reference:
             continue
         meta = {k: v for k, v in prompt.meta.items() if k != "label"}  # the grade must not reach the judge
-        rows.append(
-            {"id": prompt.id, "prompt": prompt.text, "response": prompt.reference, "human": grade, "meta": meta}
-        )
+        rows.append({"id": prompt.id, "prompt": prompt.text, "response": prompt.reference, "human": grade,
+                     "meta": meta})
     return "tool", rows
 
 
@@ -85,9 +78,7 @@ def _noveltybench(path: Path) -> tuple[str, Rows]:
         if missing:
             raise ConfigError(
                 f"missing {', '.join(map(repr, missing))}; give a NoveltyBench scored-output file "
-                "(sample_data/*.jsonl), not the prompt list",
-                path=path,
-                field=f"line {number}",
+                "(sample_data/*.jsonl), not the prompt list", path=path, field=f"line {number}",
             )
         seen: set[Any] = set()
         for k, (text, cls, score) in enumerate(
@@ -96,15 +87,8 @@ def _noveltybench(path: Path) -> tuple[str, Rows]:
             if cls in seen:
                 continue
             seen.add(cls)
-            rows.append(
-                {
-                    "id": f"{record['id']}-{k}",
-                    "prompt": str(record["prompt"]),
-                    "response": str(text),
-                    "human": score,
-                    "group": str(record["id"]),
-                }
-            )
+            rows.append({"id": f"{record['id']}-{k}", "prompt": str(record["prompt"]), "response": str(text),
+                         "human": score, "group": str(record["id"])})
     return "open", rows
 
 

@@ -1,17 +1,9 @@
 """``hf:PATH``: an LLM judge run locally, a causal LM loaded through transformers.
 
-The same rubrics (:mod:`.rubrics`) and parsing (:mod:`.parsing`) as the ``openai:`` judge. The
-rubric messages go through the checkpoint's chat template; a checkpoint without one (a base model)
-gets the system and user text joined, followed by ``Evaluation:``. Generation reuses the
-generation layer's Hugging Face backend: prompts batched by length with left padding, ``samples``
-sequences per prompt sampled at ``temperature``, reproducible from ``seed``.
-
-A sample whose reply holds no valid score is generated again with another seed, at most
-``max_reasks`` times; an item none of whose samples scored is unscored (``quality=None``). Each
-answer is cached per (checkpoint path and identity_id, seed, temperature, max_new_tokens,
-max_reasks, samples, rubric version, task, prompt, response, sample index; see
-:func:`~.cache.judge_key`). The model is loaded on first use, not when the judge is opened
-(:class:`~pytest_novelty.scoring.llm.LocalChatModel`, shared with the concept extractors).
+The same rubrics and score parsing as the ``openai:`` judge, through the checkpoint's chat
+template (a base model gets the system and user text joined, then ``Evaluation:``), sampled by the
+generation layer, reproducible from ``seed``. A sample whose reply holds no valid score is
+generated again with another seed, at most ``max_reasks`` times. The model loads on first use.
 """
 
 from __future__ import annotations
@@ -39,19 +31,10 @@ HF_JUDGE_DEFAULTS = LocalChatOptions(
     summary="an LLM judge run locally through transformers",
 )
 class HFJudge(LocalChatModel):
-    """Grades items with a local causal LM; see the module doc.
-
-    :class:`~pytest_novelty.scoring.llm.LocalChatModel` checks, loads and samples the checkpoint;
-    this class adds the rubric prompts, the score parsing, re-asks and the cache.
-    """
+    """Grades items with a local causal LM."""
 
     def __init__(
-        self,
-        path: str,
-        *,
-        cache_dir: Path | str | None = None,
-        samples: int = 5,
-        max_reasks: int = 1,
+        self, path: str, *, cache_dir: Path | str | None = None, samples: int = 5, max_reasks: int = 1,
         **local: Unpack[LocalChatOptions],
     ) -> None:
         """``local``: by default temperature 0.7, up to 256 new tokens, seed 0, batches as large as
@@ -73,7 +56,7 @@ class HFJudge(LocalChatModel):
         return len(keys - set(self.cache.get_many(keys)))
 
     def score(self, items: Sequence[JudgeItem], *, progress: bool = False) -> list[JudgeResult]:
-        """Grade ``items`` (see the module doc); one result per item, in order."""
+        """One result per item, in order; identical items share their answers."""
         keys = [self._keys(item) for item in items]
         answers = self.cache.get_many(key for item_keys in keys for key in item_keys)
         for attempt in range(1 + self.max_reasks):
@@ -104,28 +87,13 @@ class HFJudge(LocalChatModel):
             results.append(rubric_result(scores, self.spec, [a["error"] for a in found if a["error"]]))
         return results
 
-    # -- internals --------------------------------------------------------------------------------
-
     def _keys(self, item: JudgeItem) -> list[str]:
         rubric = rubric_for(item.task)
-        sampling = {
-            "temperature": self.sampling.temperature,
-            "seed": self.sampling.seed,
-            "max_new_tokens": self.sampling.max_new_tokens,
-            "max_reasks": self.max_reasks,
-        }
+        sampling = {"temperature": self.sampling.temperature, "seed": self.sampling.seed,
+                    "max_new_tokens": self.sampling.max_new_tokens, "max_reasks": self.max_reasks}
         return [
-            judge_key(
-                kind="hf",
-                model=f"{self.path}@{self.identity_id}",
-                rubric=rubric.version,
-                sampling=sampling,
-                samples=self.samples,
-                task=item.task,
-                prompt=item.prompt,
-                response=item.response,
-                sample=sample,
-            )
+            judge_key(kind="hf", model=f"{self.path}@{self.identity_id}", rubric=rubric.version, sampling=sampling,
+                      samples=self.samples, task=item.task, prompt=item.prompt, response=item.response, sample=sample)
             for sample in range(self.samples)
         ]
 

@@ -1,18 +1,11 @@
 """``reward:PATH``: a local sequence-classification reward model, mapped to NoveltyBench's 1-10 scale.
 
-The raw reward of an answer is the first logit the model gives the chat-formatted conversation
-(the prompt as the user turn, the response as the assistant turn; a checkpoint without a chat
-template gets ``User: ...`` / ``Assistant: ...`` text). The reward maps to a score from 1 to 10 as
-``1 + the number of thresholds strictly below the reward``. The default thresholds
-
-    -7.71875, -6.28125, -6.0, -5.71875, -5.5, -5.0, -4.375, -3.4375, -2.046875
-
+The raw reward of an answer is the first logit the model gives the conversation (the prompt as
+the user turn, the response as the assistant's; ``User: ...`` / ``Assistant: ...`` text without a
+chat template), mapped to 1-10 by :func:`~.reward_scale.reward_to_utility`. The default thresholds
 are NoveltyBench's, calibrated for Skywork-Reward-Gemma-2-27B-v0.2; another reward model needs its
-own nine ascending thresholds (the ``thresholds`` option).
-
-Results: ``scores`` holds the one 1-10 score (a reward model is deterministic, so ``samples`` is
-ignored) and ``quality`` is that score / 10. Raw rewards are cached per (checkpoint path and
-identity_id, max_length, prompt, response), so changing the thresholds costs no recomputation.
+own nine (the ``thresholds`` option). A reward model is deterministic, so ``samples`` is ignored.
+Raw rewards are cached, so changing the thresholds costs no recomputation.
 """
 
 from __future__ import annotations
@@ -42,8 +35,7 @@ def check_thresholds(thresholds: Sequence[float]) -> tuple[float, ...]:
     if len(values) != SCALE_MAX - 1 or list(values) != sorted(values):
         raise ConfigError(
             f"thresholds must be {SCALE_MAX - 1} ascending numbers (one per step of the 1-{SCALE_MAX} "
-            f"scale), got {list(values)}",
-            field="thresholds",
+            f"scale), got {list(values)}", field="thresholds",
         )
     return values
 
@@ -55,18 +47,11 @@ def check_thresholds(thresholds: Sequence[float]) -> tuple[float, ...]:
     summary="a local reward model mapped to the 1-10 scale",
 )
 class RewardJudge:
-    """Scores items with a local reward model; see the module doc."""
+    """Scores items with a local reward model."""
 
     def __init__(
-        self,
-        path: str,
-        *,
-        thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
-        cache_dir: Path | str | None = None,
-        batch_size: int = 8,
-        max_length: int | None = None,
-        device: str = "auto",
-        trust_remote_code: bool = False,
+        self, path: str, *, thresholds: Sequence[float] = DEFAULT_THRESHOLDS, cache_dir: Path | str | None = None,
+        batch_size: int = 8, max_length: int | None = None, device: str = "auto", trust_remote_code: bool = False,
     ) -> None:
         memo = None if cache_dir is None else identity_memo(Path(cache_dir))  # unchanged weights hashed once
         identity_id = checked_identity_id(
@@ -125,14 +110,8 @@ class RewardJudge:
 
     def _key(self, item: JudgeItem) -> str:
         # The thresholds map rewards to scores afterwards, so they are not part of the key.
-        return judge_key(
-            kind="reward",
-            model=f"{self.path}@{self.identity_id}",
-            rubric=_FORMAT_VERSION,
-            sampling={"max_length": self.max_length},
-            prompt=item.prompt,
-            response=item.response,
-        )
+        return judge_key(kind="reward", model=f"{self.path}@{self.identity_id}", rubric=_FORMAT_VERSION,
+                         sampling={"max_length": self.max_length}, prompt=item.prompt, response=item.response)
 
     def _load(self) -> None:
         if self._model is not None:
@@ -162,10 +141,7 @@ class RewardJudge:
     def _format(self, item: JudgeItem) -> tuple[str, bool]:
         """The conversation as text, and whether the chat template (which adds special tokens) made it."""
         if getattr(self._tokenizer, "chat_template", None):
-            conversation = [
-                {"role": "user", "content": item.prompt},
-                {"role": "assistant", "content": item.response},
-            ]
+            conversation = [{"role": "user", "content": item.prompt}, {"role": "assistant", "content": item.response}]
             return str(self._tokenizer.apply_chat_template(conversation, tokenize=False)), True
         return f"User: {item.prompt}\n\nAssistant: {item.response}", False
 
@@ -178,12 +154,8 @@ class RewardJudge:
         if not isinstance(limit, int) or limit > 1_000_000:
             limit = None
         encoded = self._tokenizer(
-            [text for text, _ in formatted],
-            return_tensors="pt",
-            padding=True,
-            truncation=limit is not None,
-            max_length=limit,
-            add_special_tokens=not templated,
+            [text for text, _ in formatted], return_tensors="pt", padding=True, truncation=limit is not None,
+            max_length=limit, add_special_tokens=not templated,
         )
         encoded = {name: tensor.to(self.device) for name, tensor in encoded.items()}
         with torch.inference_mode():

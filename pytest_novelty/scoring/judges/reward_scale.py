@@ -16,27 +16,15 @@ from collections.abc import Sequence
 #: NoveltyBench's cut points from a raw Skywork-Reward-Gemma-2-27B-v0.2 reward to the 1-10 scale
 #: (``reward_thresholds`` in the reference's ``src/score.py``).
 NOVELTYBENCH_REWARD_THRESHOLDS: tuple[float, ...] = (
-    -7.71875,
-    -6.28125,
-    -6.0,
-    -5.71875,
-    -5.5,
-    -5.0,
-    -4.375,
-    -3.4375,
-    -2.046875,
-)
+    -7.71875, -6.28125, -6.0, -5.71875, -5.5, -5.0, -4.375, -3.4375, -2.046875,
+)  # fmt: skip
 
 
 def reward_to_utility(reward: float, thresholds: Sequence[float] = NOVELTYBENCH_REWARD_THRESHOLDS) -> int:
-    """Map a reward model's raw reward to NoveltyBench's 1-10 scale.
-
-    score = 1 + the number of thresholds strictly below ``reward`` (the reference's
-    ``bisect_left(thresholds, reward) + 1``), so a reward exactly on a threshold gets the lower
-    score. With the default thresholds the scale runs from 1 (reward ≤ −7.71875) to 10
-    (reward > −2.046875). ``thresholds`` must be sorted ascending; NaN or infinite rewards are
-    rejected.
-    """
+    """Map a reward model's raw reward to NoveltyBench's 1-10 scale: 1 + the number of thresholds
+    strictly below ``reward`` (the reference's ``bisect_left(thresholds, reward) + 1``), so a reward on
+    a threshold gets the lower score. ``thresholds`` must be sorted ascending; NaN or infinite
+    rewards are rejected."""
     if isinstance(reward, bool) or not isinstance(reward, numbers.Real):
         raise ValueError(f"reward must be a number, got {reward!r}")
     if not math.isfinite(float(reward)):

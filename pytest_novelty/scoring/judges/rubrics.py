@@ -1,12 +1,8 @@
 """Versioned grading rubrics, one per task, shared by every LLM judge (``openai:``, ``hf:``).
 
-Each rubric is additive: five criteria worth one point each, so a response earns 0-5 points. The
-judge is asked to explain itself in a few sentences first and to finish with a line
-``Score: <points>``, which :mod:`.parsing` reads.
-
-The version of a rubric is part of every cache key: change the wording of a rubric and you must
-bump its ``version``, or old cached answers would be reused for a different question (a test checks
-the wording against a fingerprint recorded for each version).
+Each rubric is additive, five criteria worth a point each; the judge explains itself first and
+ends with ``Score: <points>`` (:mod:`.parsing`). The version is part of every cache key: change
+the wording and bump it (a test checks the wording against each version's fingerprint).
 """
 
 from __future__ import annotations
@@ -59,9 +55,7 @@ class Rubric:
 
 RUBRICS: dict[str, Rubric] = {
     "story": Rubric(
-        task="story",
-        version="story/1",
-        task_label="continue a story from its opening",
+        task="story", version="story/1", task_label="continue a story from its opening",
         criteria=(
             "The continuation stays with the opening: the same setting, theme and characters, "
             "picking up where the opening stops.",
@@ -73,9 +67,7 @@ RUBRICS: dict[str, Rubric] = {
         ),
     ),
     "poetry": Rubric(
-        task="poetry",
-        version="poetry/1",
-        task_label="write one line of poetry to an instruction",
+        task="poetry", version="poetry/1", task_label="write one line of poetry to an instruction",
         criteria=(
             "The response is an attempt at a line of poetry rather than prose, a refusal or a comment on the task.",
             "It meets the form the instruction asks for: it contains or ends with the required word, "
@@ -86,9 +78,7 @@ RUBRICS: dict[str, Rubric] = {
         ),
     ),
     "tool": Rubric(
-        task="tool",
-        version="tool/1",
-        task_label="solve a practical problem creatively with a fixed set of items",
+        task="tool", version="tool/1", task_label="solve a practical problem creatively with a fixed set of items",
         criteria=(
             "The solution uses only the items the problem lists (plus the person's own hands and "
             "body), and nothing else.",
@@ -100,9 +90,7 @@ RUBRICS: dict[str, Rubric] = {
         ),
     ),
     "open": Rubric(
-        task="open",
-        version="open/1",
-        task_label="answer an open-ended request",
+        task="open", version="open/1", task_label="answer an open-ended request",
         criteria=(
             "The response addresses the request that was made, not a different one.",
             "What it states is sensible and, where facts are involved, correct.",

@@ -1,16 +1,13 @@
 """``rules``: an offline, deterministic quality heuristic (not an LLM judge).
 
 It needs no model and no network, so the demo and the test suite use it by default. It awards
-the same 0-5 additive points as the LLM rubrics, one point per check below, but its checks are
-about *form*, not meaning: it cannot tell a moving story from a dull one, only a finished,
-on-topic, well-formed answer from a broken one. Use an LLM judge (``openai:``, ``hf:``) to measure
-quality; use this one to catch degenerate output and to run offline. On MacGyver's human
-solutions it ranks a problem's own solution above another problem's solution in 91% of pairs
-(ties counted half), but it is at chance telling feasible from infeasible solutions
-(``benchmarks/rules_judge_agreement.py``).
-
-Being deterministic, it makes a single judgement per item whatever ``samples`` says:
-``JudgeResult.scores`` holds one value.
+the same 0-5 additive points as the LLM rubrics, one per check below, but its checks are about
+*form*, not meaning: a finished, on-topic, well-formed answer against a broken one (measure quality
+with an LLM judge; use this one to catch degenerate output and to run offline). On MacGyver's
+human solutions it ranks a problem's own solution above another problem's in 91% of pairs (ties
+counted half), but it is at chance telling feasible from infeasible ones
+(``benchmarks/rules_judge_agreement.py``). Deterministic, it judges each item once whatever
+``samples`` says.
 
 Checks per task (words come from :func:`pytest_novelty.scoring.text.words`, lower-cased, without
 punctuation; "content words" leave out common function words and are compared after a crude
@@ -137,9 +134,6 @@ _OBJECT = re.compile(
 )
 
 
-# -- text helpers ---------------------------------------------------------------------------------
-
-
 def _words(text: str) -> list[str]:
     """The lower-cased word tokens (not punctuation) of the shared tokenisation."""
     return [token.lower() for token in tokenize(text) if token[0].isalnum() or token[0] == "_"]
@@ -263,9 +257,6 @@ def rhymes(a: str, b: str) -> bool:
     return bool(ra) and ra == rb and _stem(a) != _stem(b)
 
 
-# -- the checks -----------------------------------------------------------------------------------
-
-
 def _story(item: JudgeItem) -> dict[str, bool]:
     text = item.response.strip()
     words = _words(text)
@@ -375,12 +366,8 @@ def _open(item: JudgeItem) -> dict[str, bool]:
     }
 
 
-CHECKS: dict[str, Callable[[JudgeItem], dict[str, bool]]] = {
-    "story": _story,
-    "poetry": _poetry,
-    "tool": _tool,
-    "open": _open,
-}
+CHECKS: dict[str, Callable[[JudgeItem], dict[str, bool]]] = {"story": _story, "poetry": _poetry, "tool": _tool,
+                                                              "open": _open}
 
 
 def explain(item: JudgeItem) -> dict[str, bool]:
@@ -390,8 +377,7 @@ def explain(item: JudgeItem) -> dict[str, bool]:
     except KeyError:
         raise ConfigError(
             f"the rules judge has no checks for task {item.task!r}{did_you_mean(item.task, CHECKS)}; "
-            f"known tasks: {', '.join(CHECKS)}",
-            field="task",
+            f"known tasks: {', '.join(CHECKS)}", field="task",
         ) from None
     return checks(item)
 
