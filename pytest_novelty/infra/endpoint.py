@@ -151,6 +151,9 @@ class Endpoint:
 
         import httpx
 
+        from pytest_novelty.infra.http import preflight_timeout
+
+        timeout = preflight_timeout(timeout)
         once = Connection(timeout=timeout, concurrency=1, retry=RetryPolicy(max_attempts=1))
         silent = silent or f"; is it stuck or still starting, and is {fix} right?"
         async with self.client(once, Traffic()) as client:

@@ -28,11 +28,32 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = ["CONNECTION_OPTIONS", "PREFLIGHT_TIMEOUT", "Connection", "ConnectionOptions", "Pace", "Reply",
-           "RetryTransport", "Traffic", "attempts_of", "post_json"]
+           "RetryTransport", "Traffic", "attempts_of", "post_json", "preflight_timeout"]
 
 PREFLIGHT_TIMEOUT = 10.0
 """Seconds a preflight waits for its one request: a service that cannot answer in this time will not
-serve a run either."""
+serve a run either. ``PYTEST_NOVELTY_PREFLIGHT_TIMEOUT`` sets another (:func:`preflight_timeout`)."""
+PREFLIGHT_TIMEOUT_VARIABLE = "PYTEST_NOVELTY_PREFLIGHT_TIMEOUT"
+
+
+def preflight_timeout(given: float) -> float:
+    """The seconds a preflight waits: ``PYTEST_NOVELTY_PREFLIGHT_TIMEOUT`` when it is set (a slow link
+    to a far service; a test of a silent one), else ``given``."""
+    import os
+
+    from pytest_novelty.infra.errors import ConfigError
+
+    text = os.environ.get(PREFLIGHT_TIMEOUT_VARIABLE)
+    if not text:
+        return given
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0.0 < seconds < 3600.0:
+        raise ConfigError(f"{text!r} is not a number of seconds above 0 and below 3600; set it so, or unset it",
+                          field=PREFLIGHT_TIMEOUT_VARIABLE)
+    return seconds
 
 
 class ConnectionOptions(TypedDict, total=False):

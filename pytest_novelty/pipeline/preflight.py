@@ -200,7 +200,8 @@ def _may_be_adapter(model: str) -> bool:
 
 def check_folders(options: Any, cache_dir: Path, *, front: str = "pytest", cache_ini: bool = False) -> None:
     """Every folder the run writes can be written, before any model loads: the cache (the demo is
-    prepared inside it), the report folder and, on the command line, the ``--output`` file's folder.
+    prepared inside it), the report folder, the snapshot folder a ``--snapshot-update`` writes, and on the
+    command line the ``--output`` file's folder.
 
     A folder that cannot be written is one line naming it and the cause
     (:func:`~pytest_novelty.infra.storage.check_writable`): bad input (exit 4) when the user named it
@@ -217,6 +218,10 @@ def check_folders(options: Any, cache_dir: Path, *, front: str = "pytest", cache
     if options.novelty_report:
         report = Path(str(options.novelty_report)).expanduser()
         check_writable(report, "report folder", named_by=spelled("report", front))
+    updating = getattr(options, "update_snapshots", False) or getattr(options, "novelty_snapshot_update", False)
+    if updating and options.novelty_snapshot_dir:  # syrupy would find it read-only only after every case ran
+        check_writable(Path(str(options.novelty_snapshot_dir)).expanduser(), "snapshot folder",
+                       named_by=spelled("snapshot-dir", front))
     output = getattr(options, "novelty_output", None)
     if output:
         from pytest_novelty.infra.storage import folder_error, probe_write
@@ -293,7 +298,7 @@ def check_answer_files(models: Sequence[str], baseline: str | None, suites: Sequ
         if unknown and every:
             raise ConfigError(f"the files answer suite {unknown[0]!r}{did_you_mean(unknown[0], sorted(families))}, "
                               f"which the suites folder does not have (it has {', '.join(sorted(families))}); "
-                              "rename the rows' suite, or add that suite", path=source.source, field="--model")
+                              "rename the rows' suite, or add that suite", path=source.argument, field="--model")
     candidate, other = sources.get(models[0]) if models else None, sources.get(baseline or "")
     if candidate is not None and other is not None and candidate.identity_id == other.identity_id:
         notice("[novelty] warning: --baseline-model names the same answers as --model (the same content): every "

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pytest_novelty.infra.errors import ConfigError, did_you_mean
+from pytest_novelty.infra.errors import ConfigError, HarnessError, did_you_mean
 
 __all__ = ["KINDS", "OUTPUTS", "Checked", "Takes", "check_given", "declared", "written_by"]
 
@@ -87,13 +87,17 @@ class Takes:
             return f"{what} from {low} to {high}"
         return f"{what} of at least {low}" if low is not None else f"{what} of at most {high}" if high else what
 
-    def check(self, value: Any, option: str) -> Any:
+    def check(self, value: Any, option: str, *, space: bool = False) -> Any:
         """``value`` as the option uses it (a number converted; anything else as given), or one
-        :class:`ConfigError` line about ``option`` (spelled as the user typed it)."""
+        :class:`ConfigError` line about ``option`` (spelled as the user typed it). ``space``: a
+        destination on a full file system is a :class:`HarnessError` now (the run's own folders
+        are probed by the preflight instead, which says it as a run's harness error)."""
         if value is None or value is False or value is True or self.read_by:
             return value
         if isinstance(value, list):
-            return [self.check(v, option) for v in value]
+            return [self.check(v, option, space=space) for v in value]
+        if self.kind in ("out-file", "out-folder"):
+            return getattr(self, "_" + self.kind.replace("-", "_"))(value, option, space)
         check = getattr(self, "_" + self.kind.replace("-", "_"), None)
         return value if check is None else check(value, option)
 
@@ -161,23 +165,23 @@ class Takes:
         path = _existing(str(value), option, "file or folder")
         return self._folder(value, option) if path.is_dir() else self._file(value, option)
 
-    def _out_folder(self, value: Any, option: str) -> str:
+    def _out_folder(self, value: Any, option: str, space: bool) -> str:
         path = Path(str(value)).expanduser()
         if path.is_symlink() and not path.exists():
             raise ConfigError(f"a dangling link (to {os.readlink(path)}); give a folder", path=value, field=option)
         if path.exists() and not path.is_dir():
             raise ConfigError("a file is in the way of the folder; give a folder", path=value, field=option)
-        _writable(path, path if path.exists() else _nearest(path), self.what or "folder", option)
+        _writable(path, path if path.exists() else _nearest(path), self.what or "folder", option, space)
         return str(value)
 
-    def _out_file(self, value: Any, option: str) -> str:
+    def _out_file(self, value: Any, option: str, space: bool) -> str:
         path = Path(str(value)).expanduser()
         if path.is_dir():
             raise ConfigError("a folder, not a file; give the file to write", path=value, field=option)
         if not path.parent.is_dir():
             raise ConfigError(f"its folder {path.parent} does not exist; create it first, or give a file in an "
                               "existing folder", path=value, field=option)
-        _writable(path, path.parent, f"folder of {self.what or 'the file'}", option)
+        _writable(path, path.parent, f"folder of {self.what or 'the file'}", option, space)
         return str(value)
 
 
@@ -222,17 +226,33 @@ def _nearest(path: Path) -> Path:
     return Path("/")
 
 
-def _writable(given: Path, folder: Path, what: str, option: str) -> None:
+def _writable(given: Path, folder: Path, what: str, option: str, space: bool) -> None:
     """The folder ``folder`` (``given`` itself, or where a missing ``given`` would be made) can be written."""
     where = "" if folder == given else f" at {folder}"  # the nearest existing folder, or a file's own
     if _read_only(folder):
         cause = "a read-only file system"
     elif not os.access(folder, os.W_OK | os.X_OK):
         cause = "no permission to write there"
+    elif space and _free_bytes(folder) < FULL:
+        raise HarnessError(f"{given}: {option}: the {what} cannot be written: no space left on the device{where}; "
+                           "free some space, or give another folder")
     else:
         return
     raise ConfigError(f"the {what} cannot be written: {cause}{where}; give a writable folder", path=given,
                       field=option)
+
+
+FULL = 64 * 1024
+"""Free bytes below which a destination's file system counts as full before anything is written to it
+(found before the work whose result would not fit, not after)."""
+
+
+def _free_bytes(folder: Path) -> int:
+    try:
+        stats = os.statvfs(folder)
+    except OSError:
+        return FULL
+    return stats.f_bavail * stats.f_frsize
 
 
 def _read_only(path: Path) -> bool:
@@ -255,7 +275,7 @@ class Checked(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
         name = option_string or str(self.metavar or self.dest)
-        value = self.takes.check(values, name)
+        value = self.takes.check(values, name, space=True)
         if self.takes.kind in ("out-file", "out-folder"):  # what a failed write names (see written_by)
             vars(namespace).setdefault(OUTPUTS, {})[str(value)] = name
         if self.append:

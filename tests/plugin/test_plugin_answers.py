@@ -15,6 +15,7 @@ against the scores the checkpoint's run cached, as when each test made the run i
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -258,3 +259,46 @@ def test_answers_are_compared_with_the_checkpoints_snapshots_under_xdist_too(
     compared = [line for line in rows if ">= " in line and "[" in line]
     assert len(compared) == 3 and all(line.endswith("unchanged") for line in compared), rows  # against the snapshots
     assert "[novelty gw" in out and "answers read from answers.jsonl" in out  # the workers read the file
+
+
+def test_a_partial_file_says_how_much_it_answers_and_only_answered_gates_that_part(
+    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path, gated: pytest.RunResult, own_run: OwnRun
+) -> None:
+    """lm-evaluation-harness's ``--limit`` answers a suite's first documents: the count is said, and
+    ``?only_answered=true`` gates those prompts, the subset and an answer longer than the suite lets a
+    model write said under the suite's header."""
+    def change(record: dict[str, Any]) -> dict[str, Any] | None:
+        if record["id"] in ("p4", "p5"):
+            return None
+        return {**record, "answers": [record["answers"][0] * 40, *record["answers"][1:]]} if record["id"] == "p0" \
+            else record
+
+    file = edited(own_run.records(), tmp_path / "answers.jsonl", change)
+    line = usage_error(pytester, novelty_args, f"answers:{file}")
+    assert "answers for 4 of 6 prompts; 2 without answers (p4, p5)" in line and "?only_answered=true" in line
+    result = pytester.runpytest_subprocess(*with_model(novelty_args, f"answers:{file}?only_answered=true"))
+    out = result.stdout.str()
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), out
+    assert "gated on the 4 of 6 prompts answers.jsonl answers (only_answered=true)" in out
+    assert "1 answers in answers.jsonl are longer than generation.max_new_tokens" in out
+
+
+def test_rows_of_an_unknown_suite_a_named_pipe_and_a_baseline_of_the_same_answers_are_said(
+    tmp_path: Path, novelty_args: list[str], gated: pytest.RunResult, own_run: OwnRun, suite_dir: Path,
+    tiny_index: Path,
+) -> None:
+    from tests.cli_in_process import run_cli
+
+    cache = dict(a.split("=", 1) for a in novelty_args if "=" in a)["--novelty-cache"]
+    run = ["run", "--suites", str(suite_dir), "--cache", cache, "--originality", f"infini-gram:{tiny_index}"]
+    misspelt = edited(own_run.records(), tmp_path / "misspelt.jsonl", lambda r: {**r, "suite": "stroy"})
+    done = run_cli(*run, "--model", f"answers:{misspelt}")
+    assert done.returncode == 4, done.stderr
+    assert f"{misspelt}: --model: the files answer suite 'stroy' (did you mean 'story'?), which the suites folder " \
+           "does not have (it has story)" in done.stderr
+    pipe = tmp_path / "pipe.jsonl"
+    os.mkfifo(pipe)
+    done = run_cli(*run, "--model", f"answers:{pipe}")
+    assert done.returncode == 4 and "a named pipe" in done.stderr and "no such file" not in done.stderr
+    same = run_cli(*run, "--model", f"answers:{own_run.answers}", "--baseline-model", f"answers:{own_run.answers}")
+    assert "--baseline-model names the same answers as --model" in same.stderr, same.stderr

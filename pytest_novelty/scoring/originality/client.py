@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from pytest_novelty.infra.concurrency import fan_out, run_coroutine
 from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightError
-from pytest_novelty.infra.http import PREFLIGHT_TIMEOUT, Connection, Traffic, post_json
+from pytest_novelty.infra.http import PREFLIGHT_TIMEOUT, Connection, Traffic, post_json, preflight_timeout
 from pytest_novelty.infra.redact import echo, scrub
 from pytest_novelty.infra.retry import RetryPolicy, is_retryable
 
@@ -64,6 +64,7 @@ class JsonClient:
         """Preflight: POST ``payload`` once (a second attempt after a quick backoff if time is left)
         within ``timeout`` seconds; its decoded answer, or :class:`PreflightError` in one line
         (unreachable, silent, refused, or answering with an error)."""
+        timeout = preflight_timeout(timeout)
         probe = Connection(
             timeout=timeout, concurrency=1, retry=RetryPolicy(max_attempts=2, backoff=0.5, max_retry_time=timeout)
         )
