@@ -193,11 +193,17 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         suites, folder, cache_dir, stopped = _checked_run(config, worker)
     except ConfigError as exc:
-        if config.option.novelty_report and not worker:
+        if worker:  # the controller checked it all: what fails now changed since (a file removed meanwhile).
+            # The worker starts with no suites and says why (a worker that raised would be restarted, and
+            # fail again, each time with a traceback).
+            suites, folder, cache_dir = [], _suites_dir(config), _cache_dir(config)
+            stopped = HarnessError(f"the xdist worker could not start: {exc}")
+        elif config.option.novelty_report:
             from pytest_novelty.report.json_report import record_no_verdict
 
             record_no_verdict(config.option.novelty_report, f"bad input: {exc}", pytest.ExitCode.USAGE_ERROR)
-        raise pytest.UsageError(str(exc)) from None
+        if not worker:
+            raise pytest.UsageError(str(exc)) from None
     _place_worker(config)
     _configure_snapshots(config)
     state = NoveltyState(config, suites, cache_dir)

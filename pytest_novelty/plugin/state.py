@@ -36,6 +36,7 @@ _WORKER_KEY = "novelty_suites"
 _PARTS_KEY = "novelty_series_parts"
 _EARLIER_KEY = "novelty_series_earlier"
 _REPAIRS_KEY = "novelty_cache_repairs"
+_STOPPED_KEY = "novelty_stopped"
 HARNESS_PROPERTY = "novelty_harness"
 """The user property that carries a harness error's message to the controller (and JUnit)."""
 SERIES_PROPERTY = "novelty_series"
@@ -254,6 +255,7 @@ class NoveltyState:
             # and the earlier checkpoints' parts its suites scored themselves (a suite that is not spread)
             workeroutput[_EARLIER_KEY] = self.cases.series_parts
             workeroutput[_REPAIRS_KEY] = repaired()
+            workeroutput[_STOPPED_KEY] = self.stopped
         elif self.shard is None:  # before pytest-html writes its page (its own sessionfinish runs after this one)
             failed = self._series_failed
             self.cases.assemble_series(self.final_records(), failed=lambda name, step: f"{name}@{step}" in failed)
@@ -352,6 +354,12 @@ class NoveltyState:
             for step, part in parts.items():
                 self.cases.add_series_part(suite, int(step), part)
         self.worker_repairs += int(output.get(_REPAIRS_KEY, 0))
+        stopped = output.get(_STOPPED_KEY)
+        if stopped:  # a worker that could not start: one line for every worker stopped by the same cause
+            line = str(stopped)
+            self.harness_errors.setdefault(line, "worker")
+            if line not in self.worker_crashes:
+                self.worker_crashes.append(line)
         if error is not None and error != "keyboard-interrupt":  # an interrupt is the user's, not a crash
             worker = getattr(getattr(node, "gateway", None), "id", None) or "?"
             line = f"harness error: the xdist worker {worker} crashed ({error}); work it finished is cached"

@@ -176,3 +176,40 @@ def test_a_replacement_given_a_single_case_runs_it(
     (crashed,) = [r for r in data["rows"] if r["outcome"] == "error"]  # type: ignore[attr-defined]
     assert (crashed["suite"], crashed["metric"]) == ("story", "originality@4")
     assert "worker crashed" in crashed["message"]
+
+
+REMOVES = """
+from pathlib import Path
+
+
+def pytest_configure_node(node):
+    # on the controller, after its own checks, before the worker configures: the answers vanish
+    Path({path!r}).unlink(missing_ok=True)
+"""
+
+
+def test_a_worker_that_cannot_start_is_one_line_and_is_not_restarted(
+    pytester: pytest.Pytester, novelty_args: list[str], tmp_path: Path
+) -> None:
+    """The file of answers is removed after the controller checked it: every worker finds it gone.
+    Each worker used to fail its configuration, be replaced and fail again, ten times, with a full
+    traceback each (799 lines); now each starts without suites and says why, in one line."""
+    from tests.cli_in_process import run_cli
+
+    args = dict(a.split("=", 1) for a in novelty_args if a.startswith("--novelty-") and "=" in a)
+    answers = tmp_path / "answers.jsonl"
+    exported = run_cli("answers", "export", "--model", novelty_args[novelty_args.index("--model") + 1], "--suites",
+                       args["--novelty-suites"], "--cache", args["--novelty-cache"], "--device", "cpu", "--out",
+                       str(answers))  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    pytester.makeconftest(REMOVES.format(path=str(answers)))
+    i = novelty_args.index("--model")
+    result = pytester.runpytest_subprocess(*novelty_args[:i], f"--model=answers:{answers}", *novelty_args[i + 2:],
+                                           "-n", "2")  # fmt: skip
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == HARNESS_EXIT_STATUS, out[-3000:]
+    assert "Traceback" not in out and "INTERNALERROR" not in out and "replacing crashed worker" not in out, out
+    (line,) = [line for line in out.splitlines() if "could not start" in line]
+    assert line == (f"novelty: harness error before any case ran: the xdist worker could not start: {answers}: no "
+                    "such file or folder of answers")
+    assert len(out.splitlines()) < 40, out
