@@ -8,7 +8,12 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
+# Imported here, once: pytester's in-process runs (tests/faults, the xdist-less run) take their
+# modules out of sys.modules when they end, and numpy and zstandard, C extensions, cannot be loaded
+# a second time in one process (later tests failed with "cannot load module more than once").
+import numpy  # noqa: F401
 import pytest
+import zstandard  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATASETS = REPO.parent / "shared" / "datasets"

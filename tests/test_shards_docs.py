@@ -47,7 +47,12 @@ def test_the_options_named_are_options_the_code_has() -> None:
 
 
 @pytest.mark.parametrize("where", ["docs/shards.md", ".github/workflows/gate.yml"])
-def test_every_cache_command_parses(where: str) -> None:
+def test_every_cache_command_parses(where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commands' words parse; their values are placeholders (``DIR``, ``$PYTEST_NOVELTY_CACHE``),
+    so the check of what each value names is left out here (tests/faults holds every argument to it)."""
+    from pytest_novelty.pipeline.values import Takes
+
+    monkeypatch.setattr(Takes, "check", lambda self, value, option, **_: value)
     text = "\n".join(m["body"] for m in BLOCK.finditer(PAGE)) if where.endswith(".md") else WORKFLOW
     commands = cache_commands(text)
     assert {words[1] for words in commands} >= {"merge", "pack"}

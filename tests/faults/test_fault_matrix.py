@@ -234,7 +234,9 @@ def run_case(case: Case, tmp_path: Path, files: dict[str, str], cache: Path, pyt
         value = fault.make(scratch, target.takes, valid)
         argv = _argv(case, value, files, scratch_root)
         before = _tree(scratch_root, scratch_root / "given" / "full")
-        if fault.needs == "unprivileged" and ROOT:
+        if AGAINST:
+            status, out, err = _against(case, argv, pytester.path, unprivileged=fault.needs == "unprivileged" and ROOT)
+        elif fault.needs == "unprivileged" and ROOT:
             status, out, err = _without_overrides(case, argv, scratch_root)
         elif target.front == PYTEST:
             result = pytester.runpytest_inprocess(*argv)
@@ -264,6 +266,21 @@ def _cli(argv: list[str], *, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str,
         except SystemExit as exc:  # argparse's own exit
             status = int(exc.code or 0)
     return status, out.getvalue(), err.getvalue()
+
+
+AGAINST = os.environ.get("NOVELTY_FAULTS_AGAINST", "")
+"""Another checkout whose code the cases run against, each in a child process (how the matrix measured
+the code before its fixes: ``NOVELTY_FAULTS_AGAINST=../old pytest tests/faults``); empty: this code."""
+
+
+def _against(case: Case, argv: list[str], here: Path, *, unprivileged: bool) -> tuple[int, str, str]:
+    import subprocess
+
+    front = ["-m", "pytest", "-p", "no:cacheprovider"] if case.target.front == PYTEST else ["-m", "pytest_novelty.cli"]
+    done = subprocess.run([sys.executable, *front, *argv], cwd=here if case.target.front == PYTEST else AGAINST,
+                          env={**os.environ, "PYTHONPATH": AGAINST}, capture_output=True, text=True, timeout=600,
+                          preexec_fn=_drop_file_overrides if unprivileged else None, check=False)  # fmt: skip
+    return done.returncode, done.stdout, done.stderr
 
 
 def _drop_file_overrides() -> None:

@@ -60,8 +60,8 @@ def test_a_judge_that_dies_during_training_is_a_warning_with_its_cause_and_its_l
     assert [(r.step, r.error, r.run) for r in gate.history] == [(4, True, None)]
     log = output / "novelty-gate" / "checkpoint-4" / "pytest.log"
     (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == LOGGER]
-    assert line.startswith("novelty gate, checkpoint-4: harness error, no verdict: cannot reach the judge "
-                           f"openai:judge-model at {server.url} (connection refused)")  # fmt: skip
+    assert line.startswith("novelty gate, checkpoint-4: harness error, no verdict: --judge-base-url: cannot reach the "
+                           f"judge openai:judge-model at {server.url} (connection refused)")  # fmt: skip
     assert line.endswith(f"(its log: {log})") and "deselected" not in line  # pytest's summary is not the cause
     assert "cannot reach the judge" in log.read_text()
 

@@ -78,7 +78,7 @@ def test_a_preflight_failure_is_one_clean_line_and_exit_8(
     text = output(result)
     assert result.ret == HARNESS, text
     assert "_pytest.outcomes.Exit" not in text and "Traceback" not in text and "INTERNALERROR" not in text
-    assert "novelty: harness error before any case ran: cannot reach the judge openai:M" in text
+    assert "novelty: harness error before any case ran: --judge-base-url: cannot reach the judge openai:M" in text
     assert "bringing up nodes" not in text and "created: " not in text  # no worker was started
     data = json.loads((report / "report.json").read_text())
     assert data["summary"]["complete"] is False and "cannot reach the judge" in data["versions"]["status"]
