@@ -1,28 +1,24 @@
 """Building an infini-gram index of a corpus (``pytest-novelty index build``).
 
-The package's own suffix-array indexer (``python -m infini_gram.indexing``) does the heavy part.
-We tokenise ourselves and write its input files directly (``tokenized.0``: per document a separator
-token 0xFFFF then the document's token ids, little-endian uint16; ``offset.0``: the uint64 byte
-offset of each separator), so the indexer skips its own tokenisation and only builds ``table.0``.
-Beside them goes ``novelty-index.json`` with what a query needs to tokenise the same way
-(tokenizer, vocabulary, dtype), the counts, a checksum of the documents and the size and SHA-256
-of every file written (``checksums``), which :func:`~.index.read_index` verifies.
+The indexer of the ``infini-gram`` package (``python -m infini_gram.indexing``) builds the suffix
+array; we tokenise ourselves and write its input files (``tokenized.0``: per document a separator
+token 0xFFFF then its token ids, little-endian uint16; ``offset.0``: the uint64 byte offset of each
+separator), so it only builds ``table.0``. ``novelty-index.json`` beside them is described in
+:mod:`.index`.
 
-Known traps of infini-gram 2.6.0, all handled here:
+Traps of infini-gram 2.6.0, all handled here:
 
 - each part of a build must hold at least 100,000 bytes, else the indexer exits 0 with a wrong
-  table: the number of CPUs is chosen so that every part holds at least twice that;
-- the engine recognises its files by substring of the full path (``table``, ``tokenized``,
-  ``offset``, ``metadata``, ...): paths containing those words are refused, and our own file is
-  deliberately not called ``metadata.json`` (the engine would read it as document metadata and
-  crash);
+  table: the CPUs are chosen so that every part holds twice that;
+- the engine and the indexer recognise files by substring of the full path: see
+  :func:`~.index.engine_path`;
 - the indexer raises the open-files limit to ``--ulimit``, which must not exceed the hard limit;
 - the Rust indexer allocates 32 GiB for 32-bit tokens whatever the corpus size, so ``words`` mode
-  always stays within 16 bits (rare words take two tokens, see ``WordCodec``) and a tokenizer with
-  more than 65,535 ids is refused on machines with less memory than that.
+  stays within 16 bits (rare words take two tokens, see ``WordCodec``) and a tokenizer with more
+  than 65,535 ids is refused on smaller machines.
 
-A build happens in a hidden sibling folder that is renamed into place at the end, so an
-interrupted build never leaves a half-written index behind.
+A build happens in a hidden sibling folder renamed into place at the end, so an interrupted build
+leaves no half-written index.
 """
 
 from __future__ import annotations
@@ -352,13 +348,11 @@ def build_index(
     progress: bool = True,
     single_token_words: int | None = None,
 ) -> dict[str, Any]:
-    """Build an infini-gram index of ``corpus`` in ``out_dir``; return the build facts.
-
-    ``corpus``: ``Path`` objects (JSONL with ``text``, plain text, ``.gz``, ``.zst``, or folders of
-    them) or document strings. ``tokenizer``: ``words`` (see :mod:`pytest_novelty.scoring.text`)
-    or a Hugging Face tokenizer (a folder, a ``tokenizer.json`` or a hub id). An existing index in
-    ``out_dir`` is replaced only once the new one is complete. ``single_token_words`` caps how many
-    words get one token each in ``words`` mode (default: all when they fit in 16 bits).
+    """Build an infini-gram index of ``corpus`` (files or folders as :mod:`.corpus` reads them, or
+    document strings) in ``out_dir``, replacing an index there once the new one is complete; return
+    the build facts. ``tokenizer``: ``words`` (:mod:`pytest_novelty.scoring.text`) or a Hugging Face
+    tokenizer (a folder, a ``tokenizer.json`` or a hub id). ``single_token_words`` caps the words of
+    one token each in ``words`` mode (default: all when they fit in 16 bits).
 
     The facts (also saved, with the vocabulary, in ``novelty-index.json``): tokenizer, dtype,
     ``tokens`` (index tokens, separators excluded), ``units`` (words or tokens), ``docs``,

@@ -1,27 +1,22 @@
 """``infini-gram:DIR``: a local infini-gram index (one folder or several shards), queried exactly.
 
-Two query methods give the same, exact answers (``L_i``, the longest corpus match starting at
-each unit ``i``, for every position of every text), both to :meth:`~InfiniGramBackend.match_bounds`
-(originality) and to :meth:`~InfiniGramBackend.matching_statistics` (the Creativity Index):
+Two query methods give the same exact ``L_i`` (the longest corpus match starting at unit ``i``), to
+:meth:`~InfiniGramBackend.match_bounds` (originality) and :meth:`~InfiniGramBackend.matching_statistics`
+(the Creativity Index):
 
-- ``suffix-array`` (the default): the whole batch is looked up at once in the index's own suffix
-  array (:mod:`.suffixarray`), each position capped at the largest n asked, then completed (below).
-  On machines where starting a thread is slow it is two orders of magnitude faster than engine
-  calls, because the engine starts an operating-system thread per call and per position.
-- ``creativity``: one longest-match (``creativity``) engine call per distinct text gives, for every
-  token position ``i``, the end ``rs[i]`` of the longest corpus match starting there, so
-  ``L_i = rs[i] - i`` answers every n at once. Calls run on a thread pool (the engine releases
-  the GIL).
+- ``suffix-array`` (the default): the whole batch at once in the index's own suffix array
+  (:mod:`.suffixarray`). Where starting a thread is slow it is two orders of magnitude faster than
+  the engine, which starts an operating-system thread per call and per position. For originality
+  each position is capped at the largest n asked, then completed (below); for the matching
+  statistics only the positions the neighbours do not settle are searched (:mod:`.matching`).
+- ``creativity``: one engine call per distinct text gives the end ``rs[i]`` of the longest match at
+  every token, ``L_i = rs[i] - i``; calls run on a thread pool (the engine releases the GIL).
 
-For the matching statistics, ``suffix-array`` searches only the positions its neighbours do not
-settle (:mod:`.matching`: a match ends where the next position's match ends, inside a copied
-passage); ``creativity`` answers them as above.
-
-Completing capped matches (``suffix-array``, originality): below the cap ``c`` they are exact. A run of
-positions ``a..b`` that all reach ``c`` cannot reach past the unmatched stretch after ``b + 1``, so
-its matches all end by ``e = b + 1 + L_{b+1}``. One lookup of units ``a..e-1`` settles the usual
-case, a copied passage: if they occur, ``L_i = e - i`` throughout the run. Otherwise each position
-of the run is looked up up to ``e`` (one more batched lookup for all such runs).
+Completing capped matches: below the cap ``c`` they are exact. A run of positions ``a..b`` that all
+reach ``c`` cannot reach past the unmatched stretch after ``b + 1``, so its matches end by
+``e = b + 1 + L_{b+1}``. One lookup of units ``a..e-1`` settles the usual case, a copied passage
+(``L_i = e - i`` throughout); otherwise each position is looked up up to ``e`` (one more batched
+lookup for all such runs).
 
 The engine has a bug: ``creativity`` misses a match whose range in a shard's suffix array starts at
 rank 0 (the query sorts before every suffix of that shard). With one shard it then reports
@@ -89,13 +84,9 @@ def unit_lengths(token_lengths: np.ndarray, unit_pos: np.ndarray) -> np.ndarray:
 
 
 class _Batch:
-    """The texts of one call laid end to end, for lookups of the whole batch at once.
-
-    Unit slots: text ``t``'s units are slots ``first[t] .. first[t] + len - 1``, followed by one gap
-    slot, so that no run of slots crosses from one text into the next. ``ids`` is every token, one
-    zero between texts (the gap slot's token; never part of a query); ``left[s]`` the units of
-    the text from slot ``s`` on (0 for a gap slot).
-    """
+    """The texts of one call laid end to end: text ``t``'s units are slots ``first[t] ..``, then one
+    gap slot, so no run of slots crosses into the next text. ``ids`` is every token, a zero (never
+    queried) between texts; ``left[s]`` the units of the text from slot ``s`` on (0 for a gap)."""
 
     def __init__(self, encodings: Sequence[Encoding]) -> None:
         units = np.array([len(enc) for enc in encodings], dtype=np.int64)
@@ -313,12 +304,9 @@ class InfiniGramBackend:
         return [MatchBounds.exact(lengths[lo : lo + len(enc)]) for enc, lo in zip(encodings, batch.first, strict=True)]
 
     def _unit_found(self, batch: _Batch, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-        """For each unit slot ``start`` (on the batch's layout): the longest run of whole units from
-        it, before slot ``end``, that occurs in the corpus.
-
-        Queries are cut from the batch's tokens (:func:`~.suffixarray.pack_windows`), each as long as
-        the longest of its group, so they are grouped by width (up to 16 tokens, up to 128,
-        longer): a few long runs do not make every short query as long."""
+        """For each slot ``start``: the longest run of whole units from it, before slot ``end``, that
+        occurs in the corpus. Queries are cut from the batch's tokens (:func:`~.suffixarray.pack_windows`)
+        in groups of like width (:data:`_WIDTH_GROUPS`), so a few long runs do not lengthen every query."""
         out = np.zeros(len(start), dtype=np.int64)
         if not len(start):
             return out
@@ -355,12 +343,8 @@ class InfiniGramBackend:
     def matching_statistics(
         self, encodings: Sequence[Encoding], *, cap: int | None = None, floor: int = 1, progress: bool = False
     ) -> list[np.ndarray]:
-        """``L_i`` (``min(L_i, cap)``) at every unit position: exact, of any length.
-
-        ``suffix-array`` searches the index only where the neighbours leave a position open (see
-        :mod:`.matching`), and with a ``cap`` and a ``floor`` it leaves out the positions they
-        bound outside that range; ``creativity`` asks the engine once per distinct text, and
-        answers exactly whatever the range."""
+        """``L_i`` (``min(L_i, cap)``) at every unit position, exact, of any length; ``suffix-array``
+        leaves out the positions its neighbours bound outside [``floor``, ``cap``]."""
         limit_to = check_cap(cap)
         lowest = check_cap(floor, "floor") or 1
         if not encodings:
