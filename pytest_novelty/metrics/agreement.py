@@ -226,16 +226,7 @@ def agreement(
                 idx = rng.integers(0, j.size, j.size)
                 ss, pp = _pair_counts(j[idx], h[idx])
             draws[r] = (_spearman(j[idx], h[idx]), _kendall(j[idx], h[idx]), 0.5 + ss / (2 * pp) if pp else np.nan)
-    estimates = [Estimate.from_draws(value, draws[:, k], confidence) for k, value in enumerate(point)]
-    return Agreement(
-        n=int(j.size),
-        spearman=estimates[0],
-        kendall=estimates[1],
-        pairwise_accuracy=estimates[2],
-        pairs=int(p.sum()),
-        groups=int(np.count_nonzero(p)),
-        calibration=calibration_table(j, h) if j.size else (),
-        resamples=resamples,
-        seed=seed,
-        confidence=confidence,
-    )
+    rho, tau, accuracy = (Estimate.from_draws(value, draws[:, k], confidence) for k, value in enumerate(point))
+    return Agreement(int(j.size), rho, tau, accuracy, pairs=int(p.sum()), groups=int(np.count_nonzero(p)),
+                     calibration=calibration_table(j, h) if j.size else (), resamples=resamples, seed=seed,
+                     confidence=confidence)

@@ -33,16 +33,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pytest_novelty.metrics._validate import as_float_array, as_vector, ceil_fraction, check_fraction
+from pytest_novelty.metrics.agreement import kendall
 from pytest_novelty.metrics.novelty import originality_counting_short
 from pytest_novelty.metrics.tail import peak_prompts, prompt_scores, tail_prompts
 
 __all__ = [
-    "DISAGREEING_OVERLAP",
-    "DISAGREEING_TAU",
-    "PoolRanking",
-    "disagreements",
-    "member_agreement",
-    "rank_pool",
+    "DISAGREEING_OVERLAP", "DISAGREEING_TAU", "PoolRanking", "disagreements", "member_agreement", "rank_pool",
     "tail_overlap",
 ]
 
@@ -146,25 +142,12 @@ def rank_pool(
     return PoolRanking(ids, prompts, member_novelty, scores)
 
 
-def _tau_b(a: Array, b: Array) -> float:
-    """Kendall's τ-b of two aligned vectors (NaN when either is constant)."""
-    from scipy import stats  # imported here: scipy is slow to import
-
-    if np.all(a == a[0]) or np.all(b == b[0]):
-        return float("nan")
-    return float(stats.kendalltau(a, b, variant="b").statistic)
-
-
 def member_agreement(ranking: PoolRanking) -> list[tuple[int, int, float]]:
     """Kendall's τ-b of every two members' per-prompt output novelty, over the ranked prompts:
     ``(i, j, τ)`` for i < j (τ NaN where a member's novelty is the same on every prompt)."""
-    keep = ~np.isnan(ranking.scores)
-    values = ranking.member_novelty[:, keep]
-    out = []
-    for i in range(ranking.members):
-        for j in range(i + 1, ranking.members):
-            out.append((i, j, _tau_b(values[i], values[j]) if values.shape[1] > 1 else float("nan")))
-    return out
+    values = ranking.member_novelty[:, ~np.isnan(ranking.scores)]
+    pairs = [(i, j) for i in range(ranking.members) for j in range(i + 1, ranking.members)]
+    return [(i, j, kendall(values[i], values[j]) if values.shape[1] > 1 else float("nan")) for i, j in pairs]
 
 
 def tail_overlap(ranking: PoolRanking, alpha: float) -> list[float]:

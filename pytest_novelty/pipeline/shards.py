@@ -32,17 +32,8 @@ from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
 
 __all__ = [
-    "AUTO",
-    "DEFERRED",
-    "DEFERRED_REASON",
-    "MAX_SHARDS",
-    "Shard",
-    "ShardPlan",
-    "Unit",
-    "gate_units",
-    "parse_shard",
-    "shard_from_environment",
-    "split_units",
+    "AUTO", "DEFERRED", "DEFERRED_REASON", "MAX_SHARDS", "Shard", "ShardPlan", "Unit", "gate_units", "parse_shard",
+    "shard_from_environment", "split_units",
 ]
 
 AUTO = "auto"

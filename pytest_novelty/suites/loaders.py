@@ -45,35 +45,22 @@ _OWN_FIELDS = ("id", "text", "reference", "meta", "split", "task")
 _HUB_SPLITS = {"tinystories": "validation", "noveltybench": "curated"}
 _KIND_TASKS = {"tinystories": "story", "copoet": "poetry", "macgyver": "tool", "noveltybench": "open"}
 
-# option name -> (default, allowed types); ``split`` and ``task`` are common to every kind.
+# A kind's own options, name -> (default, allowed types); ``split`` and ``task`` are every kind's, and
+# the dataset kinds all take _DATASET_OPTIONS.
 _OPTIONS: dict[str, dict[str, tuple[Any, tuple[type, ...]]]] = {
-    "builtin": {},
-    "jsonl": {},
-    "tinystories": {
-        "opening_sentences": (1, (int,)),
-        "opening_words": (None, (int,)),
-        "skip_partial": (True, (bool,)),
-    },
-    "copoet": {},
+    "tinystories": {"opening_sentences": (1, (int,)), "opening_words": (None, (int,)), "skip_partial": (True, (bool,))},
     "macgyver": {"solvable_only": (True, (bool,)), "unconventional_only": (False, (bool,))},
-    "noveltybench": {},
 }
 _DATASET_OPTIONS: dict[str, tuple[Any, tuple[type, ...]]] = {
-    "holdout": (0.1, (float, int)),
-    "hub_split": (None, (str,)),
-    "hub_config": (None, (str,)),
+    "holdout": (0.1, (float, int)), "hub_split": (None, (str,)), "hub_config": (None, (str,)),
 }
 
 
 def load_prompts(
     source: str, *, base_dir: Path, limit: int | None = None, seed: int = 0, **options: Any
 ) -> list[Prompt]:
-    """Load the prompts of ``source``; ``limit`` keeps a seeded random subset in file order.
-
-    Raises ``ConfigError`` naming the file and the fix for an unknown source kind, a missing or
-    empty file, a broken JSON line (with its number), missing columns or fields, and unknown or
-    mistyped options.
-    """
+    """The prompts of ``source``, ``limit`` of them a seeded random subset in file order; a
+    ``ConfigError`` naming the file (and line) and the fix for any bad source, file or option."""
     kind, location = _parse_source(source)
     opts = _check_options(kind, options)
     if kind in ("builtin", "jsonl"):
@@ -84,11 +71,8 @@ def load_prompts(
 
 
 def locate_prompt(source: str, prompt_id: str, *, base_dir: Path) -> str:
-    """Where the prompt ``prompt_id`` of ``source`` was read, for error messages.
-
-    ``suites/data/story.jsonl line 12`` for the project's own files (the line whose ``id`` it is);
-    the file (or hub id) and the prompt id for the dataset formats, whose ids are derived.
-    """
+    """Where the prompt ``prompt_id`` of ``source`` was read, for error messages: the file and line for
+    the project's own files, the file (or hub id) and the prompt id for the datasets (derived ids)."""
     try:
         kind, location = _parse_source(source)
         if location.startswith(HUB_PREFIX):
@@ -149,7 +133,7 @@ def _parse_source(source: str) -> tuple[str, str]:
 
 
 def _check_options(kind: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    allowed = {"split": ("test", (str,)), "task": (None, (str,)), **_OPTIONS[kind]}
+    allowed = {"split": ("test", (str,)), "task": (None, (str,)), **_OPTIONS.get(kind, {})}
     if kind not in ("builtin", "jsonl"):
         allowed.update(_DATASET_OPTIONS)
     resolved = {name: default for name, (default, _) in allowed.items()}

@@ -25,18 +25,8 @@ from pytest_novelty.scoring.originality.index import INFO_FILE, IndexInfo, is_in
 from pytest_novelty.scoring.originality.score import OriginalityResult, score_texts
 
 __all__ = [
-    "BACKENDS",
-    "INFO_FILE",
-    "KINDS",
-    "IndexInfo",
-    "MatchBounds",
-    "OriginalityBackend",
-    "OriginalityResult",
-    "build_index",
-    "is_index",
-    "open_backend",
-    "read_index",
-    "score_texts",
+    "BACKENDS", "INFO_FILE", "KINDS", "IndexInfo", "MatchBounds", "OriginalityBackend", "OriginalityResult",
+    "build_index", "is_index", "open_backend", "read_index", "score_texts",
 ]
 
 KINDS = ("infini-gram", "ngram-set", "infini-gram-api", "infini-gram-mini")

@@ -50,12 +50,7 @@ from pytest_novelty.scoring.originality.search import decide_thresholds
 from pytest_novelty.scoring.originality.tokenization import Encoding, SurfaceWords, Tokenizer, load_hf_tokenizer
 
 __all__ = [
-    "API_URL",
-    "MINI_URL",
-    "PUBLIC_RATE",
-    "InfiniGramApiBackend",
-    "InfiniGramMiniBackend",
-    "QueryPlan",
+    "API_URL", "MINI_URL", "PUBLIC_RATE", "InfiniGramApiBackend", "InfiniGramMiniBackend", "QueryPlan",
     "default_api_tokenizer",
 ]
 
@@ -193,15 +188,9 @@ class _CountApiBackend:
                     every.update(self._key(enc, i, n) for n in fitting)
         names = {q: self._cache_key(q) for q in every}
         cached = self.cache.get_many(names.values())
-        return QueryPlan(
-            service=self.prefix,
-            texts=len(texts),
-            fewest=sum(names[q] not in cached for q in first),
-            most=sum(names[q] not in cached for q in every),
-            reused=len(cached),
-            rate=self.client.connection.rate,
-            concurrency=self.client.connection.concurrency,
-        )
+        return QueryPlan(self.prefix, len(texts), fewest=sum(names[q] not in cached for q in first),
+                         most=sum(names[q] not in cached for q in every), reused=len(cached),
+                         rate=self.client.connection.rate, concurrency=self.client.connection.concurrency)
 
     def announce(self, texts: Sequence[str], ns: Sequence[int]) -> QueryPlan:
         """Before the first request: say (:func:`~pytest_novelty.infra.progress.notice`) how many count
@@ -214,12 +203,8 @@ class _CountApiBackend:
         self, encodings: Sequence[Encoding], ns: Sequence[int], *, progress: bool = False
     ) -> list[MatchBounds]:
         """Decide every n-gram with count questions (see :mod:`.search`)."""
-        return decide_thresholds(
-            encodings,
-            ns,
-            lambda t, i, n: self._key(encodings[t], i, n),
-            lambda queries: self._ask(queries, progress),
-        )
+        return decide_thresholds(encodings, ns, lambda t, i, n: self._key(encodings[t], i, n),
+                                 lambda queries: self._ask(queries, progress))
 
     def locate(self, spans: Sequence[Span]) -> list[int | None]:
         """Not asked of the web APIs (it would cost two more requests per text)."""

@@ -166,13 +166,8 @@ def _tokenise_words(
     writer.close()
     del provisional
     scratch.unlink()
-    return {
-        "tokenizer": "words",
-        "tokenizer_fingerprint": words_fingerprint(ranked, codec.single),
-        "dtype": "u16",
-        "units": units,
-        "words": {"single": codec.single, "vocab_size": len(ranked), "vocab": ranked},
-    }
+    return {"tokenizer": "words", "tokenizer_fingerprint": words_fingerprint(ranked, codec.single), "dtype": "u16",
+            "units": units, "words": {"single": codec.single, "vocab_size": len(ranked), "vocab": ranked}}
 
 
 def _tokenise_hf(
@@ -316,17 +311,13 @@ def _fsync_dir(path: Path) -> None:
 def _install(staging: Path, out_dir: Path) -> None:
     """Move the finished build into place, replacing an older index there."""
     _fsync_dir(staging)
-    if out_dir.exists():
-        if is_index(out_dir):
-            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-            out_dir.rename(old)
-            staging.rename(out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            out_dir.rmdir()  # checked empty before building
-            staging.rename(out_dir)
-    else:
-        staging.rename(out_dir)
+    old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+    if is_index(out_dir):
+        out_dir.rename(old)
+    elif out_dir.exists():
+        out_dir.rmdir()  # checked empty before building
+    staging.rename(out_dir)
+    shutil.rmtree(old, ignore_errors=True)
     _fsync_dir(out_dir.parent)
 
 
@@ -403,19 +394,10 @@ def _build_in(
     _spot_check(staging, facts["dtype"])
     checksums = _checksums(staging, progress)
     index_bytes = sum(entry["bytes"] for entry in checksums.values())
-    facts.update(
-        format=FORMAT,
-        tokens=tokens,
-        docs=tally.docs,
-        corpus_sha256=tally.sha.hexdigest(),
-        sources=tally.sources,
-        shard_bytes=[ds_size],
-        index_bytes=index_bytes,
-        bytes_per_token=round(index_bytes / max(tokens, 1), 2),
-        seconds=round(time.perf_counter() - start, 1),
-        engine=_engine_version(),
-        checksums=checksums,
-    )
+    facts.update(format=FORMAT, tokens=tokens, docs=tally.docs, corpus_sha256=tally.sha.hexdigest(),
+                 sources=tally.sources, shard_bytes=[ds_size], index_bytes=index_bytes,
+                 bytes_per_token=round(index_bytes / max(tokens, 1), 2),
+                 seconds=round(time.perf_counter() - start, 1), engine=_engine_version(), checksums=checksums)
     atomic_write_text(staging / INFO_FILE, json.dumps(facts, ensure_ascii=False) + "\n")
     return facts
 

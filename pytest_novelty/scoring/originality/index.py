@@ -31,17 +31,8 @@ B = TypeVar("B")
 T = TypeVar("T")
 
 __all__ = [
-    "BUILD_HINT",
-    "CHECKSUM_MEMO",
-    "FORMAT",
-    "INFO_FILE",
-    "TRAP_WORDS",
-    "IndexInfo",
-    "engine_path",
-    "is_index",
-    "pointer_bytes",
-    "read_index",
-    "reads_index_folders",
+    "BUILD_HINT", "CHECKSUM_MEMO", "FORMAT", "INFO_FILE", "TRAP_WORDS", "IndexInfo", "engine_path", "is_index",
+    "pointer_bytes", "read_index", "reads_index_folders",
 ]
 
 INFO_FILE = "novelty-index.json"

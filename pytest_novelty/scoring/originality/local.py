@@ -175,13 +175,9 @@ class InfiniGramBackend:
             from infini_gram.engine import InfiniGramEngine
 
             dtype = self.infos[0].dtype
-            self._engine = InfiniGramEngine(
-                index_dir=[str(engine_path(info.path)) for info in self.infos],
-                eos_token_id=0,
-                vocab_size=0xFFFF if dtype == "u16" else 0xFFFFFFFF,
-                token_dtype=dtype,
-                load_to_ram=self.load_to_ram,
-            )
+            self._engine = InfiniGramEngine(index_dir=[str(engine_path(info.path)) for info in self.infos],
+                                            eos_token_id=0, vocab_size=0xFFFF if dtype == "u16" else 0xFFFFFFFF,
+                                            token_dtype=dtype, load_to_ram=self.load_to_ram)
         return self._engine
 
     def _call(self, method: str, **kwargs: Any) -> dict[str, Any]:
@@ -357,13 +353,9 @@ class InfiniGramBackend:
         units = np.concatenate(
             [part for enc in encodings for part in (np.asarray(enc.units, dtype=np.int64), gap)] or [gap[:0]]
         )
-        found, searched = matching_statistics(
-            batch.slot + batch.left,
-            units < 0,
-            lambda start, end: self._unit_found(batch, start, end),
-            shortest=lowest,
-            longest=limit_to,
-        )
+        found, searched = matching_statistics(batch.slot + batch.left, units < 0,
+                                              lambda start, end: self._unit_found(batch, start, end),
+                                              shortest=lowest, longest=limit_to)
         with self._lock:
             self.searched += searched
         if limit_to is not None:

@@ -26,15 +26,8 @@ from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.scoring.text import WORD_PATTERN, normalize, word_spans
 
 __all__ = [
-    "SEPARATOR_U16",
-    "UNKNOWN_TOKEN",
-    "Encoding",
-    "HFTokenizer",
-    "SurfaceWords",
-    "Tokenizer",
-    "WordCodec",
-    "WordsTokenizer",
-    "load_hf_tokenizer",
+    "SEPARATOR_U16", "UNKNOWN_TOKEN", "Encoding", "HFTokenizer", "SurfaceWords", "Tokenizer", "WordCodec",
+    "WordsTokenizer", "load_hf_tokenizer",
 ]
 
 SEPARATOR_U16 = 0xFFFF
