@@ -40,11 +40,8 @@ class SuiteRunner(Protocol):
 def run_denial(runner: SuiteRunner, suite: Suite, extractor: ConceptExtractor) -> list[SuiteResult]:
     """Run ``suite.prompting.rounds`` denial rounds and return one result per round, in order."""
     if suite.prompting.method != "denial":
-        raise ConfigError(
-            f'denial rounds need prompting.method = "denial", not {suite.prompting.method!r}',
-            path=suite.path,
-            field="prompting.method",
-        )
+        raise ConfigError(f'denial rounds need prompting.method = "denial", not {suite.prompting.method!r}',
+                          path=suite.path, field="prompting.method")
     rounds = suite.prompting.rounds
     forbidden: dict[str, list[str]] = {}
     results: list[SuiteResult] = []

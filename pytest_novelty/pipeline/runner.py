@@ -93,12 +93,9 @@ class Runner:
         local = Path(self.model_path()) / "novelty-index"
         if is_index(local):
             return f"infini-gram:{local}"
-        raise ConfigError(
-            "scoring.originality is 'auto' but the checkpoint has no novelty-index/ folder; index its "
-            "training corpus (pytest-novelty index build) and pass --originality infini-gram:DIR",
-            path=suite.path,
-            field="scoring.originality",
-        )
+        raise ConfigError("scoring.originality is 'auto' but the checkpoint has no novelty-index/ folder; index its "
+                          "training corpus (pytest-novelty index build) and pass --originality infini-gram:DIR",
+                          path=suite.path, field="scoring.originality")
 
     def generator(self) -> Generator:
         """The checkpoint's generator, opened on first use: its identity is known then, while its

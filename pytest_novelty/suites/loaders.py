@@ -122,11 +122,8 @@ def _parse_source(source: str) -> tuple[str, str]:
         guess = did_you_mean(kind if sep else source, SOURCE_KINDS)
         if not sep and source in TASKS:
             guess = f" (did you mean 'builtin:{source}'?)"
-        raise ConfigError(
-            f"unknown prompt source {source!r}; use KIND:PATH with KIND one of {', '.join(SOURCE_KINDS)}"
-            + guess,
-            field="source",
-        )
+        raise ConfigError(f"unknown prompt source {source!r}; use KIND:PATH with KIND one of {', '.join(SOURCE_KINDS)}"
+                          + guess, field="source")
     if not location.strip():
         raise ConfigError(f"{source!r} names no file; e.g. '{kind}:data/prompts.jsonl'", field="source")
     return kind, location.strip()
@@ -139,11 +136,8 @@ def _check_options(kind: str, options: Mapping[str, Any]) -> dict[str, Any]:
     resolved = {name: default for name, (default, _) in allowed.items()}
     for name, value in options.items():
         if name not in allowed:
-            raise ConfigError(
-                f"unknown option {name!r} for {kind} sources; allowed: {', '.join(sorted(allowed))}"
-                + did_you_mean(name, allowed),
-                field=f"options.{name}",
-            )
+            raise ConfigError(f"unknown option {name!r} for {kind} sources; allowed: {', '.join(sorted(allowed))}"
+                              + did_you_mean(name, allowed), field=f"options.{name}")
         types = allowed[name][1]
         wrong_bool = isinstance(value, bool) and bool not in types
         if value is not None and (wrong_bool or not isinstance(value, types)):
@@ -151,11 +145,8 @@ def _check_options(kind: str, options: Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"expected {names}, got {value!r}", field=f"options.{name}")
         resolved[name] = value
     if resolved["split"] not in SPLITS:
-        raise ConfigError(
-            f"unknown split {resolved['split']!r}; expected one of {', '.join(SPLITS)}"
-            + did_you_mean(resolved["split"], SPLITS),
-            field="options.split",
-        )
+        raise ConfigError(f"unknown split {resolved['split']!r}; expected one of {', '.join(SPLITS)}"
+                          + did_you_mean(resolved["split"], SPLITS), field="options.split")
     return resolved
 
 
@@ -174,11 +165,8 @@ def _builtin_path(name: str) -> Path:
     path = folder / f"{name}.jsonl"
     if not path.is_file():
         available = sorted(p.stem for p in folder.glob("*.jsonl"))
-        raise ConfigError(
-            f"no built-in prompt set {name!r}; available: {', '.join(available)}"
-            + did_you_mean(name, available),
-            field="source",
-        )
+        raise ConfigError(f"no built-in prompt set {name!r}; available: {', '.join(available)}"
+                          + did_you_mean(name, available), field="source")
     return path
 
 
@@ -194,20 +182,14 @@ def _own_prompts(rows: list[Row], path: Path, *, default_task: str | None, split
     for where, record in rows:
         unknown = [k for k in record if k not in _OWN_FIELDS]
         if unknown:
-            raise ConfigError(
-                f"{where}: unknown field {unknown[0]!r}; allowed: {', '.join(_OWN_FIELDS)}"
-                + did_you_mean(unknown[0], _OWN_FIELDS),
-                path=path,
-            )
+            raise ConfigError(f"{where}: unknown field {unknown[0]!r}; allowed: {', '.join(_OWN_FIELDS)}"
+                              + did_you_mean(unknown[0], _OWN_FIELDS), path=path)
         prompt_id = str(require(record, "id", where, str(path), ("id", "text")))
         text = require(record, "text", where, str(path), ("id", "text"))
         task = record.get("task") or default_task
         if task not in TASKS:
-            raise ConfigError(
-                f"{where}: no task; add \"task\" (one of {', '.join(TASKS)}) to each line or set the "
-                "source's task option",
-                path=path,
-            )
+            raise ConfigError(f"{where}: no task; add \"task\" (one of {', '.join(TASKS)}) to each line or set the "
+                              "source's task option", path=path)
         row_split = record.get("split") or "test"
         if row_split not in SPLITS[:2]:
             raise ConfigError(f"{where}: split must be 'test' or 'examples', got {row_split!r}", path=path)

@@ -53,11 +53,8 @@ def read_tail_ids(path: Path, metric: str) -> list[str]:
     ``ConfigError`` naming the file and the fix for anything else (module doc)."""
     data = _load(path)
     if isinstance(data, list) and metric.startswith(PEAK_PREFIX):
-        raise ConfigError(
-            f'holds a bare list (a tail), not a peak; {metric} needs a "{metric}" entry: build one with '
-            "`pytest-novelty tail build`",
-            path=path,
-        )
+        raise ConfigError(f'holds a bare list (a tail), not a peak; {metric} needs a "{metric}" entry: build one with '
+                          "`pytest-novelty tail build`", path=path)
     if isinstance(data, dict):
         data = data.get(metric)
         if data is None:

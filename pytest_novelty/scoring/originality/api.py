@@ -104,12 +104,9 @@ class _CountApiBackend:
         self.index = index
         self.url = url or os.environ.get(self.url_env) or self.default_url
         public = {"rate": PUBLIC_RATE} if urlsplit(self.url).hostname in _PUBLIC_HOSTS else {}
-        self.client = JsonClient(
-            self.url,
-            name=f"the {self.service} API",
-            hint=f"check the address (option url= or ${self.url_env}) and the network; ",
-            connection=Connection.of(connection, timeout=30.0, concurrency=8, **public),
-        )
+        self.client = JsonClient(self.url, name=f"the {self.service} API",
+                                 hint=f"check the address (option url= or ${self.url_env}) and the network; ",
+                                 connection=Connection.of(connection, timeout=30.0, concurrency=8, **public))
         self.cache = CountCache(cache_dir, self.service, index)
         self.questions = 0
         """Distinct questions sent over the network (cache misses)."""
@@ -258,13 +255,9 @@ def _duration(seconds: float) -> str:
 _API_OPTIONS: dict[str, type | None] = {"url": str, **CONNECTION_OPTIONS}
 
 
-@BACKENDS.register(
-    "infini-gram-api",
-    argument="INDEX",
-    needs="an index name",
-    options={"tokenizer": str, **_API_OPTIONS},
-    summary="the public infini-gram API (token ids; e.g. v4_piletrain_llama)",
-)
+@BACKENDS.register("infini-gram-api", argument="INDEX", needs="an index name",
+                   options={"tokenizer": str, **_API_OPTIONS},
+                   summary="the public infini-gram API (token ids; e.g. v4_piletrain_llama)")
 class InfiniGramApiBackend(_CountApiBackend):
     """The infini-gram API: token-id n-grams in the index's tokenizer."""
 
@@ -306,13 +299,8 @@ def mini_query(enc: Encoding, i: int, n: int) -> str:
     return text
 
 
-@BACKENDS.register(
-    "infini-gram-mini",
-    argument="INDEX",
-    needs="an index name",
-    options=_API_OPTIONS,
-    summary="the public infini-gram mini API (raw text; e.g. v2_pileval)",
-)
+@BACKENDS.register("infini-gram-mini", argument="INDEX", needs="an index name", options=_API_OPTIONS,
+                   summary="the public infini-gram mini API (raw text; e.g. v2_pileval)")
 class InfiniGramMiniBackend(_CountApiBackend):
     """infini-gram mini: word n-grams matched as raw text (see the module docstring)."""
 

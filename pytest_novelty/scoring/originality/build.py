@@ -367,11 +367,8 @@ def build_index(
     if "words" in facts:
         summary["vocab_size"] = facts["words"]["vocab_size"]
     summary["path"] = str(out_dir)
-    _say(
-        progress,
-        f"indexed {facts['docs']:,} documents, {facts['tokens']:,} tokens in {facts['seconds']}s "
-        f"({facts['bytes_per_token']} bytes/token) -> {out_dir}",
-    )
+    _say(progress, f"indexed {facts['docs']:,} documents, {facts['tokens']:,} tokens in {facts['seconds']}s "
+                   f"({facts['bytes_per_token']} bytes/token) -> {out_dir}")
     return summary
 
 

@@ -159,11 +159,8 @@ def read_index(path: Path, *, memo: Memo | None = None) -> IndexInfo:
     except (OSError, ValueError) as exc:
         raise HarnessError(f"{info_file}: unreadable ({exc}); rebuild the index with `{BUILD_HINT}`") from exc
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise ConfigError(
-            f"index format {meta.get('format') if isinstance(meta, dict) else '?'} is not {FORMAT}; "
-            f"rebuild it with `{BUILD_HINT}`",
-            path=path,
-        )
+        raise ConfigError(f"index format {meta.get('format') if isinstance(meta, dict) else '?'} is not {FORMAT}; "
+                          f"rebuild it with `{BUILD_HINT}`", path=path)
     info = IndexInfo(path.resolve(), meta)
     for shard, expected in enumerate(meta["shard_bytes"]):
         for name in (f"tokenized.{shard}", f"table.{shard}", f"offset.{shard}"):

@@ -119,11 +119,8 @@ class _Batch:
         return np.searchsorted(self.pos, self.pos[slot] + tokens, side="right") - 1 - slot
 
 
-@register_local(
-    "infini-gram",
-    options={"tokenizer": str, "method": str, "workers": int, "load_to_ram": bool},
-    summary="a local infini-gram suffix-array index (several shards: DIR,DIR)",
-)
+@register_local("infini-gram", options={"tokenizer": str, "method": str, "workers": int, "load_to_ram": bool},
+                summary="a local infini-gram suffix-array index (several shards: DIR,DIR)")
 class InfiniGramBackend:
     """Exact longest matches from one or more local index folders (shards of one corpus)."""
 
@@ -158,12 +155,8 @@ class InfiniGramBackend:
         self._shards = open_shards(self.infos)
         self._suspects = np.array(sorted({t for t in (s.first_token() for s in self._shards) if t is not None}))
         if method == "suffix-array" and not self._self_check():
-            warnings.warn(
-                f"{spec}: the suffix array does not read as expected (a different infini-gram version?); "
-                "using the engine's creativity query instead",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+            warnings.warn(f"{spec}: the suffix array does not read as expected (a different infini-gram version?); "
+                          "using the engine's creativity query instead", RuntimeWarning, stacklevel=2)
             self.method = "creativity"
 
     # -- the creativity method ---------------------------------------------------------------

@@ -145,11 +145,8 @@ def _corpus_units(infos: Sequence[IndexInfo]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
 
 
-@register_local(
-    "ngram-set",
-    options={"tokenizer": str, "max_n": int, "progress": bool},
-    summary="an index folder's corpus as an in-memory n-gram set",
-)
+@register_local("ngram-set", options={"tokenizer": str, "max_n": int, "progress": bool},
+                summary="an index folder's corpus as an in-memory n-gram set")
 class NgramSetBackend:
     """Exact in-memory n-gram membership, ``L_i`` capped at the largest n built."""
 
