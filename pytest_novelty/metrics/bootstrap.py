@@ -171,28 +171,15 @@ class Resamples:
             return np.where(scale > 0, shift / np.where(scale > 0, scale, 1.0), np.sign(shift) * np.inf)
 
 
-def _with_se(statistic: ClusterStatistic) -> Callable[[Array], tuple[Array, Array]] | None:
-    """The statistic's way to its values and standard errors, if it has a linearisation."""
-    if isinstance(statistic, WithStandardErrors):
-        return statistic.values_and_ses
-    if isinstance(statistic, Linearised):
-        linear = statistic.linearised
-
-        def from_contributions(weights: Array) -> tuple[Array, Array]:
-            value, contributions = linear(weights)
-            return value, linearised_se(contributions, weights)
-
-        return from_contributions
-    return None
-
-
 def _evaluate(statistic: ClusterStatistic, weights: Array) -> tuple[Array, Array]:
     """Values and linearised standard errors (NaN without a linearisation) on every row of ``weights``."""
-    with_se = _with_se(statistic)
-    if with_se is None:
-        values = statistic(weights)
-        return values, np.full(values.shape, np.nan)
-    return with_se(weights)
+    if isinstance(statistic, WithStandardErrors):
+        return statistic.values_and_ses(weights)
+    if isinstance(statistic, Linearised):
+        values, contributions = statistic.linearised(weights)
+        return values, linearised_se(contributions, weights)
+    values = statistic(weights)
+    return values, np.full(values.shape, np.nan)
 
 
 def _weights(n_clusters: int, n_boot: int, seed: int) -> tuple[Array, ...]:
@@ -230,7 +217,7 @@ def resample(statistic: ClusterStatistic, n_clusters: int, *, n_boot: int, seed:
     if n_clusters < 1:
         raise ValueError("there are no prompts to resample")
     ones = np.ones((1, n_clusters))
-    studentizable = _with_se(statistic) is not None
+    studentizable = isinstance(statistic, WithStandardErrors | Linearised)
     first, first_se = _evaluate(statistic, ones)
     estimate, se = float(first[0]), float(first_se[0]) if studentizable else math.nan
     blocks = [_evaluate(statistic, weights) for weights in _weights(n_clusters, n_boot, seed)]

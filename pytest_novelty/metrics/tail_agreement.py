@@ -47,11 +47,8 @@ DEFAULT_RESAMPLES = 2000
 
 @dataclass(frozen=True)
 class BinAgreement:
-    """τ of one set of prompts (a bin, or q@Tail's tail) with the reference, and its interval.
-
-    ``means`` holds each model's mean quality on these prompts (NaN: none scored); ``low`` and
-    ``high`` bound τ at the result's confidence (NaN when too few resamples are defined).
-    """
+    """τ of one set of prompts (a bin, or q@Tail's tail) with the reference, its interval (NaN with too
+    few defined resamples), and each model's mean quality on them (NaN: none scored)."""
 
     label: str
     prompts: int

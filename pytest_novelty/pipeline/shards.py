@@ -101,19 +101,11 @@ _SCHEDULERS = (
 
 
 def shard_from_environment(environ: Mapping[str, str], *, option: str = "--novelty-shard") -> Shard | None:
-    """The shard a scheduler gave this job, or None when no scheduler's variables are set.
-
-    - a Slurm job array: ``SLURM_ARRAY_TASK_ID``, numbered from ``SLURM_ARRAY_TASK_MIN`` in steps of
-      ``SLURM_ARRAY_TASK_STEP`` (1 when unset), ``SLURM_ARRAY_TASK_COUNT`` tasks: ``--array=0-3`` and
-      ``--array=1-4`` both make shards 1 to 4; an array with gaps (``--array=1,4,9``) is refused;
-    - a Kubernetes Indexed Job: ``JOB_COMPLETION_INDEX`` (from 0), and the count from
-      ``PYTEST_NOVELTY_SHARD_COUNT``, which the pod's ``env`` must set to the Job's ``completions``
-      (Kubernetes gives a pod its index, not the count);
-    - GitLab CI ``parallel``: ``CI_NODE_INDEX`` (from 1) of ``CI_NODE_TOTAL``; CircleCI
-      ``parallelism``: ``CIRCLE_NODE_INDEX`` (from 0) of ``CIRCLE_NODE_TOTAL``; Buildkite
-      ``parallelism``: ``BUILDKITE_PARALLEL_JOB`` (from 0) of ``BUILDKITE_PARALLEL_JOB_COUNT``.
-
-    GitHub Actions sets no such variable: pass ``--novelty-shard ${{ matrix.shard }}/N`` instead.
+    """The shard a scheduler gave this job (:data:`_SCHEDULERS`), or None when none says. A Slurm job
+    array is numbered from ``SLURM_ARRAY_TASK_MIN`` in steps of ``SLURM_ARRAY_TASK_STEP`` (1 when
+    unset): ``--array=0-3`` and ``--array=1-4`` both make shards 1 to 4, an array with gaps
+    (``--array=1,4,9``) is refused. GitHub Actions sets no such variable: pass
+    ``--novelty-shard ${{ matrix.shard }}/N``.
     """
     if environ.get("SLURM_ARRAY_TASK_ID"):
         return _slurm(environ, option)

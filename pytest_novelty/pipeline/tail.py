@@ -124,9 +124,7 @@ def _check_aligned(results: Sequence[SuiteResult], sources: Sequence[str]) -> np
         if [p.id for p in result.prompts] != ids:
             raise ConfigError(f"{source!r} answered other prompts than {sources[0]!r}", field="--pool")
         theirs = np.asarray(result.scores.prompt_novelty, dtype=float)
-        if not np.array_equal(np.isnan(theirs), np.isnan(own)) or not np.allclose(
-            np.nan_to_num(theirs), np.nan_to_num(own)
-        ):
+        if not np.allclose(theirs, own, equal_nan=True):
             raise ConfigError(f"{source!r} measured the prompts' own novelty unlike {sources[0]!r}", field="--pool")
     return own
 

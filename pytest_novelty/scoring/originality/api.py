@@ -167,12 +167,8 @@ class _CountApiBackend:
         return answers
 
     def plan(self, texts: Sequence[str], ns: Sequence[int]) -> QueryPlan:
-        """The count queries scoring ``texts`` at ``ns`` takes, from the cache as it is now.
-
-        The fewest: the first question at every position (its smallest order that fits), asked
-        in the first round whatever the answers; the most: every order at every position, each
-        distinct question once. Cached answers are not asked again.
-        """
+        """The count queries scoring ``texts`` at ``ns`` takes given the cache now: the fewest (every
+        position's first question, its smallest fitting order) and the most (every order at every position)."""
         orders = check_ns(ns)
         first: set[Hashable] = set()
         every: set[Hashable] = set()

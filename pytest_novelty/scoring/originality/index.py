@@ -136,12 +136,8 @@ def pointer_bytes(ds_size: int) -> int:
 
 
 def read_index(path: Path, *, memo: Memo | None = None) -> IndexInfo:
-    """Read and check an index folder; a missing, foreign or damaged index raises a clear error.
-
-    The recorded sizes, and the SHA-256 of every file (each read once, then remembered in ``memo``
-    under its stat, so reopening an unchanged index reads nothing). An index without checksums (an
-    older build) is used after one line saying so.
-    """
+    """Read and check an index folder (sizes, and every file's SHA-256 once per stat through ``memo``);
+    a missing, foreign or damaged index is a clear error, one without checksums used after a line."""
     path = Path(path).expanduser()
     if not path.is_dir():
         raise ConfigError(f"no index folder here; build one with `{BUILD_HINT}`", path=path)

@@ -18,14 +18,11 @@ reach ``c`` cannot reach past the unmatched stretch after ``b + 1``, so its matc
 (``L_i = e - i`` throughout); otherwise each position is looked up up to ``e`` (one more batched
 lookup for all such runs).
 
-The engine has a bug: ``creativity`` misses a match whose range in a shard's suffix array starts at
-rank 0 (the query sorts before every suffix of that shard). With one shard it then reports
-``rs[i] == i``; with several, the shorter match of another shard. Such a match begins with the
-first token of that shard's smallest suffix, so exactly the positions holding one of those tokens
-are rechecked with ``count`` (which is not affected), searching the true length between the
-engine's answer and ``L_{i+1} + 1`` (a match at ``i`` minus its first token is a match at
-``i + 1``; positions are fixed from right to left). Tested against brute force on random corpora,
-single and sharded.
+The engine's ``creativity`` misses a match whose range in a shard's suffix array starts at rank 0,
+reporting ``rs[i] == i`` (or another shard's shorter match). Such a match begins with the first
+token of that shard's smallest suffix, so the positions holding one are rechecked with ``count``
+(unaffected) between the engine's answer and ``L_{i+1} + 1``, right to left. Tested against brute
+force on random corpora, single and sharded.
 """
 
 from __future__ import annotations
@@ -213,25 +210,14 @@ class InfiniGramBackend:
         return lengths
 
     def _by_creativity(self, encodings: Sequence[Encoding], progress: bool) -> list[MatchBounds]:
-        slots: dict[bytes, int] = {}
-        jobs: list[list[int]] = []
-        which = []
-        for enc in encodings:
-            ids = np.asarray(enc.ids, dtype=np.int64)
-            key = ids.tobytes()
-            if key not in slots:
-                slots[key] = len(jobs)
-                jobs.append(ids.tolist())
-            which.append(slots[key])
+        slots: dict[bytes, int] = {}  # each distinct text asked once
+        which = [slots.setdefault(np.asarray(enc.ids, dtype=np.int64).tobytes(), len(slots)) for enc in encodings]
+        jobs = [np.frombuffer(key, dtype=np.int64).tolist() for key in slots]
         from tqdm import tqdm
 
         with ThreadPoolExecutor(self.workers, thread_name_prefix="infini-gram") as pool:
-            bar = tqdm(total=len(jobs), desc="[novelty] originality", unit=" texts", disable=not progress)
-            results: list[np.ndarray] = []
-            for lengths in pool.map(self.token_lengths, jobs):
-                results.append(lengths)
-                bar.update()
-            bar.close()
+            results = list(tqdm(pool.map(self.token_lengths, jobs), total=len(jobs), desc="[novelty] originality",
+                                unit=" texts", disable=not progress))
         return [
             MatchBounds.exact(unit_lengths(results[w], enc.unit_pos)) for w, enc in zip(which, encodings, strict=True)
         ]

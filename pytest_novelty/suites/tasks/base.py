@@ -40,12 +40,8 @@ class Task(Protocol):
         ...
 
     def cut(self, prompt: Prompt, raw: str, *, chat: bool = False) -> str:
-        """The answer in a raw continuation, or in a chat reply with ``chat=True``.
-
-        A continuation ends at the first stop sequence; a chat reply ends with the model's turn,
-        so only the task's own rule applies (the first line for poetry). Both lose an echo of the
-        input at their start and surrounding whitespace.
-        """
+        """The answer in a raw continuation (up to the first stop sequence) or, with ``chat=True``, in a
+        chat reply (the task's own rule only: the first line for poetry), without an echo of the input."""
         ...
 
 

@@ -60,12 +60,8 @@ class PoetryTask(CompletionTask):
 
 
 def parse_instruction(text: str) -> dict[str, str]:
-    """The constraints stated in a CoPoet-style instruction.
-
-    Keys, where the wording has them: ``contains``, ``ends_with``, ``rhymes_with``,
-    ``starts_with``, ``topic``, ``previous_line`` and ``form`` (haiku, metaphor, simile,
-    next sentence or poetic sentence). Values are as quoted, without trailing punctuation.
-    """
+    """The constraints a CoPoet-style instruction states: ``contains``, ``ends_with``, ``rhymes_with``,
+    ``starts_with``, ``topic``, ``previous_line`` and ``form`` where it has them, as quoted."""
     found: dict[str, str] = {}
     for key, pattern in _CLAUSES:
         match = pattern.search(text)

@@ -72,12 +72,8 @@ class ToolTask(CompletionTask):
 
 
 def parse_items(problem: str) -> list[str]:
-    """The items a problem statement makes available, without articles; [] when none is found.
-
-    A heuristic for MacGyver-style wording: it finds the sentence that introduces the items,
-    splits it at commas and "and", and drops relative clauses ("a hammer which is not very
-    heavy" gives "hammer"). A list needs at least two items.
-    """
+    """The items (at least two) a MacGyver-style problem lists, split at commas and "and", without
+    articles or relative clauses ("a hammer which is not very heavy": "hammer"); [] when none."""
     for pattern in _LISTS:
         for match in pattern.finditer(problem):
             listed = match.group("list")
