@@ -156,9 +156,7 @@ def _pair_counts(j: np.ndarray, h: np.ndarray) -> tuple[float, int]:
     return float(tau * np.sqrt(float(untied_h) * float(untied_j))), untied_h
 
 
-def pairwise_accuracy(
-    judge: ArrayLike, human: ArrayLike, groups: Sequence[Hashable | None] | None = None
-) -> float:
+def pairwise_accuracy(judge: ArrayLike, human: ArrayLike, groups: Sequence[Hashable | None] | None = None) -> float:
     """The pairwise ranking accuracy (module docstring); NaN when no pair counts."""
     j, h = _pair(judge, human)
     keys = _group_index(groups, j.size)

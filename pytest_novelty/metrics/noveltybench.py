@@ -61,10 +61,8 @@ def partition(generations: Sequence[str], equivalent: Equivalence | BatchEquival
             if isinstance(equivalent, BatchEquivalence):
                 verdicts = list(equivalent.matches(representative, candidates))
                 if len(verdicts) != len(candidates):
-                    raise ValueError(
-                        f"equivalent.matches returned {len(verdicts)} answers "
-                        f"for {len(candidates)} candidates"
-                    )
+                    raise ValueError(f"equivalent.matches returned {len(verdicts)} answers for {len(candidates)} "
+                                     "candidates")
             else:
                 verdicts = [equivalent(representative, candidate) for candidate in candidates]
             for later, same in zip(waiting, verdicts, strict=True):

@@ -130,9 +130,7 @@ def _subset_mean(by_id: dict[str, float], subset: Iterable[str], name: str) -> f
     return float(present.mean()) if present.size else float("nan")
 
 
-def q_at_tail(
-    quality: PerPrompt, tail_ids: Iterable[str], *, prompt_ids: Sequence[str] | None = None
-) -> float:
+def q_at_tail(quality: PerPrompt, tail_ids: Iterable[str], *, prompt_ids: Sequence[str] | None = None) -> float:
     """q@Tail: the candidate's mean per-prompt quality over the tail prompts, each of which needs a
     value in ``quality`` (which may hold more); NaN left out (all NaN: NaN)."""
     return _subset_mean(_values_by_id(quality, prompt_ids, "quality"), tail_ids, "quality")
@@ -145,9 +143,7 @@ def novelty_overall(novelty: PerPrompt, *, prompt_ids: Sequence[str] | None = No
     return _subset_mean(by_id, by_id, "novelty")
 
 
-def novelty_at_peak(
-    novelty: PerPrompt, peak_ids: Iterable[str], *, prompt_ids: Sequence[str] | None = None
-) -> float:
+def novelty_at_peak(novelty: PerPrompt, peak_ids: Iterable[str], *, prompt_ids: Sequence[str] | None = None) -> float:
     """Novelty at Peak: the mean per-prompt output novelty over the peak (:func:`peak_prompts`),
     where a model that copies its training data looks most like it; as :func:`q_at_tail` otherwise."""
     return _subset_mean(_values_by_id(novelty, prompt_ids, "novelty"), peak_ids, "novelty")

@@ -118,9 +118,7 @@ class PoolRanking:
         return tail_prompts(ids, own[keep], alpha) if ids else ()
 
 
-def rank_pool(
-    prompt_ids: Sequence[str], input_novelty: ArrayLike, members: Sequence[ArrayLike]
-) -> PoolRanking:
+def rank_pool(prompt_ids: Sequence[str], input_novelty: ArrayLike, members: Sequence[ArrayLike]) -> PoolRanking:
     """Score every prompt by the pool ``members`` (module doc), each one model's (prompts × samples)
     output originality at n = 4. ``ValueError`` for an empty pool or misaligned shapes."""
     ids = tuple(str(i) for i in prompt_ids)

@@ -218,7 +218,8 @@ def check_demo(cache_dir: Path, *, memo: Any = None) -> DemoCheck:
         if not file.is_file():
             damaged.append(f"{name} is missing")
         elif not isinstance(entry, dict) or file.stat().st_size != entry.get("bytes"):
-            damaged.append(f"{name} has {file.stat().st_size} bytes, {_get(entry, 'bytes')} recorded")
+            recorded_bytes = entry.get("bytes") if isinstance(entry, dict) else "?"
+            damaged.append(f"{name} has {file.stat().st_size} bytes, {recorded_bytes} recorded")
         else:
             present.append(file)
     digests = hash_files(present, memo=memo, what="the demo", quiet=True)
@@ -227,10 +228,6 @@ def check_demo(cache_dir: Path, *, memo: Any = None) -> DemoCheck:
         if digests[file] != recorded[name].get("sha256"):
             damaged.append(f"{name} differs from its checksum")
     return DemoCheck(folder, tuple(sorted(damaged)), legacy=False, files=len(recorded))
-
-
-def _get(entry: Any, key: str) -> Any:
-    return entry.get(key) if isinstance(entry, dict) else "?"
 
 
 def _check_legacy(folder: Path, facts: dict[str, Any], memo: Any) -> DemoCheck:
@@ -404,8 +401,7 @@ def ship(build: Path | None = None, dest: Path | None = None) -> dict[str, Any]:
             weights[name] = {"file": f"{name}.safetensors", "sha256": file_digest(dest / f"{name}.safetensors"),
                              **{key: checkpoint[key] for key in _WEIGHT_FACTS}}
     manifest = {
-        "builder": digest,
-        "demo_version": DEMO_VERSION,
+        "builder": digest, "demo_version": DEMO_VERSION,
         "trained_with": {"torch": torch.__version__, "transformers": transformers.__version__,
                          "cpu_capability": torch.backends.cpu.get_cpu_capability(),
                          "machine": platform.machine(), "threads": facts["recipe"]["threads"]},

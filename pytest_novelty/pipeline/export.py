@@ -132,8 +132,5 @@ def work_line(name: str, result: SuiteResult) -> str:
 def rounds_work(session: Any, suite: Any, count: int) -> tuple[RoundWork, ...]:
     """What each of the ``count - 1`` sets of samples of ``suite`` after the run itself (repeats,
     adaptive rounds) generated, from the session's memo."""
-    out = []
-    for index in range(1, count):
-        work = session.result(suite.repeated(index)).generated.work
-        out.append(RoundWork(index, work.rows, work.cached_rows))
-    return tuple(out)
+    works = [(index, session.result(suite.repeated(index)).generated.work) for index in range(1, count)]
+    return tuple(RoundWork(index, work.rows, work.cached_rows) for index, work in works)

@@ -27,9 +27,7 @@ def _ids(ids: list[str]) -> str:
 
 def build_lines(provenance: dict[str, Any], entries: dict[str, list[str]], out: Path) -> list[str]:
     """The lines ``tail build`` prints: the pool, each cut's first ids, how far the pool agrees, the file."""
-    pool = provenance["pool"]
-    prompts = provenance["prompts"]
-    index = provenance["index"]
+    pool, prompts, index = provenance["pool"], provenance["prompts"], provenance["index"]
     lines = [
         f"tail of suite {provenance['suite']}: {prompts['ranked']} of {prompts['count']} prompts ranked by a pool "
         f"of {len(pool)} ({', '.join(m['source'] for m in pool)}) at n = {provenance['n']}, index "

@@ -1,9 +1,6 @@
-"""The public datasets' formats as prompts: TinyStories, CoPoet, MacGyver and NoveltyBench, read
-from a file or from the Hugging Face hub, and the JSON Lines reading every prompt source shares.
-
-Each kind has a reader (a file to ``Row`` records: a record and where it came from, for errors)
-and a converter (records to prompts of the kind's task); :mod:`pytest_novelty.suites.loaders`
-chooses them by the source's kind.
+"""The public datasets' formats as prompts (TinyStories, CoPoet, MacGyver, NoveltyBench; a file or the
+hub), and the JSON Lines reading every prompt source shares. Each kind has a reader (a file to
+``Row`` records) and a converter (records to prompts), chosen by :mod:`pytest_novelty.suites.loaders`.
 """
 
 from __future__ import annotations

@@ -203,13 +203,8 @@ def _tokenise_hf(
     flush()
     writer.close()
     (folder / "tokenizer.json").write_text(tokenizer.json, encoding="utf-8")
-    return {
-        "tokenizer": tokenizer.spec,
-        "tokenizer_fingerprint": tokenizer.fingerprint,
-        "dtype": "u32" if wide else "u16",
-        "units": units,
-        "vocab_size": tokenizer.vocab_size,
-    }
+    return {"tokenizer": tokenizer.spec, "tokenizer_fingerprint": tokenizer.fingerprint,
+            "dtype": "u32" if wide else "u16", "units": units, "vocab_size": tokenizer.vocab_size}
 
 
 def _total_memory_gib() -> int:
@@ -340,14 +335,11 @@ def build_index(
     single_token_words: int | None = None,
 ) -> dict[str, Any]:
     """Build an infini-gram index of ``corpus`` (files or folders as :mod:`.corpus` reads them, or
-    document strings) in ``out_dir``, replacing an index there once the new one is complete; return
-    the build facts. ``tokenizer``: ``words`` (:mod:`pytest_novelty.scoring.text`) or a Hugging Face
-    tokenizer (a folder, a ``tokenizer.json`` or a hub id). ``single_token_words`` caps the words of
-    one token each in ``words`` mode (default: all when they fit in 16 bits).
-
-    The facts (also saved, with the vocabulary, in ``novelty-index.json``): tokenizer, dtype,
-    ``tokens`` (index tokens, separators excluded), ``units`` (words or tokens), ``docs``,
-    ``corpus_sha256``, ``sources``, ``index_bytes``, ``bytes_per_token``, ``seconds``.
+    document strings) in ``out_dir``, replacing an index there once the new one is complete.
+    ``tokenizer``: ``words`` (:mod:`pytest_novelty.scoring.text`) or a Hugging Face tokenizer (a folder,
+    a ``tokenizer.json`` or a hub id). ``single_token_words`` caps the words of one token each in
+    ``words`` mode (default: all when they fit in 16 bits). Returns the facts of ``novelty-index.json``
+    but the vocabulary and checksums (``tokens`` counts no separator, ``units`` words or tokens).
     """
     start = time.perf_counter()
     out_dir = Path(out_dir).expanduser().absolute()

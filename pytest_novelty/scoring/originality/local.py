@@ -105,10 +105,6 @@ class _Batch:
         )
         self.one_token_units = bool((units == tokens).all())
 
-    def token_at(self, slot: np.ndarray) -> np.ndarray:
-        """The batch token where each slot starts."""
-        return self.pos[slot]
-
     def units_within(self, slot: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """How many whole units from each slot the first ``tokens`` tokens from it cover."""
         if self.one_token_units:
@@ -285,7 +281,7 @@ class InfiniGramBackend:
         out = np.zeros(len(start), dtype=np.int64)
         if not len(start):
             return out
-        first, stop = batch.token_at(start), batch.token_at(end)
+        first, stop = batch.pos[start], batch.pos[end]
         width = stop - first
         group = np.searchsorted(_WIDTH_GROUPS, width)
         for g in np.unique(group).tolist():

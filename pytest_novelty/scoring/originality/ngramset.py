@@ -199,9 +199,8 @@ class NgramSetBackend:
             if k == 1 and size > 0:
                 level, self._numbers = _Level.build_unigrams(units)
             else:
-                if size <= 0:
-                    keys = np.zeros(0, dtype=np.uint64)
-                else:
+                keys = np.zeros(0, dtype=np.uint64)
+                if size > 0:
                     assert self._numbers is not None
                     keys = self._numbers[:size].astype(np.uint64)
                     keys <<= _S32
@@ -250,10 +249,8 @@ class NgramSetBackend:
             if not len(active):
                 break
         upper = np.where(lengths >= cap, remaining, lengths)
-        out = []
-        for lo, hi in zip(np.cumsum(sizes) - sizes, np.cumsum(sizes), strict=True):
-            out.append(MatchBounds(lengths[lo:hi], upper[lo:hi]))
-        return out
+        ends = np.cumsum(sizes)
+        return [MatchBounds(lengths[lo:hi], upper[lo:hi]) for lo, hi in zip(ends - sizes, ends, strict=True)]
 
     def matching_statistics(
         self, encodings: Sequence[Encoding], *, cap: int | None = None, floor: int = 1, progress: bool = False

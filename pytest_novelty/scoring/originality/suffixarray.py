@@ -154,7 +154,7 @@ class SuffixArrayShard:
         their bytes are real (None when all are: no suffix ends among them)."""
         start = self.position(rank) + shift
         have, short = self.window(start, span)
-        return have, (self._real_bytes(start, span) if short else None)
+        return have, (np.clip((self.size - start) * self.width, 0, 8 * span) if short else None)
 
     def _narrow(self, first: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Ranks ``[lo, hi)`` holding the lower bound of queries whose first word (masked) is ``first``,
@@ -172,10 +172,6 @@ class SuffixArrayShard:
         lo = np.maximum((left - 1) * step + 1, 0)
         hi = np.minimum(right * step, self.size)
         return lo, np.maximum(hi, lo)
-
-    def _real_bytes(self, start: np.ndarray, span: int) -> np.ndarray:
-        """Bytes of the stream left from token positions ``start``, at most ``8 * span``."""
-        return np.clip((self.size - start) * self.width, 0, 8 * span)
 
     def search(self, words: np.ndarray, nbytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per packed query (:func:`pack_queries`; ``nbytes[i]`` bytes of row ``i`` count): the longest

@@ -1,9 +1,6 @@
-"""Poetry lines (CoPoet): one poetic sentence that meets the constraints of an instruction.
-
-Also :func:`parse_instruction`, which reads the constraints back out of CoPoet-style wording
-("... that contains the word 'rays' and ending in 'color'", "... ends in a word which rhymes
-with 'late'") so the judge can check them.
-"""
+"""Poetry lines (CoPoet): one poetic sentence that meets the constraints of an instruction, which
+:func:`parse_instruction` reads back out ("... contains the word 'rays' and ending in 'color'") for the
+judge to check."""
 
 from __future__ import annotations
 

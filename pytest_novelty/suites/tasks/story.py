@@ -1,8 +1,5 @@
-"""Story completion (TinyStories): the model continues a children's story from its opening.
-
-Also the two text helpers a story loader needs: where the opening ends, and which capitalised
-names in it are characters.
-"""
+"""Story completion (TinyStories): the model continues a children's story from its opening; and the
+loader's helpers, where the opening ends and which capitalised names in it are characters."""
 
 from __future__ import annotations
 

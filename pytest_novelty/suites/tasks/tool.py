@@ -1,9 +1,5 @@
-"""Creative tool use (MacGyver): solve a physical problem using only the items listed.
-
-Also :func:`parse_items`, which finds the item list in a problem statement ("You have a rope,
-a bucket and a spoon.", "Tools available: ...") so the judge can check that a solution stays
-within it.
-"""
+"""Creative tool use (MacGyver): solve a physical problem using only the items listed, which
+:func:`parse_items` finds ("You have a rope, a bucket and a spoon.") for the judge to check."""
 
 from __future__ import annotations
 
