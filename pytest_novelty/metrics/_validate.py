@@ -1,8 +1,7 @@
 """Input checks shared by the metric modules.
 
-Each helper turns user input into a float64 numpy array (or a number) or raises ``ValueError`` with a
-message that names the argument and what was wrong, so a bad input fails where it enters the metrics
-layer and not three calls later as a NaN.
+Each turns input into a float64 array (or a number) or raises ``ValueError`` naming the argument,
+so a bad input fails where it enters the metrics layer, not three calls later as a NaN.
 """
 
 from __future__ import annotations
@@ -15,10 +14,8 @@ from numpy.typing import ArrayLike, NDArray
 
 
 def as_float_array(values: ArrayLike, name: str, *, allow_empty: bool = False) -> NDArray[np.float64]:
-    """Return ``values`` as a float64 array; reject non-numeric input, infinities and (by default) emptiness.
-
-    NaN is allowed: it marks an item that could not be scored, and each metric says what it does with it.
-    """
+    """``values`` as a float64 array; non-numbers, infinities and (by default) emptiness refused, NaN
+    (an unscored item) allowed."""
     try:
         array = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as error:
@@ -73,10 +70,6 @@ def check_resamples(n_boot: int, minimum: int = 1) -> int:
 
 
 def ceil_fraction(fraction: float, count: int) -> int:
-    """Return ceil(fraction × count), computed on the decimal value the user wrote.
-
-    In binary floating point 0.1 × 30 is 3.0000000000000004, whose ceiling is 4; the intended
-    answer is 3. We therefore read ``fraction`` through its shortest decimal representation
-    (``repr``), which is exactly what was typed, and multiply exactly with ``Fraction``.
-    """
+    """ceil(fraction × count) on the decimal value written: 0.1 × 30 is 3.0000000000000004 in binary
+    floating point, so ``fraction`` is read through its shortest ``repr`` and multiplied exactly."""
     return math.ceil(Fraction(repr(float(fraction))) * count)

@@ -1,28 +1,23 @@
 """Agreement between a judge's scores and human grades of the same items.
 
-A quality judge is only worth gating on if it ranks responses the way people do. Given, for the
-items the judge could score, its scores ``j`` and the human grades ``h`` (any numeric scale), this
-module computes:
+A quality judge is only worth gating on if it ranks responses as people do. From the judge's scores
+``j`` and the human grades ``h`` (any numeric scale) of the items it could score:
 
-* **Spearman's ρ**: the Pearson correlation of the ranks of ``j`` and ``h`` (tied values get the
-  mean of their ranks), as :func:`scipy.stats.spearmanr` computes it.
-* **Kendall's τ-b**: ``(C − D) / sqrt((P0 − T_h)(P0 − T_j))`` over all ``P0 = n(n−1)/2`` pairs, with
-  ``C``/``D`` the concordant/discordant pairs and ``T_h``/``T_j`` the pairs tied in ``h``/``j``, as
-  :func:`scipy.stats.kendalltau` computes it (its default variant ``b``, which corrects for ties).
-* **Pairwise ranking accuracy**: over the pairs of items *in the same group* (the same prompt)
-  whose human grades differ, the share the judge orders the same way. A pair the judge ties
-  counts one half (a coin flip would get it right half the time); pairs people tie are left out,
-  since neither order is wrong. So ``accuracy = (C + T/2) / P = 1/2 + (C − D) / (2P)``, where ``P``
-  is the number of counted pairs; 0.5 is chance, 1 is perfect. Items without a group form one
-  group together, so a file with no groups at all is ranked as a whole.
+* **Spearman's ρ**: the Pearson correlation of the ranks (ties get their mean rank), as
+  :func:`scipy.stats.spearmanr` computes it.
+* **Kendall's τ-b**: ``(C − D) / sqrt((P0 − T_h)(P0 − T_j))`` over all ``P0 = n(n−1)/2`` pairs, ``C``/``D``
+  the concordant/discordant pairs and ``T_h``/``T_j`` the pairs tied in ``h``/``j``, as
+  :func:`scipy.stats.kendalltau` computes it.
+* **Pairwise ranking accuracy**: over the pairs *of one group* (the same prompt) whose human grades
+  differ, the share the judge orders alike; a judge tie counts one half, pairs people tie are left
+  out: ``accuracy = (C + T/2) / P = 1/2 + (C − D) / (2P)``, 0.5 chance, 1 perfect. Items without a
+  group form one group together.
 
-Each statistic comes with a **percentile bootstrap** confidence interval: the items are resampled
-with replacement ``resamples`` times (default :data:`DEFAULT_RESAMPLES`, seeded with ``seed``,
-default 0, so a rerun gives the same interval); when the items come in more than one group, whole
-groups are resampled instead (a cluster bootstrap: items of one prompt are not independent). A
-resample where a statistic is undefined (all of ``j`` equal, or no counted pair) is left out of
-that interval. The **calibration table** gives, for each distinct human grade, how many items
-had it and the judge's mean score on them: a trustworthy judge's means rise with the grade.
+Each comes with a **percentile bootstrap** interval over ``resamples`` resamples seeded with
+``seed``, of items, or of whole groups when there are several (items of one prompt are not
+independent); a resample where a statistic is undefined is left out of its interval. The
+**calibration table** gives, per human grade, the items and the judge's mean score: a trustworthy
+judge's means rise with the grade.
 """
 
 from __future__ import annotations
@@ -46,16 +41,12 @@ class Estimate:
     """A statistic and its bootstrap confidence interval (NaN where undefined)."""
 
     value: float
-    """The statistic on all the items."""
     ci_low: float
-    """The interval's lower bound, the ``(1 − confidence)/2`` percentile of the resamples."""
     ci_high: float
-    """The interval's upper bound, the ``(1 + confidence)/2`` percentile of the resamples."""
 
     @classmethod
     def from_draws(cls, value: float, draws: np.ndarray, confidence: float) -> Estimate:
-        """``value`` with the percentile interval of its bootstrap ``draws`` (NaN draws left out);
-        the bounds are NaN when ``value`` is or no draw is defined."""
+        """``value`` with the percentile interval of its ``draws`` (NaN left out; none, or a NaN value: NaN)."""
         defined = draws[~np.isnan(draws)]
         if not defined.size or np.isnan(value):
             return cls(value, float("nan"), float("nan"))
@@ -69,11 +60,8 @@ class CalibrationRow:
     """The items with one human grade: how many, and the judge's mean score on them."""
 
     human: float
-    """The human grade."""
     count: int
-    """How many items have it."""
     judge_mean: float
-    """The judge's mean score on those items."""
 
     @classmethod
     def of(cls, human: float, judge: np.ndarray) -> CalibrationRow:
@@ -86,13 +74,9 @@ class Agreement:
     """What :func:`agreement` measured, and the bootstrap settings it used."""
 
     n: int
-    """The scored items used."""
     spearman: Estimate
-    """Spearman's ρ."""
     kendall: Estimate
-    """Kendall's τ-b."""
     pairwise_accuracy: Estimate
-    """The share of same-group pairs the judge orders as people do (ties count one half)."""
     pairs: int
     """The counted pairs of the pairwise accuracy (same group, different human grades)."""
     groups: int
@@ -100,11 +84,8 @@ class Agreement:
     calibration: tuple[CalibrationRow, ...]
     """One row per distinct human grade, ascending."""
     resamples: int
-    """Bootstrap resamples drawn."""
     seed: int
-    """Seed of the bootstrap's random generator."""
     confidence: float
-    """Level of the confidence intervals."""
 
 
 def _pair(judge: ArrayLike, human: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -155,12 +136,9 @@ def _tied_pairs(x: np.ndarray) -> int:
 
 
 def pair_counts(judge: ArrayLike, human: ArrayLike) -> tuple[float, int]:
-    """``(S, P)`` over all pairs of one group: ``P`` pairs with different human grades and
-    ``S = C − D``, the sum of sign(Δhuman)·sign(Δjudge) over them.
-
-    Computed in O(n log n) from Kendall's τ-b: ``S = τ_b · sqrt((P0 − T_h)(P0 − T_j))`` and
-    ``P = P0 − T_h`` (pairs tied in both grades add 0 to S), so large groups stay cheap.
-    """
+    """``(S, P)`` over the pairs of one group: ``P`` pairs with different human grades and
+    ``S = C − D``, in O(n log n) from Kendall's τ-b: ``S = τ_b · sqrt((P0 − T_h)(P0 − T_j))``,
+    ``P = P0 − T_h``."""
     j, h = _pair(judge, human)
     return _pair_counts(j, h)
 
@@ -178,11 +156,8 @@ def _pair_counts(j: np.ndarray, h: np.ndarray) -> tuple[float, int]:
     return float(tau * np.sqrt(float(untied_h) * float(untied_j))), untied_h
 
 
-def pairwise_accuracy(
-    judge: ArrayLike, human: ArrayLike, groups: Sequence[Hashable | None] | None = None
-) -> float:
-    """Share of same-group pairs with different human grades that the judge orders alike
-    (judge ties count one half); NaN when there is no such pair. See the module docstring."""
+def pairwise_accuracy(judge: ArrayLike, human: ArrayLike, groups: Sequence[Hashable | None] | None = None) -> float:
+    """The pairwise ranking accuracy (module docstring); NaN when no pair counts."""
     j, h = _pair(judge, human)
     keys = _group_index(groups, j.size)
     s, p = _grouped_counts(j, h, keys)
@@ -226,12 +201,8 @@ def agreement(
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
 ) -> Agreement:
-    """Spearman's ρ, Kendall's τ-b and pairwise accuracy with bootstrap CIs, and the calibration table.
-
-    ``judge`` and ``human`` hold the scored items only (no NaN); ``groups`` gives each item's group
-    (None: ungrouped). The bootstrap resamples whole groups when there is more than one, items
-    otherwise; intervals are the ``(1 − confidence)/2`` and ``(1 + confidence)/2`` percentiles.
-    """
+    """Spearman's ρ, Kendall's τ-b and pairwise accuracy with bootstrap intervals, and the calibration
+    table (module docstring), of the scored items only (no NaN); ``groups`` by item (None: ungrouped)."""
     j, h = _pair(judge, human)
     if resamples < 1:
         raise ValueError(f"resamples must be at least 1, got {resamples}")
@@ -253,16 +224,7 @@ def agreement(
                 idx = rng.integers(0, j.size, j.size)
                 ss, pp = _pair_counts(j[idx], h[idx])
             draws[r] = (_spearman(j[idx], h[idx]), _kendall(j[idx], h[idx]), 0.5 + ss / (2 * pp) if pp else np.nan)
-    estimates = [Estimate.from_draws(value, draws[:, k], confidence) for k, value in enumerate(point)]
-    return Agreement(
-        n=int(j.size),
-        spearman=estimates[0],
-        kendall=estimates[1],
-        pairwise_accuracy=estimates[2],
-        pairs=int(p.sum()),
-        groups=int(np.count_nonzero(p)),
-        calibration=calibration_table(j, h) if j.size else (),
-        resamples=resamples,
-        seed=seed,
-        confidence=confidence,
-    )
+    rho, tau, accuracy = (Estimate.from_draws(value, draws[:, k], confidence) for k, value in enumerate(point))
+    return Agreement(int(j.size), rho, tau, accuracy, pairs=int(p.sum()), groups=int(np.count_nonzero(p)),
+                     calibration=calibration_table(j, h) if j.size else (), resamples=resamples, seed=seed,
+                     confidence=confidence)

@@ -1,39 +1,29 @@
 """The cluster bootstrap: intervals and p-values of any statistic of a suite's prompts.
 
-The answers to one prompt share its difficulty, so they are correlated; every interval resamples
-*prompts* and keeps each prompt's samples together (Miller 2024; the model, and the gated
-statistics this engine is run on, are in :mod:`.uncertainty`):
+The answers to one prompt share its difficulty, so every interval resamples *prompts*, each with all
+its samples (Miller 2024; the gated statistics are in :mod:`.uncertainty`):
 
-* A resample draws G prompts with replacement from the G prompts. Every statistic we gate is
-  symmetric in the order of prompts, so it depends on a resample only through the multiplicities
-  w_1 … w_G (how often each prompt was drawn). A statistic is therefore a function of a
-  (resamples × G) weight matrix (:class:`ClusterStatistic`), vectorised; weight 1 everywhere gives
-  its value on the data. :func:`per_resample` adapts any function of a resampled (prompts ×
-  samples) array, for statistics without a vectorised form.
-* Each statistic also gives its linearisation (the delta method / influence function): per-prompt
-  contributions e_i with T(w + dw) ≈ T(w) + Σ dw_i·e_i, whose clustered sum of squares
-  √(G/(G − 1) · Σ w_i·e_i²) is the statistic's standard error SE (the sandwich estimator with its
-  usual small-sample factor), on the data and on every resample.
-* ``method="studentized"`` (the default; the bootstrap-t): t* = (θ* − θ̂)/SE* on every resample
-  and the interval [θ̂ − t*₍₁₊c₎/₂·SE, θ̂ − t*₍₁₋c₎/₂·SE], θ̂ the statistic on the data. Why not the
-  plain percentile interval: on few prompts its coverage falls short (10 prompts, q@Tail's tail:
-  about 90 %), and the top-10 % mean is carried by the few prompts that hold the best
-  generations, so its estimate and its spread move together and its distribution is skewed; the
-  percentile interval covered 88 % and a symmetric t interval 90 % of a 100-prompt suite in our
-  simulation, the studentized one 93-95 % (``tests/metrics/test_uncertainty_simulation.py``). A
-  resample whose SE* is 0 gets t* = ±∞ (0 when θ* = θ̂): it is evidence that few prompts carry the
-  statistic, and widens the interval rather than being dropped. The interval is widened to contain
-  θ̂ if both t* quantiles fall on one side of 0, so it always contains the reported value. An SE
-  of 0 on the data (every prompt contributes alike) gives the zero-width interval at θ̂.
-* ``method="t"``: θ̂ ± t(G − 1, (1 + c)/2) · √(G/(G − 1)) · sd(θ*), Student's t on the bootstrap
-  standard error; used for statistics without a linearisation. ``method="percentile"``: the
-  (1 − c)/2 and (1 + c)/2 quantiles of θ* (numpy's linear interpolation), kept for comparison.
-* ``bounds`` (the statistic's range) clip the interval (a mean of values in [0, 1] stays there).
-* Resamples on which the statistic is undefined (NaN, e.g. every drawn prompt unscored) are left
-  out. With fewer than two prompts, fewer than two defined resamples or an undefined θ̂ the
-  interval is undefined (NaN bounds, :attr:`Interval.defined` false).
-* Resamples are drawn from numpy's default generator seeded with ``seed``, so a rerun gives the
-  same interval; :data:`DEFAULT_RESAMPLES` of them.
+* A statistic is symmetric in the order of prompts, so it depends on a resample only through the
+  multiplicities w_1 … w_G of the G prompts: it is a vectorised function of a (resamples × G) weight
+  matrix (:class:`ClusterStatistic`), weight 1 everywhere being the data. :func:`per_resample` adapts
+  any function of a (prompts × samples) array.
+* Its linearisation (the delta method) gives per-prompt contributions e_i, T(w + dw) ≈ T(w) + Σ dw_i·e_i,
+  and the standard error SE = √(G/(G − 1) · Σ w_i·e_i²) (the sandwich estimator with its small-sample
+  factor), on the data and on every resample.
+* ``method="studentized"`` (the default; the bootstrap-t): t* = (θ* − θ̂)/SE* on every resample and
+  [θ̂ − t*₍₁₊c₎/₂·SE, θ̂ − t*₍₁₋c₎/₂·SE]. The percentile interval falls short on few prompts (10 prompts,
+  q@Tail's tail: about 90 %) and on the skewed top-10 % mean, whose estimate and spread move together:
+  on 100 prompts it covered 88 %, a symmetric t interval 90 %, the studentized one 93-95 %
+  (``tests/metrics/test_uncertainty_simulation.py``). A resample with SE* = 0 gets t* = ±∞ (0 when
+  θ* = θ̂): few prompts carry the statistic, and the interval widens. The interval is widened to
+  contain θ̂; SE = 0 on the data gives the zero-width interval at θ̂.
+* ``method="t"``: θ̂ ± t(G − 1, (1 + c)/2) · √(G/(G − 1)) · sd(θ*), for statistics without a
+  linearisation. ``method="percentile"``: the (1 − c)/2 and (1 + c)/2 quantiles of θ* (numpy's linear
+  interpolation), kept for comparison.
+* ``bounds`` (the statistic's range) clip the interval.
+* Resamples where the statistic is NaN are left out. Fewer than two prompts, fewer than two defined
+  resamples or a NaN θ̂ give NaN bounds (:attr:`Interval.defined` false).
+* :data:`DEFAULT_RESAMPLES` resamples, from numpy's default generator seeded with ``seed``.
 """
 
 from __future__ import annotations
@@ -67,13 +57,10 @@ BLOCK_ELEMENTS = 1_000_000
 
 @dataclass(frozen=True)
 class Interval:
-    """A statistic's value on the data and its confidence interval.
+    """A statistic on the data (``estimate``, the gated value) and its interval at ``confidence``.
 
-    ``estimate`` is the statistic on the data (the gated value); ``low`` and ``high`` bound it at
-    ``confidence``; ``n_clusters`` counts the prompts resampled; ``method`` says how the interval was
-    made (one of :data:`METHODS`). NaN bounds: undefined (too few prompts); an infinite bound: the
-    resamples cannot bound that side (only without a ``bounds`` range, see
-    :func:`bootstrap_interval`).
+    ``n_clusters`` counts the prompts resampled, ``method`` is one of :data:`METHODS`. NaN bounds:
+    undefined; an infinite bound: the resamples cannot bound that side (only without ``bounds``).
     """
 
     low: float
@@ -101,14 +88,8 @@ class Interval:
 
 
 class ClusterStatistic(Protocol):
-    """A statistic as a function of prompt multiplicities.
-
-    Called with a (resamples × G) array of non-negative weights (how often each of the G prompts was
-    drawn), it returns one value per row (NaN where undefined). A row of ones is the data itself. A
-    statistic may also have ``linearised(weights)``, returning its values and (resamples × G)
-    contributions e_i with Σ_i w_i·e_i = 0, whose weighted sum of squares gives its standard error
-    (the delta method: T(w + dw) ≈ T(w) + Σ_i dw_i·e_i); the studentized interval needs it.
-    """
+    """A statistic of prompt multiplicities: one value per row of a (resamples × G) weight array
+    (NaN where undefined); a row of ones is the data. :class:`Linearised` adds its linearisation."""
 
     def __call__(self, weights: Array) -> Array:
         """The statistic on every resample (row) of ``weights``."""
@@ -117,8 +98,7 @@ class ClusterStatistic(Protocol):
 
 @runtime_checkable
 class Linearised(ClusterStatistic, Protocol):
-    """A :class:`ClusterStatistic` with a linearisation (the delta method): what the studentized
-    interval needs."""
+    """A :class:`ClusterStatistic` with a linearisation: what the studentized interval needs."""
 
     def linearised(self, weights: Array) -> tuple[Array, Array]:
         """The values and the (resamples × G) contributions e_i, Σ_i w_i·e_i = 0, of every row."""
@@ -152,12 +132,8 @@ def t_two_sided_p(statistic: float, df: float) -> float:
 
 
 def linearised_se(contributions: Array, weights: Array) -> Array:
-    """√(G/(G − 1) · Σ_i w_i·e_i²) per row: the cluster-robust (sandwich) standard error.
-
-    Each drawn prompt is one cluster, a prompt drawn twice counting twice; G/(G − 1) is the usual
-    small-sample factor of the clustered variance (it makes the variance of a mean over prompts the
-    unbiased s²/G).
-    """
+    """√(G/(G − 1) · Σ_i w_i·e_i²) per row: the cluster-robust (sandwich) standard error, each drawn
+    prompt a cluster; G/(G − 1) makes the variance of a mean over prompts the unbiased s²/G."""
     clusters = weights.shape[1]
     factor = clusters / (clusters - 1) if clusters > 1 else math.nan
     return np.sqrt(factor * np.sum(weights * contributions**2, axis=1))
@@ -165,12 +141,8 @@ def linearised_se(contributions: Array, weights: Array) -> Array:
 
 @dataclass(frozen=True)
 class Resamples:
-    """A statistic on the data and on its cluster resamples, what every interval and p-value reads.
-
-    ``estimate`` and ``se`` (the linearised standard error; NaN when the statistic has none) are on
-    the data; ``values`` and ``ses`` on each resample (NaN where undefined; ``ses`` None without a
-    linearisation).
-    """
+    """A statistic on the data (``estimate``, ``se``) and on each resample (``values``, ``ses``): what
+    every interval and p-value reads. Without a linearisation ``se`` is NaN and ``ses`` None."""
 
     estimate: float
     se: float
@@ -188,10 +160,8 @@ class Resamples:
         return max(self.se, SE_FLOOR * self.spread()) if not math.isnan(self.se) else math.nan
 
     def pivots(self) -> Array:
-        """t* = (θ* − θ̂) / max(SE*, λ·sd(θ*)) of every resample with a defined value (λ = :data:`SE_FLOOR`).
-
-        ±inf where the denominator is 0 and θ* ≠ θ̂, 0 where θ* = θ̂.
-        """
+        """t* = (θ* − θ̂) / max(SE*, λ·sd(θ*)) of every defined resample (λ = :data:`SE_FLOOR`); ±inf
+        where the denominator is 0 and θ* ≠ θ̂, 0 where θ* = θ̂."""
         if self.ses is None:
             raise ValueError("a studentized interval needs a statistic with a linearisation")
         keep = ~np.isnan(self.values)
@@ -201,39 +171,22 @@ class Resamples:
             return np.where(scale > 0, shift / np.where(scale > 0, scale, 1.0), np.sign(shift) * np.inf)
 
 
-def _with_se(statistic: ClusterStatistic) -> Callable[[Array], tuple[Array, Array]] | None:
-    """The statistic's way to its values and standard errors, if it has a linearisation."""
-    if isinstance(statistic, WithStandardErrors):
-        return statistic.values_and_ses
-    if isinstance(statistic, Linearised):
-        linear = statistic.linearised
-
-        def from_contributions(weights: Array) -> tuple[Array, Array]:
-            value, contributions = linear(weights)
-            return value, linearised_se(contributions, weights)
-
-        return from_contributions
-    return None
-
-
 def _evaluate(statistic: ClusterStatistic, weights: Array) -> tuple[Array, Array]:
     """Values and linearised standard errors (NaN without a linearisation) on every row of ``weights``."""
-    with_se = _with_se(statistic)
-    if with_se is None:
-        values = statistic(weights)
-        return values, np.full(values.shape, np.nan)
-    return with_se(weights)
+    if isinstance(statistic, WithStandardErrors):
+        return statistic.values_and_ses(weights)
+    if isinstance(statistic, Linearised):
+        values, contributions = statistic.linearised(weights)
+        return values, linearised_se(contributions, weights)
+    values = statistic(weights)
+    return values, np.full(values.shape, np.nan)
 
 
 def _weights(n_clusters: int, n_boot: int, seed: int) -> tuple[Array, ...]:
-    """The resamples' prompt multiplicities, in blocks of bounded size (read-only).
-
-    Each resample draws ``n_clusters`` prompt indices uniformly with replacement from numpy's
-    default generator seeded with ``seed`` and counts how often each prompt was drawn. The same
-    (prompts, resamples, seed) always gives the same weights, so the intervals of one suite's
-    metrics, and the comparisons of one run, are computed on the same resamples; up to
-    :data:`_CACHED_ELEMENTS` weights are kept for the next call instead of being drawn again.
-    """
+    """The resamples' prompt multiplicities (each resample draws ``n_clusters`` prompts with
+    replacement), read-only, in blocks of bounded size. The same (prompts, resamples, seed) gives the
+    same weights, so one suite's metrics and one run's comparisons share resamples; up to
+    :data:`_CACHED_ELEMENTS` weights are kept for the next call."""
     if n_clusters * n_boot <= _CACHED_ELEMENTS:
         return _cached_weights(n_clusters, n_boot, seed)
     return _draw_weights(n_clusters, n_boot, seed)
@@ -260,16 +213,11 @@ _CACHED_ELEMENTS = 1_000_000
 
 
 def resample(statistic: ClusterStatistic, n_clusters: int, *, n_boot: int, seed: int) -> Resamples:
-    """The statistic on the data and on ``n_boot`` cluster resamples of ``n_clusters`` prompts.
-
-    Each resample draws ``n_clusters`` prompt indices uniformly with replacement (:func:`_weights`,
-    seeded with ``seed``); blocks of resamples bound the memory used. The linearised standard error
-    is computed alongside when the statistic has one.
-    """
+    """The statistic (and its linearised SE, if it has one) on the data and on ``n_boot`` resamples."""
     if n_clusters < 1:
         raise ValueError("there are no prompts to resample")
     ones = np.ones((1, n_clusters))
-    studentizable = _with_se(statistic) is not None
+    studentizable = isinstance(statistic, WithStandardErrors | Linearised)
     first, first_se = _evaluate(statistic, ones)
     estimate, se = float(first[0]), float(first_se[0]) if studentizable else math.nan
     blocks = [_evaluate(statistic, weights) for weights in _weights(n_clusters, n_boot, seed)]
@@ -292,14 +240,11 @@ def _quantiles(values: Array, level: float) -> tuple[float, float]:
 def usable_method(draws: Resamples, method: str, confidence: float) -> str:
     """The method :func:`interval_of` and :func:`p_value_of` really use: ``method``, or ``"t"``.
 
-    The studentized interval needs a linearisation, a positive linearised SE on the data and
-    finite pivot quantiles; otherwise it falls back to the t interval on the bootstrap standard
-    error. The linearisation of a top-fraction mean is blind to ties at its cut-off (the best
-    generations all equal, e.g. a dozen at novelty 1.0): it is locally flat there (SE = 0) while
-    larger moves of the resampling, losing some of those prompts, still change the statistic; the
-    reflected bootstrap-t would then give the zero-width [1, 1]. Near such ties, SE* can be tiny on
-    some resamples, and the floor in :meth:`Resamples.pivots` keeps their pivots from stretching
-    the interval without bound.
+    The studentized interval needs a linearisation, a positive SE on the data and finite pivot
+    quantiles, else it falls back to ``"t"``. A top-fraction mean's linearisation is blind to ties at
+    its cut-off (a dozen generations at novelty 1.0): SE = 0 there, while resampling still moves the
+    statistic, and the bootstrap-t would give the zero-width [1, 1]. Near such ties SE* can be tiny,
+    and the floor in :meth:`Resamples.pivots` keeps those pivots from stretching the interval.
     """
     if method != "studentized":
         return method
@@ -346,13 +291,11 @@ def bootstrap_se(draws: Resamples) -> float:
 def p_value_of(draws: Resamples, method: str, confidence: float = 0.95) -> float:
     """Two-sided p-value of "the statistic is 0" from the same draws as :func:`interval_of`.
 
-    ``studentized``: 2 · min(P*(t* ≥ τ), P*(t* ≤ τ)) with τ = θ̂/SE; ``t``: Student's t with G − 1
-    degrees of freedom on θ̂ / bootstrap SE; ``percentile``: 2 · min(P*(θ* ≤ 0), P*(θ* ≥ 0)); the
-    bootstrap shares count the data as a resample (:func:`_bootstrap_p`). Each is capped at 1 and
-    agrees with the interval at ``confidence`` (which decides a studentized method's fallback,
-    :func:`usable_method`): that interval excludes 0 exactly when
-    p < 1 − confidence, up to the quantile interpolation. A zero standard error gives p = 1 when
-    θ̂ = 0, else 0.
+    ``studentized``: 2 · min(P*(t* ≥ τ), P*(t* ≤ τ)), τ = θ̂/SE; ``t``: Student's t with G − 1 degrees
+    of freedom on θ̂ / bootstrap SE; ``percentile``: 2 · min(P*(θ* ≤ 0), P*(θ* ≥ 0)) (the shares count
+    the data as a resample, :func:`_bootstrap_p`). Capped at 1, it agrees with the interval at
+    ``confidence`` (which decides the fallback, :func:`usable_method`): the interval excludes 0 exactly
+    when p < 1 − confidence, up to the quantile interpolation. SE = 0 gives p = 1 when θ̂ = 0, else 0.
     """
     estimate = draws.estimate
     defined = draws.values[~np.isnan(draws.values)]
@@ -371,11 +314,8 @@ def p_value_of(draws: Resamples, method: str, confidence: float = 0.95) -> float
 
 
 def _bootstrap_p(draws: Array, observed: float) -> float:
-    """2 · min(1 + #(draws ≥ observed), 1 + #(draws ≤ observed)) / (B + 1), capped at 1.
-
-    The +1 counts the data as one of the resamples (Davison and Hinkley 1997, §4.2), so a p-value
-    from B resamples is never 0: with 10,000 it is at least 0.0002, small enough for any family.
-    """
+    """2 · min(1 + #(draws ≥ observed), 1 + #(draws ≤ observed)) / (B + 1), capped at 1: the +1 counts
+    the data as a resample (Davison and Hinkley 1997, §4.2), so p ≥ 0.0002 with 10,000 resamples."""
     count = draws.size
     above = 1 + int(np.sum(draws >= observed))
     below = 1 + int(np.sum(draws <= observed))
@@ -392,10 +332,8 @@ def bootstrap_interval(
     method: str = "studentized",
     bounds: tuple[float, float] | None = None,
 ) -> Interval:
-    """The clustered bootstrap interval of ``statistic`` over ``n_clusters`` prompts (module docstring).
-
-    ``bounds`` (the statistic's possible range) clips the interval; it never moves the estimate.
-    """
+    """The clustered bootstrap interval of ``statistic`` over ``n_clusters`` prompts (module docstring);
+    ``bounds`` clips the interval, never the estimate."""
     check_confidence(confidence)
     draws = resample(statistic, n_clusters, n_boot=check_resamples(n_boot, 2), seed=seed)
     return interval_of(draws, confidence=confidence, method=method, bounds=bounds)
@@ -412,12 +350,9 @@ def rows_of(values: ArrayLike, name: str) -> Array:
 
 
 def per_resample(values: ArrayLike, function: Callable[[Array], float]) -> ClusterStatistic:
-    """Any ``function`` of a (prompts × samples) array as a :class:`ClusterStatistic`.
-
-    Each resample is materialised (prompt i repeated w_i times, its samples kept together) and
-    ``function`` called on it: general, and slower than the vectorised statistics (one Python call
-    per resample). It has no linearisation, so its intervals use the ``t`` method.
-    """
+    """Any ``function`` of a (prompts × samples) array as a :class:`ClusterStatistic`, called once per
+    materialised resample (prompt i repeated w_i times): general and slow, and without a
+    linearisation (its intervals use ``t``)."""
     rows = rows_of(values, "values")
 
     def statistic(weights: Array) -> Array:

@@ -1,20 +1,16 @@
 """How consistent a judge is with itself: the spread of its samples on the same answer.
 
-A rubric judge scores every answer several times (``[scoring] judge_samples``, 5 by default) and
-the answer's quality is their mean (:class:`pytest_novelty.scoring.judges.base.JudgeResult`
-``scores``). When the samples of one answer disagree, that mean carries judge noise on top of the
-checkpoint's own; a judge that often gives the same answer 1 point and 4 points is measuring
-little. From the samples of every answer:
+A rubric judge scores every answer ``[scoring] judge_samples`` times (5 by default) and the quality
+is their mean; when the samples disagree, the mean carries judge noise on top of the checkpoint's.
 
-* ``mean_sd``: the mean over answers of the sample standard deviation of its scores (n − 1
-  denominator, the unbiased variance's root: with 5 samples the population form would read 11 %
-  lower), on the judge's own scale (0-5 rubric points, 1-10 for reward models);
-* ``wide_share``: the share of answers whose samples span ``span`` points or more (max − min ≥
-  2 by default): on a 0-5 rubric, two points is the difference between "weak" and "good".
+* ``mean_sd``: the mean over answers of the sample sd of its scores (n − 1 denominator: with 5
+  samples the population form reads 11 % lower), on the judge's scale (0-5 rubric points, 1-10 for
+  reward models);
+* ``wide_share``: the share of answers whose samples span ``span`` points or more (2 by default: on
+  a 0-5 rubric, "weak" against "good").
 
-Answers with fewer than two valid scores (an unscored answer, a judge asked once) say nothing about
-consistency: they are left out of both and counted in ``skipped``. NaN for both when no answer has
-two scores.
+Answers with fewer than two valid scores are left out of both and counted in ``skipped``; NaN for
+both when no answer has two.
 """
 
 from __future__ import annotations
@@ -52,11 +48,8 @@ class JudgeConsistency:
 
 
 def judge_consistency(scores: Sequence[Sequence[float]], *, span: float = DEFAULT_SPAN) -> JudgeConsistency:
-    """The mean within-answer sd of the judge's samples and the share of answers spanning ``span`` points.
-
-    ``scores`` holds, per answer, the judge's valid sample scores (what ``JudgeResult.scores``
-    holds; NaN entries are left out too). ``span`` must be positive.
-    """
+    """The judge's consistency (module docstring) from each answer's sample scores
+    (``JudgeResult.scores``; NaN left out); ``span`` must be positive."""
     if isinstance(span, bool) or not isinstance(span, (int, float)) or not span > 0 or math.isinf(span):
         raise ValueError(f"span must be a positive number of points, got {span!r}")
     sds, wide, skipped = [], 0, 0

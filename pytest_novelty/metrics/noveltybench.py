@@ -1,15 +1,11 @@
 """NoveltyBench's diversity metrics: partitioning k generations, distinct_k and utility_k.
 
 Source: Zhang et al. (2025), "NoveltyBench: Evaluating Language Models for Humanlike Diversity";
-reference code github.com/novelty-bench/novelty-bench, ``src/partition.py`` (greedy partition),
-``src/score.py`` (reward thresholds, per-generation scores, utility) and ``src/summarize.py``
-(distinct = number of classes). The functions here reproduce the reference's stored scores in its
-``sample_data`` exactly (the project's tests check every row).
-
-A *partition* is a list with one class id per generation, numbered 0, 1, 2, ... in order of first
-appearance ("canonical" form), as :func:`partition` returns it. The equivalence checks themselves
-(pre-filter, ROUGE-1, the trained pair classifier) need models and live in the scoring layer
-(``pytest_novelty.scoring.equivalence``); this module only takes a callable.
+reference code github.com/novelty-bench/novelty-bench (``src/partition.py``, ``src/score.py``,
+``src/summarize.py``), whose stored scores in ``sample_data`` these functions reproduce exactly (the
+tests check every row). A *partition* is one class id per generation, numbered 0, 1, 2, ... in order
+of first appearance ("canonical"). The equivalence checks are in ``pytest_novelty.scoring.equivalence``.
+NoveltyBench samples k = 10 answers at temperature 1.0 (512 new tokens); these metrics take any k.
 """
 
 from __future__ import annotations
@@ -21,9 +17,6 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pytest_novelty.metrics._validate import as_vector, check_fraction
-
-# NoveltyBench's own protocol samples k = 10 answers per prompt at temperature 1.0, up to 512 new
-# tokens; a suite sets its own (``[generation] samples``), and these metrics take any k.
 
 #: Patience p of utility_k: the weight of the i-th generation is p**i.
 DEFAULT_PATIENCE = 0.8
@@ -45,19 +38,11 @@ class BatchEquivalence(Protocol):
 
 
 def partition(generations: Sequence[str], equivalent: Equivalence | BatchEquivalence) -> list[int]:
-    """Greedy, order-dependent partition of generations into equivalence classes.
-
-    Walk the generations in order. An unassigned generation opens a new class (ids 0, 1, 2, ... in
-    order of first appearance) and becomes its representative; every later unassigned generation
-    joins that class when ``equivalent(representative, generation)`` is true. Equivalence is only
-    ever tested against a class's first member, as in the reference's ``partition_responses``, so
-    the result depends on the order and the check need not be transitive.
-
-    When ``equivalent`` has a ``matches(representative, candidates)`` method (the
-    :class:`BatchEquivalence` protocol), all unassigned later generations are checked against a new
-    representative in one call. The result is identical: each comparison involves only the
-    representative and one candidate, and a candidate's assignment in this round does not change
-    which other candidates are compared.
+    """Greedy, order-dependent partition into equivalence classes (the reference's
+    ``partition_responses``): each unassigned generation opens a class, and every later unassigned
+    one that is ``equivalent`` to it joins. Only a class's first member is compared, so the check
+    need not be transitive. A :class:`BatchEquivalence` compares a representative with all the
+    waiting candidates in one call, with the same result.
     """
     texts = list(generations)
     if not texts:
@@ -76,10 +61,8 @@ def partition(generations: Sequence[str], equivalent: Equivalence | BatchEquival
             if isinstance(equivalent, BatchEquivalence):
                 verdicts = list(equivalent.matches(representative, candidates))
                 if len(verdicts) != len(candidates):
-                    raise ValueError(
-                        f"equivalent.matches returned {len(verdicts)} answers "
-                        f"for {len(candidates)} candidates"
-                    )
+                    raise ValueError(f"equivalent.matches returned {len(verdicts)} answers for {len(candidates)} "
+                                     "candidates")
             else:
                 verdicts = [equivalent(representative, candidate) for candidate in candidates]
             for later, same in zip(waiting, verdicts, strict=True):
@@ -110,33 +93,22 @@ def _check_partition(labels: Sequence[int]) -> list[int]:
 
 
 def distinct_k(labels: Sequence[int]) -> int:
-    """Number of equivalence classes among the k generations (NoveltyBench's distinct_k).
-
-    The reference's ``partition.py`` stores ``distinct = max(partition)``, one less than the number
-    of classes; its summary (``summarize.py``) counts classes via ``len(partition_scores)``. We
-    return the number of classes, which is what the summary and the paper report.
-    """
+    """Number of equivalence classes among the k generations (NoveltyBench's distinct_k), as the
+    summary and the paper report it (the reference's ``partition.py`` stores one less)."""
     return max(_check_partition(labels)) + 1
 
 
 def utility_k(labels: Sequence[int], scores: ArrayLike, patience: float = DEFAULT_PATIENCE) -> float:
     """Patience-weighted utility of k generations (NoveltyBench's utility_k).
 
-    utility = Σ_i p^i g_i / Σ_i p^i over i = 0 .. k−1, where k is the number of generations, p is the
-    patience and g_i is the quality score of generation i when it is the first member of its class
-    and 0 otherwise: a user reading the generations in order gains only from each new class.
+    utility = Σ_i p^i g_i / Σ_i p^i over i = 0 .. k−1, p the patience and g_i the score of generation
+    i when it is the first of its class, else 0: a reader gains only from each new class. As in the
+    reference's ``score.py`` (first of its class: its id equals the classes seen before it, which a
+    canonical partition makes the same), computed as numpy's ``average`` does, so results agree to the
+    last bits. k is the generations given (NoveltyBench's human references have 8).
 
-    Matching the reference (``score.py``): generation i counts as the first of its class when its
-    class id equals the number of classes seen before it, which for a canonical partition is the
-    same as being first; we require a canonical partition so the two readings cannot differ. The
-    weighted mean is computed as numpy's ``average`` does (Σ w·g / Σ w), so results agree to the last
-    bits. k is the number of generations given, not a fixed 10 (NoveltyBench's human references
-    have 8).
-
-    ``scores`` has one value per generation on NoveltyBench's 1-10 scale. Only first members'
-    scores are used; the others may be anything, including 0 (the reference stores 0 there) or NaN
-    (not scored). First members' scores must lie in [0, 10]: the reference's scores are 1-10, and we
-    also accept 0 so that a quality in [0, 1] scaled by 10 can be passed as it is.
+    ``scores`` is on NoveltyBench's 1-10 scale; only first members' are read (others may be 0 or NaN)
+    and they must lie in [0, 10] (0 too, so a quality in [0, 1] times 10 passes as it is).
     """
     values = _check_partition(labels)
     graded = as_vector(scores, "scores")

@@ -23,12 +23,8 @@ DEFAULT_BOOTSTRAP_RESAMPLES = 10_000
 
 @dataclass(frozen=True)
 class PairedTest:
-    """Result of :func:`paired_test`: the mean paired difference b − a, its confidence interval and p-value.
-
-    ``n`` is the number of pairs used and ``dropped`` the number left out because either value was
-    NaN. ``ci_low`` and ``ci_high`` bound ``difference`` at level ``confidence`` (percentile
-    bootstrap over ``n_boot`` resamples); ``p_value`` is the two-sided paired t-test p-value.
-    """
+    """Result of :func:`paired_test`: the mean paired difference b − a, its interval and p-value, on
+    ``n`` pairs (``dropped``: the pairs with a NaN)."""
 
     difference: float
     ci_low: float
@@ -48,22 +44,15 @@ def paired_test(
     seed: int = 0,
     confidence: float = 0.95,
 ) -> PairedTest:
-    """Compare two paired samples (per-prompt values of a baseline ``a`` and a candidate ``b``).
+    """Compare per-prompt values of a baseline ``a`` and a candidate ``b``.
 
-    Definitions and choices:
-
-    * Pairs where either value is NaN are dropped (counted in ``dropped``); at least one pair must
-      remain.
-    * ``difference`` = mean(b_i − a_i): positive when the candidate ``b`` scores higher.
-    * Confidence interval: percentile bootstrap. Draw ``n_boot`` resamples of the n paired
-      differences with replacement (numpy's default generator seeded with ``seed``, so the interval
-      is reproducible), take the mean of each, and report the (1 − c)/2 and (1 + c)/2 quantiles
-      (numpy's default linear interpolation).
-    * p-value: two-sided paired t-test, ``scipy.stats.ttest_rel(b, a)``. scipy returns NaN when
-      all differences are equal (zero variance), so that case is handled here: all differences 0
-      gives p = 1 (no evidence of any change); all equal to a non-zero constant, with n ≥ 2, gives
-      p = 0 (the limit of the test as the variance goes to 0: an exact, consistent shift). With a
-      single non-zero pair no test is possible and p is NaN.
+    * Pairs with a NaN are dropped; at least one must remain.
+    * ``difference`` = mean(b_i − a_i): positive when ``b`` scores higher.
+    * Interval: the (1 − c)/2 and (1 + c)/2 quantiles (numpy's linear interpolation) of the means of
+      ``n_boot`` resamples of the differences (numpy's default generator seeded with ``seed``).
+    * p-value: two-sided ``scipy.stats.ttest_rel(b, a)``, which is NaN at zero variance, so: all
+      differences 0 gives p = 1; all equal to a non-zero constant with n ≥ 2 gives p = 0 (the test's
+      limit as the variance goes to 0); a single non-zero pair gives NaN.
     """
     first = as_vector(a, "a")
     second = as_vector(b, "b")
@@ -117,14 +106,8 @@ PAIRED_METHODS = ("t", "studentized", "percentile")
 
 @dataclass(frozen=True)
 class BootstrapTest:
-    """Result of :func:`paired_bootstrap`: the difference b − a of a statistic, its interval and p-value.
-
-    ``statistic`` names what was compared ("mean" or "top 10 %") and ``method`` how the interval
-    was made (one of :data:`PAIRED_METHODS`); ``n`` counts the prompts resampled;
-    ``ci_low``/``ci_high`` is the interval at ``confidence`` and ``p_value`` the two-sided p-value
-    of "no change" from the same resamples, so the interval excludes 0 exactly when p < 1 −
-    ``confidence`` (up to the quantile interpolation).
-    """
+    """Result of :func:`paired_bootstrap`: the change b − a of ``statistic`` ("mean" or "top 10 %") on
+    ``n`` prompts, its interval by ``method`` and the p-value of "no change" from the same resamples."""
 
     statistic: str
     difference: float
@@ -143,8 +126,7 @@ class BootstrapTest:
 
 @dataclass(frozen=True)
 class PairedStatistic:
-    """The change b − a of a statistic as a function of the prompts' multiplicities (what the
-    bootstrap resamples), on ``n`` prompts; ``bounds`` is the range the change can take and ``name``
+    """The change b − a as a :class:`ClusterStatistic` on ``n`` prompts, the range it can take and
     what is compared ("mean" or "top 10 %")."""
 
     statistic: ClusterStatistic
@@ -156,16 +138,14 @@ class PairedStatistic:
 def paired_statistic(a: ArrayLike, b: ArrayLike, top_fraction: float | None = None) -> PairedStatistic:
     """The paired change from baseline ``a`` to candidate ``b``, rows being prompts paired by position.
 
-    * ``top_fraction=None``: ``a`` and ``b`` hold one value per prompt (the per-prompt means of its
-      samples); prompts where either is NaN are dropped; the statistic is the mean, so Δ is the mean
-      per-prompt difference, bounded by the smallest and largest difference.
-    * ``top_fraction=f``: ``a`` and ``b`` are (prompts × samples) per-generation values; the
-      statistic is the difference of :func:`~pytest_novelty.metrics.stats.top_fraction_mean` over
-      all generations of the drawn prompts (the ``top10_novelty`` statistic for f = 0.1), NaN values
-      left out, bounded by b's extremes minus a's.
+    * ``top_fraction=None``: one value per prompt (the mean of its samples), pairs with a NaN
+      dropped; Δ is the mean difference, bounded by the smallest and largest difference.
+    * ``top_fraction=f``: (prompts × samples) values; Δ is the difference of
+      :func:`~pytest_novelty.metrics.stats.top_fraction_mean` over the drawn prompts' generations
+      (``top10_novelty`` for f = 0.1), NaN left out, bounded by b's extremes minus a's.
 
-    Both are linearised, so a studentized interval or a sequential look can use their standard
-    error. ``ValueError`` for unpaired input or fewer than two prompts.
+    Both are linearised (a studentized interval or a sequential look uses their SE). ``ValueError``
+    for unpaired input or fewer than two prompts.
     """
     first = np.asarray(a, dtype=float)
     second = np.asarray(b, dtype=float)
@@ -203,23 +183,16 @@ def paired_bootstrap(
     confidence: float = 0.95,
     method: str = "t",
 ) -> BootstrapTest:
-    """Paired bootstrap of :func:`paired_statistic`, the change of a statistic from baseline ``a`` to
-    candidate ``b``: each resample draws prompts with replacement (numpy's default generator seeded
-    with ``seed``) and recomputes the statistic of both on the same prompts, every sample of a drawn
-    prompt with it (clustered: samples of a prompt are correlated), so the interval is that of the
-    gated statistic itself.
+    """The clustered bootstrap of :func:`paired_statistic` from baseline ``a`` to candidate ``b``: each
+    resample draws prompts (every sample with its prompt) and recomputes both sides on them.
 
-    The interval (``method``, see :mod:`pytest_novelty.metrics.bootstrap`): ``"t"``, the default,
-    is Δ ± t(n − 1, (1 + c)/2) · √(n/(n − 1)) · sd(Δ*), Student's t on the bootstrap standard error
-    (for a mean, the paired t-test up to the Monte Carlo error of sd(Δ*)). In simulation under "no
-    change" it raised 4.7 % false alarms (two-sided, nominal 5 %) on 10 prompts (a q@Tail tail),
-    where the ``"percentile"`` interval, this function's method before, raised 10 %; on 100 prompts
-    all methods are near 5 %. ``"studentized"`` (the bootstrap-t) is offered too; for the paired
-    top-10 % change it is fragile where few prompts hold the best generations, so it is not the
-    default here. The interval is clipped to the range the change can take. A change is significant
-    when the interval excludes 0 (:meth:`BootstrapTest.excludes_zero`; the gate asks for the bad
-    side of 0); the same resamples give the p-value, which agrees with it. At least two prompts are
-    needed; ``ValueError`` when no resample has values on both sides.
+    ``method`` (:mod:`pytest_novelty.metrics.bootstrap`): ``"t"``, the default, is
+    Δ ± t(n − 1, (1 + c)/2) · √(n/(n − 1)) · sd(Δ*) (for a mean, the paired t-test up to Monte Carlo
+    error). Under "no change" it raised 4.7 % false alarms (two-sided, nominal 5 %) on 10 prompts (a
+    q@Tail tail), ``"percentile"`` 10 %; on 100 prompts all methods are near 5 %. ``"studentized"`` is
+    fragile for the top-10 % change where few prompts hold the best generations. The interval is
+    clipped to the change's range; the p-value agrees with it. ``ValueError`` when no resample has
+    values on both sides.
     """
     level = check_confidence(confidence)
     check_resamples(n_boot)

@@ -1,8 +1,7 @@
 """Suite-level statistics: NaN-aware means, the top-fraction mean and Holm's correction.
 
-A suite's per-item values (novelty, originality, quality) may contain NaN for items that could not be
-scored; every function here says what it does with them, and the mean helper reports how many it
-left out so the report can show it. Comparing two checkpoints on the same prompts is :mod:`.paired`.
+NaN marks an item that could not be scored; each function says what it does with it. Comparing two
+checkpoints on the same prompts is :mod:`.paired`.
 """
 
 from __future__ import annotations
@@ -26,12 +25,8 @@ class MeanSummary:
 
 
 def mean_excluding_nan(values: ArrayLike) -> MeanSummary:
-    """Mean of the non-NaN values of a one-dimensional sequence, and the number of NaNs left out.
-
-    NaN marks an unscored or too-short item; it is left out of the mean and counted in
-    ``excluded``. When every value is NaN the mean is NaN and ``count`` is 0. Empty input raises
-    ``ValueError``: a suite with no items is a configuration mistake, not a zero.
-    """
+    """Mean of the non-NaN values of a vector and the NaNs left out (all NaN: mean NaN, count 0).
+    Empty input raises ``ValueError``: a suite with no items is a configuration mistake, not a zero."""
     array = as_vector(values, "values")
     present = array[~np.isnan(array)]
     mean = float(present.mean()) if present.size else float("nan")
@@ -41,14 +36,10 @@ def mean_excluding_nan(values: ArrayLike) -> MeanSummary:
 def top_fraction_mean(values: ArrayLike, fraction: float = 0.1) -> float:
     """Mean of the highest ceil(fraction × m) values, where m is the number of non-NaN values.
 
-    This is the "top 10 %" statistic of a suite (``fraction=0.1``): how good the best outputs are,
-    which a plain mean hides when most outputs are ordinary. Choices:
-
-    * NaN values are left out before counting, so m counts scored items only; when every value is
-      NaN the result is NaN.
-    * The count is rounded up, so at least one value is always used and ``fraction=1`` gives the
-      plain mean. ceil is taken on the decimal value of ``fraction`` (0.1 × 30 is 3, not 4).
-    * Ties at the cut-off do not matter: equal values contribute equally whichever is taken.
+    A suite's "top 10 %" (``fraction=0.1``): how good the best outputs are, which a plain mean hides.
+    NaN is left out before counting (all NaN: NaN); rounding up uses at least one value, and ceil is
+    taken on the decimal value of ``fraction`` (0.1 × 30 is 3, not 4); ties at the cut-off do not
+    matter.
     """
     array = as_vector(values, "values")
     share = check_fraction(fraction, "fraction")
@@ -63,13 +54,10 @@ def top_fraction_mean(values: ArrayLike, fraction: float = 0.1) -> float:
 def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
     """Holm's step-down rejections at family-wise error rate ``alpha``, in the order given.
 
-    Sort the m p-values ascending, p₍₁₎ ≤ … ≤ p₍ₘ₎; reject the hypotheses of p₍₁₎ … p₍ₖ₎ where k is
-    the largest index with p₍ⱼ₎ ≤ α/(m − j + 1) for every j ≤ k (Holm 1979, "A simple sequentially
-    rejective multiple test procedure"). The probability of any false rejection among all m tests
-    is then at most α, whatever their dependence, which is what a run of many regression cases
-    needs: each case at α alone makes an unchanged checkpoint fail a run of 18 cases about one time
-    in three. NaN (no test possible) is never rejected and still counts in m (the cautious
-    reading). Equivalent to ``holm_adjusted(p) <= alpha``.
+    With p₍₁₎ ≤ … ≤ p₍ₘ₎, reject p₍₁₎ … p₍ₖ₎ for the largest k with p₍ⱼ₎ ≤ α/(m − j + 1) for every
+    j ≤ k (Holm 1979): any false rejection among the m tests has probability at most α, whatever their
+    dependence (each of 18 cases at α alone fails an unchanged checkpoint about one run in three).
+    NaN is never rejected and counts in m. Equivalent to ``holm_adjusted(p) <= alpha``.
     """
     level = check_fraction(alpha, "alpha")
     return [p <= level for p in holm_adjusted(p_values)]
@@ -78,8 +66,7 @@ def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
 def holm_adjusted(p_values: Sequence[float]) -> list[float]:
     """Holm-adjusted p-values, in the order given: p̃₍ⱼ₎ = max over i ≤ j of min(1, (m − i + 1)·p₍ᵢ₎).
 
-    A case's adjusted p-value is the smallest family-wise α at which :func:`holm` rejects it, so a
-    report can print one number per case. NaN stays NaN (and counts in m).
+    Each is the smallest family-wise α at which :func:`holm` rejects it. NaN stays NaN (and counts in m).
     """
     values = np.asarray(list(p_values), dtype=float)
     if values.ndim != 1:

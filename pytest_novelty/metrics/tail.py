@@ -1,25 +1,20 @@
 """q@Tail(α): quality on the long tail of prompts, with Novelty Overall and Novelty at Peak beside it.
 
 Source: Wang, Huang, Padmakumar and Lee (2026), "Evaluating LLM Creativity through Long-Tail
-Performance". No reference code is public; this module is our implementation of the definition,
-with every choice stated where it is made:
+Performance". No reference code is public; this is our implementation of the definition:
 
-* text novelty is the fraction of a text's 4-grams absent from a reference corpus (the paper used
-  the Pile); the originality engine computes it, this module only takes the numbers;
-* a prompt's score s_j is the mean of two parts, the novelty of the prompt itself and the mean output
-  novelty of a frozen reference pool of models and samples on that prompt (:func:`prompt_scores`);
-* the tail is the ceil(α·N) prompts with the highest s_j, the peak the ceil(α·N) with the lowest
-  (the most common prompts); both are read off one ranking whose ties are broken by prompt id, so
-  the selection does not depend on the order the prompts are listed in;
-* q@Tail is the mean quality of the candidate on the tail; Novelty Overall and Novelty at Peak are
-  the candidate's mean output novelty over all prompts and over the peak
-  (:func:`novelty_overall`, :func:`novelty_at_peak`), per-prompt means averaged over prompts, so
-  every prompt weighs alike whatever its number of samples;
-* n-grams are of order :data:`NGRAM_ORDER` (4), for the prompts' own novelty and the outputs' alike.
+* text novelty is the fraction of a text's 4-grams (:data:`NGRAM_ORDER`, for prompts and outputs
+  alike) absent from a reference corpus (the paper used the Pile), computed by the originality engine;
+* a prompt's score s_j is the mean of the prompt's own novelty and the mean output novelty of a
+  frozen reference pool of models on it (:func:`prompt_scores`);
+* the tail is the ceil(α·N) prompts with the highest s_j, the peak the ceil(α·N) lowest (the most
+  common prompts), read off one ranking whose ties are broken by prompt id;
+* q@Tail is the candidate's mean quality on the tail; Novelty Overall and Novelty at Peak its mean
+  output novelty over all prompts and over the peak, per-prompt means averaged, so every prompt
+  weighs alike whatever its samples.
 
-The pool is frozen and the selected ids are stored by the caller, so every candidate checkpoint is
-judged on the same prompts. Per-prompt values are passed either as a mapping from prompt id to value
-or as an array aligned with ``prompt_ids``.
+The caller stores the selected ids, so every candidate is judged on the same prompts. Per-prompt
+values are a mapping from prompt id or an array aligned with ``prompt_ids``.
 """
 
 from __future__ import annotations
@@ -46,14 +41,11 @@ NGRAM_ORDER = 4
 
 
 def prompt_scores(input_novelty: ArrayLike, pool_novelty: Sequence[ArrayLike]) -> NDArray[np.float64]:
-    """Per-prompt long-tail score s_j = (input novelty_j + mean pool output novelty_j) / 2.
+    """Per-prompt score s_j = (input novelty_j + mean pool output novelty_j) / 2, all in [0, 1].
 
-    ``input_novelty[j]`` is the novelty of prompt j's text; ``pool_novelty[j]`` holds the output
-    novelty of every reference-pool sample for prompt j (a single number is accepted too). All
-    values lie in [0, 1], so s_j does as well. NaN outputs are left out of the pool mean (the
-    suite layer passes too-short outputs as 0, not NaN: see :mod:`pytest_novelty.metrics.suite`);
-    s_j is NaN when the prompt's novelty is NaN or no pool output was scored,
-    and :func:`tail_prompts` refuses NaN scores, so such prompts must be scored or dropped first.
+    ``pool_novelty[j]`` holds the novelty of every pool sample for prompt j (or one number). NaN
+    outputs are left out of the pool mean (the suite layer passes too-short ones as 0); s_j is NaN
+    when the prompt's novelty is NaN or no output was scored, and :func:`tail_prompts` refuses it.
     """
     prompts = as_vector(input_novelty, "input_novelty")
     check_range(prompts, "input_novelty", 0.0, 1.0)
@@ -89,23 +81,16 @@ def _ranked(prompt_ids: Sequence[str], scores: ArrayLike, alpha: float, *, highe
 
 
 def tail_prompts(prompt_ids: Sequence[str], scores: ArrayLike, alpha: float) -> tuple[str, ...]:
-    """Ids of the long tail: the ceil(α·N) prompts with the highest score s_j, highest first.
-
-    The prompts are ranked once, by score descending and, among equal scores, by prompt id
-    ascending (string order); the tail is the head of that ranking. The result therefore depends
-    only on the (id, score) pairs, not on the order they are listed in. α must lie in (0, 1]; ceil
-    is taken on the decimal value of α. Ids must be unique strings and no score may be NaN.
-    """
+    """Ids of the long tail: the ceil(α·N) prompts with the highest score s_j, highest first, equal
+    scores by prompt id ascending, so only the (id, score) pairs matter. α in (0, 1], ceil taken on
+    its decimal value; ids unique strings, no score NaN."""
     return _ranked(prompt_ids, scores, alpha, highest=True)
 
 
 def peak_prompts(prompt_ids: Sequence[str], scores: ArrayLike, alpha: float) -> tuple[str, ...]:
-    """Ids of the peak: the ceil(α·N) prompts with the lowest score s_j (the most common), lowest first.
-
-    The peak is the end of the same ranking as :func:`tail_prompts`, read backwards: among equal
-    scores the larger id comes first. Using one ranking keeps tail and peak disjoint whenever
-    2·ceil(α·N) ≤ N, even when many scores are tied. Validation as in :func:`tail_prompts`.
-    """
+    """Ids of the peak: the ceil(α·N) prompts with the lowest score s_j (the most common), lowest
+    first: :func:`tail_prompts`'s ranking read backwards, so tail and peak are disjoint whenever
+    2·ceil(α·N) ≤ N, however many scores tie."""
     return _ranked(prompt_ids, scores, alpha, highest=False)
 
 
@@ -145,35 +130,20 @@ def _subset_mean(by_id: dict[str, float], subset: Iterable[str], name: str) -> f
     return float(present.mean()) if present.size else float("nan")
 
 
-def q_at_tail(
-    quality: PerPrompt, tail_ids: Iterable[str], *, prompt_ids: Sequence[str] | None = None
-) -> float:
-    """q@Tail: the candidate's mean per-prompt quality over the tail prompts.
-
-    ``quality`` maps prompt id to the candidate's quality on that prompt (or is an array aligned with
-    ``prompt_ids``); it may cover more prompts than the tail. Every tail id must have a value; NaN
-    values (unscored) are left out of the mean, and the result is NaN when all are NaN.
-    """
+def q_at_tail(quality: PerPrompt, tail_ids: Iterable[str], *, prompt_ids: Sequence[str] | None = None) -> float:
+    """q@Tail: the candidate's mean per-prompt quality over the tail prompts, each of which needs a
+    value in ``quality`` (which may hold more); NaN left out (all NaN: NaN)."""
     return _subset_mean(_values_by_id(quality, prompt_ids, "quality"), tail_ids, "quality")
 
 
 def novelty_overall(novelty: PerPrompt, *, prompt_ids: Sequence[str] | None = None) -> float:
-    """Novelty Overall: the candidate's mean per-prompt output novelty over every prompt.
-
-    ``novelty`` maps prompt id to the prompt's mean output novelty (or is an array aligned with
-    ``prompt_ids``); NaN values are left out, the result is NaN when all are NaN. It does not depend
-    on α: the paper reports it beside q@Tail(α) to show what a plain average says.
-    """
+    """Novelty Overall: the candidate's mean per-prompt output novelty over every prompt (NaN left
+    out), which the paper reports beside q@Tail(α) to show what a plain average says."""
     by_id = _values_by_id(novelty, prompt_ids, "novelty")
     return _subset_mean(by_id, by_id, "novelty")
 
 
-def novelty_at_peak(
-    novelty: PerPrompt, peak_ids: Iterable[str], *, prompt_ids: Sequence[str] | None = None
-) -> float:
-    """Novelty at Peak: the candidate's mean per-prompt output novelty over the peak prompts.
-
-    The peak is the ceil(α·N) most common prompts (:func:`peak_prompts`), where a model that copies
-    its training data looks most like it; validation and NaN handling as in :func:`q_at_tail`.
-    """
+def novelty_at_peak(novelty: PerPrompt, peak_ids: Iterable[str], *, prompt_ids: Sequence[str] | None = None) -> float:
+    """Novelty at Peak: the mean per-prompt output novelty over the peak (:func:`peak_prompts`),
+    where a model that copies its training data looks most like it; as :func:`q_at_tail` otherwise."""
     return _subset_mean(_values_by_id(novelty, prompt_ids, "novelty"), peak_ids, "novelty")

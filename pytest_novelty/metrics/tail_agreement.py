@@ -1,36 +1,28 @@
 """Does a suite's tail mean what q@Tail's paper says it means? Agreement with a reference ranking, bin by bin.
 
 Source: Wang, Huang, Padmakumar and Lee (2026), "Evaluating LLM Creativity through Long-Tail
-Performance". Their evidence for q@Tail: within a benchmark, split the prompts into equal bins from
-the peak to the tail by the shared prompt score s_j, rank the models by their mean quality in each
-bin, and compare each bin's ranking with a human one (Kendall's τ); the most-tail bins agreed with
-people better than the peak bins. :func:`tail_agreement` computes exactly that for any suite,
-models and reference, with these choices:
+Performance". Their evidence for q@Tail: split a benchmark's prompts into equal bins from the peak
+to the tail by the prompt score s_j, rank the models by mean quality in each bin, and compare with a
+human ranking (Kendall's τ): the tail bins agreed with people better. :func:`tail_agreement` does
+that for any suite, models and reference:
 
-* **Bins**: the prompts with a score, ordered from the peak (lowest s_j) to the tail (highest), ties
-  in s_j ordered as :func:`~pytest_novelty.metrics.tail.peak_prompts` orders them (the ranking by
-  score, then id, read from its low end), split into B consecutive bins of sizes that differ by at
-  most one (``numpy.array_split``: the first bins take the extra prompts). Bin 1 is the peak, bin
-  B the tail.
-* **A model's quality in a bin**: the mean over the bin's prompts of its per-prompt mean quality,
-  unscored prompts (NaN) left out; a model with no scored prompt in a bin is left out of that bin's τ.
-* **τ**: Kendall's τ-b between the models' bin means and the reference, the variant that corrects
-  for ties (two models with the same mean, or the same reference rank, count as neither concordant
-  nor discordant and shrink the denominator): τ_b = (n_c − n_d) / √((n_0 − n_x)(n_0 − n_y)), n_0
-  the pairs of models, n_x and n_y the pairs tied in one ranking. The point value is
-  ``scipy.stats.kendalltau(..., variant="b")``; the resamples use the same formula, vectorised
-  (:func:`kendall_tau_b`, checked against scipy's in the tests). NaN when either side is constant.
-* **Interval**: a bootstrap over prompts, stratified by bin (each resample draws every bin's prompts
-  with replacement from that bin, so a bin's interval reflects its own prompts only), the
-  percentile interval at ``confidence`` of the defined resamples: τ over a handful of models takes
-  few values and is bounded, where a percentile interval stays inside [−1, 1] and a t interval need
-  not. It is widened to contain τ itself where the resamples' quantiles fall on one side of it (few
-  models, few prompts), as the package's other intervals are. Numpy's default generator seeded
-  with ``seed``, so a rerun gives the same interval.
-* **q@Tail(α)**: the same τ for the models' mean quality on the tail, the ceil(α·N) highest-scored
-  prompts (:func:`~pytest_novelty.metrics.tail.tail_prompts`), its interval resampling those prompts.
-* **The reference**: higher is better (a score, e.g. an arena rating); a rank (1 = best) is turned
-  into a score by negating it (:func:`reference_scores`).
+* **Bins**: the scored prompts from the peak (lowest s_j) to the tail, ties ordered as
+  :func:`~pytest_novelty.metrics.tail.peak_prompts` orders them, split by ``numpy.array_split`` into
+  B bins whose sizes differ by at most one (the first take the extra prompts). Bin 1 is the peak.
+* **A model's quality in a bin**: the mean of its per-prompt mean quality, NaN left out; a model with
+  no scored prompt in a bin is left out of that bin's τ.
+* **τ**: Kendall's τ-b, τ_b = (n_c − n_d) / √((n_0 − n_x)(n_0 − n_y)), n_0 the pairs of models, n_x
+  and n_y the pairs tied in one ranking (ties are neither concordant nor discordant). The point value
+  is ``scipy.stats.kendalltau(..., variant="b")``, the resamples use :func:`kendall_tau_b` (checked
+  against scipy's in the tests). NaN when either side is constant.
+* **Interval**: a bootstrap over prompts stratified by bin (a bin's interval reflects its own
+  prompts), the percentile interval of the defined resamples, which stays inside [−1, 1] where a t
+  interval need not; widened to contain τ, as the package's other intervals are. Numpy's default
+  generator seeded with ``seed``.
+* **q@Tail(α)**: the same τ on the tail, the ceil(α·N) highest-scored prompts
+  (:func:`~pytest_novelty.metrics.tail.tail_prompts`).
+* **The reference**: higher is better (a score, e.g. an arena rating); a rank (1 = best) is negated
+  (:func:`reference_scores`).
 """
 
 from __future__ import annotations
@@ -55,11 +47,8 @@ DEFAULT_RESAMPLES = 2000
 
 @dataclass(frozen=True)
 class BinAgreement:
-    """τ of one set of prompts (a bin, or q@Tail's tail) with the reference, and its interval.
-
-    ``means`` holds each model's mean quality on these prompts (NaN: none scored); ``low`` and
-    ``high`` bound τ at the result's confidence (NaN when too few resamples are defined).
-    """
+    """τ of one set of prompts (a bin, or q@Tail's tail) with the reference, its interval (NaN with too
+    few defined resamples), and each model's mean quality on them (NaN: none scored)."""
 
     label: str
     prompts: int
@@ -168,12 +157,9 @@ def tail_agreement(
     seed: int = 0,
 ) -> TailAgreement:
     """Kendall's τ-b of the models' mean quality with ``reference``, per bin from peak to tail and on
-    q@Tail(α)'s tail (see the module doc for every choice).
-
-    ``scores`` is the shared prompt score s_j aligned with ``prompt_ids`` (NaN: unranked, left out);
-    ``quality`` is (models × prompts) per-prompt mean quality (NaN: unscored); ``reference`` one
-    number per model, higher better (:func:`reference_scores`). Raises ``ValueError`` for fewer than
-    three models, fewer than one prompt per bin, or misaligned inputs.
+    q@Tail(α)'s tail (module doc). ``scores`` is s_j by prompt (NaN: unranked), ``quality`` (models ×
+    prompts) per-prompt mean quality. ``ValueError`` for fewer than three models, fewer than one
+    prompt per bin, or misaligned inputs.
     """
     ids = [str(i) for i in prompt_ids]
     values = as_vector(scores, "scores")

@@ -3,32 +3,25 @@
 Source: Wang, Huang, Padmakumar and Lee (2026), "Evaluating LLM Creativity through Long-Tail
 Performance". One ranking of a benchmark's prompts serves every model judged on it: prompt j's
 score is s_j = (input novelty_j + pool output novelty_j) / 2
-(:func:`pytest_novelty.metrics.tail.prompt_scores`), the pool being a fixed set of evaluated models,
-and the tail and the peak are read off that ranking. :func:`rank_pool` builds it from the pool's
-per-generation originality; the choices, each made once here:
+(:func:`pytest_novelty.metrics.tail.prompt_scores`), the pool a fixed set of evaluated models, and
+the tail and the peak are read off that ranking. :func:`rank_pool` builds it:
 
 * **Novelty** is originality at n = :data:`~pytest_novelty.metrics.tail.NGRAM_ORDER` (4) against one
-  reference index for every member, an output too short for a 4-gram counting as 0 (it has no unseen
-  4-gram), exactly as the metrics step counts it (:mod:`pytest_novelty.metrics.suite`).
-* **The pool's novelty of a prompt** is the mean over members of each member's mean over its own
-  samples: every member weighs alike, so a member that wrote more answers does not pull the ranking
-  towards itself. These member means are what :func:`prompt_scores` receives for each prompt.
-* **NaN**: a prompt whose own text holds no n-gram of order n has no input novelty and so no score.
-  It is left out of the ranking (the metrics step does the same for a checkpoint's own tail) and
-  listed in :attr:`PoolRanking.unranked`; α is then a share of the N ranked prompts.
-* **Ties**: the ranking is by score descending, then by prompt id ascending (the rule of
-  :func:`~pytest_novelty.metrics.tail.tail_prompts`), so equal scores never depend on the order the
-  prompts are listed in. :meth:`PoolRanking.ties_at_cut` counts the prompts whose score equals the
-  score at a cut while they fall on both sides of it: the cut there is decided by id, and a caller
-  should say so.
-* **Members that disagree**: the pool is kept as it is, equal weights, because averaging over models
-  that rank prompts differently is what a pool is for (a tail of one model is that model's own taste).
-  How far they disagree is measured instead, by :func:`member_agreement` (Kendall's τ-b between every
-  two members' per-prompt output novelty; τ-b because novelty has ties, among them the many
-  prompts at 0) and :func:`tail_overlap` (the share of the pool's tail each member's own ranking puts
-  in its own tail). A pair below :data:`DISAGREEING_TAU`, or a member whose own tail holds less than
-  :data:`DISAGREEING_OVERLAP` of the pool's, is named by :func:`disagreements` for the caller to
-  report; a tail that rests on members which disagree is worth widening the pool for.
+  index for every member, an output too short for a 4-gram counting as 0, as the metrics step
+  counts it.
+* **The pool's novelty of a prompt** is the mean over members of each member's mean over its
+  samples: a member that wrote more answers does not pull the ranking towards itself.
+* **NaN**: a prompt whose text holds no 4-gram has no score; it is left out of the ranking (listed in
+  :attr:`PoolRanking.unranked`), and α is a share of the N ranked prompts.
+* **Ties**: by score descending, then prompt id ascending (as
+  :func:`~pytest_novelty.metrics.tail.tail_prompts` ranks). :meth:`PoolRanking.ties_at_cut` counts
+  the prompts tied at a cut on both sides of it, where the id decides, for the caller to say so.
+* **Members that disagree**: the pool keeps equal weights, since averaging over models that rank
+  prompts differently is what a pool is for. The disagreement is measured: :func:`member_agreement`
+  (Kendall's τ-b of every two members' per-prompt novelty; τ-b for the ties, among them the many
+  prompts at 0) and :func:`tail_overlap` (the share of the pool's tail in each member's own tail).
+  :func:`disagreements` names a pair below :data:`DISAGREEING_TAU` or a member below
+  :data:`DISAGREEING_OVERLAP`, a sign that the pool is worth widening.
 """
 
 from __future__ import annotations
@@ -40,16 +33,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pytest_novelty.metrics._validate import as_float_array, as_vector, ceil_fraction, check_fraction
+from pytest_novelty.metrics.agreement import kendall
 from pytest_novelty.metrics.novelty import originality_counting_short
 from pytest_novelty.metrics.tail import peak_prompts, prompt_scores, tail_prompts
 
 __all__ = [
-    "DISAGREEING_OVERLAP",
-    "DISAGREEING_TAU",
-    "PoolRanking",
-    "disagreements",
-    "member_agreement",
-    "rank_pool",
+    "DISAGREEING_OVERLAP", "DISAGREEING_TAU", "PoolRanking", "disagreements", "member_agreement", "rank_pool",
     "tail_overlap",
 ]
 
@@ -64,12 +53,8 @@ DISAGREEING_OVERLAP = 0.5
 
 @dataclass(frozen=True)
 class PoolRanking:
-    """A suite's prompts scored by a pool (see the module doc).
-
-    ``input_novelty`` and ``scores`` are aligned with ``prompt_ids`` (NaN: no n-gram of order n in the
-    prompt, so no score); ``member_novelty`` is (members × prompts), each member's mean output novelty
-    per prompt, too-short outputs as 0.
-    """
+    """A suite's prompts scored by a pool: ``input_novelty`` and ``scores`` by prompt (NaN: unranked),
+    ``member_novelty`` (members × prompts) each member's mean output novelty."""
 
     prompt_ids: tuple[str, ...]
     input_novelty: Array
@@ -133,15 +118,9 @@ class PoolRanking:
         return tail_prompts(ids, own[keep], alpha) if ids else ()
 
 
-def rank_pool(
-    prompt_ids: Sequence[str], input_novelty: ArrayLike, members: Sequence[ArrayLike]
-) -> PoolRanking:
-    """Score every prompt by the pool ``members`` (see the module doc for each choice).
-
-    ``input_novelty`` is each prompt's own novelty at n = 4 (NaN: no 4-gram); each entry of
-    ``members`` is one model's (prompts × samples) output originality at n = 4 (NaN: too short for
-    a 4-gram, counted as 0). Raises ``ValueError`` for an empty pool or misaligned shapes.
-    """
+def rank_pool(prompt_ids: Sequence[str], input_novelty: ArrayLike, members: Sequence[ArrayLike]) -> PoolRanking:
+    """Score every prompt by the pool ``members`` (module doc), each one model's (prompts × samples)
+    output originality at n = 4. ``ValueError`` for an empty pool or misaligned shapes."""
     ids = tuple(str(i) for i in prompt_ids)
     prompts = as_vector(input_novelty, "input_novelty")
     if prompts.size != len(ids):
@@ -161,25 +140,12 @@ def rank_pool(
     return PoolRanking(ids, prompts, member_novelty, scores)
 
 
-def _tau_b(a: Array, b: Array) -> float:
-    """Kendall's τ-b of two aligned vectors (NaN when either is constant)."""
-    from scipy import stats  # imported here: scipy is slow to import
-
-    if np.all(a == a[0]) or np.all(b == b[0]):
-        return float("nan")
-    return float(stats.kendalltau(a, b, variant="b").statistic)
-
-
 def member_agreement(ranking: PoolRanking) -> list[tuple[int, int, float]]:
     """Kendall's τ-b of every two members' per-prompt output novelty, over the ranked prompts:
     ``(i, j, τ)`` for i < j (τ NaN where a member's novelty is the same on every prompt)."""
-    keep = ~np.isnan(ranking.scores)
-    values = ranking.member_novelty[:, keep]
-    out = []
-    for i in range(ranking.members):
-        for j in range(i + 1, ranking.members):
-            out.append((i, j, _tau_b(values[i], values[j]) if values.shape[1] > 1 else float("nan")))
-    return out
+    values = ranking.member_novelty[:, ~np.isnan(ranking.scores)]
+    pairs = [(i, j) for i in range(ranking.members) for j in range(i + 1, ranking.members)]
+    return [(i, j, kendall(values[i], values[j]) if values.shape[1] > 1 else float("nan")) for i, j in pairs]
 
 
 def tail_overlap(ranking: PoolRanking, alpha: float) -> list[float]:
@@ -191,9 +157,8 @@ def tail_overlap(ranking: PoolRanking, alpha: float) -> list[float]:
 
 
 def disagreements(ranking: PoolRanking, alpha: float, names: Sequence[str] | None = None) -> list[str]:
-    """What a caller should report about members that rank the prompts unlike the pool (module doc):
-    one phrase per pair below :data:`DISAGREEING_TAU` and per member below :data:`DISAGREEING_OVERLAP`,
-    each member called by its entry of ``names`` (default ``member 0``, ``member 1``, ...)."""
+    """One phrase per pair below :data:`DISAGREEING_TAU` and per member below
+    :data:`DISAGREEING_OVERLAP`, each member called by ``names`` (default ``member 0``, ...)."""
     called = list(names) if names is not None else [f"member {m}" for m in range(ranking.members)]
     if len(called) != ranking.members:
         raise ValueError(f"{len(called)} names for {ranking.members} members")

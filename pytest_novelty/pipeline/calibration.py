@@ -4,14 +4,11 @@ A calibration file is JSON Lines, one graded response per line::
 
     {"id": "q1-a", "prompt": "...", "response": "...", "human": 4, "group": "q1", "meta": {...}}
 
-``human`` is a number on any scale (only its order matters to the statistics); ``group`` is
-optional and names the prompt a response answers, so that responses to one prompt are ranked
-against each other; ``meta`` optionally carries the task hints a judge reads (as in
-``pytest-novelty judge``). Other fields are ignored.
-
-:func:`calibrate` scores the items with a judge (its own cache and budget apply) and measures the
-agreement of the scored ones with :func:`pytest_novelty.metrics.agreement.agreement`; unscored
-items are counted and left out, never read as 0.
+``human`` is a number on any scale (only its order matters); the optional ``group`` names the prompt
+a response answers, so responses to one prompt are ranked against each other; ``meta`` optionally
+carries the task hints a judge reads. Other fields are ignored. :func:`calibrate` scores the items
+(the judge's cache and budget apply) and measures the scored ones with
+:func:`pytest_novelty.metrics.agreement.agreement`; unscored items are counted, never read as 0.
 """
 
 from __future__ import annotations
@@ -63,32 +60,20 @@ class Calibration:
     unscored: Mapping[str, int]
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready: ``n``, ``spearman``, ``kendall``, ``pairwise_accuracy`` and a ``*_ci`` pair
-        (low, high) for each, then the pair and item counts, the bootstrap settings and the
-        calibration table. Undefined values are ``null``."""
+        """JSON-ready, each statistic with its ``*_ci`` pair (low, high); undefined values ``null``."""
         a = self.agreement
         out: dict[str, Any] = {"n": a.n}
         for name, estimate in (("spearman", a.spearman), ("kendall", a.kendall),
                                ("pairwise_accuracy", a.pairwise_accuracy)):
             out[name] = json_float(estimate.value)
             out[f"{name}_ci"] = [json_float(estimate.ci_low), json_float(estimate.ci_high)]
-        out.update(
-            {
-                "pairs": a.pairs,
-                "groups": a.groups,
-                "items": self.total,
-                "unscored": sum(self.unscored.values()),
-                "unscored_reasons": dict(self.unscored),
-                "judge": self.judge,
-                "file": self.path,
-                "bootstrap": {"resamples": a.resamples, "seed": a.seed, "confidence": a.confidence},
-                "calibration": [
-                    {"human": json_float(r.human), "count": r.count, "judge_mean": json_float(r.judge_mean)}
-                    for r in a.calibration
-                ],
-            }
-        )
-        return out
+        return out | {
+            "pairs": a.pairs, "groups": a.groups, "items": self.total, "unscored": sum(self.unscored.values()),
+            "unscored_reasons": dict(self.unscored), "judge": self.judge, "file": self.path,
+            "bootstrap": {"resamples": a.resamples, "seed": a.seed, "confidence": a.confidence},
+            "calibration": [{"human": json_float(r.human), "count": r.count, "judge_mean": json_float(r.judge_mean)}
+                            for r in a.calibration],
+        }  # fmt: skip
 
     def lines(self) -> list[str]:
         """The result as text: the headline statistics, then the calibration table."""
@@ -98,11 +83,8 @@ class Calibration:
         if skipped:
             head += f" ({skipped} of {self.total} unscored and left out)"
         out = [head]
-        for label, est in (
-            ("Spearman rho", a.spearman),
-            ("Kendall tau-b", a.kendall),
-            ("pairwise accuracy", a.pairwise_accuracy),
-        ):
+        for label, est in (("Spearman rho", a.spearman), ("Kendall tau-b", a.kendall),
+                           ("pairwise accuracy", a.pairwise_accuracy)):
             out.append(f"  {label:18s} {_fmt(est.value)}  95% CI [{_fmt(est.ci_low)}, {_fmt(est.ci_high)}]")
         out.append(
             f"  ({a.pairs} same-group pairs with different human grades over {a.groups} group(s); judge ties "
@@ -151,11 +133,8 @@ def read_calibration_file(path: str | Path) -> list[GradedItem]:
         meta = row.get("meta") or {}
         if not isinstance(meta, dict):
             raise ConfigError("'meta' must be an object", path=path, field=where)
-        items.append(
-            GradedItem(
-                row["id"], row["prompt"], row["response"], float(human), None if group is None else str(group), meta
-            )
-        )
+        group = None if group is None else str(group)
+        items.append(GradedItem(row["id"], row["prompt"], row["response"], float(human), group, meta))
     if not items:
         raise ConfigError("the calibration file has no items; one JSON object per line", path=path)
     return items
@@ -171,23 +150,16 @@ def calibrate(
     seed: int = DEFAULT_SEED,
     progress: bool = False,
 ) -> Calibration:
-    """Score ``items`` with ``judge`` and measure the agreement of the scored ones with the human grades.
-
-    Raises ``HarnessError`` when the judge scored none of them (nothing to measure).
-    """
+    """Score ``items`` with ``judge`` and measure the agreement of the scored ones with the human
+    grades; ``HarnessError`` when the judge scored none (nothing to measure)."""
     results = judge.score([item.judge_item(task) for item in items], progress=progress)
     scored = [(item, r.quality) for item, r in zip(items, results, strict=True) if r.quality is not None]
     unscored = Counter(str(r.error or "no score") for r in results if r.quality is None)
     if not scored:
         reason = next(iter(unscored), "no score")
         raise HarnessError(f"judge {judge.spec} scored none of the {len(items)} items of {path} ({reason})")
-    measured = agreement(
-        [float(quality) for _, quality in scored],
-        [item.human for item, _ in scored],
-        [item.group for item, _ in scored],
-        resamples=resamples,
-        seed=seed,
-    )
+    measured = agreement([float(quality) for _, quality in scored], [item.human for item, _ in scored],
+                         [item.group for item, _ in scored], resamples=resamples, seed=seed)
     spec = description_of(judge, judge.spec)
     return Calibration(judge=spec, path=str(path), total=len(items), agreement=measured, unscored=dict(unscored))
 

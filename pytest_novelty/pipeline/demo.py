@@ -1,29 +1,22 @@
 """The embedded demo: a tiny story model trained here, its training corpus and that corpus' index.
 
-``--model demo`` (and the weaker ``demo-early``) resolve to folders in the cache, built on first
-use from the builders in ``fixtures/demo/`` and reused afterwards. Concurrent runs (pytest-xdist
-workers, parallel CI jobs) wait on a file lock instead of building twice; the build goes to a
-temporary folder that is renamed into place only when complete, so an interrupted build is
-simply redone.
+``--model demo`` (and the weaker ``demo-early``) resolve to folders in the cache, built on first use
+from the builders in ``fixtures/demo/``. Concurrent runs wait on a file lock instead of building
+twice, and a build is renamed into place only when complete, so an interrupted one is redone.
 
-Training is the only slow step (about two minutes on two idle cores), so the project ships the two
-trained weight files in ``fixtures/demo/trained/`` with a manifest naming the builder that trained
-them (the same hash that keys the cache folder). A first run rebuilds corpus, tokenizer, configs
-and index from the builder and places those weights: seconds. A training build on another machine
-writes the same corpus, tokenizer, configs and index, the same tensor layout and losses within 2 %,
-but not the same weight bytes (float32 training is not bit-reproducible across CPU models);
-``tests/demo/test_demo_shipped.py`` rebuilds from scratch and checks that.
-Weights from another builder version are never used: the demo is then trained here, as before.
+Training takes about two minutes on two idle cores, so ``fixtures/demo/trained/`` ships the two
+weight files with a manifest naming the builder that trained them (the hash that keys the cache
+folder): a first run rebuilds corpus, tokenizer, configs and index and places those weights, in
+seconds. Weights of another builder are never used (the demo is trained here). A training build
+on another machine gives the same files but for the weights' bytes (float32 training is not
+bit-reproducible across CPU models; losses within 2 %, checked by ``tests/demo/test_demo_shipped.py``).
 ``python -m pytest_novelty.pipeline.demo ship`` trains from scratch and refreshes the shipped files.
 
-The prepared demo heals itself. ``BUILD.json`` records the size and SHA-256 of every other file
-when the demo is prepared, and every use checks them (:func:`check_demo`; each digest is
-remembered under the file's stat in the cache's identity memo, so a warm check reads none of the
-files: about 2 ms for its 18 files here). A damaged or half-written file (garbled, truncated,
-missing) is repaired under the lock, with one line naming what was damaged and what was redone:
-the index alone when only the index is damaged (seconds), else the whole demo (seconds with the
-shipped weights). A demo prepared by an older version without checksums is checked against the
-records it has, then gets its checksums (one line).
+The prepared demo heals itself: ``BUILD.json`` records the size and SHA-256 of every other file, and
+every use checks them (:func:`check_demo`, through the identity memo: about 2 ms for its 18 files
+warm). A damaged file is repaired under the lock with one line saying what: the index alone when
+only it is damaged, else the whole demo (seconds with the shipped weights). A demo prepared by an
+older version without checksums is checked against the records it has, then gets them (one line).
 """
 
 from __future__ import annotations
@@ -63,11 +56,8 @@ _WEIGHT_FACTS = ("loss", "train_loss")
 
 
 def _builder_digest() -> str:
-    """A short hash of the builder's files: a changed builder means a new demo build.
-
-    The files directly in ``fixtures/demo/`` (code, word lists, task data); the shipped weights
-    in ``trained/`` are an output of the builder, not part of it.
-    """
+    """A short hash of the builder's files directly in ``fixtures/demo/`` (not the weights in
+    ``trained/``, its output): a changed builder means a new demo build."""
     digest = hashlib.sha256()
     folder = bundled_path("fixtures") / "demo"
     for path in sorted(folder.glob("*")):
@@ -99,12 +89,8 @@ def _load_builder() -> ModuleType:
 
 @contextlib.contextmanager
 def quiet_transformers() -> Iterator[None]:
-    """transformers' log notices and its "Writing model shards" bars off, restored afterwards.
-
-    While the demo builder trains and saves its own model they tell the user nothing (a GPT-2
-    class name that maps to no loss type, a bar per saved checkpoint); the builder prints its own
-    progress lines.
-    """
+    """transformers' log notices and "Writing model shards" bars off while the builder trains and
+    saves (they tell the user nothing; the builder prints its own lines), restored afterwards."""
     from transformers.utils import logging as hf_logging
 
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
@@ -132,12 +118,8 @@ def read_manifest(folder: Path | None = None) -> dict[str, Any] | None:
 
 
 def shipped_weights(builder: ModuleType, folder: Path | None = None) -> tuple[Any, str]:
-    """The shipped weights as the builder's ``TrainedWeights``, or None and the reason not to use them.
-
-    They are used only when the manifest names this exact builder and each file has the recorded
-    sha256, so a changed builder (or a damaged file) means training, never stale weights.
-    ``folder`` defaults to :func:`trained_dir`.
-    """
+    """The shipped weights as the builder's ``TrainedWeights`` when the manifest names this builder
+    and each file has its recorded sha256; else None and why (then the demo is trained)."""
     folder = folder or trained_dir()
     manifest = read_manifest(folder)
     if manifest is None:
@@ -168,12 +150,8 @@ def _check_placed(staging: Path, manifest: dict[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class DemoCheck:
-    """What :func:`check_demo` found in a prepared demo folder.
-
-    ``damaged``: one entry per file that is missing or differs from its record (relative path and
-    why), empty when every file checks out; ``legacy``: the demo records no checksums (prepared by
-    an older version) and was checked against the records it has (see :func:`check_demo`).
-    """
+    """What :func:`check_demo` found: ``damaged`` names each file missing or unlike its record (and
+    why); ``legacy``, the demo records no checksums and was checked against the records it has."""
 
     folder: Path
     damaged: tuple[str, ...] = ()
@@ -218,17 +196,13 @@ def _checksums(folder: Path, memo: Any) -> dict[str, dict[str, Any]]:
 
 
 def check_demo(cache_dir: Path, *, memo: Any = None) -> DemoCheck:
-    """Check the prepared demo in ``cache_dir`` against the checksums recorded when it was prepared.
+    """Check the prepared demo in ``cache_dir`` against its recorded checksums: sizes, then SHA-256
+    through ``memo`` (default: the cache's identity memo, shared with the weights' checkpoint
+    identity), so a warm check reads no file.
 
-    Sizes first, then the SHA-256 of each file through ``memo`` (default: the cache's identity memo,
-    shared with the checkpoint identity of the demo's weights), so a warm check costs one ``stat``
-    and one memo read per file (about 20 files) and reads none of them.
-
-    A demo prepared by an older version records no checksums (``legacy``). It is checked against
-    the records it does have: the index against the checksums in its ``novelty-index.json``, the
-    corpus against the SHA-256 in ``BUILD.json``, shipped weights against their manifest, and every
-    other JSON file (configs, tokenizer, facts) must parse. Only a complete demo folder is checked
-    (``BUILD.json`` present); its absence is not damage but an unfinished build.
+    A ``legacy`` demo (no checksums) is checked against what it records: the index against its
+    ``novelty-index.json``, the corpus against ``BUILD.json``'s SHA-256, shipped weights against their
+    manifest, and every other JSON file must parse.
     """
     folder = demo_dir(cache_dir)
     memo = identity_memo(cache_dir) if memo is None else memo
@@ -244,7 +218,8 @@ def check_demo(cache_dir: Path, *, memo: Any = None) -> DemoCheck:
         if not file.is_file():
             damaged.append(f"{name} is missing")
         elif not isinstance(entry, dict) or file.stat().st_size != entry.get("bytes"):
-            damaged.append(f"{name} has {file.stat().st_size} bytes, {_get(entry, 'bytes')} recorded")
+            recorded_bytes = entry.get("bytes") if isinstance(entry, dict) else "?"
+            damaged.append(f"{name} has {file.stat().st_size} bytes, {recorded_bytes} recorded")
         else:
             present.append(file)
     digests = hash_files(present, memo=memo, what="the demo", quiet=True)
@@ -253,10 +228,6 @@ def check_demo(cache_dir: Path, *, memo: Any = None) -> DemoCheck:
         if digests[file] != recorded[name].get("sha256"):
             damaged.append(f"{name} differs from its checksum")
     return DemoCheck(folder, tuple(sorted(damaged)), legacy=False, files=len(recorded))
-
-
-def _get(entry: Any, key: str) -> Any:
-    return entry.get(key) if isinstance(entry, dict) else "?"
 
 
 def _check_legacy(folder: Path, facts: dict[str, Any], memo: Any) -> DemoCheck:
@@ -302,12 +273,8 @@ def _record_checksums(folder: Path, facts: dict[str, Any], memo: Any) -> None:
 
 
 def ensure_demo(cache_dir: Path, *, progress: bool = True, train: bool = False) -> Path:
-    """The prepared demo in ``cache_dir``: checked, and prepared (again) where it is missing or damaged.
-
-    With the shipped trained weights (the usual case) preparing takes seconds; ``train=True``, or
-    weights from another builder version, trains from scratch (minutes). How a prepared demo is
-    checked and repaired: see the module docstring; each line it says is a :func:`notice`.
-    """
+    """The prepared demo in ``cache_dir``, checked, and prepared (again) where it is missing or damaged
+    (module docstring); ``train=True`` trains from scratch (minutes) instead of placing the shipped weights."""
     target = demo_dir(cache_dir)
     try:
         return _ensure(cache_dir, target, progress=progress, train=train)
@@ -317,8 +284,8 @@ def ensure_demo(cache_dir: Path, *, progress: bool = True, train: bool = False) 
 
 def _ensure(cache_dir: Path, target: Path, *, progress: bool, train: bool) -> Path:
     memo = identity_memo(cache_dir)
-    if is_built(cache_dir) and _usable(check_demo(cache_dir, memo=memo)):
-        return target
+    if is_built(cache_dir) and (first := check_demo(cache_dir, memo=memo)).ok and not first.legacy:
+        return target  # nothing to heal and every checksum recorded: no lock needed
     with file_lock(Path(cache_dir) / f".{target.name}.lock"):
         found = check_demo(cache_dir, memo=memo) if is_built(cache_dir) else None  # another process may have healed it
         if found is not None and found.ok:
@@ -340,23 +307,13 @@ def _ensure(cache_dir: Path, target: Path, *, progress: bool, train: bool) -> Pa
     return target
 
 
-def _usable(check: DemoCheck) -> bool:
-    """A check that lets a run go on without the lock: every file fine and its checksums recorded."""
-    return check.ok and not check.legacy
-
-
 def _rebuild_index(target: Path, memo: Any, progress: bool) -> None:
     """Index the demo's (verified) corpus again in place of a damaged index; record the new checksums."""
     from pytest_novelty.scoring.originality import build_index
 
-    index = target / "index"
-    if index.exists():
-        aside = target / f".index.damaged-{os.getpid()}"
-        shutil.rmtree(aside, ignore_errors=True)
-        index.rename(aside)
-        shutil.rmtree(aside, ignore_errors=True)
+    _replace(target / "index", None)
     facts = _read_build(target) or {}
-    facts["index"] = build_index([target / "corpus.jsonl"], index, tokenizer="words",
+    facts["index"] = build_index([target / "corpus.jsonl"], target / "index", tokenizer="words",
                                  progress=progress and sys.stderr.isatty())
     _record_checksums(target, facts, memo)
 
@@ -400,24 +357,26 @@ def _build_into(staging: Path, target: Path, cache_dir: Path, builder: ModuleTyp
     facts["seconds_total"] = round(time.perf_counter() - start, 1)
     facts[CHECKSUMS] = _checksums(staging, memo)
     (staging / BUILD_FILE).write_text(json.dumps(facts, indent=1, default=str) + "\n")
-    if target.exists():  # a damaged demo: moved aside in one rename, so readers never see half of either
-        aside = Path(cache_dir) / f".{target.name}.damaged-{os.getpid()}"
-        shutil.rmtree(aside, ignore_errors=True)
-        target.rename(aside)
-        staging.rename(target)
-        shutil.rmtree(aside, ignore_errors=True)
-    else:
-        staging.rename(target)
+    _replace(target, staging)
     notice(f"[novelty] demo built in {facts['seconds_total']:.0f}s")
 
 
-def ship(build: Path | None = None, dest: Path | None = None) -> dict[str, Any]:
-    """Copy the trained weights of a from-scratch build into ``dest`` with their manifest.
+def _replace(old: Path, new: Path | None) -> None:
+    """Put ``new`` (or nothing) in the place of a damaged ``old``, moved aside first in one rename so
+    readers never see half of either, then removed."""
+    aside = old.with_name(f".{old.name}.damaged-{os.getpid()}")
+    if old.exists():
+        shutil.rmtree(aside, ignore_errors=True)
+        old.rename(aside)
+    if new is not None:
+        new.rename(old)
+    shutil.rmtree(aside, ignore_errors=True)
 
-    ``build`` is a demo folder trained by this builder (``demo-<version>-<hash>`` whose hash is
-    this builder's, with ``BUILD.json``); without it the demo is trained now in a temporary cache.
-    ``dest`` defaults to ``fixtures/demo/trained``. Returns the manifest.
-    """
+
+def ship(build: Path | None = None, dest: Path | None = None) -> dict[str, Any]:
+    """Copy the trained weights of ``build`` (a from-scratch demo folder of this builder; without it
+    one is trained now in a temporary cache) into ``dest`` (default :func:`trained_dir`) with their
+    manifest, which is returned."""
     import platform
     import tempfile
 
@@ -442,8 +401,7 @@ def ship(build: Path | None = None, dest: Path | None = None) -> dict[str, Any]:
             weights[name] = {"file": f"{name}.safetensors", "sha256": file_digest(dest / f"{name}.safetensors"),
                              **{key: checkpoint[key] for key in _WEIGHT_FACTS}}
     manifest = {
-        "builder": digest,
-        "demo_version": DEMO_VERSION,
+        "builder": digest, "demo_version": DEMO_VERSION,
         "trained_with": {"torch": torch.__version__, "transformers": transformers.__version__,
                          "cpu_capability": torch.backends.cpu.get_cpu_capability(),
                          "machine": platform.machine(), "threads": facts["recipe"]["threads"]},

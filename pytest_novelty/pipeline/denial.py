@@ -1,17 +1,12 @@
 """Denial prompting: rounds of one suite, each forbidding the concepts the answers before it used.
 
-Round 1 puts the task to the model with nothing forbidden (``prompting.method = "denial"``). After
-each round a concept extractor (:mod:`pytest_novelty.scoring.concepts`) lists the high-level
-concepts of every answer; they join the forbidden list of the answer's prompt (all samples, all
-earlier rounds, see :func:`~pytest_novelty.suites.prompting.merge_concepts`), and the next round's
-prompt asks for an answer that uses none of them
-(:func:`~pytest_novelty.suites.prompting.denial`). ``prompting.rounds`` rounds in all.
-
-Each round is generated, cut, scored and summarised exactly like a plain run of the suite
-(:meth:`pytest_novelty.pipeline.runner.Runner.run` with the round's inputs), so every metric and gate
-applies per round, and the report can show how novelty and quality move as the obvious ideas
-are taken away. Each round's result carries its :class:`~pytest_novelty.pipeline.results.DenialRound`
-(``denial``: the 1-based round number and the concepts forbidden per prompt id).
+Round 1 forbids nothing. After each round a concept extractor (:mod:`pytest_novelty.scoring.concepts`)
+lists the concepts of every answer; they join the forbidden list of its prompt (all samples, all
+earlier rounds), and the next round asks for an answer using none of them
+(:func:`~pytest_novelty.suites.prompting.denial`), ``prompting.rounds`` rounds in all. Each round is
+a plain run of the suite on the round's inputs (:meth:`pytest_novelty.pipeline.runner.Runner.run`),
+so every metric and gate applies per round; its result carries its
+:class:`~pytest_novelty.pipeline.results.DenialRound`.
 """
 
 from __future__ import annotations
@@ -45,11 +40,8 @@ class SuiteRunner(Protocol):
 def run_denial(runner: SuiteRunner, suite: Suite, extractor: ConceptExtractor) -> list[SuiteResult]:
     """Run ``suite.prompting.rounds`` denial rounds and return one result per round, in order."""
     if suite.prompting.method != "denial":
-        raise ConfigError(
-            f'denial rounds need prompting.method = "denial", not {suite.prompting.method!r}',
-            path=suite.path,
-            field="prompting.method",
-        )
+        raise ConfigError(f'denial rounds need prompting.method = "denial", not {suite.prompting.method!r}',
+                          path=suite.path, field="prompting.method")
     rounds = suite.prompting.rounds
     forbidden: dict[str, list[str]] = {}
     results: list[SuiteResult] = []
@@ -66,17 +58,10 @@ def run_denial(runner: SuiteRunner, suite: Suite, extractor: ConceptExtractor) -
 
 
 def forbid_concepts(forbidden: Forbidden, result: SuiteResult, extractor: ConceptExtractor) -> dict[str, list[str]]:
-    """``forbidden`` (concepts by prompt id) plus the concepts of every answer in ``result``.
-
-    Empty answers (no answer between asterisks) are not sent: they use no concept.
-    """
+    """``forbidden`` (concepts by prompt id) plus the concepts of every non-empty answer in ``result``."""
     task = result.suite.task
-    items = [
-        ConceptItem(task, prompt, answer)
-        for prompt, samples in zip(result.prompts, result.answers, strict=True)
-        for answer in samples
-        if answer.strip()
-    ]
+    items = [ConceptItem(task, prompt, answer) for prompt, samples in zip(result.prompts, result.answers, strict=True)
+             for answer in samples if answer.strip()]
     merged = {prompt_id: list(concepts) for prompt_id, concepts in forbidden.items()}
     for item, concepts in zip(items, extractor.concepts(items), strict=True):
         merged[item.prompt.id] = merge_concepts(merged.get(item.prompt.id, ()), concepts)
@@ -91,11 +76,8 @@ def _with_round(result: SuiteResult, number: int, forbidden: Forbidden) -> Suite
 
 
 def open_extractor_for(config: RunConfig, suite: Suite) -> ConceptExtractor:
-    """The concept extractor of a run: the session's or the suite's judge, when it is a chat model.
-
-    Replies are cached under ``concepts/`` in the run's cache folder. A judge that cannot list
-    concepts (``rules``, ``reward:``) is a :class:`~pytest_novelty.infra.errors.ConfigError`.
-    """
+    """The concept extractor of a run, the run's or the suite's judge when it is a chat model (replies
+    cached under ``concepts/``); another judge (``rules``, ``reward:``) is a ``ConfigError``."""
     spec = config.judge or suite.scoring.judge
     kind = spec.partition(":")[0]
     if kind not in ("openai", "hf"):
@@ -108,6 +90,5 @@ def open_extractor_for(config: RunConfig, suite: Suite) -> ConceptExtractor:
     options: dict[str, Any] = {}
     if kind == "hf":
         options = {"device": config.device, "trust_remote_code": config.trust_remote_code}
-    return open_concept_extractor(
-        spec, cache_dir=config.cache_dir / "concepts", base_url=config.judge_base_url, **options
-    )
+    return open_concept_extractor(spec, cache_dir=config.cache_dir / "concepts", base_url=config.judge_base_url,
+                                  **options)

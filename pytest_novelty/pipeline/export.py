@@ -24,33 +24,19 @@ def suite_info(result: SuiteResult) -> SuiteInfo:
 def _info(result: SuiteResult) -> dict[str, Any]:
     answers, scores, work = result.generated, result.scores, result.generated.work
     info: dict[str, Any] = {
-        "model": answers.model,
-        "model_path": answers.model_path,
-        "identity_id": answers.identity_id,
+        "model": answers.model, "model_path": answers.model_path, "identity_id": answers.identity_id,
         "identity": answers.identity,
-        "samples": work.samples,
-        "generated_batches": work.batches,
-        "generated_rows": work.rows,
-        "cached_rows": work.cached_rows,
-        "read_rows": work.read_rows,
-        "read_from": work.read_from,
-        "tokens": work.tokens,
-        "tokens_per_second": round(work.tokens_per_second, 1),
-        "worker": work.worker,
-        "device": work.device,
-        "sweep": None if answers.sweep is None else vars(answers.sweep).copy(),
-        "judge": scores.judge,
-        "originality": scores.index,
-        "units": scores.units,
-        "prompts": len(answers.prompts),
+        "samples": work.samples, "generated_batches": work.batches, "generated_rows": work.rows,
+        "cached_rows": work.cached_rows, "read_rows": work.read_rows, "read_from": work.read_from,
+        "tokens": work.tokens, "tokens_per_second": round(work.tokens_per_second, 1), "worker": work.worker,
+        "device": work.device, "sweep": None if answers.sweep is None else vars(answers.sweep).copy(),
+        "judge": scores.judge, "originality": scores.index, "units": scores.units, "prompts": len(answers.prompts),
         "seconds": {"generation": work.seconds, "originality": scores.seconds_originality,
                     "judge": scores.seconds_judge},
-        "longest_copied": scores.longest_copied,
-        "originality_lookups": scores.lookups,
-        "judge_requests": scores.judge_requests,
-        "unscored_reasons": scores.unscored_reasons,
+        "longest_copied": scores.longest_copied, "originality_lookups": scores.lookups,
+        "judge_requests": scores.judge_requests, "unscored_reasons": scores.unscored_reasons,
         "cache_repaired": result.cache_repaired,
-    }
+    }  # fmt: skip
     if work.note:
         info["answers_note"] = work.note
     if result.judge_agreement is not None:
@@ -69,24 +55,23 @@ def _lists(values: Any) -> list[list[float | None]]:
     return [[None if math.isnan(v) else float(v) for v in row] for row in values]
 
 
+def _numbers(values: dict[str, float]) -> dict[str, float | None]:
+    return {k: None if math.isnan(v) else float(v) for k, v in values.items()}
+
+
 def _arrays(result: SuiteResult, n: int, model: str = "") -> GenerationArrays:
     """Per-generation arrays at order n: originality as measured (None: too short for an n-gram),
     novelty as the gate counts it (a too-short generation at 0), and the shares the gate reports."""
-    return GenerationArrays(
-        quality=_lists(result.quality),
-        originality=_lists(result.originality[n]),
-        novelty=_lists(result.measured.novelty[n]),
-        shares={k: None if math.isnan(v) else float(v) for k, v in result.measured.shares.items()},
-        model=model,
-    )
+    return GenerationArrays(quality=_lists(result.quality), originality=_lists(result.originality[n]),
+                            novelty=_lists(result.measured.novelty[n]), shares=_numbers(result.measured.shares),
+                            model=model)  # fmt: skip
 
 
 def detectable_json(result: SuiteResult, alpha: float) -> dict[str, Any]:
-    """What a paired comparison of this suite can detect, per gated metric: the smallest drop a
-    snapshot or baseline regression test at ``alpha`` (the α each of the run's tests is held to)
-    finds with 80 % power, from this run's own per-prompt variance
-    (:func:`pytest_novelty.metrics.power.detectable`), with the suite's tolerance beside it and,
-    when the tolerance is the smaller, how many prompts would detect it."""
+    """Per gated metric, the smallest drop a regression test at ``alpha`` (the α each of the run's
+    tests is held to) finds with 80 % power, from this run's per-prompt variance
+    (:func:`pytest_novelty.metrics.power.detectable`), the suite's tolerance beside it and, when the
+    tolerance is the smaller, the prompts that would detect it."""
     import numpy as np
 
     from pytest_novelty.metrics.power import detectable
@@ -121,25 +106,17 @@ def suite_data(result: SuiteResult, baseline: SuiteResult | None, *, alpha: floa
     """One suite's exported data for the report (it may cross from an xdist worker); ``alpha`` (the
     α each of the run's regression tests is held to) adds what the suite can detect."""
     n = result.measured.order
-    return SuiteData(
-        n=n,
-        candidate=_arrays(result, n),
-        info=suite_info(result),
-        # Every value the metrics step computed (gated or not), for the trackers and report.json.
-        metrics={k: None if math.isnan(v) else float(v) for k, v in result.metrics.items()},
-        detectable={} if alpha is None else detectable_json(result, alpha),
-        baseline=None if baseline is None else _arrays(baseline, n, baseline.model),
-    )
+    # ``metrics``: every value the metrics step computed (gated or not), for the trackers and report.json.
+    return SuiteData(n=n, candidate=_arrays(result, n), info=suite_info(result), metrics=_numbers(result.metrics),
+                     detectable={} if alpha is None else detectable_json(result, alpha),
+                     baseline=None if baseline is None else _arrays(baseline, n, baseline.model))  # fmt: skip
 
 
 def work_line(name: str, result: SuiteResult) -> str:
     """The run log's line for one suite: where it ran and what it did (an xdist worker sends it on)."""
     work, scores = result.generated.work, result.scores
-    warning = (
-        f"; warning: {result.cache_repaired} damaged cache entries dropped and recomputed"
-        if result.cache_repaired
-        else ""
-    )
+    repaired = result.cache_repaired
+    warning = f"; warning: {repaired} damaged cache entries dropped and recomputed" if repaired else ""
     if work.read_rows:  # answers generated elsewhere: nothing was generated here
         done = f"{work.read_rows} answers read from {work.read_from} ({work.seconds:.1f}s), nothing generated"
     else:
@@ -155,8 +132,5 @@ def work_line(name: str, result: SuiteResult) -> str:
 def rounds_work(session: Any, suite: Any, count: int) -> tuple[RoundWork, ...]:
     """What each of the ``count - 1`` sets of samples of ``suite`` after the run itself (repeats,
     adaptive rounds) generated, from the session's memo."""
-    out = []
-    for index in range(1, count):
-        work = session.result(suite.repeated(index)).generated.work
-        out.append(RoundWork(index, work.rows, work.cached_rows))
-    return tuple(out)
+    works = [(index, session.result(suite.repeated(index)).generated.work) for index in range(1, count)]
+    return tuple(RoundWork(index, work.rows, work.cached_rows) for index, work in works)

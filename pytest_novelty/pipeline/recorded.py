@@ -1,11 +1,10 @@
 """A model's raw answers to suite runs, written as pytest-novelty answers (``answers:FILE``'s format).
 
-What the generation step produced before the task cut each answer out: exactly what
-``--model answers:FILE`` reads back, so gating the file gives the same table, intervals and
-verdicts as gating the model did (the answers are the same rows, from the same cache). Answers
-already cached are read, the others generated as a run would generate them. A model that is
-itself ``answers:FILE`` (lm-evaluation-harness samples, say) is written in this format, matched
-to the suites' prompts. ``pytest-novelty answers export`` is the command line's way in.
+What the generation step produced before the task cut each answer out, the rows a run reads from
+the cache or generates: gating the file with ``--model answers:FILE`` gives the same table,
+intervals and verdicts as gating the model. A model that is itself ``answers:FILE``
+(lm-evaluation-harness samples, say) is written in this format, matched to the suites' prompts.
+``pytest-novelty answers export`` is the command line's way in.
 """
 
 from __future__ import annotations
@@ -25,19 +24,18 @@ def answer_records(runner: Any, suites: Iterable[Suite]) -> tuple[list[dict[str,
     are built during the run (a denial round after the first, ``novel-examples``)."""
     from pytest_novelty import generation
     from pytest_novelty.generation.answer_files import answer_record
-    from pytest_novelty.pipeline.answers import check_recorded, model_texts
-    from pytest_novelty.pipeline.warm import inputs_known
+    from pytest_novelty.pipeline.answers import check_recorded
+    from pytest_novelty.pipeline.warm import model_inputs
 
     records: list[dict[str, Any]] = []
     skipped: list[Suite] = []
     gen = runner.generator()
     cache = runner.config.cache_dir / generation.NAMESPACE
-    for suite in suites:
-        if not inputs_known(suite):
+    for suite, known in model_inputs(runner, suites):
+        if known is None:
             skipped.append(suite)
             continue
-        prompts, inputs = runner.prompts(suite)
-        texts, settings = model_texts(runner.config, gen, suite, inputs)
+        prompts, inputs, texts, settings = known
         check_recorded(gen, suite, prompts, texts, settings)  # answers read from files: matched first
         raw, _ = generation.generate(gen, texts, settings, cache_dir=cache, on_work=runner.say_loading)
         for prompt, model_input, rows in zip(prompts, inputs, raw, strict=True):

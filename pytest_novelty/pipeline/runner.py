@@ -1,9 +1,5 @@
-"""The pipeline that runs one suite end to end, shared by the pytest plugin and the command line.
-
-suites → generation → scoring → metrics, in three steps with typed results
-(:mod:`pytest_novelty.pipeline`): answers (:mod:`~pytest_novelty.pipeline.answers`), scores
-(:mod:`~pytest_novelty.pipeline.scores`) and metrics (:mod:`~pytest_novelty.pipeline.measure`).
-:class:`Runner` resolves the checkpoint and keeps its generator; the scoring models are kept in a
+"""One suite end to end for one checkpoint, the steps of :mod:`pytest_novelty.pipeline` chained:
+:class:`Runner` resolves the checkpoint and keeps its generator; the scoring models are a
 :class:`~pytest_novelty.pipeline.models.SessionModels` that every runner of a session shares.
 """
 
@@ -12,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -81,11 +77,8 @@ class Runner:
         return self._model_path
 
     def originality_spec(self, suite: Suite) -> str:
-        """The originality backend spec: the command line wins, then the suite file.
-
-        ``auto`` means the index that belongs to the checkpoint: the demo's own training corpus,
-        or a ``novelty-index/`` folder saved inside the checkpoint folder.
-        """
+        """The originality backend spec, the command line's or the suite file's; ``auto`` is the
+        checkpoint's own index (the demo's, or a ``novelty-index/`` folder inside the checkpoint)."""
         spec = self.config.originality or suite.scoring.originality
         if spec != "auto":
             return spec
@@ -100,12 +93,9 @@ class Runner:
         local = Path(self.model_path()) / "novelty-index"
         if is_index(local):
             return f"infini-gram:{local}"
-        raise ConfigError(
-            "scoring.originality is 'auto' but the checkpoint has no novelty-index/ folder; index its "
-            "training corpus (pytest-novelty index build) and pass --originality infini-gram:DIR",
-            path=suite.path,
-            field="scoring.originality",
-        )
+        raise ConfigError("scoring.originality is 'auto' but the checkpoint has no novelty-index/ folder; index its "
+                          "training corpus (pytest-novelty index build) and pass --originality infini-gram:DIR",
+                          path=suite.path, field="scoring.originality")
 
     def generator(self) -> Generator:
         """The checkpoint's generator, opened on first use: its identity is known then, while its
@@ -137,10 +127,6 @@ class Runner:
         """The session's judge of ``suite``."""
         return self.models.judge(suite)
 
-    def judge_agreement(self, suite: Suite) -> dict[str, Any] | None:
-        """The suite judge's agreement with ``[scoring] calibration``, or None (see SessionModels)."""
-        return self.models.judge_agreement(suite)
-
     def load_prompts(self, suite: Suite) -> list[Prompt]:
         """The suite's prompts."""
         return answer_step.load_prompts(suite)
@@ -166,13 +152,9 @@ class Runner:
     def run(
         self, suite: Suite, *, pool_novelty: np.ndarray | None = None, inputs: list[ModelInput] | None = None
     ) -> SuiteResult:
-        """Generate, score and summarise one suite.
-
-        ``pool_novelty`` (prompts × samples originality at n = 4 of a frozen reference pool, e.g.
-        the baseline checkpoint) ranks the prompts for q@Tail; without it the candidate's own
-        outputs do. ``inputs`` replaces the model inputs built from the suite's prompting settings
-        (one per prompt, in order), as the rounds of denial prompting do.
-        """
+        """Generate, score and summarise one suite. ``pool_novelty`` (prompts × samples originality at
+        n = 4 of a frozen pool, e.g. the baseline) ranks the prompts for q@Tail, else the candidate's
+        own outputs do; ``inputs`` (one per prompt) replace the built model inputs, as denial rounds do."""
         from pytest_novelty.infra.cache import repaired
 
         repaired_before = repaired()
@@ -189,11 +171,7 @@ class Runner:
         return result
 
     def references(self, suite: Suite) -> SuiteResult:
-        """The dataset's human references, scored like a checkpoint's answers (one per prompt).
-
-        Only prompts with a reference take part; the paired comparison with the candidate uses the
-        prompt ids both share.
-        """
+        """The dataset's human references, scored like a checkpoint's answers (one per prompt)."""
         prompts = self.load_prompts(suite)
         if not suite.gate.reference or not prompts:
             raise ConfigError(

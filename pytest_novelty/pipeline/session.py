@@ -1,13 +1,11 @@
 """The results of one run, computed once and shared: the memo both front ends read.
 
-A :class:`ResultsSession` knows the candidate checkpoint, the baseline (another checkpoint, or the
-dataset's human references when a suite asks for them), the earlier checkpoints of a series, and
-keeps one :class:`~pytest_novelty.pipeline.runner.Runner` per checkpoint over one shared set of
-scoring models. Every result is computed on first use and kept, an error too (it is raised again
-for the other cases of the suite). Denial rounds run once, together (each round depends on the
-one before); sweep values are suites of their own. The pytest plugin and ``pytest-novelty run``
-both hold one, so they gate on the same numbers; neither decides a case here (that is
-:mod:`pytest_novelty.gate.case`).
+A :class:`ResultsSession` knows the candidate, the baseline (another checkpoint, or the dataset's
+human references when a suite asks for them) and a series' earlier checkpoints, and keeps one
+:class:`~pytest_novelty.pipeline.runner.Runner` per checkpoint over one shared set of scoring models.
+Every result is computed on first use and kept, an error too (raised again for the suite's other
+cases); denial rounds run once, together. The pytest plugin and ``pytest-novelty run`` both hold
+one, so they gate on the same numbers; cases are decided in :mod:`pytest_novelty.gate.case`.
 """
 
 from __future__ import annotations
@@ -39,12 +37,8 @@ class Baseline:
 
 
 class ResultsSession:
-    """The memo of one run's suite results (see the module doc).
-
-    ``make_config(model)`` gives the run configuration for one checkpoint (the front end knows the
-    options, the log and the progress sink); ``series`` lists the checkpoints of ``--model-series``
-    in step order, the candidate last.
-    """
+    """The memo of one run's suite results: ``make_config(model)`` gives one checkpoint's run
+    configuration, ``series`` the checkpoints of ``--model-series`` in step order, the candidate last."""
 
     def __init__(
         self,
@@ -141,7 +135,7 @@ class ResultsSession:
         pool = None if base is None else base.result.originality.get(4)
         result = self.model_result(self.model, suite, pool)
         if suite.scoring.calibration is not None and result.judge_agreement is None:
-            result = replace(result, judge_agreement=self.candidate.judge_agreement(suite))
+            result = replace(result, judge_agreement=self.candidate.models.judge_agreement(suite))
         return result
 
     def earlier(self, suite: Suite) -> list[SuiteResult]:

@@ -1,12 +1,10 @@
 """What a shard leaves in the cache, and what a run over a sharded gate's cache finds missing.
 
-When a (checkpoint, suite run) part is done, the shard records it (:class:`ShardRecords`, cache
-namespace ``shards``): under the run's identity (a hash of every prompt's row key, so it names the
-checkpoint, the inputs and the sampling settings, and nothing a machine or a path changes), that
-the run was split into N shards, and which prompts shard K did. A merge run that lacks answers of
-a recorded run stops before generating with one line naming the shards whose part is missing
-(:func:`merge_check`), unless ``--novelty-fill-missing-shards`` lets it generate them. The shard's
-part itself is :mod:`pytest_novelty.pipeline.shard_work`.
+When a (checkpoint, suite run) part is done, the shard records (:class:`ShardRecords`), under the
+run's identity (:func:`run_identity`: the checkpoint, inputs and settings, nothing a machine or path
+changes), that the run was split into N shards and which prompts shard K did. A merge run lacking
+answers of a recorded run stops before generating with one line naming the shards whose part is
+missing (:func:`merge_check`), unless ``--novelty-fill-missing-shards`` lets it generate them.
 """
 
 from __future__ import annotations
@@ -125,16 +123,10 @@ class Lack:
 def merge_check(
     config: RunConfig, suite: str, prompts: Sequence[Prompt], model: str = ""
 ) -> Callable[[Sequence[str], Sequence[int]], None]:
-    """The check a run makes before it generates answers of ``suite``'s ``prompts`` (the
-    ``on_missing`` of :func:`pytest_novelty.generation.generate`).
-
-    Nothing happens when no shard recorded this run in the cache (a plain run generates). Over a
-    sharded gate's cache, a missing answer belongs to a shard: the check raises a
-    :class:`HarnessError` naming the shards whose part the cache lacks (or, when every shard
-    recorded its part, the shards whose answers were lost since: an entry a merge left out as
-    damaged), and how to fix it; with ``--novelty-fill-missing-shards`` it says what it is about to
-    generate and lets the run go on. :func:`check_merged` makes the same check for every suite at
-    once, before the run starts.
+    """The check before answers of ``suite``'s ``prompts`` are generated (the ``on_missing`` of
+    :func:`pytest_novelty.generation.generate`): over a sharded gate's cache a missing answer is a
+    :class:`HarnessError` naming the shards whose part is absent or lost and the fix, or with
+    ``--novelty-fill-missing-shards`` a notice before generating; nothing when no shard recorded the run.
     """
 
     def check(keys: Sequence[str], missing: Sequence[int]) -> None:

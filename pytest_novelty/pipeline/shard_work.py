@@ -1,17 +1,11 @@
 """A shard's part of a gate, and the merge run's check that every part is in its cache.
 
-A shard run (``--novelty-shard K/N``, :mod:`pytest_novelty.pipeline.shards`) generates and scores
-its own units of every suite run, for every checkpoint the run generates with, into its cache
-(:func:`do_part`), and decides nothing: the metrics need every prompt. The answers and scores
-are content-keyed cache entries (a row by its checkpoint, input text, settings and sample; an
-originality answer by its index and text), so the union of the shards' caches
-(``pytest-novelty cache merge``) holds exactly what one run would have written, and the merge run
-(a run without ``--novelty-shard``) finds every answer, generates nothing and decides every case
-as a single run does.
-
-What the shard records in the cache, and the merge run's check for missing parts, are
-:mod:`pytest_novelty.pipeline.shard_records`; :func:`check_merged` makes that check for a whole run
-before it generates anything.
+A shard run (``--novelty-shard K/N``) generates and scores its own units of every suite run, for
+every checkpoint it generates with (:func:`do_part`), and decides nothing: the metrics need every
+prompt. Answers and scores are content-keyed cache entries, so the union of the shards' caches
+(``pytest-novelty cache merge``) holds what one run would have written, and the merge run (without
+``--novelty-shard``) generates nothing and decides every case as a single run does.
+:func:`check_merged` makes :mod:`~pytest_novelty.pipeline.shard_records`' check for a whole run.
 """
 
 from __future__ import annotations
@@ -35,11 +29,10 @@ __all__ = ["PartWork", "check_merged", "do_part", "plan_gate"]
 
 
 def check_merged(runner: Runner, suites: Iterable[Suite]) -> None:
-    """Before anything is generated: over a cache that holds a sharded gate's records, every answer of
+    """Before anything is generated, over a cache with a sharded gate's records: every answer of
     ``runner``'s checkpoint on ``suites`` is there, else one :class:`HarnessError` for the whole run
-    naming the shards whose units are missing (see
-    :func:`~pytest_novelty.pipeline.shard_records.merge_check`, which guards each generation as well).
-    Nothing to do in a shard run, with ``--novelty-fill-missing-shards``, or over a cache without records."""
+    (as :func:`~pytest_novelty.pipeline.shard_records.merge_check` says it for one generation).
+    Nothing to do in a shard run or with ``--novelty-fill-missing-shards``."""
     from pytest_novelty.generation import NAMESPACE as ANSWERS
     from pytest_novelty.generation import identity_description, prompt_key, uncached_prompts
     from pytest_novelty.pipeline.answers import run_settings
@@ -111,13 +104,10 @@ def do_part(
     session: ResultsSession, run: Suite, plan: ShardPlan, shard: Shard, *, repeats: int = 1,
     models: Sequence[str] | None = None,
 ) -> PartWork:
-    """Generate and score ``shard``'s units of ``run`` for ``models`` (default: the candidate, with
-    its ``repeats``, the baseline and a series' earlier checkpoints) and record each part done.
-
-    A denial suite is one unit: the shard that owns it runs every round; the other shards only
-    record that they have no part of it. With ``[gate] reference`` (and no baseline), the shard's
-    prompts' human references are scored too. Nothing is measured and nothing decided.
-    """
+    """Generate and score ``shard``'s units of ``run`` for ``models`` (default: the candidate with its
+    ``repeats``, the baseline, a series' earlier checkpoints) and record each part done. A denial
+    suite's owner runs every round, the others record no part; with ``[gate] reference`` (and no
+    baseline) the shard's prompts' references are scored too."""
     if models is None:
         models = [session.model, *filter(None, [session.baseline_model]), *(c.path for c in session.series[:-1])]
     family = run.family if run.denial_round is not None else None

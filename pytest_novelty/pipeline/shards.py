@@ -11,15 +11,12 @@ Shards are numbered from 1 to N, as ``pytest-shard``'s users and ``sbatch --arra
 ``--novelty-shard auto`` reads the number from the scheduler (:func:`shard_from_environment`).
 
 The split (:func:`split_units`) is a greedy longest-processing-time assignment over a stable order:
-units are taken by declared cost, largest first, ties in the order of a SHA-256 of the unit's suite
-run and prompt id (never Python's salted ``hash``), and each goes to the shard with the least work
-so far (the lowest number on a tie). It depends only on the units, so every shard, on any machine,
-computes the same split. Why this rule: Graham's bound (1969) keeps the largest shard within 4/3 of
-the optimum, and here far closer, since a gate has many units of few sizes (a suite's prompts all
-cost the same): within one size the rule deals the units out in turn, and the largest shard ends
-at most one unit above the smallest. A plain hash modulo N, as pytest-shard does for tests, leaves
-the shards as uneven as chance makes them (a few percent of a suite's prompts either way) and
-ignores that one suite's prompts cost ten times another's.
+units by declared cost, largest first, ties by a SHA-256 of the unit's suite run and prompt id
+(never Python's salted ``hash``), each to the shard with the least work so far (the lowest number on
+a tie), so every shard on any machine computes the same split. Graham's bound (1969) keeps the
+largest shard within 4/3 of the optimum, and a gate's many units of few sizes far closer (within one
+size the units are dealt out in turn). A hash modulo N, as pytest-shard does, leaves the shards as
+uneven as chance makes them and ignores that one suite's prompts cost ten times another's.
 """
 
 from __future__ import annotations
@@ -35,17 +32,8 @@ from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
 
 __all__ = [
-    "AUTO",
-    "DEFERRED",
-    "DEFERRED_REASON",
-    "MAX_SHARDS",
-    "Shard",
-    "ShardPlan",
-    "Unit",
-    "gate_units",
-    "parse_shard",
-    "shard_from_environment",
-    "split_units",
+    "AUTO", "DEFERRED", "DEFERRED_REASON", "MAX_SHARDS", "Shard", "ShardPlan", "Unit", "gate_units", "parse_shard",
+    "shard_from_environment", "split_units",
 ]
 
 AUTO = "auto"
@@ -74,11 +62,9 @@ class Shard:
 
 
 def parse_shard(text: str, *, option: str = "--novelty-shard", environ: Mapping[str, str] | None = None) -> Shard:
-    """The shard ``K/N`` (or ``auto``: :func:`shard_from_environment`) a run was given with ``option``.
-
-    Bad input is a :class:`ConfigError` naming ``option``: not ``K/N``, ``K`` outside 1..N, more than
-    :data:`MAX_SHARDS`, or ``auto`` where no scheduler said which shard this is.
-    """
+    """The shard ``K/N`` (or ``auto``: :func:`shard_from_environment`) a run was given with ``option``;
+    a :class:`ConfigError` naming ``option`` for anything else (``K`` outside 1..N, over :data:`MAX_SHARDS`
+    shards, ``auto`` where no scheduler says which shard this is)."""
     value = text.strip()
     if value.lower() == AUTO:
         found = shard_from_environment(os.environ if environ is None else environ, option=option)
@@ -115,19 +101,11 @@ _SCHEDULERS = (
 
 
 def shard_from_environment(environ: Mapping[str, str], *, option: str = "--novelty-shard") -> Shard | None:
-    """The shard a scheduler gave this job, or None when no scheduler's variables are set.
-
-    - a Slurm job array: ``SLURM_ARRAY_TASK_ID``, numbered from ``SLURM_ARRAY_TASK_MIN`` in steps of
-      ``SLURM_ARRAY_TASK_STEP`` (1 when unset), ``SLURM_ARRAY_TASK_COUNT`` tasks: ``--array=0-3`` and
-      ``--array=1-4`` both make shards 1 to 4; an array with gaps (``--array=1,4,9``) is refused;
-    - a Kubernetes Indexed Job: ``JOB_COMPLETION_INDEX`` (from 0), and the count from
-      ``PYTEST_NOVELTY_SHARD_COUNT``, which the pod's ``env`` must set to the Job's ``completions``
-      (Kubernetes gives a pod its index, not the count);
-    - GitLab CI ``parallel``: ``CI_NODE_INDEX`` (from 1) of ``CI_NODE_TOTAL``; CircleCI
-      ``parallelism``: ``CIRCLE_NODE_INDEX`` (from 0) of ``CIRCLE_NODE_TOTAL``; Buildkite
-      ``parallelism``: ``BUILDKITE_PARALLEL_JOB`` (from 0) of ``BUILDKITE_PARALLEL_JOB_COUNT``.
-
-    GitHub Actions sets no such variable: pass ``--novelty-shard ${{ matrix.shard }}/N`` instead.
+    """The shard a scheduler gave this job (:data:`_SCHEDULERS`), or None when none says. A Slurm job
+    array is numbered from ``SLURM_ARRAY_TASK_MIN`` in steps of ``SLURM_ARRAY_TASK_STEP`` (1 when
+    unset): ``--array=0-3`` and ``--array=1-4`` both make shards 1 to 4, an array with gaps
+    (``--array=1,4,9``) is refused. GitHub Actions sets no such variable: pass
+    ``--novelty-shard ${{ matrix.shard }}/N``.
     """
     if environ.get("SLURM_ARRAY_TASK_ID"):
         return _slurm(environ, option)
@@ -248,13 +226,10 @@ def gate_units(
     repeats: int = 1,
     checkpoints: int = 1,
 ) -> list[Unit]:
-    """The units of a gate over ``runs`` (each suite run once, whatever its cases).
-
-    A unit costs what the suite declares: ``generation.samples × generation.max_new_tokens`` for
-    each checkpoint that generates it (``checkpoints``: the candidate, a baseline, a series'
-    earlier checkpoints; the repeats of ``--novelty-repeat`` are the candidate's alone, units of
-    their own); a denial suite is one unit of its prompts × rounds. ``prompts_of`` loads a run's prompts.
-    """
+    """The units of a gate over ``runs`` (each suite run once, whatever its cases), each costing
+    ``generation.samples × generation.max_new_tokens`` per checkpoint that generates it (``checkpoints``:
+    candidate, baseline, a series' earlier ones; ``--novelty-repeat``'s repeats are the candidate's
+    alone, units of their own); a denial suite is one unit of its prompts × rounds."""
     units: list[Unit] = []
     families: set[str] = set()
     for run in {r.run_key: r for r in runs}.values():

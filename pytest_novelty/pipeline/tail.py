@@ -1,17 +1,13 @@
 """Several answer sources on one suite, through one results session: what a tail is built from
 (``pytest-novelty tail build``) and what its agreement with people is checked on (``tail agreement``).
 
-Each source is anything ``--model`` takes (a checkpoint folder, ``demo``/``demo-early``, a served
-``openai:NAME``, a hub id, and every source later registered behind the generation layer): it is
-one runner of one :class:`~pytest_novelty.pipeline.session.ResultsSession`, so its answers and scores
-come from (and go to) the same cache as a gate's, and a source already gated costs nothing here.
-Every source is checked before anything is generated (:func:`check_sources`, then the preflight of
-each runner), and all of them must score against one index: novelty against two corpora does not
-rank prompts on one scale (:func:`shared_index`).
-
+Each source is anything ``--model`` takes, one runner of one
+:class:`~pytest_novelty.pipeline.session.ResultsSession`, so its answers and scores share a gate's
+cache and a source already gated costs nothing here. Every source is checked before anything is
+generated (:func:`check_sources`, then each runner's preflight), and all must score against one
+index (:func:`shared_index`): novelty against two corpora does not rank prompts on one scale.
 :func:`build_tail` turns the pool's results into the tail file's entries and provenance
-(:mod:`pytest_novelty.suites.tail_file`), the ranking itself being
-:func:`pytest_novelty.metrics.tail_pool.rank_pool`.
+(:mod:`pytest_novelty.suites.tail_file`), ranked by :func:`pytest_novelty.metrics.tail_pool.rank_pool`.
 """
 
 from __future__ import annotations
@@ -128,9 +124,7 @@ def _check_aligned(results: Sequence[SuiteResult], sources: Sequence[str]) -> np
         if [p.id for p in result.prompts] != ids:
             raise ConfigError(f"{source!r} answered other prompts than {sources[0]!r}", field="--pool")
         theirs = np.asarray(result.scores.prompt_novelty, dtype=float)
-        if not np.array_equal(np.isnan(theirs), np.isnan(own)) or not np.allclose(
-            np.nan_to_num(theirs), np.nan_to_num(own)
-        ):
+        if not np.allclose(theirs, own, equal_nan=True):
             raise ConfigError(f"{source!r} measured the prompts' own novelty unlike {sources[0]!r}", field="--pool")
     return own
 
@@ -174,31 +168,18 @@ def build_tail(
 
 
 def _provenance(
-    suite: Suite,
-    sources: Sequence[str],
-    results: Sequence[SuiteResult],
-    ranking: PoolRanking,
-    index: tuple[str, str],
-    date: _dt.datetime | None,
-    ties: dict[str, int],
-    overlap: dict[str, list[float | None]],
+    suite: Suite, sources: Sequence[str], results: Sequence[SuiteResult], ranking: PoolRanking,
+    index: tuple[str, str], date: _dt.datetime | None, ties: dict[str, int], overlap: dict[str, list[float | None]],
     warnings: list[str],
-) -> dict[str, Any]:
+) -> dict[str, Any]:  # fmt: skip
     """What the tail was made from, for the file (every number rounded as stored JSON holds it)."""
     when = (date or _dt.datetime.now(_dt.UTC)).replace(microsecond=0)
     gen = suite.generation
-    scores = {}
-    for j, prompt_id in enumerate(ranking.prompt_ids):
-        scores[prompt_id] = {
-            "score": json_float(ranking.scores[j]),
-            "input": json_float(ranking.input_novelty[j]),
-            "members": [json_float(v) for v in ranking.member_novelty[:, j]],
-        }
+    scores = {prompt_id: {"score": json_float(ranking.scores[j]), "input": json_float(ranking.input_novelty[j]),
+                          "members": [json_float(v) for v in ranking.member_novelty[:, j]]}
+              for j, prompt_id in enumerate(ranking.prompt_ids)}  # fmt: skip
     return {
-        "built_by": BUILT_BY,
-        "date": when.isoformat(),
-        "suite": suite.name,
-        "suite_file": suite.path.name,
+        "built_by": BUILT_BY, "date": when.isoformat(), "suite": suite.name, "suite_file": suite.path.name,
         "prompts": {"source": suite.prompts.source, "count": len(ranking.prompt_ids), "ranked": len(ranking.ranked)},
         "generation": {"samples": gen.samples, "temperature": gen.temperature, "max_new_tokens": gen.max_new_tokens,
                        "seed": gen.seed},
@@ -210,13 +191,8 @@ def _provenance(
              "mean_output_novelty": json_float(float(np.mean(ranking.member_novelty[m])))}
             for m, (source, r) in enumerate(zip(sources, results, strict=True))
         ],
-        "score": SCORE_RULE,
-        "scores": scores,
-        "unranked": list(ranking.unranked),
-        "ties_at_cut": ties,
-        "agreement": {
-            "kendall_tau_b": [[i, j, json_float(t)] for i, j, t in member_agreement(ranking)],
-            "tail_overlap": overlap,
-        },
+        "score": SCORE_RULE, "scores": scores, "unranked": list(ranking.unranked), "ties_at_cut": ties,
+        "agreement": {"kendall_tau_b": [[i, j, json_float(t)] for i, j, t in member_agreement(ranking)],
+                      "tail_overlap": overlap},
         "warnings": warnings,
-    }
+    }  # fmt: skip

@@ -1,10 +1,10 @@
 """PNG plots per suite: quality against originality with equal-novelty curves, and a novelty histogram.
 
-Novelty is the harmonic mean of quality q and originality o, so the points of equal novelty h lie
-on the curve q = h·o / (2o − h): the scatter draws those curves (h = 0.2, 0.4, 0.6, 0.8) so a reader
-sees at once whether the candidate moved towards better or merely different output. matplotlib is
-imported inside the functions and drives the Agg canvas directly (no pyplot, no global backend
-switch), so importing this module costs nothing and works without a display.
+Points of equal novelty h (the harmonic mean of quality q and originality o) lie on q = h·o / (2o − h):
+the scatter draws those curves (:data:`NOVELTY_LEVELS`), so a reader sees whether the candidate moved
+towards better or merely different output. matplotlib is imported inside the functions and drives
+the Agg canvas directly (no pyplot, no global backend switch), so this module imports for free and
+works without a display.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def save_png(figure: Figure, path: Path) -> None:
     atomic_write(path, lambda fh: figure.savefig(fh, format="png", dpi=DPI))
 
 
-def _finish(figure: Figure, path: str | Path, *, title: str, xlabel: str, ylabel: str, legend: Any = "best") -> Path:
+def finish(figure: Figure, path: str | Path, *, title: str, xlabel: str, ylabel: str, legend: Any = "best") -> Path:
     """Label the axes, title the plot, add the legend and save it to ``path``; returns the path."""
     (ax,) = figure.axes
     ax.set_xlabel(xlabel)
@@ -89,21 +89,12 @@ def plot_quality_originality(path: str | Path, suite: str, data: SuiteData) -> P
         counted = f"{o.size} of {answers} answers: scored, with a {n}-gram" if n else f"{o.size} of {answers} answers"
         ax.scatter(o, q, s=14, alpha=0.45, color=color, edgecolors="none", label=f"{label} ({counted})")
         if o.size:
-            ax.scatter(
-                [o.mean()],
-                [q.mean()],
-                s=160,
-                marker="X",
-                color=color,
-                edgecolors="black",
-                linewidths=0.8,
-                label=f"{label} mean",
-                zorder=3,
-            )
+            ax.scatter([o.mean()], [q.mean()], s=160, marker="X", color=color, edgecolors="black", linewidths=0.8,
+                       label=f"{label} mean", zorder=3)
     ax.set_xlim(0.0, 1.0)
     ax.set_ylim(0.0, 1.0)
     ax.grid(alpha=0.2)
-    return _finish(
+    return finish(
         figure, path, title=f"{suite}: quality against originality",
         xlabel=f"originality@{n}" if n else "originality", ylabel="quality", legend="lower left",
     )
@@ -128,25 +119,18 @@ def plot_novelty_histogram(path: str | Path, suite: str, data: SuiteData) -> Pat
         else:
             ax.hist(values, bins=bins, histtype="step", color=color, linewidth=2, label=f"{label} ({counted})")
         if values.size:
-            ax.axvline(
-                float(values.mean()),
-                color=color,
-                linestyle="--",
-                linewidth=1.2,
-                label=f"{label} mean {values.mean():.3f}",
-            )
+            ax.axvline(float(values.mean()), color=color, linestyle="--", linewidth=1.2,
+                       label=f"{label} mean {values.mean():.3f}")
     ax.set_xlim(0.0, 1.0)
-    return _finish(
+    return finish(
         figure, path, title=f"{suite}: novelty of each generation",
         xlabel=f"novelty@{n} per generation" if n else "novelty per generation", ylabel="generations",
     )
 
 
 def plot_sweep(path: str | Path, base: str, parameter: str, points: list[tuple[float, float, float]]) -> Path:
-    """Mean novelty and mean quality of a swept suite against the swept parameter.
-
-    ``points`` holds (parameter value, mean novelty, mean quality), one per sweep value.
-    """
+    """Mean novelty and mean quality of a swept suite against the swept parameter, from ``points``
+    of (parameter value, mean novelty, mean quality)."""
     figure = new_figure()
     ax = figure.add_subplot()
     points = sorted(points)
@@ -155,7 +139,7 @@ def plot_sweep(path: str | Path, base: str, parameter: str, points: list[tuple[f
     ax.plot(xs, [p[2] for p in points], marker="s", linestyle="--", color=BASELINE_COLOR, label="quality (mean)")
     ax.set_ylim(0.0, 1.0)
     title = f"{base}: sweep over {parameter}"
-    return _finish(figure, path, title=title, xlabel=parameter, ylabel="mean over generations")
+    return finish(figure, path, title=title, xlabel=parameter, ylabel="mean over generations")
 
 
 def _sweep_points(suites_data: Mapping[str, SuiteData]) -> dict[tuple[str, str], list[tuple[float, float, float]]]:
@@ -171,13 +155,8 @@ def _sweep_points(suites_data: Mapping[str, SuiteData]) -> dict[tuple[str, str],
 
 
 def write_plots(out_dir: str | Path, suites_data: Mapping[str, SuiteData]) -> dict[str, dict[str, Path]]:
-    """Both plots for every suite with data; returns suite → kind → file.
-
-    Files are ``<suite>-quality-originality.png`` and ``<suite>-novelty-histogram.png``; a suite
-    without quality and originality values gets none. A swept suite (``info["sweep"]`` holding
-    suite, parameter and value) also gets ``<suite>-sweep.png``: novelty and quality against the
-    parameter.
-    """
+    """``<suite>-quality-originality.png`` and ``<suite>-novelty-histogram.png`` for every suite with
+    quality and originality values, ``<base>-sweep.png`` for a swept suite; suite → kind → file."""
     folder = Path(out_dir)
     written: dict[str, dict[str, Path]] = {}
     for suite, data in sorted(suites_data.items()):

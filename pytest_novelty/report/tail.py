@@ -1,9 +1,8 @@
 """What ``pytest-novelty tail build`` and ``tail agreement`` print, and the plot of τ against bin.
 
 The agreement plot shows, for every bin from the peak (left) to the tail (right), Kendall's τ-b of
-the models' mean quality with the reference and its bootstrap interval, with q@Tail(α)'s own τ as a
-separate point at the right and a line at τ = 0 (no agreement). Drawn on matplotlib's Agg canvas
-(:func:`pytest_novelty.report.plots.new_figure`), written atomically.
+the models' mean quality with the reference and its interval, q@Tail(α)'s τ as a separate point at
+the right, and a line at τ = 0 (no agreement).
 """
 
 from __future__ import annotations
@@ -12,9 +11,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pytest_novelty.infra.storage import atomic_write_json
+from pytest_novelty.infra.storage import atomic_write_json, json_float
 from pytest_novelty.metrics.tail_agreement import BinAgreement, TailAgreement
-from pytest_novelty.report.plots import CANDIDATE_COLOR, new_figure, save_png
+from pytest_novelty.report.plots import CANDIDATE_COLOR, finish, new_figure
 
 __all__ = ["agreement_json", "agreement_lines", "agreement_plot", "build_lines", "write_agreement_json"]
 
@@ -28,9 +27,7 @@ def _ids(ids: list[str]) -> str:
 
 def build_lines(provenance: dict[str, Any], entries: dict[str, list[str]], out: Path) -> list[str]:
     """The lines ``tail build`` prints: the pool, each cut's first ids, how far the pool agrees, the file."""
-    pool = provenance["pool"]
-    prompts = provenance["prompts"]
-    index = provenance["index"]
+    pool, prompts, index = provenance["pool"], provenance["prompts"], provenance["index"]
     lines = [
         f"tail of suite {provenance['suite']}: {prompts['ranked']} of {prompts['count']} prompts ranked by a pool "
         f"of {len(pool)} ({', '.join(m['source'] for m in pool)}) at n = {provenance['n']}, index "
@@ -113,25 +110,19 @@ def agreement_plot(result: TailAgreement, path: str | Path, suite: str) -> Path:
     ax.axhline(0.0, color="0.6", linewidth=0.8)
     ax.set_ylim(-1.05, 1.05)
     ax.set_xticks([*xs, spot], [*(str(x) for x in xs), tail.label])
-    ax.set_xlabel("bin of prompts by their shared novelty score")
-    ax.set_ylabel("Kendall tau-b with the reference")
-    ax.set_title(f"{suite}: agreement with the reference, peak (1) to tail ({len(xs)})")
-    ax.legend(loc="lower right", fontsize=8)
-    out = Path(path)
-    save_png(figure, out)
-    return out
+    return finish(figure, path, title=f"{suite}: agreement with the reference, peak (1) to tail ({len(xs)})",
+                  xlabel="bin of prompts by their shared novelty score", ylabel="Kendall tau-b with the reference",
+                  legend="lower right")  # fmt: skip
 
 
 def agreement_json(result: TailAgreement) -> dict[str, Any]:
-    """The result as JSON (NaN as null)."""
-
-    def clean(value: float) -> float | None:
-        return None if math.isnan(value) else round(float(value), 6)
+    """The result as JSON (NaN as null, numbers to 6 decimals)."""
 
     def part(found: BinAgreement) -> dict[str, Any]:
-        return {"label": found.label, "prompts": found.prompts, "score_range": [clean(found.score_low),
-                clean(found.score_high)], "tau_b": clean(found.tau), "ci": [clean(found.low), clean(found.high)],
-                "means": dict(zip(result.models, (clean(m) for m in found.means), strict=True))}  # fmt: skip
+        return {"label": found.label, "prompts": found.prompts,
+                "score_range": [json_float(found.score_low), json_float(found.score_high)],
+                "tau_b": json_float(found.tau), "ci": [json_float(found.low), json_float(found.high)],
+                "means": dict(zip(result.models, (json_float(m) for m in found.means), strict=True))}  # fmt: skip
 
     return {"models": list(result.models), "reference": list(result.reference), "alpha": result.alpha,
             "confidence": result.confidence, "resamples": result.resamples, "bins": [part(b) for b in result.bins],

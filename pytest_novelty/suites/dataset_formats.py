@@ -1,9 +1,6 @@
-"""The public datasets' formats as prompts: TinyStories, CoPoet, MacGyver and NoveltyBench, read
-from a file or from the Hugging Face hub, and the JSON Lines reading every prompt source shares.
-
-Each kind has a reader (a file to ``Row`` records: a record and where it came from, for errors)
-and a converter (records to prompts of the kind's task); :mod:`pytest_novelty.suites.loaders`
-chooses them by the source's kind.
+"""The public datasets' formats as prompts (TinyStories, CoPoet, MacGyver, NoveltyBench; a file or the
+hub), and the JSON Lines reading every prompt source shares. Each kind has a reader (a file to
+``Row`` records) and a converter (records to prompts), chosen by :mod:`pytest_novelty.suites.loaders`.
 """
 
 from __future__ import annotations
@@ -34,11 +31,8 @@ def hub_rows(dataset: str, *, split: str, config: str | None) -> list[Row]:
     try:
         import datasets
     except ImportError:
-        raise ConfigError(
-            f"reading {dataset!r} from the Hugging Face hub needs the 'datasets' package: "
-            "pip install datasets (or download the file and give its path)",
-            field="source",
-        ) from None
+        raise ConfigError(f"reading {dataset!r} from the Hugging Face hub needs the 'datasets' package: "
+                          "pip install datasets (or download the file and give its path)", field="source") from None
     try:
         table = datasets.load_dataset(dataset, config, split=split)
     except Exception as exc:  # network, unknown id, unknown split: all reach the user as one line
@@ -67,11 +61,8 @@ def read_records(path: Path, expected: str) -> list[Row]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ConfigError(
-                f"line {number}: broken JSON ({exc.msg} at column {exc.colno}); "
-                f"each line must be one JSON object, {expected}",
-                path=path,
-            ) from None
+            raise ConfigError(f"line {number}: broken JSON ({exc.msg} at column {exc.colno}); "
+                              f"each line must be one JSON object, {expected}", path=path) from None
         if not isinstance(record, dict):
             raise ConfigError(f"line {number}: expected a JSON object, got {type(record).__name__}", path=path)
         rows.append((f"line {number}", record))
@@ -143,11 +134,8 @@ def require(record: Mapping[str, Any], name: str, where: str, origin: str, expec
     value = record.get(name)
     if value is None or (isinstance(value, str) and not value.strip()):
         found = ", ".join(repr(k) for k in record if not k.startswith("_")) or "none"
-        raise ConfigError(
-            f"{where}: missing {name!r} (found: {found}); expected fields {', '.join(expected)}"
-            + did_you_mean(name, list(record)),
-            path=origin,
-        )
+        raise ConfigError(f"{where}: missing {name!r} (found: {found}); expected fields {', '.join(expected)}"
+                          + did_you_mean(name, list(record)), path=origin)
     return value
 
 

@@ -45,35 +45,22 @@ _OWN_FIELDS = ("id", "text", "reference", "meta", "split", "task")
 _HUB_SPLITS = {"tinystories": "validation", "noveltybench": "curated"}
 _KIND_TASKS = {"tinystories": "story", "copoet": "poetry", "macgyver": "tool", "noveltybench": "open"}
 
-# option name -> (default, allowed types); ``split`` and ``task`` are common to every kind.
+# A kind's own options, name -> (default, allowed types); ``split`` and ``task`` are every kind's, and
+# the dataset kinds all take _DATASET_OPTIONS.
 _OPTIONS: dict[str, dict[str, tuple[Any, tuple[type, ...]]]] = {
-    "builtin": {},
-    "jsonl": {},
-    "tinystories": {
-        "opening_sentences": (1, (int,)),
-        "opening_words": (None, (int,)),
-        "skip_partial": (True, (bool,)),
-    },
-    "copoet": {},
+    "tinystories": {"opening_sentences": (1, (int,)), "opening_words": (None, (int,)), "skip_partial": (True, (bool,))},
     "macgyver": {"solvable_only": (True, (bool,)), "unconventional_only": (False, (bool,))},
-    "noveltybench": {},
 }
 _DATASET_OPTIONS: dict[str, tuple[Any, tuple[type, ...]]] = {
-    "holdout": (0.1, (float, int)),
-    "hub_split": (None, (str,)),
-    "hub_config": (None, (str,)),
+    "holdout": (0.1, (float, int)), "hub_split": (None, (str,)), "hub_config": (None, (str,)),
 }
 
 
 def load_prompts(
     source: str, *, base_dir: Path, limit: int | None = None, seed: int = 0, **options: Any
 ) -> list[Prompt]:
-    """Load the prompts of ``source``; ``limit`` keeps a seeded random subset in file order.
-
-    Raises ``ConfigError`` naming the file and the fix for an unknown source kind, a missing or
-    empty file, a broken JSON line (with its number), missing columns or fields, and unknown or
-    mistyped options.
-    """
+    """The prompts of ``source``, ``limit`` of them a seeded random subset in file order; a
+    ``ConfigError`` naming the file (and line) and the fix for any bad source, file or option."""
     kind, location = _parse_source(source)
     opts = _check_options(kind, options)
     if kind in ("builtin", "jsonl"):
@@ -84,11 +71,8 @@ def load_prompts(
 
 
 def locate_prompt(source: str, prompt_id: str, *, base_dir: Path) -> str:
-    """Where the prompt ``prompt_id`` of ``source`` was read, for error messages.
-
-    ``suites/data/story.jsonl line 12`` for the project's own files (the line whose ``id`` it is);
-    the file (or hub id) and the prompt id for the dataset formats, whose ids are derived.
-    """
+    """Where the prompt ``prompt_id`` of ``source`` was read, for error messages: the file and line for
+    the project's own files, the file (or hub id) and the prompt id for the datasets (derived ids)."""
     try:
         kind, location = _parse_source(source)
         if location.startswith(HUB_PREFIX):
@@ -138,28 +122,22 @@ def _parse_source(source: str) -> tuple[str, str]:
         guess = did_you_mean(kind if sep else source, SOURCE_KINDS)
         if not sep and source in TASKS:
             guess = f" (did you mean 'builtin:{source}'?)"
-        raise ConfigError(
-            f"unknown prompt source {source!r}; use KIND:PATH with KIND one of {', '.join(SOURCE_KINDS)}"
-            + guess,
-            field="source",
-        )
+        raise ConfigError(f"unknown prompt source {source!r}; use KIND:PATH with KIND one of {', '.join(SOURCE_KINDS)}"
+                          + guess, field="source")
     if not location.strip():
         raise ConfigError(f"{source!r} names no file; e.g. '{kind}:data/prompts.jsonl'", field="source")
     return kind, location.strip()
 
 
 def _check_options(kind: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    allowed = {"split": ("test", (str,)), "task": (None, (str,)), **_OPTIONS[kind]}
+    allowed = {"split": ("test", (str,)), "task": (None, (str,)), **_OPTIONS.get(kind, {})}
     if kind not in ("builtin", "jsonl"):
         allowed.update(_DATASET_OPTIONS)
     resolved = {name: default for name, (default, _) in allowed.items()}
     for name, value in options.items():
         if name not in allowed:
-            raise ConfigError(
-                f"unknown option {name!r} for {kind} sources; allowed: {', '.join(sorted(allowed))}"
-                + did_you_mean(name, allowed),
-                field=f"options.{name}",
-            )
+            raise ConfigError(f"unknown option {name!r} for {kind} sources; allowed: {', '.join(sorted(allowed))}"
+                              + did_you_mean(name, allowed), field=f"options.{name}")
         types = allowed[name][1]
         wrong_bool = isinstance(value, bool) and bool not in types
         if value is not None and (wrong_bool or not isinstance(value, types)):
@@ -167,11 +145,8 @@ def _check_options(kind: str, options: Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"expected {names}, got {value!r}", field=f"options.{name}")
         resolved[name] = value
     if resolved["split"] not in SPLITS:
-        raise ConfigError(
-            f"unknown split {resolved['split']!r}; expected one of {', '.join(SPLITS)}"
-            + did_you_mean(resolved["split"], SPLITS),
-            field="options.split",
-        )
+        raise ConfigError(f"unknown split {resolved['split']!r}; expected one of {', '.join(SPLITS)}"
+                          + did_you_mean(resolved["split"], SPLITS), field="options.split")
     return resolved
 
 
@@ -190,11 +165,8 @@ def _builtin_path(name: str) -> Path:
     path = folder / f"{name}.jsonl"
     if not path.is_file():
         available = sorted(p.stem for p in folder.glob("*.jsonl"))
-        raise ConfigError(
-            f"no built-in prompt set {name!r}; available: {', '.join(available)}"
-            + did_you_mean(name, available),
-            field="source",
-        )
+        raise ConfigError(f"no built-in prompt set {name!r}; available: {', '.join(available)}"
+                          + did_you_mean(name, available), field="source")
     return path
 
 
@@ -210,20 +182,14 @@ def _own_prompts(rows: list[Row], path: Path, *, default_task: str | None, split
     for where, record in rows:
         unknown = [k for k in record if k not in _OWN_FIELDS]
         if unknown:
-            raise ConfigError(
-                f"{where}: unknown field {unknown[0]!r}; allowed: {', '.join(_OWN_FIELDS)}"
-                + did_you_mean(unknown[0], _OWN_FIELDS),
-                path=path,
-            )
+            raise ConfigError(f"{where}: unknown field {unknown[0]!r}; allowed: {', '.join(_OWN_FIELDS)}"
+                              + did_you_mean(unknown[0], _OWN_FIELDS), path=path)
         prompt_id = str(require(record, "id", where, str(path), ("id", "text")))
         text = require(record, "text", where, str(path), ("id", "text"))
         task = record.get("task") or default_task
         if task not in TASKS:
-            raise ConfigError(
-                f"{where}: no task; add \"task\" (one of {', '.join(TASKS)}) to each line or set the "
-                "source's task option",
-                path=path,
-            )
+            raise ConfigError(f"{where}: no task; add \"task\" (one of {', '.join(TASKS)}) to each line or set the "
+                              "source's task option", path=path)
         row_split = record.get("split") or "test"
         if row_split not in SPLITS[:2]:
             raise ConfigError(f"{where}: split must be 'test' or 'examples', got {row_split!r}", path=path)

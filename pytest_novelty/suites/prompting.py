@@ -1,9 +1,6 @@
 """Prompting methods: how (task, prompt, examples) becomes the model's input, and how the answer
-comes back out of the model's output.
-
-Pure text functions: nothing here calls a model. A model input is either a plain string (base
-models: the completion formats of :mod:`pytest_novelty.suites.tasks`) or a list of chat messages
-that the generation layer renders with the checkpoint's chat template.
+comes back out of its output. Pure text: a model input is a plain string (a base model's completion
+format, :mod:`pytest_novelty.suites.tasks`) or chat messages the generation layer renders.
 
 =================  ===========================================================================
 ``few-shot``       k solved examples from the held-out split (seeded per prompt), then the
@@ -37,23 +34,9 @@ if TYPE_CHECKING:
     from pytest_novelty.suites.schema import Suite
 
 __all__ = [
-    "METHODS",
-    "Message",
-    "ModelInput",
-    "ask_novelty",
-    "build_inputs",
-    "chat",
-    "concept_prompt",
-    "denial",
-    "extract_answer",
-    "extract_between_asterisks",
-    "few_shot",
-    "load_examples",
-    "merge_concepts",
-    "novel_examples",
-    "parse_concepts",
-    "sample_examples",
-    "top_examples",
+    "METHODS", "Message", "ModelInput", "ask_novelty", "build_inputs", "chat", "concept_prompt", "denial",
+    "extract_answer", "extract_between_asterisks", "few_shot", "load_examples", "merge_concepts", "novel_examples",
+    "parse_concepts", "sample_examples", "top_examples",
 ]
 
 Message = dict[str, str]
@@ -89,11 +72,8 @@ def _user(content: str) -> list[Message]:
 
 
 def sample_examples(prompt: Prompt, examples: Sequence[Prompt], k: int, *, seed: int = 0) -> list[Prompt]:
-    """``k`` examples for ``prompt``: those with a reference, never the prompt itself.
-
-    The draw is seeded by ``seed`` and the prompt's id, so it does not depend on the order or the
-    subset of prompts being run (xdist workers agree). Fewer than ``k`` available: all of them.
-    """
+    """``k`` examples with a reference for ``prompt``, never itself (all when there are fewer), drawn
+    with ``seed`` and the prompt's id: the draw does not depend on which prompts run (xdist workers agree)."""
     pool = [e for e in examples if e.reference and e.id != prompt.id]
     if k >= len(pool):
         return pool
@@ -117,11 +97,8 @@ def top_examples(
     fraction: float = TOP_FRACTION,
     at_least: int = 1,
 ) -> list[Prompt]:
-    """The examples in the top ``fraction`` by score (ids missing from ``scores`` or NaN are left out).
-
-    The pool holds at least ``at_least`` examples, so that a full set of in-context examples can
-    be drawn from a small held-out set; ties are broken by id.
-    """
+    """The examples in the top ``fraction`` by score (unscored left out, ties by id), at least
+    ``at_least`` of them, so a small held-out set still gives a full set of in-context examples."""
     scored = [e for e in examples if e.reference and not math.isnan(scores.get(e.id, math.nan))]
     ranked = sorted(scored, key=lambda e: (-scores[e.id], e.id))
     return ranked[: max(math.ceil(fraction * len(ranked)), at_least)]
@@ -156,11 +133,8 @@ def ask_novelty(task: Task, prompt: Prompt) -> list[Message]:
 
 
 def denial(task: Task, prompt: Prompt, forbidden: Sequence[str] = ()) -> list[Message]:
-    """The prompt of one denial round: the task, minus every concept in ``forbidden``.
-
-    Round 0 forbids nothing; each later round forbids the concepts of all earlier answers (see
-    :func:`merge_concepts`). The answer comes back between asterisks.
-    """
+    """The prompt of one denial round: the task, minus every concept in ``forbidden`` (the first round
+    forbids nothing), the answer between asterisks."""
     parts = [f"Your task is to {task.description}.", task.labelled_input(prompt)]
     concepts = merge_concepts([], forbidden)
     if concepts:
@@ -186,11 +160,8 @@ def concept_prompt(task: Task, prompt: Prompt, answer: str) -> list[Message]:
 
 
 def parse_concepts(reply: str) -> list[str]:
-    """The concepts in a judge's reply: bullet or numbered lines, a JSON list, or plain lines.
-
-    Markdown emphasis and trailing full stops are dropped; "none" means no concepts; duplicates
-    (ignoring case) are kept once.
-    """
+    """The concepts in a judge's reply (bullet or numbered lines, a JSON list, or plain lines), without
+    Markdown emphasis and trailing full stops; "none" means none; duplicates (any case) kept once."""
     text = reply.strip()
     items: list[str] = []
     if text.startswith("["):
@@ -264,8 +235,7 @@ def load_examples(suite: Suite) -> list[Prompt]:
         raise ConfigError(
             f"{suite.prompting.method} needs solved examples, and {source.source!r} has none with a "
             "reference in its 'examples' split; set prompting.examples = 0 or use a source with references",
-            path=suite.path,
-            field="prompting.examples",
+            path=suite.path, field="prompting.examples",
         )
     return examples
 
@@ -278,12 +248,9 @@ def build_inputs(
     example_scores: Mapping[str, float] | None = None,
     forbidden: Mapping[str, Sequence[str]] | None = None,
 ) -> list[ModelInput]:
-    """The model input for each prompt under the suite's ``prompting`` settings.
-
-    ``examples`` defaults to the source's held-out split (loaded only when the method needs it);
-    ``example_scores`` (originality by example id) is required by ``novel-examples``; ``forbidden``
-    (concepts by prompt id) gives a denial round after the first.
-    """
+    """The model input for each prompt under the suite's ``prompting`` settings: ``examples`` default
+    to the held-out split (loaded only when needed), ``novel-examples`` needs ``example_scores``
+    (originality by id), ``forbidden`` (concepts by prompt id) makes a later denial round."""
     method, k, seed = suite.prompting.method, suite.prompting.examples, suite.prompts.seed
     _check_method(method)
     task = get_task(suite.task)
@@ -297,25 +264,17 @@ def build_inputs(
     if method == "few-shot" and k == 0:
         return [task.completion_prefix(p) for p in prompts]
     if k == 0:
-        raise ConfigError(
-            "novel-examples needs at least 1 example", path=suite.path, field="prompting.examples"
-        )
+        raise ConfigError("novel-examples needs at least 1 example", path=suite.path, field="prompting.examples")
     pool = list(examples) if examples is not None else load_examples(suite)
     if method == "novel-examples":
         if example_scores is None:
-            raise ConfigError(
-                "novel-examples needs novelty scores for the held-out examples",
-                path=suite.path,
-                field="prompting.method",
-            )
+            raise ConfigError("novel-examples needs novelty scores for the held-out examples", path=suite.path,
+                              field="prompting.method")
         pool = top_examples(pool, example_scores, at_least=k)
     return [few_shot(task, p, pool, k=k, seed=seed) for p in prompts]
 
 
 def _check_method(method: str) -> None:
     if method not in METHODS:
-        raise ConfigError(
-            f"unknown prompting method {method!r}; expected one of {', '.join(METHODS)}"
-            + did_you_mean(method, METHODS),
-            field="prompting.method",
-        )
+        raise ConfigError(f"unknown prompting method {method!r}; expected one of {', '.join(METHODS)}"
+                          + did_you_mean(method, METHODS), field="prompting.method")

@@ -11,14 +11,9 @@ TASKS = ("story", "poetry", "tool", "open")
 
 @dataclass(frozen=True)
 class Prompt:
-    """One task input.
-
-    ``text`` is the task input itself (a story opening, a poetry instruction, a problem with its
-    items, an open question), not yet formatted for a model. ``reference`` is a human answer when
-    the dataset has one. ``meta`` carries what the task's checks need, by convention:
-    ``characters`` (story), ``contains`` / ``ends_with`` / ``rhymes_with`` (poetry),
-    ``items`` (tool use); loaders fill what they can.
-    """
+    """One task input: ``text`` not yet formatted for a model, ``reference`` a human answer when the
+    dataset has one, ``meta`` what the task's checks need (``characters`` for stories, ``contains`` /
+    ``ends_with`` / ``rhymes_with`` for poetry, ``items`` for tool use), as far as a loader can tell."""
 
     id: str
     task: str

@@ -1,20 +1,12 @@
 """The file a suite's ``[gate] tail`` names: the prompts q@Tail (and Novelty at Peak) are judged on.
 
-Two shapes are read:
-
-* a JSON list of prompt ids: the tail of every ``q_at_tail@α`` metric of the suite (the first shape,
-  kept as it was);
-* a JSON object mapping a metric to its list of ids: ``"q_at_tail@0.1"`` to the tail,
-  ``"novelty_at_peak@0.1"`` to the peak (the other end of the same ranking). An object written by
-  ``pytest-novelty tail build`` also holds ``"format"`` (:data:`TAIL_FORMAT`) and
-  ``"provenance"``: how the ranking was made (the suite, the pool of models with their identities,
-  the index identity, n, every prompt's score and its parts, the prompts left unranked, ties at
-  each cut, how far the pool's members agree, the date). Readers look up their metric's entry and
-  ignore the rest, so a file of this version still reads as the object shape did before; a file
-  whose ``format`` is newer than this code knows is refused with one line.
-
-A peak is never read from a bare list: a list means a tail, and a peak taken for a tail (or the
-other way round) would judge a checkpoint on the wrong end of the ranking.
+* A JSON list of prompt ids: the tail of every ``q_at_tail@α`` metric of the suite. Never a peak: a
+  peak taken for a tail would judge a checkpoint on the wrong end of the ranking.
+* A JSON object mapping a metric to its ids: ``"q_at_tail@0.1"`` to the tail, ``"novelty_at_peak@0.1"``
+  to the peak. ``pytest-novelty tail build`` adds ``"format"`` (:data:`TAIL_FORMAT`) and
+  ``"provenance"`` (how the ranking was made: suite, pool and identities, index, n, every prompt's
+  score, unranked prompts, ties at each cut, the pool's agreement, the date). Readers take their
+  metric's entry and ignore the rest; a ``format`` newer than this code is refused with one line.
 """
 
 from __future__ import annotations
@@ -28,13 +20,7 @@ from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.storage import atomic_write_text
 
 __all__ = [
-    "PEAK_PREFIX",
-    "TAIL_FORMAT",
-    "TAIL_PREFIX",
-    "has_entry",
-    "read_provenance",
-    "read_tail_ids",
-    "write_tail_file",
+    "PEAK_PREFIX", "TAIL_FORMAT", "TAIL_PREFIX", "has_entry", "read_provenance", "read_tail_ids", "write_tail_file",
 ]
 
 #: The version of the object shape ``pytest-novelty tail build`` writes (files without one are version 0).
@@ -67,11 +53,8 @@ def read_tail_ids(path: Path, metric: str) -> list[str]:
     ``ConfigError`` naming the file and the fix for anything else (module doc)."""
     data = _load(path)
     if isinstance(data, list) and metric.startswith(PEAK_PREFIX):
-        raise ConfigError(
-            f'holds a bare list (a tail), not a peak; {metric} needs a "{metric}" entry: build one with '
-            "`pytest-novelty tail build`",
-            path=path,
-        )
+        raise ConfigError(f'holds a bare list (a tail), not a peak; {metric} needs a "{metric}" entry: build one with '
+                          "`pytest-novelty tail build`", path=path)
     if isinstance(data, dict):
         data = data.get(metric)
         if data is None:

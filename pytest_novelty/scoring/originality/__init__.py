@@ -10,13 +10,8 @@ backend by spec (:func:`open_backend`) and score texts in batches (:func:`score_
 - ``infini-gram-api:INDEX``: the public infini-gram API (token ids; e.g. ``v4_piletrain_llama``).
 - ``infini-gram-mini:INDEX``: the public infini-gram mini API (raw text; e.g. ``v2_pileval``).
 
-The Creativity Index's match lengths (the longest match at every position, for a range of L) come
-from :func:`~pytest_novelty.scoring.originality.matching.match_lengths`: the local index and the
-n-gram set search them (the :class:`~.backend.MatchingStatistics` ability), the web APIs settle the
-range with their count questions.
-
-Options are keyword arguments of :func:`open_backend`, or appended to the spec as
-``SPEC?name=value&name=value`` (handy on the command line and in suite files).
+The Creativity Index's match lengths come from :func:`~.matching.match_lengths`. Options are keyword
+arguments of :func:`open_backend`, or appended to the spec as ``SPEC?name=value&name=value``.
 """
 
 from __future__ import annotations
@@ -30,18 +25,8 @@ from pytest_novelty.scoring.originality.index import INFO_FILE, IndexInfo, is_in
 from pytest_novelty.scoring.originality.score import OriginalityResult, score_texts
 
 __all__ = [
-    "BACKENDS",
-    "INFO_FILE",
-    "KINDS",
-    "IndexInfo",
-    "MatchBounds",
-    "OriginalityBackend",
-    "OriginalityResult",
-    "build_index",
-    "is_index",
-    "open_backend",
-    "read_index",
-    "score_texts",
+    "BACKENDS", "INFO_FILE", "KINDS", "IndexInfo", "MatchBounds", "OriginalityBackend", "OriginalityResult",
+    "build_index", "is_index", "open_backend", "read_index", "score_texts",
 ]
 
 KINDS = ("infini-gram", "ngram-set", "infini-gram-api", "infini-gram-mini")
@@ -49,22 +34,19 @@ KINDS = ("infini-gram", "ngram-set", "infini-gram-api", "infini-gram-mini")
 
 
 def open_backend(spec: str, *, cache_dir: Path | None = None, **options: Any) -> OriginalityBackend:
-    """Open the originality backend named by ``spec`` (see the module docstring), or one registered
-    in :data:`BACKENDS`.
+    """Open the originality backend named by ``spec`` (module docstring), or one registered in
+    :data:`BACKENDS`.
 
     Options: ``infini-gram``: tokenizer (refused if it differs from the index's), method
     (``suffix-array``, the default, or ``creativity``), workers and load_to_ram (for the engine).
     ``ngram-set``: tokenizer, max_n (levels to build now, and the longest span its matching statistics
-    answer; default: on first use), progress (build
-    messages on stderr; default: for corpora over 5 million units).
-    ``infini-gram-api``: tokenizer (default from the index name), and like
-    ``infini-gram-mini``: url, concurrency (8), max_attempts (6), timeout (30 s), backoff (0.5 s),
-    max_backoff (30 s), max_retry_time (120 s: attempts and waits of one query in all).
-    ``cache_dir`` keeps the web APIs' answers on disk (in memory without it), and
-    remembers which local index files were verified against their build checksums.
+    answer; default: on first use), progress (default: for corpora over 5 million units).
+    ``infini-gram-api``: tokenizer (default from the index name), and like ``infini-gram-mini``: url,
+    concurrency (8), max_attempts (6), timeout (30 s), backoff (0.5 s), max_backoff (30 s),
+    max_retry_time (120 s for one query in all). ``cache_dir`` keeps the web APIs' answers on disk and
+    remembers which local index files were verified.
 
-    An unknown kind or option raises :class:`~pytest_novelty.infra.errors.ConfigError`; a missing or
-    damaged index raises ``ConfigError`` or :class:`~pytest_novelty.infra.errors.HarnessError` naming
-    the folder and the fix.
+    An unknown kind or option is a ``ConfigError``; a missing or damaged index a ``ConfigError`` or
+    ``HarnessError`` naming the folder and the fix.
     """
     return BACKENDS.open(spec, options=options, cache_dir=None if cache_dir is None else Path(cache_dir))

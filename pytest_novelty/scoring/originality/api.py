@@ -1,40 +1,31 @@
 """``infini-gram-api:INDEX`` and ``infini-gram-mini:INDEX``: the public infini-gram web services.
 
-Both answer one ``count`` query per POST (``{"index", "query_type": "count", ...}`` → ``{"count"}``);
-there is no longest-match query, so n-grams are decided by :mod:`.search` with as few questions as
-the answers allow, every distinct question asked once per batch and never again thanks to the
-persistent :class:`~.cache.CountCache`.
+Both answer one ``count`` query per POST (``{"index", "query_type": "count", ...}`` → ``{"count"}``)
+and have no longest-match query, so n-grams are decided by :mod:`.search` with as few questions as
+the answers allow, each distinct question asked once and kept in the persistent
+:class:`~.cache.CountCache`.
 
-- The infini-gram API (``https://api.infini-gram.io/``) indexes token ids: n-grams are sent as
-  ``query_ids`` in the index's tokenizer, Llama-2 for the ``v4_*_llama`` indexes (the OLMo-2 ones
-  included), GPT-2 for ``*_gpt2``, OLMo for ``*_olmo``. Option ``tokenizer`` overrides the choice
-  (a local folder avoids the hub; Llama-2 is gated there).
-- infini-gram mini (``https://api-mini.infini-gram.io/``) matches raw characters, case-sensitive.
-  N-grams are words (:mod:`pytest_novelty.scoring.text`) sent as the generation's own text of those
-  words, whitespace runs collapsed to one space, with a space added at each end that is a letter or
-  digit, so that ``" the cat sat "`` cannot match inside ``"bathe cat satin"``. The corpus text is
-  not re-tokenised, so a word n-gram at the very start of a line or next to punctuation in the
-  corpus can be missed: originality from mini is a slight over-estimate.
+- The infini-gram API indexes token ids: n-grams go as ``query_ids`` in the index's tokenizer,
+  Llama-2 for the ``v4_*_llama`` indexes (the OLMo-2 ones included), GPT-2 for ``*_gpt2``, OLMo for
+  ``*_olmo``; option ``tokenizer`` overrides it (a local folder avoids the hub, where Llama-2 is gated).
+- infini-gram mini matches raw characters, case-sensitive. Word n-grams (:mod:`pytest_novelty.scoring.text`)
+  go as the generation's own text, whitespace collapsed, with a space added at each end that is a
+  letter or digit (``" the cat sat "`` cannot match inside ``"bathe cat satin"``). The corpus is not
+  re-tokenised, so an n-gram at a line's start or beside punctuation there can be missed:
+  originality from mini is a slight over-estimate.
 
-The Creativity Index needs, at every position, whether the span of each length L of its range
-occurs; neither service has a longest-match query (the infini-gram API's ``infgram_prob`` reports
-a ``suffix_len``, but one request per token would be needed for it), so the same count questions
-settle every L of the range (:func:`~.matching.match_lengths`), and these backends have no
-:class:`~.backend.MatchingStatistics` ability: they give no match length outside that range.
+The Creativity Index's spans are settled by the same count questions for every L of its range
+(:func:`~.matching.match_lengths`; ``infgram_prob``'s ``suffix_len`` would take a request per
+token), so these backends have no :class:`~.backend.MatchingStatistics` ability.
 
-Endpoints come from the ``url`` option, else ``$PYTEST_NOVELTY_INFINIGRAM_API_URL`` /
-``$PYTEST_NOVELTY_INFINIGRAM_MINI_URL``, else the public addresses.
-
-The public services document a limit of about :data:`PUBLIC_RATE` requests per second per client
-address, so requests to them keep that rate unless the ``rate`` option says otherwise (another
-endpoint has no limit unless given one); every attempt counts. Before its first request a run
-says how many count queries it will send and how long that takes at the rate
-(:meth:`~_CountApiBackend.announce`): from the fewest (every position's first question) to the
-most (every order at every position), as the search stops as soon as the answers decide.
-
-The preflight (:meth:`_CountApiBackend.check`) asks one real count (the first token of "the" for
-the API, the word ``the`` for mini) within 10 seconds, so that an unreachable or silent service, a
-refused query or an unknown index name stops the run before anything is generated.
+Endpoints: the ``url`` option, else ``$PYTEST_NOVELTY_INFINIGRAM_API_URL`` /
+``$PYTEST_NOVELTY_INFINIGRAM_MINI_URL``, else the public addresses, which document about
+:data:`PUBLIC_RATE` requests per second per client address: requests to them keep that rate (every
+attempt counts) unless the ``rate`` option says otherwise. Before its first request a run says how
+many count queries it will send and how long that takes (:meth:`~_CountApiBackend.announce`), from
+the fewest (every position's first question) to the most (every order at every position). The
+preflight (:meth:`_CountApiBackend.check`) asks one real count within 10 seconds, so an
+unreachable service, a refused query or an unknown index stops the run before anything is generated.
 """
 
 from __future__ import annotations
@@ -53,18 +44,13 @@ from pytest_novelty.infra.http import CONNECTION_OPTIONS, Connection, Connection
 from pytest_novelty.infra.progress import notice
 from pytest_novelty.infra.redact import echo
 from pytest_novelty.scoring.originality.backend import BACKENDS, MatchBounds, Span, check_ns
-from pytest_novelty.scoring.originality.cache import CountCache
+from pytest_novelty.scoring.originality.cache import CountCache, is_count
 from pytest_novelty.scoring.originality.client import PREFLIGHT_TIMEOUT, JsonClient
 from pytest_novelty.scoring.originality.search import decide_thresholds
 from pytest_novelty.scoring.originality.tokenization import Encoding, SurfaceWords, Tokenizer, load_hf_tokenizer
 
 __all__ = [
-    "API_URL",
-    "MINI_URL",
-    "PUBLIC_RATE",
-    "InfiniGramApiBackend",
-    "InfiniGramMiniBackend",
-    "QueryPlan",
+    "API_URL", "MINI_URL", "PUBLIC_RATE", "InfiniGramApiBackend", "InfiniGramMiniBackend", "QueryPlan",
     "default_api_tokenizer",
 ]
 
@@ -110,21 +96,17 @@ class _CountApiBackend:
         url: str | None = None,
         **connection: Unpack[ConnectionOptions],
     ) -> None:
-        """``connection``: how the API is reached (:class:`~pytest_novelty.infra.http.ConnectionOptions`;
-        by default 8 queries in flight, 30 s each, 6 attempts within 120 s, and for the public
-        hosts at most :data:`PUBLIC_RATE` requests a second)."""
+        """``connection``: :class:`~pytest_novelty.infra.http.ConnectionOptions` (by default 8 queries in
+        flight, 30 s each, 6 attempts within 120 s, the public hosts at :data:`PUBLIC_RATE` a second)."""
         if not index.strip():
             raise ConfigError(f"{self.prefix} needs an index name, as in {self.prefix}:INDEX", field="originality")
         self.spec = spec or f"{self.prefix}:{index}"
         self.index = index
         self.url = url or os.environ.get(self.url_env) or self.default_url
         public = {"rate": PUBLIC_RATE} if urlsplit(self.url).hostname in _PUBLIC_HOSTS else {}
-        self.client = JsonClient(
-            self.url,
-            name=f"the {self.service} API",
-            hint=f"check the address (option url= or ${self.url_env}) and the network; ",
-            connection=Connection.of(connection, timeout=30.0, concurrency=8, **public),
-        )
+        self.client = JsonClient(self.url, name=f"the {self.service} API",
+                                 hint=f"check the address (option url= or ${self.url_env}) and the network; ",
+                                 connection=Connection.of(connection, timeout=30.0, concurrency=8, **public))
         self.cache = CountCache(cache_dir, self.service, index)
         self.questions = 0
         """Distinct questions sent over the network (cache misses)."""
@@ -149,11 +131,10 @@ class _CountApiBackend:
         raise NotImplementedError
 
     def check(self, *, timeout: float = PREFLIGHT_TIMEOUT) -> None:
-        """Preflight: one real count query (see the module doc); :class:`~pytest_novelty.infra.errors.PreflightError`
-        in one line when the service cannot answer it, names no count, or knows no such index."""
+        """Preflight: one real count query (module doc); a one-line ``PreflightError`` when the service
+        cannot answer it, names no count, or knows no such index."""
         answer = self.client.check(self._payload(self._probe()), timeout=timeout)
-        count = answer.get("count")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        if not is_count(answer.get("count")):
             raise PreflightError(
                 f"the {self.service} API at {self.url} answered a test query for index {self.index!r} "
                 f"without a count: {echo(str(answer))}"
@@ -172,7 +153,7 @@ class _CountApiBackend:
 
         def record(i: int, answer: dict[str, Any]) -> None:
             count = answer.get("count")
-            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            if not is_count(count):
                 raise HarnessError(f"the {self.service} API at {self.url} answered without a count: {answer!r}")
             self.cache.put(names[missing[i]], count)
             with self._lock:
@@ -186,12 +167,8 @@ class _CountApiBackend:
         return answers
 
     def plan(self, texts: Sequence[str], ns: Sequence[int]) -> QueryPlan:
-        """The count queries scoring ``texts`` at ``ns`` takes, from the cache as it is now.
-
-        The fewest: the first question at every position (its smallest order that fits), asked
-        in the first round whatever the answers; the most: every order at every position, each
-        distinct question once. Cached answers are not asked again.
-        """
+        """The count queries scoring ``texts`` at ``ns`` takes given the cache now: the fewest (every
+        position's first question, its smallest fitting order) and the most (every order at every position)."""
         orders = check_ns(ns)
         first: set[Hashable] = set()
         every: set[Hashable] = set()
@@ -204,15 +181,9 @@ class _CountApiBackend:
                     every.update(self._key(enc, i, n) for n in fitting)
         names = {q: self._cache_key(q) for q in every}
         cached = self.cache.get_many(names.values())
-        return QueryPlan(
-            service=self.prefix,
-            texts=len(texts),
-            fewest=sum(names[q] not in cached for q in first),
-            most=sum(names[q] not in cached for q in every),
-            reused=len(cached),
-            rate=self.client.connection.rate,
-            concurrency=self.client.connection.concurrency,
-        )
+        return QueryPlan(self.prefix, len(texts), fewest=sum(names[q] not in cached for q in first),
+                         most=sum(names[q] not in cached for q in every), reused=len(cached),
+                         rate=self.client.connection.rate, concurrency=self.client.connection.concurrency)
 
     def announce(self, texts: Sequence[str], ns: Sequence[int]) -> QueryPlan:
         """Before the first request: say (:func:`~pytest_novelty.infra.progress.notice`) how many count
@@ -225,12 +196,8 @@ class _CountApiBackend:
         self, encodings: Sequence[Encoding], ns: Sequence[int], *, progress: bool = False
     ) -> list[MatchBounds]:
         """Decide every n-gram with count questions (see :mod:`.search`)."""
-        return decide_thresholds(
-            encodings,
-            ns,
-            lambda t, i, n: self._key(encodings[t], i, n),
-            lambda queries: self._ask(queries, progress),
-        )
+        return decide_thresholds(encodings, ns, lambda t, i, n: self._key(encodings[t], i, n),
+                                 lambda queries: self._ask(queries, progress))
 
     def locate(self, spans: Sequence[Span]) -> list[int | None]:
         """Not asked of the web APIs (it would cost two more requests per text)."""
@@ -284,13 +251,9 @@ def _duration(seconds: float) -> str:
 _API_OPTIONS: dict[str, type | None] = {"url": str, **CONNECTION_OPTIONS}
 
 
-@BACKENDS.register(
-    "infini-gram-api",
-    argument="INDEX",
-    needs="an index name",
-    options={"tokenizer": str, **_API_OPTIONS},
-    summary="the public infini-gram API (token ids; e.g. v4_piletrain_llama)",
-)
+@BACKENDS.register("infini-gram-api", argument="INDEX", needs="an index name",
+                   options={"tokenizer": str, **_API_OPTIONS},
+                   summary="the public infini-gram API (token ids; e.g. v4_piletrain_llama)")
 class InfiniGramApiBackend(_CountApiBackend):
     """The infini-gram API: token-id n-grams in the index's tokenizer."""
 
@@ -332,13 +295,8 @@ def mini_query(enc: Encoding, i: int, n: int) -> str:
     return text
 
 
-@BACKENDS.register(
-    "infini-gram-mini",
-    argument="INDEX",
-    needs="an index name",
-    options=_API_OPTIONS,
-    summary="the public infini-gram mini API (raw text; e.g. v2_pileval)",
-)
+@BACKENDS.register("infini-gram-mini", argument="INDEX", needs="an index name", options=_API_OPTIONS,
+                   summary="the public infini-gram mini API (raw text; e.g. v2_pileval)")
 class InfiniGramMiniBackend(_CountApiBackend):
     """infini-gram mini: word n-grams matched as raw text (see the module docstring)."""
 

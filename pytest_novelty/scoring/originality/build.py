@@ -1,28 +1,24 @@
 """Building an infini-gram index of a corpus (``pytest-novelty index build``).
 
-The package's own suffix-array indexer (``python -m infini_gram.indexing``) does the heavy part.
-We tokenise ourselves and write its input files directly (``tokenized.0``: per document a separator
-token 0xFFFF then the document's token ids, little-endian uint16; ``offset.0``: the uint64 byte
-offset of each separator), so the indexer skips its own tokenisation and only builds ``table.0``.
-Beside them goes ``novelty-index.json`` with what a query needs to tokenise the same way
-(tokenizer, vocabulary, dtype), the counts, a checksum of the documents and the size and SHA-256
-of every file written (``checksums``), which :func:`~.index.read_index` verifies.
+The indexer of the ``infini-gram`` package (``python -m infini_gram.indexing``) builds the suffix
+array; we tokenise ourselves and write its input files (``tokenized.0``: per document a separator
+token 0xFFFF then its token ids, little-endian uint16; ``offset.0``: the uint64 byte offset of each
+separator), so it only builds ``table.0``. ``novelty-index.json`` beside them is described in
+:mod:`.index`.
 
-Known traps of infini-gram 2.6.0, all handled here:
+Traps of infini-gram 2.6.0, all handled here:
 
 - each part of a build must hold at least 100,000 bytes, else the indexer exits 0 with a wrong
-  table: the number of CPUs is chosen so that every part holds at least twice that;
-- the engine recognises its files by substring of the full path (``table``, ``tokenized``,
-  ``offset``, ``metadata``, ...): paths containing those words are refused, and our own file is
-  deliberately not called ``metadata.json`` (the engine would read it as document metadata and
-  crash);
+  table: the CPUs are chosen so that every part holds twice that;
+- the engine and the indexer recognise files by substring of the full path: see
+  :func:`~.index.engine_path`;
 - the indexer raises the open-files limit to ``--ulimit``, which must not exceed the hard limit;
 - the Rust indexer allocates 32 GiB for 32-bit tokens whatever the corpus size, so ``words`` mode
-  always stays within 16 bits (rare words take two tokens, see ``WordCodec``) and a tokenizer with
-  more than 65,535 ids is refused on machines with less memory than that.
+  stays within 16 bits (rare words take two tokens, see ``WordCodec``) and a tokenizer with more
+  than 65,535 ids is refused on smaller machines.
 
-A build happens in a hidden sibling folder that is renamed into place at the end, so an
-interrupted build never leaves a half-written index behind.
+A build happens in a hidden sibling folder renamed into place at the end, so an interrupted build
+leaves no half-written index.
 """
 
 from __future__ import annotations
@@ -170,13 +166,8 @@ def _tokenise_words(
     writer.close()
     del provisional
     scratch.unlink()
-    return {
-        "tokenizer": "words",
-        "tokenizer_fingerprint": words_fingerprint(ranked, codec.single),
-        "dtype": "u16",
-        "units": units,
-        "words": {"single": codec.single, "vocab_size": len(ranked), "vocab": ranked},
-    }
+    return {"tokenizer": "words", "tokenizer_fingerprint": words_fingerprint(ranked, codec.single), "dtype": "u16",
+            "units": units, "words": {"single": codec.single, "vocab_size": len(ranked), "vocab": ranked}}
 
 
 def _tokenise_hf(
@@ -212,13 +203,8 @@ def _tokenise_hf(
     flush()
     writer.close()
     (folder / "tokenizer.json").write_text(tokenizer.json, encoding="utf-8")
-    return {
-        "tokenizer": tokenizer.spec,
-        "tokenizer_fingerprint": tokenizer.fingerprint,
-        "dtype": "u32" if wide else "u16",
-        "units": units,
-        "vocab_size": tokenizer.vocab_size,
-    }
+    return {"tokenizer": tokenizer.spec, "tokenizer_fingerprint": tokenizer.fingerprint,
+            "dtype": "u32" if wide else "u16", "units": units, "vocab_size": tokenizer.vocab_size}
 
 
 def _total_memory_gib() -> int:
@@ -320,17 +306,13 @@ def _fsync_dir(path: Path) -> None:
 def _install(staging: Path, out_dir: Path) -> None:
     """Move the finished build into place, replacing an older index there."""
     _fsync_dir(staging)
-    if out_dir.exists():
-        if is_index(out_dir):
-            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-            out_dir.rename(old)
-            staging.rename(out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            out_dir.rmdir()  # checked empty before building
-            staging.rename(out_dir)
-    else:
-        staging.rename(out_dir)
+    old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+    if is_index(out_dir):
+        out_dir.rename(old)
+    elif out_dir.exists():
+        out_dir.rmdir()  # checked empty before building
+    staging.rename(out_dir)
+    shutil.rmtree(old, ignore_errors=True)
     _fsync_dir(out_dir.parent)
 
 
@@ -352,17 +334,12 @@ def build_index(
     progress: bool = True,
     single_token_words: int | None = None,
 ) -> dict[str, Any]:
-    """Build an infini-gram index of ``corpus`` in ``out_dir``; return the build facts.
-
-    ``corpus``: ``Path`` objects (JSONL with ``text``, plain text, ``.gz``, ``.zst``, or folders of
-    them) or document strings. ``tokenizer``: ``words`` (see :mod:`pytest_novelty.scoring.text`)
-    or a Hugging Face tokenizer (a folder, a ``tokenizer.json`` or a hub id). An existing index in
-    ``out_dir`` is replaced only once the new one is complete. ``single_token_words`` caps how many
-    words get one token each in ``words`` mode (default: all when they fit in 16 bits).
-
-    The facts (also saved, with the vocabulary, in ``novelty-index.json``): tokenizer, dtype,
-    ``tokens`` (index tokens, separators excluded), ``units`` (words or tokens), ``docs``,
-    ``corpus_sha256``, ``sources``, ``index_bytes``, ``bytes_per_token``, ``seconds``.
+    """Build an infini-gram index of ``corpus`` (files or folders as :mod:`.corpus` reads them, or
+    document strings) in ``out_dir``, replacing an index there once the new one is complete.
+    ``tokenizer``: ``words`` (:mod:`pytest_novelty.scoring.text`) or a Hugging Face tokenizer (a folder,
+    a ``tokenizer.json`` or a hub id). ``single_token_words`` caps the words of one token each in
+    ``words`` mode (default: all when they fit in 16 bits). Returns the facts of ``novelty-index.json``
+    but the vocabulary and checksums (``tokens`` counts no separator, ``units`` words or tokens).
     """
     start = time.perf_counter()
     out_dir = Path(out_dir).expanduser().absolute()
@@ -382,11 +359,8 @@ def build_index(
     if "words" in facts:
         summary["vocab_size"] = facts["words"]["vocab_size"]
     summary["path"] = str(out_dir)
-    _say(
-        progress,
-        f"indexed {facts['docs']:,} documents, {facts['tokens']:,} tokens in {facts['seconds']}s "
-        f"({facts['bytes_per_token']} bytes/token) -> {out_dir}",
-    )
+    _say(progress, f"indexed {facts['docs']:,} documents, {facts['tokens']:,} tokens in {facts['seconds']}s "
+                   f"({facts['bytes_per_token']} bytes/token) -> {out_dir}")
     return summary
 
 
@@ -409,19 +383,10 @@ def _build_in(
     _spot_check(staging, facts["dtype"])
     checksums = _checksums(staging, progress)
     index_bytes = sum(entry["bytes"] for entry in checksums.values())
-    facts.update(
-        format=FORMAT,
-        tokens=tokens,
-        docs=tally.docs,
-        corpus_sha256=tally.sha.hexdigest(),
-        sources=tally.sources,
-        shard_bytes=[ds_size],
-        index_bytes=index_bytes,
-        bytes_per_token=round(index_bytes / max(tokens, 1), 2),
-        seconds=round(time.perf_counter() - start, 1),
-        engine=_engine_version(),
-        checksums=checksums,
-    )
+    facts.update(format=FORMAT, tokens=tokens, docs=tally.docs, corpus_sha256=tally.sha.hexdigest(),
+                 sources=tally.sources, shard_bytes=[ds_size], index_bytes=index_bytes,
+                 bytes_per_token=round(index_bytes / max(tokens, 1), 2),
+                 seconds=round(time.perf_counter() - start, 1), engine=_engine_version(), checksums=checksums)
     atomic_write_text(staging / INFO_FILE, json.dumps(facts, ensure_ascii=False) + "\n")
     return facts
 

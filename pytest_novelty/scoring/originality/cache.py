@@ -1,12 +1,9 @@
 """A persistent cache of web-API answers, so that no n-gram is ever asked twice.
 
-Answers live in the project's one cache layer (:mod:`pytest_novelty.infra.cache`), namespace ``counts``
-of the given folder: one checksummed entry per answer, written atomically as it arrives, so an
-interrupted run keeps everything it was told, several processes (pytest-xdist workers, concurrent
-runs) may share the folder, and a damaged entry is dropped and asked again rather than trusted.
-Entries are keyed by service (``infini-gram`` or ``infini-gram-mini``), index name and query, not
-by URL, so a mirror of the same index shares the answers. Without a folder the cache lives in
-memory only.
+Answers are entries of the one cache (:mod:`pytest_novelty.infra.cache`, namespace ``counts``),
+written as they arrive, shared by processes, and asked again when damaged. They are keyed by service,
+index name and query, not by URL, so a mirror of the same index shares them. Without a folder the
+cache lives in memory only.
 """
 
 from __future__ import annotations
@@ -14,16 +11,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from pytest_novelty.infra.cache import Cache
 
-__all__ = ["NAMESPACE", "CountCache"]
+__all__ = ["NAMESPACE", "CountCache", "is_count"]
 
 NAMESPACE = "counts"
 
 
-def _is_count(value: Any) -> bool:
+def is_count(value: Any) -> TypeGuard[int]:
+    """Whether ``value`` is a count a service may answer: a whole number, not negative."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
@@ -33,7 +31,7 @@ class CountCache:
     def __init__(self, folder: Path | None, service: str, index: str) -> None:
         self.service = service
         self.index = index
-        self.store = None if folder is None else Cache(folder).namespace(NAMESPACE, validate=_is_count)
+        self.store = None if folder is None else Cache(folder).namespace(NAMESPACE, validate=is_count)
         self.path = None if self.store is None else self.store.folder
         self._memory: dict[str, int] = {}
         self._lock = threading.Lock()

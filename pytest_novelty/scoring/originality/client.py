@@ -1,19 +1,12 @@
 """A small JSON-over-POST client for the infini-gram web APIs: concurrency, retries, clear failures.
 
-Requests go through the harness's one HTTP client (:meth:`pytest_novelty.infra.http.Connection.client`),
-``concurrency`` in flight. A request is retried on timeouts, dropped or refused connections, the
-statuses :func:`pytest_novelty.infra.retry.is_retryable` names (429 and 5xx among them), bodies that are
-not JSON, and HTTP 200 answers that carry an ``error`` field (how the infini-gram APIs report
-problems), as the connection's :class:`~pytest_novelty.infra.retry.RetryPolicy` says (``Retry-After``
-honoured, else exponential backoff with jitter). Other HTTP errors fail at once; what a server
-says is redacted before it is shown. When a request has used up its attempts the whole batch stops
-(the requests in flight are cancelled) and :class:`~pytest_novelty.infra.errors.HarnessError` names the
-endpoint and the last problem, so a dead server fails a run quickly and clearly.
-
-:meth:`JsonClient.check` is the preflight: one real query, answered within
-:data:`PREFLIGHT_TIMEOUT` seconds (a blip gets one quick retry within that time), so that an
-unreachable, silent or refusing service stops the run in seconds with one
-:class:`~pytest_novelty.infra.errors.PreflightError` line.
+Requests go through the one HTTP client (:meth:`pytest_novelty.infra.http.Connection.client`). Besides
+what the connection's :class:`~pytest_novelty.infra.retry.RetryPolicy` retries, a body that is not
+JSON and an HTTP 200 answer with an ``error`` field (how the infini-gram APIs report problems) are
+retried; other HTTP errors fail at once, redacted. A request out of attempts stops the whole batch
+with a ``HarnessError`` naming the endpoint and the last problem. :meth:`JsonClient.check` is the
+preflight: one real query within :data:`PREFLIGHT_TIMEOUT` seconds (one quick retry), else one
+``PreflightError`` line.
 """
 
 from __future__ import annotations
@@ -61,9 +54,8 @@ class JsonClient:
         """HTTP requests sent (every attempt counts) and retries, over the client's life."""
 
     def check(self, payload: dict[str, Any], *, timeout: float = PREFLIGHT_TIMEOUT) -> dict[str, Any]:
-        """Preflight: POST ``payload`` once (a second attempt after a quick backoff if time is left)
-        within ``timeout`` seconds; its decoded answer, or :class:`PreflightError` in one line
-        (unreachable, silent, refused, or answering with an error)."""
+        """Preflight: POST ``payload`` within ``timeout`` seconds (two attempts); its answer, or a
+        one-line :class:`PreflightError` (unreachable, silent, refused, or answering with an error)."""
         timeout = preflight_timeout(timeout)
         probe = Connection(
             timeout=timeout, concurrency=1, retry=RetryPolicy(max_attempts=2, backoff=0.5, max_retry_time=timeout)
@@ -100,10 +92,8 @@ class JsonClient:
         on_answer: Callable[[int, dict[str, Any]], None],
         on_progress: Callable[[], None] | None = None,
     ) -> None:
-        """POST every payload, ``concurrency`` at a time; ``on_answer(i, answer)`` as each arrives.
-
-        The first request that fails for good stops the batch and its error is raised.
-        """
+        """POST every payload, ``concurrency`` at a time, ``on_answer(i, answer)`` as each arrives; the
+        first request that fails for good stops the batch with its error."""
         run_coroutine(self._post_all(list(payloads), on_answer, on_progress))
 
     async def _post_all(

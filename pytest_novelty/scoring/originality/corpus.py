@@ -94,10 +94,7 @@ def _read_text(path: Path, handle: IO[str]) -> Iterator[Document]:
 
 
 def iter_documents(corpus: Iterable[Path] | Iterable[str]) -> Iterator[Document]:
-    """Every document of ``corpus``: ``Path`` items are files or folders, ``str`` items documents.
-
-    Document strings are streamed (a generator is never materialised); files are read one at a time.
-    """
+    """Every document of ``corpus`` (``Path`` items files or folders, ``str`` items documents), streamed."""
     stream = iter(corpus)
     first = next(stream, None)
     if first is None:

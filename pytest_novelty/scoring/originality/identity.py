@@ -1,36 +1,24 @@
 """What an originality answer depends on: the identity of an index, whatever the spelling of its path.
 
 Cached originality answers are keyed by :func:`index_identity`, so they are reused exactly when
-they were computed against the same index:
+computed against the same index:
 
-- **An index pytest-novelty built** (with ``novelty-index.json``): it is read and verified as the
-  backend will read it (:func:`~.index.read_indexes`: sizes, and the SHA-256 of every file recorded
-  at build, each file read once per stat through the memo the backend uses too), and identified by
-  that verified content: the recorded checksums and the entries that decide how a text becomes
-  units (tokenizer, its fingerprint, the token type, the ``words`` vocabulary, counts). Build
-  timings, the corpus files' names and the engine version that built it do not count, so two
-  builds of one corpus are one index and a rebuild from another corpus, even at the same path, is
-  another. An older build without recorded checksums is identified by the SHA-256 of its files.
-- **An index of another format**, read by a backend that another package registered for local
-  folders or files (``NAME:DIR``): the content of every file under it
-  (:func:`~pytest_novelty.infra.hashing.content_identity`), memoised by stat as checkpoints are.
-- **A remote index** (``infini-gram-api:NAME``, ``infini-gram-mini:NAME``, any spec whose argument
-  names nothing on this machine): the spec text, as before.
+- **An index pytest-novelty built**: verified as the backend reads it (:func:`~.index.read_indexes`),
+  and identified by that content: the recorded checksums and the entries that decide how a text
+  becomes units (tokenizer, fingerprint, token type, ``words`` vocabulary, counts), not timings,
+  source names or engine version. So two builds of one corpus are one index, and a rebuild from
+  another corpus at the same path is another. An older build without checksums: its files' SHA-256.
+- **An index of another format** (a backend another package registered for local data): the content
+  of every file under it (:func:`~pytest_novelty.infra.hashing.content_identity`).
+- **A remote index** (any spec whose argument names nothing on this machine): the spec text.
 
-The backend's kind and the spec's ``?`` options count as well (another backend, or another option,
-is another answer). The spelling of a local path does not: ``~``, relative paths, symbolic links,
-``.`` and ``..``, doubled and trailing slashes all reach the same folders, and the identity is made
-of what is in them.
-
-Cost: on a warm run one ``stat`` per index file and one memo read per file (the backend's own
-verification, done anyway when answers are not cached, then reads nothing); cold, each file is
-hashed once (about 1.9 GB/s per core here), and that digest serves the backend's check too.
+The backend's kind and the spec's ``?`` options count too; the spelling of a local path (``~``,
+relative, links, ``..``, slashes) does not. Warm, this costs a ``stat`` and a memo read per index
+file; cold, each file is hashed once (about 1.9 GB/s per core here), which the backend's check reuses.
 """
 
 from __future__ import annotations
 
-import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +32,7 @@ from pytest_novelty.scoring.originality.index import (
     read_index,
     read_indexes,
     reads_index_folders,
+    split_targets,
 )
 
 __all__ = ["DESCRIPTIVE", "index_identity", "local_targets"]
@@ -56,17 +45,13 @@ _VERSION = "pytest-novelty index identity 1"
 
 
 def local_targets(spec: str) -> list[Path] | None:
-    """The local folders (or files) a spec's backend reads, each as the user spelt it with ``~``
-    expanded; None for a remote index.
-
-    A backend registered for index folders (:func:`~.index.register_local`) always reads local
-    folders; another registered backend is taken to read local data when every part of its
-    argument (separated by commas or ``os.pathsep``) exists here.
-    """
+    """The local folders (or files) a spec's backend reads, as spelt with ``~`` expanded; None for a
+    remote index. A backend of :func:`~.index.register_local` reads local folders; another is taken
+    to when every part of its argument exists here."""
     from pytest_novelty.scoring.originality.backend import BACKENDS
 
     parsed = BACKENDS.parse(spec)
-    parts = [Path(p.strip()).expanduser() for p in _split(parsed.argument)]
+    parts = [Path(p.strip()).expanduser() for p in split_targets(parsed.argument)]
     if reads_index_folders(parsed.backend.factory):
         return parts
     if parts and all(p.exists() for p in parts):
@@ -74,17 +59,10 @@ def local_targets(spec: str) -> list[Path] | None:
     return None
 
 
-def _split(target: str) -> list[str]:
-    return [p for p in re.split(f"[,{re.escape(os.pathsep)}]", target) if p.strip()]
-
-
 def index_identity(spec: str, *, cache_dir: Path | None = None) -> str:
-    """The identity of the index a spec names (see the module docstring); a hex string.
-
-    ``cache_dir`` is the originality cache folder the backend is opened with: its memo of verified
-    files is shared, so an index is hashed once for both. A missing, foreign-to-its-backend or
-    damaged index raises the same ``ConfigError`` or ``HarnessError`` opening it would.
-    """
+    """The identity (hex) of the index a spec names (module docstring). ``cache_dir`` is the backend's
+    originality cache folder, whose memo of verified files both share. A missing, foreign or damaged
+    index raises what opening it would."""
     from pytest_novelty.scoring.originality.backend import BACKENDS
 
     parsed = BACKENDS.parse(spec)

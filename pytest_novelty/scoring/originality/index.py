@@ -1,14 +1,12 @@
 """An index folder built by :func:`~.build.build_index`: what it holds, and checking it before use.
 
 A folder holds the infini-gram files (``tokenized.S``, ``table.S``, ``offset.S`` per shard ``S``)
-and ``novelty-index.json``: the tokenizer (and in ``words`` mode the vocabulary), the token dtype,
-counts, a checksum of the documents and their sources, and the size and SHA-256 of every file,
-verified when the index is opened (:func:`read_index`). It is deliberately not called
-``metadata.json``: the engine recognises its files by substring of the full path and would read it
-as document metadata, then crash. For the same reason a folder whose path contains ``table``,
-``tokenized``, ``offset``, ``metadata``, ``metaoff`` or ``unigram`` (``/home/me/stable/...``)
-is handed to the engine and the indexer through a symbolic link with a neutral name
-(:func:`engine_path`).
+and ``novelty-index.json``: the tokenizer (in ``words`` mode the vocabulary), the token dtype, counts,
+a checksum of the documents and their sources, and the size and SHA-256 of every file, verified when
+the index is opened (:func:`read_index`). It is not called ``metadata.json``: the engine recognises
+files by substring of the full path and would read it as document metadata, then crash. For the
+same reason a folder whose path holds one of :data:`TRAP_WORDS` (``/home/me/stable/...``) reaches
+the engine and the indexer through a neutrally named symbolic link (:func:`engine_path`).
 """
 
 from __future__ import annotations
@@ -33,17 +31,8 @@ B = TypeVar("B")
 T = TypeVar("T")
 
 __all__ = [
-    "BUILD_HINT",
-    "CHECKSUM_MEMO",
-    "FORMAT",
-    "INFO_FILE",
-    "TRAP_WORDS",
-    "IndexInfo",
-    "engine_path",
-    "is_index",
-    "pointer_bytes",
-    "read_index",
-    "reads_index_folders",
+    "BUILD_HINT", "CHECKSUM_MEMO", "FORMAT", "INFO_FILE", "TRAP_WORDS", "IndexInfo", "engine_path", "is_index",
+    "pointer_bytes", "read_index", "reads_index_folders",
 ]
 
 INFO_FILE = "novelty-index.json"
@@ -63,12 +52,9 @@ def reads_index_folders(factory: Callable[..., Any]) -> bool:
 
 
 def engine_path(path: Path) -> Path:
-    """A path to the folder ``path`` that the infini-gram engine and indexer read correctly.
-
-    They match file roles by substring of the full path, so a folder whose path holds one of
-    ``TRAP_WORDS`` is reached through a symbolic link in the temporary folder, named after a hash
-    of the real path (created atomically, shared by every process that opens the same folder).
-    """
+    """A path to ``path`` that the engine and indexer read correctly: itself, or for a path holding
+    one of :data:`TRAP_WORDS` a link in the temporary folder named after a hash of the real path
+    (created atomically, shared by every process that opens the folder)."""
     real = Path(path).expanduser().resolve()
     if not _traps(str(real)):
         return real
@@ -119,13 +105,10 @@ class IndexInfo:
     tokenizer_spec = _Recorded("tokenizer", str)
     """``words``, or the spec of the tokenizer the index was built with."""
     fingerprint = _Recorded("tokenizer_fingerprint", str)
-    """The fingerprint of that tokenizer."""
     dtype = _Recorded("dtype", str)
     """The token type of the token files, ``u16`` or ``u32``."""
     shards = _Recorded("shard_bytes", len)
-    """How many shards the index has."""
     docs = _Recorded("docs", int)
-    """How many documents were indexed."""
 
     @property
     def token_width(self) -> int:
@@ -153,13 +136,8 @@ def pointer_bytes(ds_size: int) -> int:
 
 
 def read_index(path: Path, *, memo: Memo | None = None) -> IndexInfo:
-    """Read and check an index folder; a missing, foreign or damaged index raises a clear error.
-
-    The sizes in ``novelty-index.json`` are checked always; the SHA-256 of every file recorded at
-    build (``checksums``) too, each file read once and then remembered in ``memo`` under its stat
-    (see :func:`~pytest_novelty.infra.hashing.hash_files`), so reopening an unchanged index reads
-    nothing. An index without checksums (an older build) is used after one line saying so.
-    """
+    """Read and check an index folder (sizes, and every file's SHA-256 once per stat through ``memo``);
+    a missing, foreign or damaged index is a clear error, one without checksums used after a line."""
     path = Path(path).expanduser()
     if not path.is_dir():
         raise ConfigError(f"no index folder here; build one with `{BUILD_HINT}`", path=path)
@@ -177,11 +155,8 @@ def read_index(path: Path, *, memo: Memo | None = None) -> IndexInfo:
     except (OSError, ValueError) as exc:
         raise HarnessError(f"{info_file}: unreadable ({exc}); rebuild the index with `{BUILD_HINT}`") from exc
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise ConfigError(
-            f"index format {meta.get('format') if isinstance(meta, dict) else '?'} is not {FORMAT}; "
-            f"rebuild it with `{BUILD_HINT}`",
-            path=path,
-        )
+        raise ConfigError(f"index format {meta.get('format') if isinstance(meta, dict) else '?'} is not {FORMAT}; "
+                          f"rebuild it with `{BUILD_HINT}`", path=path)
     info = IndexInfo(path.resolve(), meta)
     for shard, expected in enumerate(meta["shard_bytes"]):
         for name in (f"tokenized.{shard}", f"table.{shard}", f"offset.{shard}"):
@@ -236,15 +211,20 @@ def _verify_checksums(info: IndexInfo, memo: Memo | None) -> None:
 
 
 def read_indexes(target: str, *, cache_dir: Path | None = None) -> list[IndexInfo]:
-    """The index folders of a spec argument (shards of one corpus, separated by commas or
-    ``os.pathsep``), each read and checked; ``cache_dir`` remembers which files were verified."""
+    """The index folders of a spec argument (:func:`split_targets`), each read and checked;
+    ``cache_dir`` remembers which files were verified."""
     from pytest_novelty.infra.hashing import memo_at
 
-    parts = [p for p in re.split(f"[,{re.escape(os.pathsep)}]", target) if p.strip()]
+    parts = split_targets(target)
     if not parts:
         raise ConfigError("needs an index folder, as in infini-gram:DIR", field="originality")
     memo = None if cache_dir is None else memo_at(Path(cache_dir) / CHECKSUM_MEMO)
     return [read_index(Path(part.strip()).expanduser(), memo=memo) for part in parts]
+
+
+def split_targets(target: str) -> list[str]:
+    """The parts of a spec argument: shards of one corpus, separated by commas or ``os.pathsep``."""
+    return [p for p in re.split(f"[,{re.escape(os.pathsep)}]", target) if p.strip()]
 
 
 def register_local(name: str, *, options: dict[str, type | None], summary: str) -> Callable[[type[B]], type[B]]:

@@ -1,36 +1,28 @@
 """``infini-gram:DIR``: a local infini-gram index (one folder or several shards), queried exactly.
 
-Two query methods give the same, exact answers (``L_i``, the longest corpus match starting at
-each unit ``i``, for every position of every text), both to :meth:`~InfiniGramBackend.match_bounds`
-(originality) and to :meth:`~InfiniGramBackend.matching_statistics` (the Creativity Index):
+Two query methods give the same exact ``L_i`` (the longest corpus match starting at unit ``i``), to
+:meth:`~InfiniGramBackend.match_bounds` (originality) and :meth:`~InfiniGramBackend.matching_statistics`
+(the Creativity Index):
 
-- ``suffix-array`` (the default): the whole batch is looked up at once in the index's own suffix
-  array (:mod:`.suffixarray`), each position capped at the largest n asked, then completed (below).
-  On machines where starting a thread is slow it is two orders of magnitude faster than engine
-  calls, because the engine starts an operating-system thread per call and per position.
-- ``creativity``: one longest-match (``creativity``) engine call per distinct text gives, for every
-  token position ``i``, the end ``rs[i]`` of the longest corpus match starting there, so
-  ``L_i = rs[i] - i`` answers every n at once. Calls run on a thread pool (the engine releases
-  the GIL).
+- ``suffix-array`` (the default): the whole batch at once in the index's own suffix array
+  (:mod:`.suffixarray`). Where starting a thread is slow it is two orders of magnitude faster than
+  the engine, which starts an operating-system thread per call and per position. For originality
+  each position is capped at the largest n asked, then completed (below); for the matching
+  statistics only the positions the neighbours do not settle are searched (:mod:`.matching`).
+- ``creativity``: one engine call per distinct text gives the end ``rs[i]`` of the longest match at
+  every token, ``L_i = rs[i] - i``; calls run on a thread pool (the engine releases the GIL).
 
-For the matching statistics, ``suffix-array`` searches only the positions its neighbours do not
-settle (:mod:`.matching`: a match ends where the next position's match ends, inside a copied
-passage); ``creativity`` answers them as above.
+Completing capped matches: below the cap ``c`` they are exact. A run of positions ``a..b`` that all
+reach ``c`` cannot reach past the unmatched stretch after ``b + 1``, so its matches end by
+``e = b + 1 + L_{b+1}``. One lookup of units ``a..e-1`` settles the usual case, a copied passage
+(``L_i = e - i`` throughout); otherwise each position is looked up up to ``e`` (one more batched
+lookup for all such runs).
 
-Completing capped matches (``suffix-array``, originality): below the cap ``c`` they are exact. A run of
-positions ``a..b`` that all reach ``c`` cannot reach past the unmatched stretch after ``b + 1``, so
-its matches all end by ``e = b + 1 + L_{b+1}``. One lookup of units ``a..e-1`` settles the usual
-case, a copied passage: if they occur, ``L_i = e - i`` throughout the run. Otherwise each position
-of the run is looked up up to ``e`` (one more batched lookup for all such runs).
-
-The engine has a bug: ``creativity`` misses a match whose range in a shard's suffix array starts at
-rank 0 (the query sorts before every suffix of that shard). With one shard it then reports
-``rs[i] == i``; with several, the shorter match of another shard. Such a match begins with the
-first token of that shard's smallest suffix, so exactly the positions holding one of those tokens
-are rechecked with ``count`` (which is not affected), searching the true length between the
-engine's answer and ``L_{i+1} + 1`` (a match at ``i`` minus its first token is a match at
-``i + 1``; positions are fixed from right to left). Tested against brute force on random corpora,
-single and sharded.
+The engine's ``creativity`` misses a match whose range in a shard's suffix array starts at rank 0,
+reporting ``rs[i] == i`` (or another shard's shorter match). Such a match begins with the first
+token of that shard's smallest suffix, so the positions holding one are rechecked with ``count``
+(unaffected) between the engine's answer and ``L_{i+1} + 1``, right to left. Tested against brute
+force on random corpora, single and sharded.
 """
 
 from __future__ import annotations
@@ -89,13 +81,9 @@ def unit_lengths(token_lengths: np.ndarray, unit_pos: np.ndarray) -> np.ndarray:
 
 
 class _Batch:
-    """The texts of one call laid end to end, for lookups of the whole batch at once.
-
-    Unit slots: text ``t``'s units are slots ``first[t] .. first[t] + len - 1``, followed by one gap
-    slot, so that no run of slots crosses from one text into the next. ``ids`` is every token, one
-    zero between texts (the gap slot's token; never part of a query); ``left[s]`` the units of
-    the text from slot ``s`` on (0 for a gap slot).
-    """
+    """The texts of one call laid end to end: text ``t``'s units are slots ``first[t] ..``, then one
+    gap slot, so no run of slots crosses into the next text. ``ids`` is every token, a zero (never
+    queried) between texts; ``left[s]`` the units of the text from slot ``s`` on (0 for a gap)."""
 
     def __init__(self, encodings: Sequence[Encoding]) -> None:
         units = np.array([len(enc) for enc in encodings], dtype=np.int64)
@@ -117,10 +105,6 @@ class _Batch:
         )
         self.one_token_units = bool((units == tokens).all())
 
-    def token_at(self, slot: np.ndarray) -> np.ndarray:
-        """The batch token where each slot starts."""
-        return self.pos[slot]
-
     def units_within(self, slot: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """How many whole units from each slot the first ``tokens`` tokens from it cover."""
         if self.one_token_units:
@@ -128,11 +112,8 @@ class _Batch:
         return np.searchsorted(self.pos, self.pos[slot] + tokens, side="right") - 1 - slot
 
 
-@register_local(
-    "infini-gram",
-    options={"tokenizer": str, "method": str, "workers": int, "load_to_ram": bool},
-    summary="a local infini-gram suffix-array index (several shards: DIR,DIR)",
-)
+@register_local("infini-gram", options={"tokenizer": str, "method": str, "workers": int, "load_to_ram": bool},
+                summary="a local infini-gram suffix-array index (several shards: DIR,DIR)")
 class InfiniGramBackend:
     """Exact longest matches from one or more local index folders (shards of one corpus)."""
 
@@ -167,12 +148,8 @@ class InfiniGramBackend:
         self._shards = open_shards(self.infos)
         self._suspects = np.array(sorted({t for t in (s.first_token() for s in self._shards) if t is not None}))
         if method == "suffix-array" and not self._self_check():
-            warnings.warn(
-                f"{spec}: the suffix array does not read as expected (a different infini-gram version?); "
-                "using the engine's creativity query instead",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+            warnings.warn(f"{spec}: the suffix array does not read as expected (a different infini-gram version?); "
+                          "using the engine's creativity query instead", RuntimeWarning, stacklevel=2)
             self.method = "creativity"
 
     # -- the creativity method ---------------------------------------------------------------
@@ -184,13 +161,9 @@ class InfiniGramBackend:
             from infini_gram.engine import InfiniGramEngine
 
             dtype = self.infos[0].dtype
-            self._engine = InfiniGramEngine(
-                index_dir=[str(engine_path(info.path)) for info in self.infos],
-                eos_token_id=0,
-                vocab_size=0xFFFF if dtype == "u16" else 0xFFFFFFFF,
-                token_dtype=dtype,
-                load_to_ram=self.load_to_ram,
-            )
+            self._engine = InfiniGramEngine(index_dir=[str(engine_path(info.path)) for info in self.infos],
+                                            eos_token_id=0, vocab_size=0xFFFF if dtype == "u16" else 0xFFFFFFFF,
+                                            token_dtype=dtype, load_to_ram=self.load_to_ram)
         return self._engine
 
     def _call(self, method: str, **kwargs: Any) -> dict[str, Any]:
@@ -233,25 +206,14 @@ class InfiniGramBackend:
         return lengths
 
     def _by_creativity(self, encodings: Sequence[Encoding], progress: bool) -> list[MatchBounds]:
-        slots: dict[bytes, int] = {}
-        jobs: list[list[int]] = []
-        which = []
-        for enc in encodings:
-            ids = np.asarray(enc.ids, dtype=np.int64)
-            key = ids.tobytes()
-            if key not in slots:
-                slots[key] = len(jobs)
-                jobs.append(ids.tolist())
-            which.append(slots[key])
+        slots: dict[bytes, int] = {}  # each distinct text asked once
+        which = [slots.setdefault(np.asarray(enc.ids, dtype=np.int64).tobytes(), len(slots)) for enc in encodings]
+        jobs = [np.frombuffer(key, dtype=np.int64).tolist() for key in slots]
         from tqdm import tqdm
 
         with ThreadPoolExecutor(self.workers, thread_name_prefix="infini-gram") as pool:
-            bar = tqdm(total=len(jobs), desc="[novelty] originality", unit=" texts", disable=not progress)
-            results: list[np.ndarray] = []
-            for lengths in pool.map(self.token_lengths, jobs):
-                results.append(lengths)
-                bar.update()
-            bar.close()
+            results = list(tqdm(pool.map(self.token_lengths, jobs), total=len(jobs), desc="[novelty] originality",
+                                unit=" texts", disable=not progress))
         return [
             MatchBounds.exact(unit_lengths(results[w], enc.unit_pos)) for w, enc in zip(which, encodings, strict=True)
         ]
@@ -313,16 +275,13 @@ class InfiniGramBackend:
         return [MatchBounds.exact(lengths[lo : lo + len(enc)]) for enc, lo in zip(encodings, batch.first, strict=True)]
 
     def _unit_found(self, batch: _Batch, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-        """For each unit slot ``start`` (on the batch's layout): the longest run of whole units from
-        it, before slot ``end``, that occurs in the corpus.
-
-        Queries are cut from the batch's tokens (:func:`~.suffixarray.pack_windows`), each as long as
-        the longest of its group, so they are grouped by width (up to 16 tokens, up to 128,
-        longer): a few long runs do not make every short query as long."""
+        """For each slot ``start``: the longest run of whole units from it, before slot ``end``, that
+        occurs in the corpus. Queries are cut from the batch's tokens (:func:`~.suffixarray.pack_windows`)
+        in groups of like width (:data:`_WIDTH_GROUPS`), so a few long runs do not lengthen every query."""
         out = np.zeros(len(start), dtype=np.int64)
         if not len(start):
             return out
-        first, stop = batch.token_at(start), batch.token_at(end)
+        first, stop = batch.pos[start], batch.pos[end]
         width = stop - first
         group = np.searchsorted(_WIDTH_GROUPS, width)
         for g in np.unique(group).tolist():
@@ -355,12 +314,8 @@ class InfiniGramBackend:
     def matching_statistics(
         self, encodings: Sequence[Encoding], *, cap: int | None = None, floor: int = 1, progress: bool = False
     ) -> list[np.ndarray]:
-        """``L_i`` (``min(L_i, cap)``) at every unit position: exact, of any length.
-
-        ``suffix-array`` searches the index only where the neighbours leave a position open (see
-        :mod:`.matching`), and with a ``cap`` and a ``floor`` it leaves out the positions they
-        bound outside that range; ``creativity`` asks the engine once per distinct text, and
-        answers exactly whatever the range."""
+        """``L_i`` (``min(L_i, cap)``) at every unit position, exact, of any length; ``suffix-array``
+        leaves out the positions its neighbours bound outside [``floor``, ``cap``]."""
         limit_to = check_cap(cap)
         lowest = check_cap(floor, "floor") or 1
         if not encodings:
@@ -373,13 +328,9 @@ class InfiniGramBackend:
         units = np.concatenate(
             [part for enc in encodings for part in (np.asarray(enc.units, dtype=np.int64), gap)] or [gap[:0]]
         )
-        found, searched = matching_statistics(
-            batch.slot + batch.left,
-            units < 0,
-            lambda start, end: self._unit_found(batch, start, end),
-            shortest=lowest,
-            longest=limit_to,
-        )
+        found, searched = matching_statistics(batch.slot + batch.left, units < 0,
+                                              lambda start, end: self._unit_found(batch, start, end),
+                                              shortest=lowest, longest=limit_to)
         with self._lock:
             self.searched += searched
         if limit_to is not None:

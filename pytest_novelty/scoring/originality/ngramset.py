@@ -1,24 +1,19 @@
 """``ngram-set:DIR``: every n-gram of the corpus in memory, exact, vectorised over a whole batch.
 
-Built from the token files of an index folder (no second pass over the corpus). Level ``k`` numbers
-the distinct k-grams of the corpus: the k-gram at position ``i`` is the pair (number of the
-(k-1)-gram at ``i``, unit at ``i + k - 1``), packed into one 64-bit key. Keys are passed through a
-bijective 64-bit mixer, so equal keys are equal n-grams and nothing is approximate: no hashing
-collisions are possible. Each level keeps its distinct mixed keys sorted (a key's position is the
-k-gram's number), a bucket table on their top bits for O(1) lookups, and where each k-gram first
-occurs (for document numbers).
+Built from the token files of an index folder. Level ``k`` numbers the distinct k-grams: the k-gram
+at ``i`` is the pair (number of the (k-1)-gram at ``i``, unit at ``i + k - 1``) packed into a 64-bit
+key, passed through a bijective mixer, so nothing is approximate. Each level keeps its distinct mixed
+keys sorted (a key's position is the k-gram's number), a bucket table on their top bits for O(1)
+lookups, and where each k-gram first occurs (for document numbers).
 
-A query walks the same chain: level 1 looks up every unit, level k only the positions whose
-(k-1)-gram was found, so novel text drops out after a level or two. Matches are known up to the
-largest n built (``L_i`` capped there); levels are added when a larger n is asked.
+A query walks the same chain, level k looking up only the positions whose (k-1)-gram was found, so
+novel text drops out after a level or two. ``L_i`` is known up to the largest n built; levels are
+added when a larger n is asked.
 
-What it can answer for the Creativity Index (:meth:`NgramSetBackend.matching_statistics`): the
-match lengths capped at a length ``c``, ``min(L_i, c)``, which settle the uniqueness at every
-length up to ``c`` exactly. What it cannot: ``L_i`` itself, since it holds no n-gram longer than
-its largest level (a copied span of 40 words reads as "at least c"), so an uncapped request is
-refused; and, when it was opened with ``max_n``, a cap beyond that (``max_n`` is then the memory
-budget it keeps to: about 12 bytes per corpus unit per level). Without ``max_n`` it builds the
-levels up to ``c`` on first use, as it does for originality's orders.
+For the Creativity Index (:meth:`NgramSetBackend.matching_statistics`) it answers ``min(L_i, c)``,
+which settles uniqueness at every length up to ``c``, but not ``L_i`` itself (a copied span of 40
+words reads as "at least c"): an uncapped request is refused, and so is a cap beyond ``max_n`` when
+it was opened with one (its memory budget: about 12 bytes per corpus unit per level).
 """
 
 from __future__ import annotations
@@ -150,11 +145,8 @@ def _corpus_units(infos: Sequence[IndexInfo]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
 
 
-@register_local(
-    "ngram-set",
-    options={"tokenizer": str, "max_n": int, "progress": bool},
-    summary="an index folder's corpus as an in-memory n-gram set",
-)
+@register_local("ngram-set", options={"tokenizer": str, "max_n": int, "progress": bool},
+                summary="an index folder's corpus as an in-memory n-gram set")
 class NgramSetBackend:
     """Exact in-memory n-gram membership, ``L_i`` capped at the largest n built."""
 
@@ -207,9 +199,8 @@ class NgramSetBackend:
             if k == 1 and size > 0:
                 level, self._numbers = _Level.build_unigrams(units)
             else:
-                if size <= 0:
-                    keys = np.zeros(0, dtype=np.uint64)
-                else:
+                keys = np.zeros(0, dtype=np.uint64)
+                if size > 0:
                     assert self._numbers is not None
                     keys = self._numbers[:size].astype(np.uint64)
                     keys <<= _S32
@@ -258,17 +249,13 @@ class NgramSetBackend:
             if not len(active):
                 break
         upper = np.where(lengths >= cap, remaining, lengths)
-        out = []
-        for lo, hi in zip(np.cumsum(sizes) - sizes, np.cumsum(sizes), strict=True):
-            out.append(MatchBounds(lengths[lo:hi], upper[lo:hi]))
-        return out
+        ends = np.cumsum(sizes)
+        return [MatchBounds(lengths[lo:hi], upper[lo:hi]) for lo, hi in zip(ends - sizes, ends, strict=True)]
 
     def matching_statistics(
         self, encodings: Sequence[Encoding], *, cap: int | None = None, floor: int = 1, progress: bool = False
     ) -> list[np.ndarray]:
-        """``min(L_i, cap)`` at every unit position, exact whatever the ``floor`` (see the module
-        docstring for what it cannot answer: no cap, or a cap beyond ``max_n`` when it was opened
-        with one)."""
+        """``min(L_i, cap)`` at every unit position, exact whatever the ``floor`` (module docstring)."""
         limit = check_cap(cap)
         if limit is None:
             raise ConfigError(

@@ -5,30 +5,26 @@ An index shard is ``tokenized.S`` (the token stream) and ``table.S`` (the suffix
 follow it; ``ratio = ceil(log2(stream bytes) / 8)``). Suffixes are ordered byte by byte, and a
 suffix that ends sooner sorts first.
 
-**Words.** Eight bytes of the stream read as a big-endian integer compare exactly as those bytes
-do, so suffixes are compared sixteen bytes (eight 16-bit or four 32-bit tokens) at a time: one
-gather of one unaligned 16-byte item per suffix and step, from a strided view of the
-memory-mapped stream (no copy: the page cache serves corpora larger than memory). A query is
-packed the same way, its tokens' little-endian bytes read as big-endian words. A suffix that ends
-inside a window reads as zero bytes past its end, together with how many bytes it really has, so
-"shorter sorts first" stays exact.
+**Words.** Eight bytes read as a big-endian integer compare as the bytes do, so suffixes are compared
+sixteen bytes (eight 16-bit or four 32-bit tokens) at a time: one gather of an unaligned 16-byte item
+per suffix and step, from a strided view of the memory-mapped stream (no copy: the page cache serves
+corpora larger than memory). A query is packed the same way. A suffix that ends inside a window
+reads as zero bytes past its end, with how many bytes it really has, so "shorter sorts first" stays
+exact.
 
 **Levels.** Window ``j`` (bytes ``16j .. 16j + 15``) of a query is looked up among the suffixes
-that share its first ``16j`` bytes: one lock-step binary search gives the first suffix not below
-the query's window (the *lower* bound); only when that suffix shares the whole window and the
-query goes on does a second search give the end of the equal run (the *upper* bound), the range
-for window ``j + 1``. The longest prefix found in the shard is the longer common prefix (in bytes,
-cut to whole tokens) with the two suffixes around the lower bound, inside the range. Settled rows
-drop out of a search as it goes: a query of up to eight 16-bit tokens costs one search, and a long
-one that is one passage of the corpus (a range of one suffix after a window or two) a step or two
-per window.
+sharing its first ``16j`` bytes: one lock-step binary search gives the first suffix not below it
+(the *lower* bound); only when that suffix shares the whole window and the query goes on does a
+second give the end of the equal run (the *upper* bound), the range for window ``j + 1``. The
+longest prefix found is the longer common prefix (cut to whole tokens) with the two suffixes around
+the lower bound. Settled rows drop out: a query of up to eight 16-bit tokens costs one search, a
+long copied passage a step or two per window.
 
-**Where the time goes.** The late steps of a binary search read suffixes scattered over the
-stream, one cache miss each; the early steps read the same few suffixes for every query. So the
-first word of every ``step``-th suffix (at most :data:`_SAMPLES` of them, 8 MB) is kept in memory
-once per shard, and ``numpy.searchsorted`` on it replaces the early steps; queries are sorted by
-their first word first, so that search and the table's pages are read in order. Blocks of queries
-then run on a thread pool (numpy releases the GIL in gathers and arithmetic).
+**Where the time goes.** A binary search's late steps read scattered suffixes, a cache miss each; its
+early steps read the same few for every query. So the first word of every ``step``-th suffix (at most
+:data:`_SAMPLES`, 8 MB) is kept once per shard and ``numpy.searchsorted`` on it replaces the early
+steps; queries are sorted by their first word, so pages are read in order, and blocks of them run
+on a thread pool (numpy releases the GIL in gathers and arithmetic).
 """
 
 from __future__ import annotations
@@ -158,15 +154,12 @@ class SuffixArrayShard:
         their bytes are real (None when all are: no suffix ends among them)."""
         start = self.position(rank) + shift
         have, short = self.window(start, span)
-        return have, (self._real_bytes(start, span) if short else None)
+        return have, (np.clip((self.size - start) * self.width, 0, 8 * span) if short else None)
 
     def _narrow(self, first: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Ranks ``[lo, hi)`` that hold the lower bound of queries whose first word (masked) is
-        ``first``, from a sample of every ``step``-th suffix's first word kept in memory.
-
-        Words never decrease along the suffix array (a suffix's word is its first eight bytes,
-        zero past its end), so the lower bound lies after the last sample below ``first`` and no
-        later than the first sample above every word that starts with ``first``."""
+        """Ranks ``[lo, hi)`` holding the lower bound of queries whose first word (masked) is ``first``,
+        from the sampled first words: words never decrease along the suffix array, so the bound lies
+        after the last sample below ``first`` and by the first above every word starting with it."""
         if self._samples is None:
             step = max(16, 1 << max(0, math.ceil(math.log2(max(self.size, 1) / _SAMPLES))))
             ranks = np.arange(0, self.size, step, dtype=np.int64)
@@ -180,17 +173,10 @@ class SuffixArrayShard:
         hi = np.minimum(right * step, self.size)
         return lo, np.maximum(hi, lo)
 
-    def _real_bytes(self, start: np.ndarray, span: int) -> np.ndarray:
-        """Bytes of the stream left from token positions ``start``, at most ``8 * span``."""
-        return np.clip((self.size - start) * self.width, 0, 8 * span)
-
     def search(self, words: np.ndarray, nbytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per query: the longest prefix found in the shard (in tokens) and a rank where the
-        query's longest match starts (the lower bound of the whole query when it occurs).
-
-        ``words`` holds the packed queries (see :func:`pack_queries`), one row per query; only
-        the first ``nbytes[i]`` bytes of row ``i`` count.
-        """
+        """Per packed query (:func:`pack_queries`; ``nbytes[i]`` bytes of row ``i`` count): the longest
+        prefix found in the shard, in tokens, and a rank where it starts (the whole query's lower bound
+        when it occurs)."""
         count, total_words = words.shape
         found = np.zeros(count, dtype=np.int64)
         ranks = np.zeros(count, dtype=np.int64)
@@ -312,12 +298,8 @@ def open_shards(infos: Sequence[IndexInfo]) -> list[SuffixArrayShard]:
 
 
 def pack_queries(tokens: np.ndarray, lengths: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Queries as the search reads them: ``(words, nbytes)``.
-
-    ``tokens`` holds token ids, one padded row per query (``lengths[i]`` of row ``i`` count);
-    each row becomes its tokens' little-endian bytes read as big-endian 64-bit words (zero past
-    the row's length), and ``nbytes`` the bytes that count.
-    """
+    """Queries as the search reads them, ``(words, nbytes)``: each padded row of token ids
+    (``lengths[i]`` count) as its little-endian bytes read as big-endian words, zero past its length."""
     count, columns = tokens.shape
     per_word = 8 // width
     padded = -(-max(columns, 1) // per_word) * per_word
@@ -329,11 +311,8 @@ def pack_queries(tokens: np.ndarray, lengths: np.ndarray, width: int) -> tuple[n
 
 
 def pack_windows(ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Queries as :func:`pack_queries` gives them, cut from one token array: the ``lengths[i]``
-    tokens of ``ids`` from ``starts[i]`` (all within ``ids``).
-
-    One gather of one ``8 * words``-byte item per query from a strided view of the tokens' bytes,
-    as :class:`_Windows` reads the corpus: no padded matrix of token ids is built."""
+    """Queries as :func:`pack_queries` gives them, cut from one token array (the ``lengths[i]``
+    tokens from ``starts[i]``) with one gather per query, as :class:`_Windows` reads the corpus."""
     lengths = np.asarray(lengths, dtype=np.int64)
     per_word = 8 // width
     words = max(1, -(-int(lengths.max(initial=0)) // per_word))
@@ -350,13 +329,10 @@ def pack_windows(ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width
 def longest_prefixes(
     shards: Sequence[SuffixArrayShard], tokens: np.ndarray, lengths: np.ndarray, *, workers: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Longest prefix of each query found in any shard, with the shard and rank of one such match.
-
-    ``tokens`` holds token ids, one padded row per query; only the first ``lengths[i]`` of row
-    ``i`` count. Returns ``(length, shard, rank)``; ``rank`` is the lower bound of the full query
-    in that shard, which is a match whenever ``length`` is the query's whole length. Blocks of
-    queries are searched on ``workers`` threads (default: one per core, at most 4), one thread per
-    4,096 queries at most.
+    """``(length, shard, rank)``: the longest prefix of each padded query row (``lengths[i]`` count)
+    found in any shard, and the lower bound of the whole query there (a match when ``length`` is
+    whole). Blocks run on ``workers`` threads (default: one per core, at most 4), at least 4,096
+    queries each.
     """
     if not len(tokens) or not shards:
         empty = np.zeros(len(tokens), dtype=np.int64)

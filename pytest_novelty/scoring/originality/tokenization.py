@@ -26,15 +26,8 @@ from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.scoring.text import WORD_PATTERN, normalize, word_spans
 
 __all__ = [
-    "SEPARATOR_U16",
-    "UNKNOWN_TOKEN",
-    "Encoding",
-    "HFTokenizer",
-    "SurfaceWords",
-    "Tokenizer",
-    "WordCodec",
-    "WordsTokenizer",
-    "load_hf_tokenizer",
+    "SEPARATOR_U16", "UNKNOWN_TOKEN", "Encoding", "HFTokenizer", "SurfaceWords", "Tokenizer", "WordCodec",
+    "WordsTokenizer", "load_hf_tokenizer",
 ]
 
 SEPARATOR_U16 = 0xFFFF
@@ -103,13 +96,12 @@ def _word_spans_only(text: str) -> list[tuple[int, int]]:
 class WordCodec:
     """The mapping from vocabulary ranks (0 = most frequent word) to 16-bit token ids.
 
-    The ``single`` most frequent words are one token each (their rank). When the vocabulary is
-    larger, every other word is a pair ``(high, low)`` with ``high`` in ``[single, single + high_count)``
-    and ``low`` in ``[single + high_count, 0xFFFE)``. The three ranges are disjoint, so in any token
-    sequence a word can only start at a single or a high token and end at a single or a low
-    token: a corpus match of a query's tokens is always aligned on the same word boundaries, which
-    keeps word n-gram counts exact. 0xFFFE is never a word (it stands for unknown words) and 0xFFFF
-    is the document separator.
+    The ``single`` most frequent words are one token each (their rank); every other word is a pair
+    ``(high, low)``, ``high`` in ``[single, single + high_count)`` and ``low`` in
+    ``[single + high_count, 0xFFFE)``. The ranges are disjoint, so a word starts only at a single or
+    high token and ends only at a single or low one: a corpus match of a query's tokens keeps its
+    word boundaries, and word n-gram counts stay exact. 0xFFFE stands for unknown words, 0xFFFF is
+    the document separator.
     """
 
     vocab_size: int
@@ -208,15 +200,8 @@ class WordsTokenizer:
         for text, ranks in zip(normalized, per_text, strict=True):
             k = len(ranks)
             lo, hi = int(unit_pos[u]), int(unit_pos[u + k])
-            out.append(
-                Encoding(
-                    text=text,
-                    units=flat[u : u + k],
-                    ids=ids[lo:hi],
-                    unit_pos=unit_pos[u : u + k + 1] - lo,
-                    _span_fn=_word_spans_only,
-                )
-            )
+            out.append(Encoding(text, flat[u : u + k], ids[lo:hi], unit_pos[u : u + k + 1] - lo,
+                                _span_fn=_word_spans_only))
             u += k
         return out
 
@@ -240,15 +225,8 @@ class SurfaceWords:
             normalized, spans = word_spans(text)
             seen: dict[str, int] = {}
             units = np.array([seen.setdefault(normalized[a:b], len(seen)) for a, b in spans], dtype=np.int64)
-            out.append(
-                Encoding(
-                    text=normalized,
-                    units=units,
-                    ids=units.astype(np.uint32),
-                    unit_pos=np.arange(len(units) + 1, dtype=np.int64),
-                    _spans=spans,
-                )
-            )
+            out.append(Encoding(normalized, units, units.astype(np.uint32), np.arange(len(units) + 1, dtype=np.int64),
+                                _spans=spans))
         return out
 
 
@@ -267,15 +245,8 @@ class HFTokenizer:
         out = []
         for text, enc in zip(texts, self.backend.encode_batch(list(texts), add_special_tokens=False), strict=True):
             ids = np.asarray(enc.ids, dtype=np.int64)
-            out.append(
-                Encoding(
-                    text=text,
-                    units=ids,
-                    ids=ids,
-                    unit_pos=np.arange(len(ids) + 1, dtype=np.int64),
-                    _spans=[tuple(o) for o in enc.offsets],
-                )
-            )
+            out.append(Encoding(text, ids, ids, np.arange(len(ids) + 1, dtype=np.int64),
+                                _spans=[tuple(o) for o in enc.offsets]))
         return out
 
     def encode_ids(self, texts: list[str]) -> list[list[int]]:

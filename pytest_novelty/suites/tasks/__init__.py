@@ -29,18 +29,8 @@ from pytest_novelty.suites.tasks.story import StoryTask, find_characters, split_
 from pytest_novelty.suites.tasks.tool import ToolTask, parse_items
 
 __all__ = [
-    "TASKS",
-    "CompletionTask",
-    "OpenTask",
-    "PoetryTask",
-    "StoryTask",
-    "Task",
-    "ToolTask",
-    "find_characters",
-    "get_task",
-    "parse_instruction",
-    "parse_items",
-    "split_opening",
+    "TASKS", "CompletionTask", "OpenTask", "PoetryTask", "StoryTask", "Task", "ToolTask", "find_characters",
+    "get_task", "parse_instruction", "parse_items", "split_opening",
 ]
 
 _ALL: tuple[Task, ...] = (StoryTask(), PoetryTask(), ToolTask(), OpenTask())

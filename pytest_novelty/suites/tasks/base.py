@@ -40,21 +40,14 @@ class Task(Protocol):
         ...
 
     def cut(self, prompt: Prompt, raw: str, *, chat: bool = False) -> str:
-        """The answer in a raw continuation, or in a chat reply with ``chat=True``.
-
-        A continuation ends at the first stop sequence; a chat reply ends with the model's turn,
-        so only the task's own rule applies (the first line for poetry). Both lose an echo of the
-        input at their start and surrounding whitespace.
-        """
+        """The answer in a raw continuation (up to the first stop sequence) or, with ``chat=True``, in a
+        chat reply (the task's own rule only: the first line for poetry), without an echo of the input."""
         ...
 
 
 class CompletionTask:
-    """A task whose input is ``LABEL TEXT`` and whose answer follows ``ANSWER_LABEL``.
-
-    Subclasses set ``name``, ``description`` and ``concepts`` (see :class:`Task`) and
-    ``input_label``; ``stop`` and ``answer_label`` have defaults. The methods implement :class:`Task`.
-    """
+    """A :class:`Task` whose input is ``INPUT_LABEL TEXT`` and whose answer follows ``ANSWER_LABEL``;
+    subclasses set ``name``, ``description``, ``concepts`` and ``input_label``."""
 
     name: str
     description: str
@@ -67,15 +60,12 @@ class CompletionTask:
     """A plain completion ends at a blank line unless the task says otherwise."""
 
     def labelled_input(self, prompt: Prompt) -> str:
-        """``INPUT_LABEL TEXT``."""
         return f"{self.input_label} {prompt.text.strip()}"
 
     def completion_prefix(self, prompt: Prompt) -> str:
-        """``INPUT_LABEL TEXT`` and a new line with ``ANSWER_LABEL``."""
         return f"{self.input_label} {prompt.text.strip()}\n{self.answer_label}"
 
     def render_example(self, prompt: Prompt, answer: str) -> str:
-        """The prefix, one space and the tidied answer."""
         return f"{self.completion_prefix(prompt)} {self.tidy_answer(answer)}"
 
     def instruction(self, prompt: Prompt) -> str:
@@ -83,7 +73,6 @@ class CompletionTask:
         return prompt.text.strip()
 
     def cut(self, prompt: Prompt, raw: str, *, chat: bool = False) -> str:
-        """See :meth:`Task.cut`."""
         text = self.strip_echo(prompt, raw)
         if not chat:
             text = cut_at_stops(text, self.stop)

@@ -1,9 +1,6 @@
-"""Poetry lines (CoPoet): one poetic sentence that meets the constraints of an instruction.
-
-Also :func:`parse_instruction`, which reads the constraints back out of CoPoet-style wording
-("... that contains the word 'rays' and ending in 'color'", "... ends in a word which rhymes
-with 'late'") so the judge can check them.
-"""
+"""Poetry lines (CoPoet): one poetic sentence that meets the constraints of an instruction, which
+:func:`parse_instruction` reads back out ("... contains the word 'rays' and ending in 'color'") for the
+judge to check."""
 
 from __future__ import annotations
 
@@ -60,12 +57,8 @@ class PoetryTask(CompletionTask):
 
 
 def parse_instruction(text: str) -> dict[str, str]:
-    """The constraints stated in a CoPoet-style instruction.
-
-    Keys, where the wording has them: ``contains``, ``ends_with``, ``rhymes_with``,
-    ``starts_with``, ``topic``, ``previous_line`` and ``form`` (haiku, metaphor, simile,
-    next sentence or poetic sentence). Values are as quoted, without trailing punctuation.
-    """
+    """The constraints a CoPoet-style instruction states: ``contains``, ``ends_with``, ``rhymes_with``,
+    ``starts_with``, ``topic``, ``previous_line`` and ``form`` where it has them, as quoted."""
     found: dict[str, str] = {}
     for key, pattern in _CLAUSES:
         match = pattern.search(text)

@@ -1,8 +1,5 @@
-"""Story completion (TinyStories): the model continues a children's story from its opening.
-
-Also the two text helpers a story loader needs: where the opening ends, and which capitalised
-names in it are characters.
-"""
+"""Story completion (TinyStories): the model continues a children's story from its opening; and the
+loader's helpers, where the opening ends and which capitalised names in it are characters."""
 
 from __future__ import annotations
 
@@ -56,11 +53,8 @@ class StoryTask(CompletionTask):
 
 
 def split_opening(story: str, *, sentences: int = 1, words: int | None = None) -> tuple[str, str] | None:
-    """Split a story into (opening, rest): the first ``sentences`` sentences, or ``words`` words.
-
-    Returns None when the story is too short to leave a continuation. Titles such as "Mr." do
-    not end a sentence; closing quotes stay with the sentence they close.
-    """
+    """(opening, rest): the first ``sentences`` sentences (not ended by "Mr.", closing quotes kept) or
+    ``words`` words; None when no continuation is left."""
     text = story.strip()
     if words is not None:
         if words < 1:
@@ -81,12 +75,8 @@ def split_opening(story: str, *, sentences: int = 1, words: int | None = None) -
 
 
 def find_characters(opening: str, story: str | None = None) -> list[str]:
-    """Capitalised names in ``opening``, in order of first appearance.
-
-    A capitalised word counts as a name unless it is a common sentence starter or its lower-case
-    form occurs in ``story`` (the whole story, when known: "Once" vs "once"). Possessives are
-    reduced to the name ("Lily's" gives "Lily").
-    """
+    """Capitalised names in ``opening`` in order, possessives reduced ("Lily's": "Lily"), but not
+    sentence starters or words whose lower case occurs in ``story`` ("Once" against "once")."""
     lower_words = set(_LOWER_WORD.findall(story if story is not None else opening))
     names: list[str] = []
     for match in _CAPITALISED.finditer(opening):

@@ -1,9 +1,5 @@
-"""Creative tool use (MacGyver): solve a physical problem using only the items listed.
-
-Also :func:`parse_items`, which finds the item list in a problem statement ("You have a rope,
-a bucket and a spoon.", "Tools available: ...") so the judge can check that a solution stays
-within it.
-"""
+"""Creative tool use (MacGyver): solve a physical problem using only the items listed, which
+:func:`parse_items` finds ("You have a rope, a bucket and a spoon.") for the judge to check."""
 
 from __future__ import annotations
 
@@ -72,12 +68,8 @@ class ToolTask(CompletionTask):
 
 
 def parse_items(problem: str) -> list[str]:
-    """The items a problem statement makes available, without articles; [] when none is found.
-
-    A heuristic for MacGyver-style wording: it finds the sentence that introduces the items,
-    splits it at commas and "and", and drops relative clauses ("a hammer which is not very
-    heavy" gives "hammer"). A list needs at least two items.
-    """
+    """The items (at least two) a MacGyver-style problem lists, split at commas and "and", without
+    articles or relative clauses ("a hammer which is not very heavy": "hammer"); [] when none."""
     for pattern in _LISTS:
         for match in pattern.finditer(problem):
             listed = match.group("list")
