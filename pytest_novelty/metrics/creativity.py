@@ -64,6 +64,7 @@ Per generation, :func:`uniqueness_table` gives ``uniqueness@L`` for every L of t
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 

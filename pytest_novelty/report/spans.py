@@ -165,7 +165,8 @@ def _passages_markdown(infos: Mapping[str, SuiteInfo] | None) -> list[str]:
              "shortest L cover (each unit of such a run counts against uniqueness@L for every L up to the longest "
              "match covering it).", ""]  # fmt: skip
     for suite, spans in found.items():
-        lines += [f"Suite {suite}:", "", "| answer | copied passage | length | longest match |", "|---|---|---|---|"]
+        lines += [f"Suite {suite}:", "", "| answer | copied passage | length | longest match (up to the largest L) |",
+                  "|---|---|---|---|"]
         for span in spans:
             lines.append(f"| {_cell(span.source)} | {_cell(span.text)} | {span.size} | {span.longest} |")
         lines.append("")
