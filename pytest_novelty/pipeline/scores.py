@@ -44,7 +44,7 @@ def score_answers(
     start = time.perf_counter()
     flat = [a for samples in answers for a in samples]
     ns = sorted({*suite.scoring.ngrams, 4})
-    lengths = suite.creativity_lengths
+    lengths = suite.scored_lengths
     rows, looked_up = lookup(models, spec, flat, ns, f"{suite.name}: originality", lengths=lengths)
     shape = (len(answers), len(answers[0]) if answers else 0)
     originality = {n: originality_column(rows, n).reshape(shape) for n in ns}
@@ -221,11 +221,6 @@ def _score_row(result: OriginalityResult, ns: list[int], *, creativity: bool = F
     return row
 
 
-def _all(values: Any, fits: Any) -> bool:
-    """Whether ``values`` is a list whose every item ``fits``."""
-    return isinstance(values, list) and all(fits(v) for v in values)
-
-
 def _score_fits(row: Any, ns: list[int], *, creativity: bool = False) -> bool:
     """Whether a cached originality answer has the layout :func:`_score_row` writes."""
     if not isinstance(row, dict) or not isinstance(row.get("originality"), dict):
@@ -233,8 +228,14 @@ def _score_fits(row: Any, ns: list[int], *, creativity: bool = False) -> bool:
     values = [row["originality"].get(str(n), "missing") for n in ns]
     if any(v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))) for v in values):
         return False
-    if creativity and not (_all(row.get("match_lengths"), lambda v: isinstance(v, int) and not isinstance(v, bool))
-                           and _all(row.get("copied"), lambda p: isinstance(p, list) and len(p) == 3
-                                    and isinstance(p[0], str) and _all(p[1:], lambda v: isinstance(v, int)))):
+    if creativity and not _creativity_fits(row):
         return False
     return isinstance(row.get("longest_span"), int) and isinstance(row.get("longest_span_text", ""), str)
+
+
+def _creativity_fits(row: dict[str, Any]) -> bool:
+    """Whether a row's match lengths (whole numbers) and copied passages (``[text, units, longest
+    match]``) have the layout :func:`_score_row` writes."""
+    lengths, copied = row.get("match_lengths"), row.get("copied")
+    return (isinstance(lengths, list) and all(type(v) is int for v in lengths) and isinstance(copied, list)
+            and all(isinstance(p, list) and [type(v) for v in p] == [str, int, int] for p in copied))  # fmt: skip

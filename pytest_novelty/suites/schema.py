@@ -200,9 +200,10 @@ class Suite:
         return self.path.parent
 
     @property
-    def creativity_lengths(self) -> tuple[int, ...]:
-        """The lengths L its originality scoring finds match lengths for: the Creativity Index's
-        range when a threshold gates on one of its metrics, else none (nothing extra is searched)."""
+    def scored_lengths(self) -> tuple[int, ...]:
+        """The span lengths L its originality scoring finds match lengths for: the Creativity
+        Index's range when a threshold gates on one of its metrics, else none (nothing extra is
+        searched)."""
         gated = any(t.base in CREATIVITY_METRICS for t in self.thresholds)
         return self.scoring.creativity_range if gated else ()
 

@@ -82,11 +82,11 @@ def test_bad_suites_name_file_field_and_fix(tmp_path: Path, text: str, field: st
 
 def test_the_creativity_index_is_gated_over_its_range_and_only_then_searched(tmp_path: Path) -> None:
     plain = load_suite(write(tmp_path, MINIMAL))
-    assert plain.scoring.creativity_range == tuple(range(5, 13)) and plain.creativity_lengths == ()
+    assert plain.scoring.creativity_range == tuple(range(5, 13)) and plain.scored_lengths == ()
     text = MINIMAL.replace("novelty@5", "creativity_index").replace("0.3", "3") + (
         "\n[[thresholds]]\nmetric = \"uniqueness@4\"\nmin = 0.5\n[scoring]\ncreativity_lengths = [4, 6]\n")
     gated = load_suite(write(tmp_path, text, "c.toml"))
-    assert gated.creativity_lengths == (4, 5, 6)  # the index then lies in [0, 3]: min = 3 can be met
+    assert gated.scored_lengths == (4, 5, 6)  # the index then lies in [0, 3]: min = 3 can be met
     assert [t.metric for t in gated.thresholds] == ["creativity_index", "uniqueness@4"]
 
 
