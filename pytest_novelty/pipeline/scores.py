@@ -113,11 +113,10 @@ def lookup(
     index's identity, the orders (and the range, when there is one) and the text alone, so it does
     not depend on which texts were scored with it: a shard of a gate
     (:mod:`pytest_novelty.pipeline.shards`) scores its own units and a merge run over the shards'
-    caches finds every answer, as a single run would. Texts not
-    found are sent to the backend in chunks of ``LOOKUP_CHUNK`` (each distinct text once), and each
-    answer is stored as soon as its chunk is done, so an interrupted run keeps the chunks it
-    finished. A cached answer whose layout does not fit (:func:`_score_fits`) is dropped and scored
-    again, like any damaged entry.
+    caches finds every answer, as a single run would. Texts not found are sent to the backend in
+    chunks of ``LOOKUP_CHUNK`` (each distinct text once), and each answer is stored as soon as its
+    chunk is done, so an interrupted run keeps the chunks it finished. A cached answer whose layout
+    does not fit (:func:`_score_fits`) is dropped and scored again, like any damaged entry.
     """
     from pytest_novelty.infra.cache import Cache
     from pytest_novelty.scoring.originality import score_texts

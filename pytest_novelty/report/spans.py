@@ -139,7 +139,12 @@ def _cell(text: str) -> str:
 
 
 def spans_markdown(infos: Mapping[str, SuiteInfo] | None) -> list[str]:
-    """``report.md``'s section: per suite, a table of its longest copied spans."""
+    """``report.md``'s sections on what was copied: per suite, a table of its longest copied spans,
+    and one of the passages behind its Creativity Index where it gates on it."""
+    return _longest_markdown(infos) + _passages_markdown(infos)
+
+
+def _longest_markdown(infos: Mapping[str, SuiteInfo] | None) -> list[str]:
     spans = copied_spans(infos)
     if not spans:
         return []
@@ -152,7 +157,7 @@ def spans_markdown(infos: Mapping[str, SuiteInfo] | None) -> list[str]:
             answer = f"{span.source}: {span.answer_excerpt()}"
             lines.append(f"| {span.size} | {_cell(span.text)} | {document} | {_cell(answer)} |")
         lines.append("")
-    return lines[:-1] + _passages_markdown(infos)
+    return lines[:-1]
 
 
 def _passages_markdown(infos: Mapping[str, SuiteInfo] | None) -> list[str]:
