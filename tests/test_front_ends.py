@@ -83,7 +83,7 @@ def _both(
 def test_plain_and_baseline_cases_agree(child: Path, demo_cache: Path) -> None:
     suites = REPO / "suites"
     (ret, cases), (status, same) = _both(child, demo_cache, suites)
-    assert ret == status == 0 and cases == same and len(cases) == 18
+    assert ret == status == 0 and cases == same and len(cases) == 19
     # Against the weaker checkpoint of the same run, as a baseline: paired comparisons on every case.
     (ret, cases), (status, same) = _both(child, demo_cache, suites, "--baseline-model", "demo-early")
     assert cases == same and ret == status
@@ -117,7 +117,7 @@ def test_snapshot_cases_agree_on_the_same_files(child: Path, demo_cache: Path, t
         child, "--model", "demo", f"--novelty-suites={suites}", f"--novelty-cache={demo_cache}",
         f"--novelty-snapshot-dir={snapshots}", "--snapshot-update", "-p", "no:cacheprovider",
     )  # fmt: skip
-    assert accept.ret == 0 and len(list(snapshots.rglob("*.novelty.jsonc"))) == 18
+    assert accept.ret == 0 and len(list(snapshots.rglob("*.novelty.jsonc"))) == 19
     (ret, cases), (status, same) = _both(
         child, demo_cache, suites, "--novelty-snapshots", f"--novelty-snapshot-dir={snapshots}",
         "--model", "demo-early", cli=("--snapshots", "--snapshot-dir", str(snapshots), "--model", "demo-early"),
@@ -130,7 +130,7 @@ def test_snapshot_cases_agree_on_the_same_files(child: Path, demo_cache: Path, t
         path.unlink()
     assert main(["run", "--model", "demo", "--suites", str(suites), "--cache", str(demo_cache),
                  "--snapshot-update", "--snapshot-dir", str(snapshots)]) == 0  # fmt: skip
-    assert len(list(snapshots.rglob("*.novelty.jsonc"))) == 18
+    assert len(list(snapshots.rglob("*.novelty.jsonc"))) == 19
     again = run_pytest(
         child, "--model", "demo", f"--novelty-suites={suites}", f"--novelty-cache={demo_cache}", "--novelty-snapshots",
         f"--novelty-snapshot-dir={snapshots}", "-p", "no:cacheprovider",

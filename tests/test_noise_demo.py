@@ -47,7 +47,7 @@ def every_suite(tmp_path_factory: pytest.TempPathFactory, demo_run_cache: Path) 
 
 def test_every_case_has_an_interval_that_holds_its_value(every_suite: tuple[pytest.RunResult, Any]) -> None:
     result, data = every_suite
-    assert len(data["rows"]) == 18
+    assert len(data["rows"]) == 19
     for row in data["rows"]:
         low, high = row["ci"]
         assert low <= row["value"] <= high, row

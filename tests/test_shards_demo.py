@@ -66,7 +66,7 @@ def _run_shards(root: Path, demo_assets: Path) -> None:
         out, err = run.communicate()
         assert run.returncode == 0, err
         lines = out.splitlines()
-        assert len(lines) == 19 and all(line.endswith(": deferred (decided by the merge run)") for line in lines[:18])
+        assert len(lines) == 20 and all(line.endswith(": deferred (decided by the merge run)") for line in lines[:19])
         assert lines[-1].startswith(f"novelty shard {k}/3: its part is done")
 
 
@@ -171,12 +171,12 @@ def test_a_pytest_shard_skips_every_case_as_decided_by_the_merge_run(
         f"--junitxml={junit}", "-rs",
     )  # fmt: skip
     assert result.ret == 0
-    result.assert_outcomes(skipped=18)
+    result.assert_outcomes(skipped=19)
     result.stdout.fnmatch_lines([
         "*novelty shard*",
         "*shard 2/3: story: * of 100 prompts, 0 samples (0 tokens) generated*",
-        "shard 2/3: its part is done; 18 cases decided by the merge run*",
-        "SKIPPED [[]18[]] *: decided by the merge run (shard 2/3 did its part of this suite)",
+        "shard 2/3: its part is done; 19 cases decided by the merge run*",
+        "SKIPPED [[]19[]] *: decided by the merge run (shard 2/3 did its part of this suite)",
     ])
     cases = ET.parse(junit).getroot().iter("testcase")
     reasons = {case.find("skipped").get("message") for case in cases}  # type: ignore[union-attr]

@@ -77,6 +77,21 @@ def test_they_smiled_in_place_of_most_answers_fails_story_novelty(
     assert result.metrics["novelty@5"] < real.metrics["novelty@5"] / 2
 
 
+def test_stories_copied_from_the_corpus_fail_the_creativity_floor_the_demo_passes(
+    runner: Runner, story: Suite, real: SuiteResult, demo_cache: Path
+) -> None:
+    """The story suite's ``creativity_index >= 1`` is a floor against copying: answers that are the
+    training corpus's own stories, verbatim, score 0 and fail it; the demo's stories pass."""
+    with (demo.demo_dir(demo_cache) / "corpus.jsonl").open(encoding="utf-8") as handle:
+        stories = [t for t in (json.loads(line)["text"] for line in handle) if t.startswith("Once upon")]
+    width = len(real.answers[0])
+    copied = [stories[i * width : (i + 1) * width] for i in range(len(real.prompts))]
+    result = runner.score(story, real.prompts, copied)
+    assert "creativity_index" in _failed(story, result) and result.metrics["creativity_index"] == 0.0
+    assert result.metrics["uniqueness@12"] == 0.0  # every word sits in a copied span of 12 or more
+    assert real.metrics["creativity_index"] > 1.5 and "creativity_index" not in _failed(story, real)
+
+
 def _eos_pushed(demo_cache: Path, out: Path, push: float) -> Path:
     """A copy of the demo checkpoint whose end-of-text logit is raised by about ``push``.
 

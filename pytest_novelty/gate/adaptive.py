@@ -135,7 +135,7 @@ def case_values(result: SuiteResult, metric: str, subset: list[str] | None) -> t
     fam = family(metric)
     if fam.per_prompt_only:
         return np.asarray(result.measured.per_prompt[metric], dtype=float), None, False
-    values = np.asarray(values_of(metric, result.quality, result.originality), dtype=float)
+    values = np.asarray(values_of(metric, result.quality, result.originality, result.scores.uniqueness), dtype=float)
     if fam.subset is not None:
         index = {p.id: i for i, p in enumerate(result.prompts)}
         values = values[[index[i] for i in (subset or []) if i in index]]

@@ -33,12 +33,12 @@ from typing import Any
 from pytest_novelty.gate.record import CaseRecord, sort_key
 from pytest_novelty.pipeline.suite_data import SuiteInfo
 from pytest_novelty.report.json_report import read_records
-from pytest_novelty.report.spans import CopiedSpan, copied_spans
+from pytest_novelty.report.spans import CopiedSpan, copied_spans, creativity_passages
 
 #: The prefix of every name the trackers log.
 PREFIX = "novelty"
 
-_STANDARD = re.compile(r"^(quality|unscored|originality@\d+|coverage@\d+)$")
+_STANDARD = re.compile(r"^(quality|unscored|originality@\d+|coverage@\d+|uniqueness@\d+|creativity_index)$")
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
 
 
@@ -93,7 +93,8 @@ class TrackedRun:
     plots: Mapping[str, Mapping[str, Path]] = field(default_factory=dict)
     """Per suite, plot kind → PNG file."""
     spans: Mapping[str, tuple[CopiedSpan, ...]] = field(default_factory=dict)
-    """Per suite, its longest copied spans (longest first)."""
+    """Per suite, its longest copied spans (longest first), then the copied passages behind its
+    Creativity Index (when it gates on it: the answers with the lowest index first)."""
 
     @property
     def gated(self) -> Point:
@@ -176,7 +177,8 @@ class TrackedRun:
                 if present:
                     plots[str(suite)] = present
         infos = {name: SuiteInfo.from_json(dict(data.get("info") or {})) for name, data in suites.items()}
-        spans = {name: tuple(found) for name, found in copied_spans(infos).items()}
+        longest, passages = copied_spans(infos), creativity_passages(infos)
+        spans = {name: (*longest.get(name, ()), *passages.get(name, ())) for name in sorted({*longest, *passages})}
         return cls(_identity(versions, suites), tuple(points), cases, plots, spans)
 
     @classmethod

@@ -47,8 +47,8 @@ a text shorter than L  uniqueness 1 at that L (nothing covered),    ``uniqueness
 (``T < L``)            for texts longer than ``min(L)``             text; the gated values count it as 0
                                                                     (:func:`uniqueness_counting_short`), as
                                                                     ``originality@n`` does: saying little is
-                                                                    not creative; ``coverage@L`` says how many
-                                                                    texts were long enough
+                                                                    not creative; ``coverage@n`` says how many
+                                                                    texts have at least n units
 empty text             skipped                                      index 0 (every L counts 0)
 which spans cover      DJ Search's greedy two pointers; the         every maximal copied span
                        union they cover is the same                 (:func:`copied_spans`), the same union
@@ -57,14 +57,13 @@ corpus                 web corpora, with exact duplicates of the    the index as
 =====================  ==========================================  ==========================================
 
 Per generation, :func:`uniqueness_table` gives ``uniqueness@L`` for every L of the range and
-:func:`creativity_index` their sum; per suite, :func:`suite_creativity` gives the means over the
-generations (too-short ones counted as 0) and the coverage at each L.
+:func:`creativity_index` their sum; a suite's gated values are their means over its generations
+(too-short ones counted as 0), in :func:`pytest_novelty.metrics.suite.suite_metrics`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -73,12 +72,10 @@ from pytest_novelty.metrics._validate import as_float_array
 
 __all__ = [
     "DEFAULT_LENGTHS",
-    "CreativitySummary",
     "check_lengths",
     "copied_spans",
     "covered",
     "creativity_index",
-    "suite_creativity",
     "uniqueness_counting_short",
     "uniqueness_table",
 ]
@@ -193,35 +190,3 @@ def creativity_index(uniqueness: ArrayLike) -> NDArray[np.float64]:
     if table.ndim != 2:
         raise ValueError(f"uniqueness must be a table (texts × lengths), got shape {table.shape}")
     return table.sum(axis=1)
-
-
-@dataclass(frozen=True)
-class CreativitySummary:
-    """A suite's Creativity Index and uniqueness, each the mean over its generations.
-
-    ``creativity_index``: mean per-generation index; ``uniqueness[L]``: mean ``uniqueness@L``;
-    both count a generation too short for L as 0. ``coverage[L]``: share of generations with at
-    least L units (those judged at L). ``generations``: how many. NaN for no generations."""
-
-    creativity_index: float
-    uniqueness: dict[int, float]
-    coverage: dict[int, float]
-    generations: int
-
-
-def suite_creativity(uniqueness: ArrayLike, lengths: Sequence[int] = DEFAULT_LENGTHS) -> CreativitySummary:
-    """The suite-level values of a :func:`uniqueness_table` whose columns are ``lengths``."""
-    orders = check_lengths(lengths)
-    table = as_float_array(uniqueness, "uniqueness", allow_empty=True)
-    if table.ndim != 2 or table.shape[1] != len(orders):
-        raise ValueError(f"uniqueness must have one column per length ({len(orders)}), got shape {table.shape}")
-    if not len(table):
-        nan = float("nan")
-        return CreativitySummary(nan, dict.fromkeys(orders, nan), dict.fromkeys(orders, nan), 0)
-    counted = uniqueness_counting_short(table)
-    return CreativitySummary(
-        creativity_index=float(counted.sum(axis=1).mean()),
-        uniqueness={length: float(counted[:, k].mean()) for k, length in enumerate(orders)},
-        coverage={length: float((~np.isnan(table[:, k])).mean()) for k, length in enumerate(orders)},
-        generations=len(table),
-    )

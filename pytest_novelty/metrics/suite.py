@@ -30,6 +30,11 @@ no n-gram of that order). Names match the suite files' threshold metrics:
   themselves. The peak is the pool's (``pool_novelty``) when there is one, else the suite's frozen
   peak (``frozen_peaks``, from its tail file), else the candidate's own; its ids are returned with
   the tails, so a snapshot compares a later checkpoint on the same peak.
+* ``uniqueness@L`` and ``creativity_index``: the Creativity Index of Lu et al. (2025)
+  (:mod:`pytest_novelty.metrics.creativity`), from the per-generation ``uniqueness`` at every L of
+  the suite's range (NaN: shorter than L): the mean over generations of ``uniqueness@L`` with a
+  too-short generation at 0, and of the per-generation index, the sum over the range (so the
+  suite's index is the sum of its ``uniqueness@L``). Computed when ``uniqueness`` is given.
 * ``distinct_k`` and ``utility_k``: NoveltyBench's per-prompt values, averaged over prompts. The
   per-generation score g on NoveltyBench's 1-10 scale is 10 × quality (a rubric judge's 0-1
   quality, or a reward model's 1-10 score / 10, which this turns back into that score); prompts
@@ -51,6 +56,7 @@ from pytest_novelty.metrics.novelty import (
 )
 from pytest_novelty.metrics.noveltybench import distinct_k, partition, utility_k
 from pytest_novelty.metrics.stats import mean_excluding_nan, top_fraction_mean
+from pytest_novelty.metrics.table import values_of
 from pytest_novelty.metrics.tail import (
     NGRAM_ORDER,
     novelty_at_peak,
@@ -96,6 +102,7 @@ def suite_metrics(
     equivalent: Callable[[str, str], bool] | None = None,
     pool_novelty: Array | None = None,
     frozen_peaks: Mapping[str, Sequence[str]] | None = None,
+    uniqueness: Mapping[int, Array] | None = None,
 ) -> tuple[dict[str, float], dict[str, list[float]], dict[str, list[str]]]:
     """Every metric of a suite, the per-prompt values behind them (for paired tests), and the tails.
 
@@ -104,6 +111,7 @@ def suite_metrics(
     each ``q_at_tail@α`` metric to the prompt ids of its tail and each ``novelty_at_peak@α`` to those
     of its peak, to be stored with a snapshot. ``frozen_peaks`` maps ``novelty_at_peak@α`` to the
     peak a suite froze (its tail file's), used when no ``pool_novelty`` ranks the prompts.
+    ``uniqueness`` (per L, prompts × samples) adds ``uniqueness@L`` and ``creativity_index``.
     """
     quality = np.asarray(quality, dtype=float)
     if quality.ndim != 2 or quality.shape[0] != len(prompt_ids):
@@ -115,6 +123,11 @@ def suite_metrics(
         order_values, order_per_prompt = _at_order(n, quality, np.asarray(orig, dtype=float))
         values.update(order_values)
         per_prompt.update(order_per_prompt)
+    for name in [*(f"uniqueness@{length}" for length in sorted(uniqueness)), "creativity_index"] if uniqueness else []:
+        counted = np.asarray(values_of(name, quality, originality, uniqueness))
+        if counted.shape != quality.shape:
+            raise ValueError(f"{name} has shape {counted.shape}, quality {quality.shape}")
+        values[name], per_prompt[name] = _mean(counted), _row_means(counted)
 
     tails: dict[str, list[str]] = {}
     if "novelty_overall" in metrics:

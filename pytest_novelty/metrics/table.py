@@ -2,7 +2,7 @@
 
 A metric name is ``FAMILY`` or ``FAMILY@ARG`` (``novelty@5``, ``q_at_tail@0.1``). Each family says
 
-* its argument: an n-gram order (``n``), a tail fraction (``alpha``) or none;
+* its argument: an n-gram order (``n``), a span length (``L``), a tail fraction (``alpha``) or none;
 * whether it is computed from the judge's quality scores (``uses_quality``: then a judge that does
   not agree with people makes it meaningless, :mod:`pytest_novelty.gate.agreement`);
 * the per-prompt series its paired comparison pairs on (``per_prompt``: its own, ``novelty@n``
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from pytest_novelty.metrics.creativity import uniqueness_counting_short
 from pytest_novelty.metrics.novelty import gated_novelty, originality_counting_short
 from pytest_novelty.metrics.tail import NGRAM_ORDER
 
@@ -71,6 +72,8 @@ FAMILIES: dict[str, MetricFamily] = {
         MetricFamily("novelty_at_peak", "alpha", False, "originality@4", subset="peak"),
         MetricFamily("distinct_k", None, False, "distinct_k", low=1.0, high=None, per_prompt_only=True),
         MetricFamily("utility_k", None, True, "utility_k", high=10.0, per_prompt_only=True),
+        MetricFamily("uniqueness", "L", False, "{metric}"),
+        MetricFamily("creativity_index", None, False, "creativity_index", high=None),
     )
 }
 
@@ -81,15 +84,26 @@ def family(metric: str) -> MetricFamily:
 
 
 def values_of(
-    metric: str, quality: ArrayLike, originality: Mapping[int, ArrayLike]
+    metric: str,
+    quality: ArrayLike,
+    originality: Mapping[int, ArrayLike],
+    uniqueness: Mapping[int, ArrayLike] | None = None,
 ) -> NDArray[np.float64] | None:
     """The (prompts × samples) per-generation values ``metric`` averages, as the gate counts them:
-    quality (NaN unscored), originality and novelty with too-short answers at 0, the 0/1 indicator
-    of a share. None for the per-prompt families (their values are the per-prompt series). A family
-    with a ``subset`` averages the rows of its subset only (the caller picks them: the ids are the
-    metrics step's): q@Tail's values are quality, Novelty at Peak's output originality at n = 4."""
+    quality (NaN unscored), originality, novelty and uniqueness with too-short answers at 0, the
+    Creativity Index (the sum of ``uniqueness`` over its lengths L), the 0/1 indicator of a share.
+    None for the per-prompt families (their values are the per-prompt series). A family with a
+    ``subset`` averages the rows of its subset only (the caller picks them: the ids are the metrics
+    step's): q@Tail's values are quality, Novelty at Peak's output originality at n = 4."""
     fam = family(metric)
     q = np.asarray(quality, dtype=float)
+    if fam.name in ("uniqueness", "creativity_index"):
+        if not uniqueness:
+            raise ValueError(f"{metric} needs the uniqueness of every generation at each L")
+        counted = {length: uniqueness_counting_short(np.asarray(u, dtype=float)) for length, u in uniqueness.items()}
+        if fam.name == "creativity_index":
+            return np.sum(list(counted.values()), axis=0)
+        return counted[int(metric.partition("@")[2])]
     if fam.name in ("quality", "q_at_tail"):
         return q
     if fam.name in ("novelty_overall", "novelty_at_peak"):

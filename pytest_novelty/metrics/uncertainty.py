@@ -29,8 +29,10 @@ those of :mod:`pytest_novelty.metrics.suite`, and the tests check that every int
 the suite's value to the last digit):
 
 * means over generations, NaN (unscored) left out: ``quality``, ``originality@n`` (too short
-  counted as 0), ``novelty@n`` (:func:`mean_interval`). Per resample Σ w_i·sum_i / Σ w_i·count_i,
-  a ratio estimator, so prompts with more scored samples weigh more, as in the point value;
+  counted as 0), ``novelty@n``, ``uniqueness@L`` (too short counted as 0) and ``creativity_index``
+  (their per-generation sum over the range, in [0, its number of lengths]) (:func:`mean_interval`).
+  Per resample Σ w_i·sum_i / Σ w_i·count_i, a ratio estimator, so prompts with more scored samples
+  weigh more, as in the point value;
 * shares over generations: ``coverage@n``, ``unscored`` (:func:`share_interval`);
 * the top-10 % mean over all generations of the drawn prompts, each generation counted as often as
   its prompt was drawn: ``top10_novelty@n`` (:func:`top_fraction_interval`);
@@ -63,6 +65,7 @@ from pytest_novelty.metrics.bootstrap import (
     t_quantile,
 )
 from pytest_novelty.metrics.novelty import gated_novelty, originality_counting_short
+from pytest_novelty.metrics.table import values_of
 
 #: The interval method of shares (:func:`share_interval`).
 WILSON = "wilson"
@@ -335,6 +338,7 @@ class _Suite:
     confidence: float
     n_boot: int
     seed: int
+    uniqueness: Mapping[int, ArrayLike] | None = None
 
     def mean(self, values: ArrayLike, bounds: tuple[float, float] = (0.0, 1.0)) -> Interval:
         return mean_interval(values, confidence=self.confidence, n_boot=self.n_boot, seed=self.seed, bounds=bounds)
@@ -390,7 +394,17 @@ _BY_FAMILY: dict[str, Callable[[_Suite, str, str], Interval]] = {
     "novelty_overall": lambda s, name, arg: s.mean(
         s.series("originality@4", f"{name} needs the per-prompt originality@4")),
     "novelty_at_peak": _at_peak,
+    "uniqueness": lambda s, name, arg: s.mean(_creativity(s, name)),
+    "creativity_index": lambda s, name, arg: s.mean(_creativity(s, name), (0.0, float(len(s.uniqueness or ())))),
 }
+
+
+def _creativity(suite: _Suite, name: str) -> Array:
+    """The per-generation values of a Creativity Index metric (too short for L counted as 0)."""
+    values = rows_of(np.asarray(values_of(name, suite.quality, suite.originality, suite.uniqueness)), name)
+    if values.shape != suite.quality.shape:
+        raise ValueError(f"{name} has shape {values.shape}, quality {suite.quality.shape}")
+    return values
 
 
 def suite_intervals(
@@ -404,6 +418,7 @@ def suite_intervals(
     confidence: float = 0.95,
     n_boot: int = DEFAULT_RESAMPLES,
     seed: int = 0,
+    uniqueness: Mapping[int, ArrayLike] | None = None,
 ) -> dict[str, Interval]:
     """The interval of every metric in ``metrics``, for the statistic :mod:`.suite` gates.
 
@@ -411,12 +426,13 @@ def suite_intervals(
     by n as prompts × samples arrays) and, for ``distinct_k``, ``utility_k``, ``q_at_tail@α``,
     ``novelty_overall`` and ``novelty_at_peak@α``, its per-prompt values, the prompt ids and each
     q@Tail metric's tail ids and Novelty at Peak metric's peak ids (the frozen tail, when the gate
-    has chosen one; an empty tail gives an undefined interval). Shares use Wilson's interval,
-    everything else the studentized bootstrap, all with the same ``seed``, so a rerun gives the same
-    intervals. Raises ``ValueError`` for a metric it has no statistic for or inputs it lacks.
+    has chosen one; an empty tail gives an undefined interval), and for ``uniqueness@L`` and
+    ``creativity_index`` the per-generation ``uniqueness`` at every L of the suite's range. Shares
+    use Wilson's interval, everything else the studentized bootstrap, all with the same ``seed``, so
+    a rerun gives the same intervals. Raises ``ValueError`` for a metric it has no statistic for or inputs it lacks.
     """
     suite = _Suite(rows_of(quality, "quality"), originality, per_prompt, prompt_ids, tails,
-                   check_confidence(confidence), n_boot, seed)  # fmt: skip
+                   check_confidence(confidence), n_boot, seed, uniqueness)  # fmt: skip
     out: dict[str, Interval] = {}
     for name in metrics:
         base, _, arg = name.partition("@")

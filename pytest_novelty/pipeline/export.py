@@ -33,8 +33,9 @@ def _info(result: SuiteResult) -> dict[str, Any]:
         "judge": scores.judge, "originality": scores.index, "units": scores.units, "prompts": len(answers.prompts),
         "seconds": {"generation": work.seconds, "originality": scores.seconds_originality,
                     "judge": scores.seconds_judge},
-        "longest_copied": scores.longest_copied, "originality_lookups": scores.lookups,
-        "judge_requests": scores.judge_requests, "unscored_reasons": scores.unscored_reasons,
+        "longest_copied": scores.longest_copied, "creativity_copied": scores.creativity_copied,
+        "originality_lookups": scores.lookups, "judge_requests": scores.judge_requests,
+        "unscored_reasons": scores.unscored_reasons,
         "cache_repaired": result.cache_repaired,
     }  # fmt: skip
     if work.note:
@@ -82,7 +83,7 @@ def detectable_json(result: SuiteResult, alpha: float) -> dict[str, Any]:
     for threshold in suite.thresholds:
         metric = threshold.metric
         fam = family(metric)
-        values: Any = values_of(metric, result.quality, result.originality)
+        values: Any = values_of(metric, result.quality, result.originality, result.scores.uniqueness)
         if fam.per_prompt_only:
             if metric not in measured.per_prompt:
                 continue

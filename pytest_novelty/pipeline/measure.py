@@ -78,11 +78,13 @@ def measure(
         equivalent=equivalent,
         pool_novelty=pool_novelty,
         frozen_peaks=frozen_peaks(suite, gated),
+        uniqueness=scores.uniqueness,
     )
     novelty = {n: gated_novelty(scores.quality, orig) for n, orig in scores.originality.items()}
     intervals = suite_intervals(
         quality=scores.quality, originality=scores.originality, metrics=[m for m in gated if m in values],
         per_prompt=per_prompt, prompt_ids=[p.id for p in prompts], tails=tails, confidence=1.0 - suite.gate.alpha,
+        uniqueness=scores.uniqueness,
     )  # fmt: skip
     consistency = judge_consistency(scores.judge_samples) if scores.judge_samples else None
     if consistency is not None and not consistency.answers:

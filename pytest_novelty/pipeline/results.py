@@ -82,6 +82,11 @@ class SuiteScores:
     judge_requests: int = 0
     seconds_originality: float = 0.0
     seconds_judge: float = 0.0
+    uniqueness: dict[int, np.ndarray] = field(default_factory=dict)
+    """``uniqueness@L`` by span length L of the Creativity Index's range (NaN: shorter than L);
+    empty when the suite gates on none of its metrics."""
+    creativity_copied: list[dict[str, Any]] = field(default_factory=list)
+    """The answers with the lowest Creativity Index that copied anything, with their copied passages."""
 
 
 @dataclass(frozen=True)

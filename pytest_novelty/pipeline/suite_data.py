@@ -85,7 +85,8 @@ class SuiteInfo:
 
     The model and its content identity, the generation work (rows generated, from the cache, read
     from answer files; batches, tokens, where), the judge, the originality index and units, the
-    seconds each step took, the longest spans copied from the corpus, the unscored answers' reasons,
+    seconds each step took, the longest spans copied from the corpus (and the passages copied by the
+    answers with the lowest Creativity Index, when it is gated), the unscored answers' reasons,
     the judge's agreement with people and its consistency with itself, and a denial round's
     forbidden concepts.
     """
@@ -111,6 +112,7 @@ class SuiteInfo:
     prompts: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     longest_copied: list[dict[str, Any]] = field(default_factory=list)
+    creativity_copied: list[dict[str, Any]] = field(default_factory=list)
     originality_lookups: int = 0
     judge_requests: int = 0
     unscored_reasons: list[list[Any]] = field(default_factory=list)
@@ -126,8 +128,8 @@ class SuiteInfo:
         """Every field, the optional ones only when set (``report.json`` keeps the layout it had)."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         for name in ("answers_note", "judge_agreement", "judge_consistency", "round", "forbidden",
-                     "forbidden_concepts"):  # fmt: skip
-            if out[name] in (None, ""):
+                     "forbidden_concepts", "creativity_copied"):  # fmt: skip
+            if out[name] in (None, "", []):
                 del out[name]
         return out
 

@@ -7,6 +7,13 @@ originality units (words or tokens), the number of one corpus document that cont
 answer it came from (its prompt id and sample index). This module reads those entries into
 :class:`CopiedSpan` values and renders them for ``report.md``; the HTML report and the trackers
 read the same values. A span of length 0 (nothing copied) is left out.
+
+Where a suite gates on the Creativity Index, the scoring step also keeps the answers with the
+lowest index that copied anything (``info["creativity_copied"]``), each with its *copied
+passages*: the runs of the answer that corpus spans of at least the range's shortest L cover, the
+units those spans take from ``uniqueness@L`` (:mod:`pytest_novelty.metrics.creativity`).
+:func:`creativity_passages` reads them, one :class:`CopiedSpan` per passage, with the longest
+corpus match inside it and the answer's index; the trackers show them beside the longest spans.
 """
 
 from __future__ import annotations
@@ -36,6 +43,11 @@ class CopiedSpan:
     prompt: str | None = None
     """The id of the prompt the answer replied to (None in reports written before it was kept)."""
     sample: int | None = None
+    longest: int | None = None
+    """For a copied passage behind the Creativity Index: the longest corpus match inside it, capped
+    at the range's largest L (None for a longest copied span)."""
+    creativity_index: float | None = None
+    """For a copied passage: the Creativity Index of its answer."""
 
     @property
     def size(self) -> str:
@@ -46,9 +58,9 @@ class CopiedSpan:
     @property
     def source(self) -> str:
         """Which answer, in words: ``prompt p3, sample 1``."""
-        if self.prompt is None:
-            return "answer"
-        return f"prompt {self.prompt}" + ("" if self.sample is None else f", sample {self.sample}")
+        where = "answer" if self.prompt is None else f"prompt {self.prompt}" + (
+            "" if self.sample is None else f", sample {self.sample}")
+        return where if self.creativity_index is None else f"{where}, creativity index {self.creativity_index:.2f}"
 
     def answer_excerpt(self, limit: int = ANSWER_CHARS) -> str:
         """The answer on one line, cut at ``limit`` characters."""
@@ -60,6 +72,8 @@ class CopiedSpan:
         return {
             "suite": self.suite, "text": self.text, "length": self.length, "units": self.units,
             "document": self.document, "prompt": self.prompt, "sample": self.sample, "answer": self.answer,
+            **({} if self.creativity_index is None else {"longest": self.longest,
+                                                         "creativity_index": self.creativity_index}),
         }  # fmt: skip
 
 
@@ -67,18 +81,15 @@ def _span(suite: str, units: str, entry: Mapping[str, Any]) -> CopiedSpan | None
     length = int(entry.get("longest_span") or 0)
     if length <= 0:
         return None
-    document = entry.get("longest_span_doc")
-    sample = entry.get("sample")
-    prompt = entry.get("prompt")
     return CopiedSpan(
         suite=suite,
         text=str(entry.get("longest_span_text") or ""),
         length=length,
         units=units,
-        document=None if document is None else int(document),
+        document=_whole(entry.get("longest_span_doc")),
         answer=str(entry.get("generation") or ""),
-        prompt=None if prompt is None else str(prompt),
-        sample=None if sample is None else int(sample),
+        prompt=_text(entry.get("prompt")),
+        sample=_whole(entry.get("sample")),
     )
 
 
@@ -97,12 +108,43 @@ def copied_spans(infos: Mapping[str, SuiteInfo] | None) -> dict[str, list[Copied
     return out
 
 
+def creativity_passages(infos: Mapping[str, SuiteInfo] | None) -> dict[str, list[CopiedSpan]]:
+    """Per suite (sorted by name), the copied passages of its answers with the lowest Creativity
+    Index, lowest first, each passage in the order it comes in its answer; suites without any are
+    left out."""
+    out: dict[str, list[CopiedSpan]] = {}
+    for name, info in sorted((infos or {}).items()):
+        spans = [
+            CopiedSpan(suite=name, text=str(text), length=int(length), units=info.units or "units", document=None,
+                       answer=str(entry.get("generation") or ""), prompt=_text(entry.get("prompt")),
+                       sample=_whole(entry.get("sample")), longest=int(longest),
+                       creativity_index=float(entry["creativity_index"]))
+            for entry in info.creativity_copied for text, length, longest in entry.get("copied") or ()
+        ]  # fmt: skip
+        if spans:
+            out[name] = spans
+    return out
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _whole(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 def _cell(text: str) -> str:
     return " ".join(text.replace("|", "\\|").split())
 
 
 def spans_markdown(infos: Mapping[str, SuiteInfo] | None) -> list[str]:
-    """``report.md``'s section: per suite, a table of its longest copied spans."""
+    """``report.md``'s sections on what was copied: per suite, a table of its longest copied spans,
+    and one of the passages behind its Creativity Index where it gates on it."""
+    return _longest_markdown(infos) + _passages_markdown(infos)
+
+
+def _longest_markdown(infos: Mapping[str, SuiteInfo] | None) -> list[str]:
     spans = copied_spans(infos)
     if not spans:
         return []
@@ -114,5 +156,23 @@ def spans_markdown(infos: Mapping[str, SuiteInfo] | None) -> list[str]:
             document = "n/a" if span.document is None else str(span.document)
             answer = f"{span.source}: {span.answer_excerpt()}"
             lines.append(f"| {span.size} | {_cell(span.text)} | {document} | {_cell(answer)} |")
+        lines.append("")
+    return lines[:-1]
+
+
+def _passages_markdown(infos: Mapping[str, SuiteInfo] | None) -> list[str]:
+    """``report.md``'s section on the passages behind the Creativity Index, per suite."""
+    found = creativity_passages(infos)
+    if not found:
+        return []
+    lines = ["", "### Copied passages behind the Creativity Index", "",
+             "The answers with the lowest index, and the runs of them that corpus spans of at least the range's "
+             "shortest L cover (each unit of such a run counts against uniqueness@L for every L up to the longest "
+             "match covering it).", ""]  # fmt: skip
+    for suite, spans in found.items():
+        lines += [f"Suite {suite}:", "", "| answer | copied passage | length | longest match (up to the largest L) |",
+                  "|---|---|---|---|"]
+        for span in spans:
+            lines.append(f"| {_cell(span.source)} | {_cell(span.text)} | {span.size} | {span.longest} |")
         lines.append("")
     return lines[:-1]

@@ -18,9 +18,12 @@ SWEEPABLE = ("generation.temperature", "generation.top_p", "generation.top_k", "
 PROMPTING_METHODS = ("few-shot", "chat", "ask-novelty", "denial", "novel-examples")
 BOUNDED_METRICS = (
     "novelty", "top10_novelty", "originality", "coverage", "quality", "unscored", "q_at_tail", "novelty_overall",
-    "novelty_at_peak",
+    "novelty_at_peak", "uniqueness",
 )  # fmt: skip
 COUNT_METRICS = ("distinct_k", "utility_k")
+#: The Creativity Index's metrics (``uniqueness@L`` lies in [0, 1] and is also bounded; the index in
+#: [0, the number of lengths of ``[scoring] creativity_lengths``]).
+CREATIVITY_METRICS = ("creativity_index", "uniqueness")
 GATE_AGAINST = ("series-best",)
 #: How a threshold case decides given its interval (see :mod:`pytest_novelty.gate.thresholds`).
 THRESHOLD_MODES = ("point", "lenient", "strict")
@@ -83,6 +86,14 @@ class Scoring:
     max_judge_spread: float = 0.25
     """The largest share of answers whose judge samples span 2 points or more before the table warns
     that the judge is inconsistent with itself."""
+    creativity_lengths: tuple[int, int] = (5, 12)
+    """The shortest and longest span length L (in originality units) the Creativity Index sums
+    ``uniqueness@L`` over, both included: the paper's 5 to 12 by default."""
+
+    @property
+    def creativity_range(self) -> tuple[int, ...]:
+        """Every L of :attr:`creativity_lengths`, ascending."""
+        return tuple(range(self.creativity_lengths[0], self.creativity_lengths[1] + 1))
 
 
 @dataclass(frozen=True)
@@ -187,6 +198,14 @@ class Suite:
     def base_dir(self) -> Path:
         """Relative paths in the suite file are relative to its folder."""
         return self.path.parent
+
+    @property
+    def scored_lengths(self) -> tuple[int, ...]:
+        """The span lengths L its originality scoring finds match lengths for: the Creativity
+        Index's range when a threshold gates on one of its metrics, else none (nothing extra is
+        searched)."""
+        gated = any(t.base in CREATIVITY_METRICS for t in self.thresholds)
+        return self.scoring.creativity_range if gated else ()
 
     def runs(self) -> tuple[Suite, ...]:
         """What actually runs: one suite per sweep value, or the suite itself."""

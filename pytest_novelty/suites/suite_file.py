@@ -20,6 +20,7 @@ from pytest_novelty.suites.prompts import TASKS
 from pytest_novelty.suites.schema import (
     BOUNDED_METRICS,
     COUNT_METRICS,
+    CREATIVITY_METRICS,
     GATE_AGAINST,
     PROMPTING_METHODS,
     SWEEPABLE,
@@ -148,7 +149,19 @@ def _parse_scoring(path: Path, data: Mapping[str, Any]) -> Scoring:
         max_unscored=c.number("max_unscored", 0.05, low=0.0, high=1.0),
         calibration=_calibration(c, path),
         max_judge_spread=c.number("max_judge_spread", 0.25, low=0.0, high=1.0),
+        creativity_lengths=_creativity_lengths(c),
     )
+
+
+def _creativity_lengths(c: _Checker) -> tuple[int, int]:
+    """``[scoring] creativity_lengths = [shortest, longest]``: the Creativity Index's range of L, both
+    included, whole numbers from 1 to 32 (the paper's [5, 12] by default)."""
+    value = c.get("creativity_lengths", list, [5, 12])
+    whole = all(isinstance(n, int) and not isinstance(n, bool) for n in value)
+    if len(value) != 2 or not whole or not 1 <= value[0] <= value[1] <= 32:
+        raise c.fail("creativity_lengths", "must be [shortest, longest], whole numbers with 1 <= shortest <= "
+                     f"longest <= 32 (the paper's range is [5, 12]), got {value!r}")
+    return value[0], value[1]
 
 
 def _calibration(c: _Checker, path: Path) -> str | None:
@@ -180,7 +193,7 @@ def _parse_threshold(path: Path, index: int, raw: Any, suite: dict[str, Any]) ->
         raise c.fail("metric", "missing; e.g. metric = \"novelty@5\"")
     match = _METRIC_RE.match(metric)
     base = match.group("base") if match else metric
-    known = (*BOUNDED_METRICS, *COUNT_METRICS)
+    known = tuple(dict.fromkeys((*BOUNDED_METRICS, *COUNT_METRICS, *CREATIVITY_METRICS)))
     if base not in known:
         raise c.fail("metric", f"unknown metric {metric!r}{did_you_mean(base, known)}; known: {', '.join(known)}")
     arg = match.group("arg") if match else None
@@ -190,6 +203,13 @@ def _parse_threshold(path: Path, index: int, raw: Any, suite: dict[str, Any]) ->
             raise c.fail("metric", f"{base} needs an n-gram order, e.g. {base}@{ngrams[0]}")
         if int(arg) not in ngrams:
             raise c.fail("metric", f"{metric}: n = {arg} is not in scoring.ngrams {list(ngrams)}; add it there")
+    elif base == "uniqueness":
+        shortest, longest = suite["scoring"].creativity_lengths
+        if arg is None or not arg.isdigit():
+            raise c.fail("metric", f"uniqueness needs a span length L, e.g. uniqueness@{shortest}")
+        if not shortest <= int(arg) <= longest:
+            raise c.fail("metric", f"{metric}: L = {arg} is outside scoring.creativity_lengths "
+                         f"[{shortest}, {longest}]; widen it there")
     elif base in ("q_at_tail", "novelty_at_peak"):
         alpha = float(arg) if arg and re.fullmatch(r"[0-9]*\.?[0-9]+", arg) else -1.0
         if not 0.0 < alpha <= 1.0:
@@ -207,6 +227,8 @@ def _parse_threshold(path: Path, index: int, raw: Any, suite: dict[str, Any]) ->
     value = c.get(bound, float, None)
     if base in BOUNDED_METRICS:
         high = 1.0
+    elif base == "creativity_index":
+        high = float(len(suite["scoring"].creativity_range))
     elif base == "distinct_k":
         high = float(suite["generation"].samples)
     else:

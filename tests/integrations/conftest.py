@@ -137,6 +137,8 @@ def series_logged(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Pat
 
 
 #: The gated metrics of the demo's story suite and of the series' suite, with the standard values.
-DEMO_METRICS = ("coverage@5", "novelty@5", "q_at_tail@0.1", "quality", "top10_novelty@5", "unscored")
-STANDARD = ("quality", "unscored", "originality@4", "originality@5", "originality@6", "coverage@4", "coverage@6")
+DEMO_METRICS = ("coverage@5", "creativity_index", "novelty@5", "q_at_tail@0.1", "quality", "top10_novelty@5",
+                "unscored")
+STANDARD = ("quality", "unscored", "originality@4", "originality@5", "originality@6", "coverage@4", "coverage@6",
+            "uniqueness@5", "uniqueness@12")
 SERIES_METRICS = ("originality@4", "quality", "coverage@4")

@@ -13,10 +13,12 @@ from pytest_novelty.metrics.creativity import (
     copied_spans,
     covered,
     creativity_index,
-    suite_creativity,
     uniqueness_counting_short,
     uniqueness_table,
 )
+from pytest_novelty.metrics.suite import suite_metrics
+from pytest_novelty.metrics.table import values_of
+from pytest_novelty.metrics.uncertainty import suite_intervals
 
 # A copied run of six units, a unit the corpus never holds, a run of three.
 EXAMPLE = [6, 5, 4, 3, 2, 1, 0, 3, 2, 1]
@@ -90,16 +92,26 @@ def test_short_and_empty_texts() -> None:
     assert creativity_index(uniqueness_table([[1] * 12]))[0] == 8.0
 
 
-def test_suite_values_count_short_texts_as_zero() -> None:
-    table = uniqueness_table([[0] * 12, [0] * 6, []])
-    summary = suite_creativity(table)
-    assert summary.generations == 3
-    assert summary.uniqueness[5] == pytest.approx(2 / 3)
-    assert summary.uniqueness[12] == pytest.approx(1 / 3)
-    assert summary.coverage == {5: 2 / 3, 6: 2 / 3, **{n: 1 / 3 for n in range(7, 13)}}
-    assert summary.creativity_index == pytest.approx((8 + 2 + 0) / 3)
-    empty = suite_creativity(np.zeros((0, 8)))
-    assert empty.generations == 0 and math.isnan(empty.creativity_index)
+def test_suite_values_count_short_texts_as_zero_with_their_intervals() -> None:
+    # Prompts of two samples: a novel text of 12 units, one of 6 (too short from L = 7), an empty one.
+    table = uniqueness_table([[0] * 12, [0] * 6, []] * 4)
+    uniqueness = {length: table[:, k].reshape(6, 2) for k, length in enumerate(DEFAULT_LENGTHS)}
+    quality, ids = np.full((6, 2), 0.5), [f"p{i}" for i in range(6)]
+    names = ["creativity_index", "uniqueness@5", "uniqueness@12"]
+    values, per_prompt, _ = suite_metrics(quality=quality, originality={}, prompt_ids=ids, metrics=names,
+                                          uniqueness=uniqueness)  # fmt: skip
+    assert values["uniqueness@5"] == pytest.approx(2 / 3) and values["uniqueness@12"] == pytest.approx(1 / 3)
+    assert values["creativity_index"] == pytest.approx((8 + 2 + 0) / 3)
+    assert values["creativity_index"] == pytest.approx(sum(values[f"uniqueness@{n}"] for n in DEFAULT_LENGTHS))
+    assert per_prompt["creativity_index"] == pytest.approx([5.0, 4.0, 1.0] * 2)  # rows (12, 6), ([], 12), (6, [])
+    intervals = suite_intervals(quality=quality, originality={}, metrics=names, per_prompt=per_prompt,
+                                prompt_ids=ids, uniqueness=uniqueness)  # fmt: skip
+    for name in names:
+        assert intervals[name].estimate == pytest.approx(values[name], abs=1e-12), name
+    assert 0.0 <= intervals["creativity_index"].low < values["creativity_index"] < intervals["creativity_index"].high
+    assert intervals["creativity_index"].high <= 8.0
+    with pytest.raises(ValueError, match="needs the uniqueness of every generation"):
+        values_of("creativity_index", quality, {})
 
 
 @pytest.mark.parametrize(
@@ -126,5 +138,4 @@ def test_bad_ranges_and_tables() -> None:
         uniqueness_counting_short([1.5])
     with pytest.raises(ValueError, match="table"):
         creativity_index([0.5, 0.5])
-    with pytest.raises(ValueError, match="one column per length"):
-        suite_creativity(np.zeros((2, 3)))
+

@@ -12,7 +12,7 @@ from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.metrics.suite import suite_metrics
 from pytest_novelty.metrics.table import FAMILIES, family, values_of
 from pytest_novelty.metrics.uncertainty import suite_intervals
-from pytest_novelty.suites.schema import BOUNDED_METRICS, COUNT_METRICS
+from pytest_novelty.suites.schema import BOUNDED_METRICS, COUNT_METRICS, CREATIVITY_METRICS
 from pytest_novelty.suites.suite_file import load_suite
 
 IDS = [f"p{i:02d}" for i in range(20)]
@@ -29,7 +29,7 @@ def _arrays(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def test_the_schema_knows_every_family_of_the_metric_table() -> None:
-    assert set(BOUNDED_METRICS) | set(COUNT_METRICS) == set(FAMILIES)
+    assert set(BOUNDED_METRICS) | set(COUNT_METRICS) | set(CREATIVITY_METRICS) == set(FAMILIES)
 
 
 def test_novelty_overall_and_at_peak_are_the_papers_means() -> None:

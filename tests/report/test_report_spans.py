@@ -1,5 +1,6 @@
 """What was copied, where a reviewer reads it: each suite's longest copied spans in ``report.md``,
-with the answer they came from (its prompt and sample), from a real tiny run and a report folder."""
+with the answer they came from (its prompt and sample), and the passages behind its Creativity
+Index, from a real tiny run and a report folder."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pytest_novelty.pipeline.export import suite_data
 from pytest_novelty.pipeline.runner import RunConfig, Runner
 from pytest_novelty.pipeline.suite_data import SuiteInfo
 from pytest_novelty.report import write_report
-from pytest_novelty.report.spans import copied_spans
+from pytest_novelty.report.spans import copied_spans, creativity_passages, spans_markdown
 from pytest_novelty.suites.suite_file import load_suite
 from tests.suite_text import story_prompts, suite_toml, write_story_suite_folder
 
@@ -68,3 +69,35 @@ def test_spans_of_length_zero_are_left_out_and_the_longest_comes_first() -> None
     assert [(s.text, s.size, s.source) for s in spans] == [("n o p", "3 tokens", "prompt r, sample 0"),
                                                            ("y z", "2 tokens", "prompt q, sample 2")]
     assert replace(spans[0], answer="w " * 200).answer_excerpt().endswith("…")
+
+
+def test_the_passages_behind_the_creativity_index_are_in_the_report(
+    tmp_path: Path, tiny_corpus: list[str], tiny_index: Path
+) -> None:
+    """A suite that gates on the index: answers pieced from the corpus, one new; report.md shows the
+    lowest-index answers' copied passages, each a run of its answer, and report.json keeps them."""
+    thresholds = (("creativity_index", 1.0), ("uniqueness@5", 0.1))
+    folder = write_story_suite_folder(tmp_path / "suite", story_prompts(2), suite_toml(thresholds=thresholds))
+    suite = load_suite(folder / "story.toml")
+    runner = Runner(RunConfig(model="pieces", cache_dir=tmp_path / "cache", originality=f"infini-gram:{tiny_index}"))
+    novel = "Zorbly quenched seventeen violet harmonicas beneath the quiet humming glacier."
+    answers = [[tiny_corpus[0], f"{tiny_corpus[1]} {novel}"], [novel, f"{novel} {tiny_corpus[2]}"]]
+    result = runner.score(suite, runner.load_prompts(suite), answers)
+    assert result.metrics["creativity_index"] == pytest.approx(sum(result.metrics[f"uniqueness@{n}"]
+                                                                   for n in range(5, 13)))  # fmt: skip
+    assert result.metrics["creativity_index"] < 8.0 and set(result.measured.intervals) >= {"creativity_index"}
+    entries = result.scores.creativity_copied
+    assert [e["creativity_index"] for e in entries] == sorted(e["creativity_index"] for e in entries)
+    assert entries[0]["generation"] == tiny_corpus[0] and entries[0]["creativity_index"] == 0.0  # copied whole
+    assert all(novel != e["generation"] for e in entries)  # copies nothing: no passage to show
+    written = json.loads(json.dumps(suite_data(result, None).to_json()))  # report.json's entry of the suite
+    assert written["metrics"]["creativity_index"] == pytest.approx(result.metrics["creativity_index"])
+    infos = {"story": SuiteInfo.from_json(written["info"])}
+    markdown = "\n".join(spans_markdown(infos))  # report.md's sections on what was copied
+    assert "### Copied passages behind the Creativity Index" in markdown
+    passages = creativity_passages(infos)["story"]
+    assert passages and all(p.text in p.answer and p.longest is not None and 5 <= p.longest <= 12 for p in passages)
+    for passage in passages:
+        assert f"| {passage.source} | {' '.join(passage.text.split())} | {passage.size} | {passage.longest} |" \
+            in markdown
+    assert passages[0].source == "prompt p0, sample 0, creativity index 0.00"

@@ -59,6 +59,14 @@ def test_bundled_suites_load() -> None:
         ('task = "story"\n[prompts]\nsource = "x"\n', "thresholds", "at least one"),
         (MINIMAL + "\n[prompting]\nmethod = 'fewshot'\n", "prompting.method", "did you mean 'few-shot'"),
         (MINIMAL + "\n[scoring]\nngrams = []\n", "scoring.ngrams", "non-empty"),
+        (MINIMAL + "\n[scoring]\ncreativity_lengths = [12, 5]\n", "scoring.creativity_lengths", "shortest <="),
+        (MINIMAL + "\n[scoring]\ncreativity_lengths = [5]\n", "scoring.creativity_lengths", "[shortest, longest]"),
+        (MINIMAL.replace("novelty@5", "uniqueness@13"), "thresholds[0].metric", "outside scoring.creativity_lengths"),
+        (MINIMAL.replace("novelty@5", "uniqueness"), "thresholds[0].metric", "needs a span length L"),
+        (MINIMAL.replace("novelty@5", "creativity_index@5"), "thresholds[0].metric", "takes no @ argument"),
+        (MINIMAL.replace("novelty@5", "creativity_index").replace("0.3", "9"), "thresholds[0].min",
+         "lies between 0 and 8"),
+        (MINIMAL.replace("novelty@5", "creativity_indx"), "thresholds[0].metric", "did you mean 'creativity_index'"),
     ],
 )
 def test_bad_suites_name_file_field_and_fix(tmp_path: Path, text: str, field: str, fragment: str) -> None:
@@ -70,6 +78,16 @@ def test_bad_suites_name_file_field_and_fix(tmp_path: Path, text: str, field: st
     message = str(info.value)
     assert message.startswith(f"{path}: {field}: ")
     assert fragment in message
+
+
+def test_the_creativity_index_is_gated_over_its_range_and_only_then_searched(tmp_path: Path) -> None:
+    plain = load_suite(write(tmp_path, MINIMAL))
+    assert plain.scoring.creativity_range == tuple(range(5, 13)) and plain.scored_lengths == ()
+    text = MINIMAL.replace("novelty@5", "creativity_index").replace("0.3", "3") + (
+        "\n[[thresholds]]\nmetric = \"uniqueness@4\"\nmin = 0.5\n[scoring]\ncreativity_lengths = [4, 6]\n")
+    gated = load_suite(write(tmp_path, text, "c.toml"))
+    assert gated.scored_lengths == (4, 5, 6)  # the index then lies in [0, 3]: min = 3 can be met
+    assert [t.metric for t in gated.thresholds] == ["creativity_index", "uniqueness@4"]
 
 
 def test_invalid_toml_names_the_file(tmp_path: Path) -> None:

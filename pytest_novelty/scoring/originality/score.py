@@ -25,6 +25,14 @@ n-grams, starting at positions ``i = 0 .. T - n``, and
 Each result also carries the longest copied span: the longest run of units that occurs in the
 corpus, where it starts in the generation, its text, and the number of one corpus document that
 contains it.
+
+Asked for a range of span lengths ``L`` (the Creativity Index's, ``lengths``), each result also
+carries the match length at every unit position for that range
+(:func:`~pytest_novelty.scoring.originality.matching.match_lengths`: ``min(L_i, max L)`` where
+``L_i >= min L``), from which :mod:`pytest_novelty.metrics.creativity` computes ``uniqueness@L``,
+and the text's *copied passages*: each maximal run of units that corpus matches of at least
+``min L`` units cover, with the longest such match inside it (capped at ``max L``). A passage is
+pieced together from spans found verbatim in the corpus; it need not occur whole.
 """
 
 from __future__ import annotations
@@ -36,8 +44,10 @@ import numpy as np
 
 from pytest_novelty.infra.errors import HarnessError
 from pytest_novelty.scoring.originality.backend import MatchBounds, OriginalityBackend, Span, check_ns
+from pytest_novelty.scoring.originality.matching import match_lengths
+from pytest_novelty.scoring.originality.tokenization import Encoding
 
-__all__ = ["OriginalityResult", "originality_from_bounds", "score_texts"]
+__all__ = ["OriginalityResult", "copied_passages", "originality_from_bounds", "score_texts"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,10 @@ class OriginalityResult:
     longest_span_start: int = 0
     longest_span_text: str = ""
     longest_span_exact: bool = True
+    match_lengths: tuple[int, ...] = ()
+    """Per unit, the match length for the range of L asked (empty when none was)."""
+    copied: tuple[tuple[str, int, int], ...] = ()
+    """The copied passages ``(text, units, longest match)`` for the range of L asked, in order."""
 
 
 def originality_from_bounds(bounds: MatchBounds, n: int) -> tuple[int, int]:
@@ -86,10 +100,27 @@ def _longest(bounds: MatchBounds) -> tuple[int, int, bool]:
     return length, start, int(bounds.upper.max()) == length
 
 
+def copied_passages(encoding: Encoding, lengths: np.ndarray, shortest: int) -> tuple[tuple[str, int, int], ...]:
+    """The runs of units that matches of at least ``shortest`` units cover, as ``(text, units,
+    longest match)``: where a match reaches past every earlier one, the run goes on."""
+    positions = np.arange(len(lengths))
+    reach = np.where(lengths >= shortest, positions + lengths, positions)
+    inside = np.maximum.accumulate(reach) > positions if len(reach) else np.zeros(0, dtype=bool)
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], inside.astype(np.int8), [0]])))
+    return tuple((encoding.surface(int(a), int(b - a)), int(b - a), int(lengths[a:b].max()))
+                 for a, b in zip(edges[::2], edges[1::2], strict=True))  # fmt: skip
+
+
 def score_texts(
-    backend: OriginalityBackend, texts: Sequence[str], ns: Sequence[int] = (4, 5, 6), *, progress: bool = False
+    backend: OriginalityBackend,
+    texts: Sequence[str],
+    ns: Sequence[int] = (4, 5, 6),
+    *,
+    lengths: Sequence[int] = (),
+    progress: bool = False,
 ) -> list[OriginalityResult]:
-    """Originality at each n of ``ns`` for every text, in order (see the module docstring).
+    """Originality at each n of ``ns`` for every text, in order (see the module docstring), and,
+    for a range of span lengths ``lengths``, the match lengths and copied passages of each.
 
     The backend's own tokenizer turns texts into units. The whole batch goes to the backend at
     once, which looks up each distinct n-gram (or text) only once.
@@ -115,8 +146,12 @@ def score_texts(
             spans.append((enc, start, length))
         which.append(slots[key])
     docs = backend.locate(spans) if spans else []
+    empty = np.zeros(0, dtype=np.int64)
+    matched = match_lengths(backend, encodings, lengths, progress=progress) if lengths else [empty] * len(encodings)
     results = []
-    for enc, bounds, (length, start, exact), slot in zip(encodings, all_bounds, longest, which, strict=True):
+    for enc, bounds, (length, start, exact), slot, found in zip(
+        encodings, all_bounds, longest, which, matched, strict=True
+    ):
         originality: dict[int, float | None] = {}
         ngrams: dict[int, int] = {}
         unseen: dict[int, int] = {}
@@ -135,6 +170,8 @@ def score_texts(
                 longest_span_start=start,
                 longest_span_text=enc.surface(start, length),
                 longest_span_exact=exact,
+                match_lengths=tuple(int(v) for v in found),
+                copied=copied_passages(enc, found, min(lengths)) if lengths else (),
             )
         )
     return results

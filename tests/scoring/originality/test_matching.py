@@ -13,6 +13,7 @@ generated corpus.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ import pytest
 
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.metrics.creativity import DEFAULT_LENGTHS, creativity_index, uniqueness_table
-from pytest_novelty.scoring.originality import build_index, open_backend
+from pytest_novelty.scoring.originality import build_index, open_backend, score_texts
 from pytest_novelty.scoring.originality.backend import MatchingStatistics
 from pytest_novelty.scoring.originality.local import InfiniGramBackend
 from pytest_novelty.scoring.originality.matching import match_lengths, matching_statistics
@@ -190,6 +191,25 @@ def test_generated_corpus_matches_brute_force(generated: Generated, kind: str) -
     assert isinstance(engine, InfiniGramBackend)
     sample = encodings[::8]
     assert [g.tolist() for g in engine.matching_statistics(sample)] == reference[::8]
+
+
+@pytest.mark.parametrize("spec", ["infini-gram", "ngram-set"])
+def test_scoring_keeps_the_match_lengths_and_the_copied_passages(generated: Generated, spec: str) -> None:
+    """What the scores step caches per text for a range of L: the range's match lengths, and each
+    run of units that spans of at least min L cover, with the longest match in it."""
+    backend = open_backend(f"{spec}:{generated.specs['words']}")
+    texts, reference = generated.texts[:200], generated.reference["words"][:200]
+    results = score_texts(backend, texts, [4], lengths=range(4, 8))
+    plain = score_texts(backend, texts[:3], [4])
+    assert plain[0].match_lengths == () and plain[0].copied == ()
+    for text, truth, result in zip(texts, reference, results, strict=True):
+        assert [min(v, 7) for v in result.match_lengths if v >= 4] == [min(v, 7) for v in truth if v >= 4]
+        marks, units = covered_reference(truth, 4), words(text)
+        runs = [list(g) for k, g in itertools.groupby(range(len(marks)), key=lambda j: marks[j]) if k]
+        assert [(words(p[0]), p[1], p[2]) for p in result.copied] == [
+            (units[r[0] : r[-1] + 1], len(r), min(7, max(truth[r[0] : r[-1] + 1]))) for r in runs
+        ]
+    assert sum(len(r.copied) for r in results) > 50  # the texts copy runs, and some end a text
 
 
 def test_a_count_only_api_gives_the_same_uniqueness(generated: Generated) -> None:
