@@ -148,7 +148,7 @@ def options_table(cache: Path) -> str:
         value = f" {option.metavar}" if option.takes_value and option.metavar else ""
         names = f"`{option.short}{value}`, `{option.long}`" if option.short else f"`{option.long}{value}`"
         ini = f"`{option.ini}`" if option.ini else ""
-        lines.append(f"| {names} | {ini} | {option.help.replace('|', '/')} |")
+        lines.append(f"| {names} | {ini} | {option.described.replace('|', '/')} |")
     return "\n".join(lines)
 
 

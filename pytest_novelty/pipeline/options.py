@@ -83,11 +83,20 @@ class Option:
         """Whether the option reads a value (so ``--option VALUE`` can hold a path)."""
         return self.action in ("store", "append")
 
+    @property
+    def described(self) -> str:
+        """The help, and what a value may be where the declaration says it: a number's range, the choices."""
+        takes = self.takes
+        if takes.kind == "number":
+            return f"{self.help} ({takes.range_words})"
+        listed = all(choice in self.help for choice in takes.choices)
+        return f"{self.help} (one of {', '.join(takes.choices)})" if takes.kind == "choice" and not listed else self.help
+
     def settings(self) -> dict[str, Any]:
         """The keywords for ``parser.addoption`` / ``add_argument`` (without the names). Both front ends
         take the value as text, which :func:`check_values` checks by its declaration (pytest's own
         parser would print its usage around a type's error)."""
-        out: dict[str, Any] = {"dest": self.dest, "help": self.help, "action": self.action}
+        out: dict[str, Any] = {"dest": self.dest, "help": self.described, "action": self.action}
         if self.takes_value and self.metavar:
             out["metavar"] = self.metavar
         default = self.default
