@@ -89,8 +89,9 @@ class Option:
         takes = self.takes
         if takes.kind == "number":
             return f"{self.help} ({takes.range_words})"
-        listed = all(choice in self.help for choice in takes.choices)
-        return f"{self.help} (one of {', '.join(takes.choices)})" if takes.kind == "choice" and not listed else self.help
+        if takes.kind == "choice" and not all(choice in self.help for choice in takes.choices):
+            return f"{self.help} (one of {', '.join(takes.choices)})"
+        return self.help
 
     def settings(self) -> dict[str, Any]:
         """The keywords for ``parser.addoption`` / ``add_argument`` (without the names). Both front ends
