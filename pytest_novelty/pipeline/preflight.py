@@ -184,7 +184,9 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
 
 def check_folders(options: Any, cache_dir: Path, *, front: str = "pytest", cache_ini: bool = False) -> None:
     """Every folder the run writes can be written, before any model loads: the cache (the demo is
-    prepared inside it), the report folder and, on the command line, the ``--output`` file's folder.
+    prepared inside it), the report folder, with ``--snapshot-update`` the snapshot folder (the
+    ``--novelty-snapshot-dir`` root, else ``__novelty_snapshots__`` in a ``--novelty-suites`` folder)
+    and, on the command line, the ``--output`` file's folder.
 
     A folder that cannot be written is one line naming it and the cause
     (:func:`~pytest_novelty.infra.storage.check_writable`): bad input (exit 4) when the user named it
@@ -205,6 +207,12 @@ def check_folders(options: Any, cache_dir: Path, *, front: str = "pytest", cache
     if output:
         folder = Path(str(output)).expanduser().parent
         check_writable(folder, "folder of the output file", named_by=spelled("output", front))
+    root, suites = getattr(options, "novelty_snapshot_dir", None), getattr(options, "novelty_suites", None)
+    updating = getattr(options, "update_snapshots", False) or getattr(options, "novelty_snapshot_update", False)
+    if updating and (root or suites):  # gate/snapshot.py's SNAPSHOT_DIRNAME beside the suite files
+        folder = Path(str(root)) if root else Path(str(suites)) / "__novelty_snapshots__"
+        check_writable(folder.expanduser(), "snapshot folder", named_by=spelled("snapshot-dir" if root else "suites",
+                                                                                 front))  # fmt: skip
 
 
 def check_cache_folder(cache_dir: Path, *, option: str, given: bool, ini: bool = False) -> None:
