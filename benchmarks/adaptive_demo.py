@@ -1,99 +1,137 @@
-"""How many extra samples the sequential rule spends to decide the demo's unsure cases, against --novelty-repeat.
+"""Adaptive verdicts on the demo, regressions included: what the rounds cost, and what they decide.
 
-    python benchmarks/adaptive_demo.py [--model demo] [--looks 5] [--suite story] [--cache DIR]
+    python benchmarks/adaptive_demo.py [--budget 800] [--seeds 301 ... 312] [--cache DIR]
 
-Decides every case of the bundled suites on ``--model`` as a run does (the first pass), then applies
-the sequential rule of ``pytest_novelty.metrics.sequential`` (Pocock-type Lan-DeMets boundaries
-over ``--looks`` looks at the suite's alpha) to each case: a case the rule does not decide at its
-first look draws its suite's next repeat (``Suite.repeated(k)``: its own derived seed, cached like
-any run) and is looked at again, until it is decided or its looks are spent. Nothing here is wired
-into the case loop: the rounds are read from the results session as ``--novelty-repeat`` would
-generate them. Prints per case the first pass's verdict, the looks the rule took and its decision,
-then the extra samples the rule generated (only the suites of undecided cases, only as many rounds
-as their slowest case needed) against ``--novelty-repeat N`` with N the most looks any case used
-(every suite repeated N - 1 times).
+Runs ``pytest-novelty run`` (the one case loop, in this process) over the bundled suites:
+
+1. the demo's snapshots, accepted at the default seed (``--snapshot-update``, into a temporary folder);
+2. the weaker checkpoint, ``demo-early``, against them with ``--novelty-adaptive BUDGET``: its exit
+   status, its failing cases (threshold or regression, and how the rule ended each regression), and
+   the extra samples its rounds took, beside those ``--novelty-repeat 5`` takes for the same gate
+   (run too: four more sets of every suite);
+3. the unchanged demo under every ``--seeds`` (``--novelty-seed``) against the same snapshots with
+   the same budget: per seed the exit status, its regression failures (there should be none: every
+   comparison is held to α over the run's number of comparisons) and the extra samples.
+
+The extra samples are those of the work line (generated, plus found in the cache: what a cold run
+would generate). The cache is a copy of ``--cache`` (default: pytest-novelty's), so nothing is added
+to it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pytest_novelty.gate.case import decide_in  # noqa: E402
+from pytest_novelty.cli import main  # noqa: E402
+from pytest_novelty.gate.record import CaseRecord  # noqa: E402
 from pytest_novelty.infra.storage import default_cache_dir  # noqa: E402
-from pytest_novelty.metrics.sequential import SequentialPlan, sequential_decision  # noqa: E402
-from pytest_novelty.metrics.table import family, values_of  # noqa: E402
-from pytest_novelty.pipeline.config import RunConfig  # noqa: E402
-from pytest_novelty.pipeline.session import ResultsSession  # noqa: E402
-from pytest_novelty.suites.suite_file import load_suites  # noqa: E402
+from pytest_novelty.report.json_report import read_records  # noqa: E402
 
 
-def case_values(result: Any, metric: str, subset: list[str] | None) -> tuple[Any, float | None, bool]:
-    """What the rule reads of one case in one round: the (prompts × samples) values its statistic
-    averages (the subset's rows for q@Tail and Novelty at Peak, per-prompt values for NoveltyBench's),
-    the top fraction of a top-10 % metric, and whether it is a share."""
-    fam = family(metric)
-    if fam.per_prompt_only:
-        return np.asarray(result.per_prompt[metric], dtype=float), None, False
-    values = np.asarray(values_of(metric, result.quality, result.originality), dtype=float)
-    if fam.subset is not None:
-        index = {p.id: i for i, p in enumerate(result.prompts)}
-        values = values[[index[i] for i in (subset or []) if i in index]]
-    return values, fam.top_fraction, fam.share
+def run(cache: Path, report: Path, *args: str) -> tuple[int, str, list[CaseRecord]]:
+    """``pytest-novelty run`` on the bundled suites: its exit status, what it printed, its case records."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        status = main(["run", "--suites", str(REPO / "suites"), "--cache", str(cache), "--report", str(report), *args])
+    written = report / "report.json"
+    records = read_records(json.loads(written.read_text())) if written.is_file() else []
+    return status, out.getvalue(), records
 
 
-def main() -> int:
+def extra(text: str, kind: str) -> int:
+    """The samples the work line says ``kind`` (``adaptive rounds``, ``repeats``) took: generated and from cache."""
+    found = re.search(rf"{kind}: (\d+) samples generated \((\d+) from cache\)", text)
+    return 0 if found is None else int(found.group(1)) + int(found.group(2))
+
+
+def regressions(records: list[CaseRecord]) -> list[str]:
+    """The cases that failed as regressions, with how the paired rule ended each."""
+    out = []
+    for r in records:
+        if r.regressed:
+            rule = r.regression_adaptive
+            why = f" ({rule.stopped})" if rule is not None and rule.stopped else ""
+            how = "" if rule is None else f", rule {rule.decision}{why} after {len(rule.looks)} look(s)"
+            out.append(f"{r.suite} {r.metric} (delta {r.compared.delta:+.4f}{how})" if r.compared else r.label)
+    return out
+
+
+def failed(records: list[CaseRecord]) -> list[str]:
+    """Every failing case: its suite, label and why (threshold, regression or both)."""
+    out = []
+    for r in records:
+        if r.failed:
+            why = [word for word, bad in (("threshold", not r.met), ("regression", r.regressed)) if bad]
+            out.append(f"{r.suite} {r.label} ({', '.join(why) or r.message})")
+    return out
+
+
+def ruled(records: list[CaseRecord]) -> str:
+    """How the paired rule ended the regression cases: decided fail / pass, undecided by reason."""
+    counts: dict[str, int] = {}
+    for r in records:
+        rule = r.regression_adaptive
+        if rule is not None:
+            key = rule.decision if rule.decided else f"undecided ({rule.stopped})"
+            counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+
+
+def main_() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="demo")
-    parser.add_argument("--looks", type=int, default=5, help="looks a case may take, the first pass included")
-    parser.add_argument("--suite", action="append", help="only these suites (repeatable)")
-    parser.add_argument("--cache", type=Path, help="cache folder (default: pytest-novelty's)")
+    parser.add_argument("--budget", type=int, default=800, help="--novelty-adaptive SAMPLES (per suite run)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(range(301, 313)))
+    parser.add_argument("--cache", type=Path, help="cache folder to copy (default: pytest-novelty's)")
     args = parser.parse_args()
-    cache = args.cache or default_cache_dir()
-    suites = [s for s in load_suites(REPO / "suites") if not args.suite or s.name in args.suite]
-    session = ResultsSession(lambda m: RunConfig(model=m, cache_dir=cache), model=args.model)
     start = time.perf_counter()
-    used: dict[str, int] = {}
-    samples: dict[str, int] = {}
-    for suite in (run for s in suites for run in s.runs()):
-        plan = SequentialPlan(suite.gate.alpha, args.looks)
-        first = session.result(suite)
-        samples[suite.name] = len(first.prompts) * suite.generation.samples
-        for threshold in suite.thresholds:
-            outcome = decide_in(session, suite, threshold)
-            subset = list(outcome.tail_ids) if outcome.tail_ids is not None else first.measured.tail_ids.get(
-                threshold.metric)  # fmt: skip
-            rounds, decision = [], None
-            for look in range(args.looks):
-                result = first if look == 0 else session.result(suite.repeated(look))
-                values, top, share = case_values(result, threshold.metric, subset)
-                rounds.append(values)
-                decision = sequential_decision(rounds, threshold.value, higher_is_better=threshold.op == ">=",
-                                               plan=plan, top_fraction=top, share=share)  # fmt: skip
-                if decision.decision != "continue":
-                    break
-            assert decision is not None
-            used[suite.name] = max(used.get(suite.name, 1), decision.rounds)
-            first_pass = ("pass" if outcome.passed else "FAIL") + (" (within noise)" if outcome.within_noise else "")
-            z = ", ".join(f"{look.z:+.2f}/{look.boundary:.2f}" for look in decision.looks)
-            print(f"{suite.name} {threshold.metric} {threshold.op} {threshold.value:g}: first pass {first_pass}; "
-                  f"rule: {decision.decision} after {decision.rounds} looks (Z/boundary {z})")  # fmt: skip
-    extra = sum((used[name] - 1) * samples[name] for name in used)
-    most = max(used.values(), default=1)
-    repeat = sum((most - 1) * samples[name] for name in samples)
-    rounds = ", ".join(f"{name}: {used[name] - 1} rounds" for name in used)
-    print(f"\nthe rule generated {extra} extra samples ({rounds}); --novelty-repeat {most} generates {repeat} "
-          f"({most - 1} rounds of every suite); {time.perf_counter() - start:.0f}s")
+    with tempfile.TemporaryDirectory(prefix="novelty-adaptive-") as scratch:
+        folder = Path(scratch)
+        cache = folder / "cache"
+        shutil.copytree(args.cache or default_cache_dir(), cache)
+        snapshots = ["--snapshot-dir", str(folder / "snapshots")]
+        status, _, records = run(cache, folder / "accepted", "--model", "demo", *snapshots, "--snapshot-update")
+        print(f"snapshots of demo accepted at the default seed (exit {status}, {len(records)} cases)")
+        adaptive = ["--snapshots", *snapshots, "--adaptive", str(args.budget)]
+        status, text, records = run(cache, folder / "early", "--model", "demo-early", *adaptive)
+        print(f"\ndemo-early against them, --novelty-adaptive {args.budget}: exit {status}")
+        print(f"  failing: {'; '.join(failed(records)) or 'none'}")
+        print(f"  regressions: {'; '.join(regressions(records)) or 'none'}")
+        print(f"  the paired rule on its {sum(r.regression_adaptive is not None for r in records)} regression cases: "
+              f"{ruled(records)}")  # fmt: skip
+        spent = extra(text, "adaptive rounds")
+        status, text, repeated = run(cache, folder / "repeat", "--model", "demo-early", "--snapshots", *snapshots,
+                                     "--repeat", "5")  # fmt: skip
+        print(f"  extra samples: {spent} with --novelty-adaptive {args.budget}; {extra(text, 'repeats')} with "
+              f"--novelty-repeat 5 (exit {status}, regressions: {len(regressions(repeated))})")  # fmt: skip
+        print(f"\ndemo, unchanged weights, against the same snapshots under {len(args.seeds)} seeds, "
+              f"--novelty-adaptive {args.budget}:")  # fmt: skip
+        clean = 0
+        for seed in args.seeds:
+            status, text, records = run(cache, folder / f"seed-{seed}", "--model", "demo", "--seed", str(seed),
+                                        *adaptive)  # fmt: skip
+            found = regressions(records)
+            clean += not found
+            others = [f for f in failed(records) if "regression" not in f]
+            print(f"  seed {seed}: exit {status}; regression failures: {'; '.join(found) or 'none'}; other failures: "
+                  f"{'; '.join(others) or 'none'}; rule: {ruled(records)}; extra samples "
+                  f"{extra(text, 'adaptive rounds')}")  # fmt: skip
+        print(f"{clean} of {len(args.seeds)} runs without a regression failure; {time.perf_counter() - start:.0f}s "
+              f"(load average {os.getloadavg()[0]:.1f})")  # fmt: skip
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main_())

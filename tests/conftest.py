@@ -9,8 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 # Imported here, once: pytester's in-process runs (tests/faults, the xdist-less run) take their
-# modules out of sys.modules when they end, and numpy and zstandard, C extensions, cannot be loaded
-# a second time in one process (later tests failed with "cannot load module more than once").
+# modules out of sys.modules when they end, and C extensions cannot be loaded a second time in one
+# process (numpy: "cannot load module more than once"; matplotlib's contourpy: "type 'FillType' is
+# already registered").
+import contourpy  # noqa: F401
 import numpy  # noqa: F401
 import pytest
 import zstandard  # noqa: F401

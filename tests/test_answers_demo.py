@@ -58,3 +58,49 @@ def test_the_demos_answers_from_files_give_the_demos_table(
     for suite, docs in by_suite.items():
         write_samples(folder, f"novelty_{suite}", docs)
     assert gate(pytester, demo_run_cache, f"--model=answers:{folder}", originality) == (status, table)
+
+
+def _series(cache: Path, spec: str, report: Path, *extra: str) -> tuple[int, list[str], dict, list]:  # type: ignore[type-arg]
+    """``pytest-novelty run --model-series SPEC`` on the bundled story suite: its exit status, the series
+    tables it printed, ``report.json``'s series and its case records (their headers, which name the
+    model, left out)."""
+    from dataclasses import replace
+
+    from pytest_novelty.report.json_report import read_records
+
+    done = run_cli("run", "--model-series", spec, "--suites", str(REPO / "suites"), "--suite", "story", "--cache",
+                   str(cache), "--report", str(report), *extra)  # fmt: skip
+    assert "Series of suite" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Series of suite"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("novelty work done"))
+    data = json.loads((report / "report.json").read_text())
+    series = [{k: v for k, v in entry.items() if k != "model"} for entry in data["series"]]
+    return done.returncode, lines[start:end], {"series": series}, [replace(r, header="") for r in read_records(data)]
+
+
+def test_a_series_of_answer_files_gives_the_live_series_table_and_verdicts(
+    demo_run_cache: Path, tmp_path: Path
+) -> None:
+    """The demo's two checkpoints as a run (demo-early at step 100, demo at 400), gated live and from
+    their exported answers laid out as the run is (``checkpoint-<step>/``): the same series tables,
+    series entries and case verdicts."""
+    from pytest_novelty.pipeline import demo
+
+    root = demo.demo_dir(demo_run_cache)
+    index = f"--originality=infini-gram:{root / 'index'}"
+    run, answers = tmp_path / "run", tmp_path / "answers-run"
+    for step, model in ((100, "demo-early"), (400, "demo")):
+        (run / f"checkpoint-{step}").parent.mkdir(exist_ok=True)
+        (run / f"checkpoint-{step}").symlink_to(root / model, target_is_directory=True)
+        out = answers / f"checkpoint-{step}" / "answers.jsonl"
+        out.parent.mkdir(parents=True)
+        done = run_cli("answers", "export", "--model", model, "--suites", str(REPO / "suites"), "--suite", "story",
+                       "--cache", str(demo_run_cache), "--out", str(out))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    live = _series(demo_run_cache, str(run), tmp_path / "live", index)
+    read = _series(demo_run_cache, f"answers:{answers}", tmp_path / "read", index)
+    assert read == live
+    _, tables, series, records = read
+    assert [e["step"] for e in series["series"]] == [100, 400] and len(records) >= 6
+    assert sum("| checkpoint-400 |" in line for line in tables) == 1, tables  # one table per suite, named by entry

@@ -50,6 +50,24 @@ def test_bad_series(tmp_path: Path, names: tuple[str, ...], pattern: str, messag
         find_checkpoints(str(tmp_path / "absent"))
 
 
+def test_a_series_of_answers_takes_one_file_or_folder_per_checkpoint(tmp_path: Path) -> None:
+    run = make(tmp_path / "answers", "checkpoint-20", "notes")
+    (run / "checkpoint-100.jsonl").write_text("")
+    (run / "checkpoint-5.txt").write_text("")  # neither a checkpoint-<step>.jsonl nor a folder
+    found = find_checkpoints(f"answers:{run}?accept_prompt_text=true")
+    assert [(c.step, c.path, c.name) for c in found] == [
+        (20, f"answers:{run / 'checkpoint-20'}?accept_prompt_text=true", "checkpoint-20"),
+        (100, f"answers:{run / 'checkpoint-100.jsonl'}?accept_prompt_text=true", "checkpoint-100.jsonl"),
+    ]
+    assert all(c.answers for c in found)
+    assert [c.step for c in find_checkpoints(f"answers:{run}/checkpoint-?00.jsonl")] == [100]  # a glob's "?"
+    (run / "checkpoint-20.jsonl").write_text("")
+    with pytest.raises(ConfigError, match=r"step 20 is both checkpoint-20 and checkpoint-20\.jsonl"):
+        find_checkpoints(f"answers:{run}")
+    with pytest.raises(ConfigError, match=r"no checkpoint-<step>\.jsonl files or checkpoint-<step> folders"):
+        find_checkpoints(f"answers:{make(tmp_path / 'empty', 'runs')}")
+
+
 def entry(step: int, quality: float, change: dict | None) -> dict:
     return {
         "step": step, "model": f"/run/checkpoint-{step}", "metrics": {"quality": quality},

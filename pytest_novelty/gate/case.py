@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pytest_novelty.gate.adaptive import Adaptive
 from pytest_novelty.gate.agreement import agreement_failure, agreement_text
 from pytest_novelty.gate.comparison import Comparison
 from pytest_novelty.gate.record import CaseRecord, Repeats, TailUsed
@@ -42,7 +43,6 @@ from pytest_novelty.gate.thresholds import check_threshold
 from pytest_novelty.pipeline.session import HUMAN_REFERENCES
 
 if TYPE_CHECKING:
-    from pytest_novelty.gate.adaptive import Adaptive
     from pytest_novelty.gate.snapshot import SnapshotOutcome
     from pytest_novelty.gate.thresholds import Verdict
     from pytest_novelty.pipeline.results import SuiteResult
@@ -55,6 +55,12 @@ __all__ = ["SnapshotStore", "case_id", "decide", "decide_in", "frozen_tail", "he
 AdaptiveHook = Callable[["Verdict", "FrozenTail | None"], "tuple[Verdict, Adaptive]"]
 """What a case's decision asks of ``--novelty-adaptive``: the threshold's verdict as the sequential rule
 ends it, given the first pass's and the frozen tail (:func:`pytest_novelty.gate.adaptive.adaptive_verdict`)."""
+
+PairedHook = Callable[[Comparison, MetricRecord, MetricRecord, bool], "tuple[Comparison, Adaptive] | None"]
+"""What a regression case asks of ``--novelty-adaptive``: the comparison as the paired sequential rule
+ends it (None: the rule cannot judge it), given the first pass's, the accepted record, the
+candidate's, and whether the accepted side is a live baseline checkpoint (else a frozen snapshot):
+:func:`pytest_novelty.gate.adaptive.regression_verdict`."""
 
 
 class SnapshotStore(Protocol):
@@ -139,6 +145,7 @@ def decide(
     mode: str | None = None,
     comparisons: int = 1,
     adaptive: AdaptiveHook | None = None,
+    paired: PairedHook | None = None,
 ) -> CaseRecord:
     """Decide one case (see the module doc for the rules, in order).
 
@@ -149,7 +156,8 @@ def decide(
     ``comparisons`` is the number of regression tests the whole run makes, each held to α /
     comparisons (:func:`corrected_alpha`). ``adaptive(verdict, tail)`` (``--novelty-adaptive``) may
     replace the threshold's verdict by the sequential rule's (:mod:`pytest_novelty.gate.adaptive`),
-    for a value that could be computed.
+    for a value that could be computed; ``paired`` the comparison with a baseline checkpoint or the
+    snapshot by the paired rule's.
     """
     tail: FrozenTail | None = None
     metrics = result.metrics
@@ -168,7 +176,7 @@ def decide(
     message, failures, distrusted = _threshold_failures(suite, threshold, result, verdict, tail, used)
     candidate = result_record(result, threshold, suite=suite, tail=tail, metrics=metrics)
     compared = compare_case(suite, threshold, candidate, tail, baseline=baseline, earlier=earlier,
-                            snapshot=snapshot, comparisons=comparisons)  # fmt: skip
+                            snapshot=snapshot, comparisons=comparisons, paired=paired)  # fmt: skip
     comparison, written = compared.comparison, compared.written
     failures.extend(compared.lines)
     warnings = (comparison.message,) if comparison is not None and comparison.passed and comparison.warning else ()
@@ -184,7 +192,7 @@ def decide(
         tail=None if tail is None else TailUsed(tail.describe(len(used)), tail.source, tuple(tail.ids)),
         comparison=comparison, snapshot_written=written, judge_agreement=agreement, warnings=warnings,
         ci=verdict.ci, confidence=verdict.confidence, within_noise=verdict.within_noise, mode=verdict.mode,
-        threshold_passed=verdict.passed and not distrusted, adaptive=adapted,
+        threshold_passed=verdict.passed and not distrusted, adaptive=adapted, regression_adaptive=compared.adaptive,
     )  # fmt: skip
 
 
@@ -210,11 +218,26 @@ def _threshold_failures(
 @dataclass(frozen=True)
 class Compared:
     """What a case's regression check found: the comparison (None when nothing was compared), whether
-    the run accepted the candidate as the new snapshot instead, and the lines of its failure."""
+    the run accepted the candidate as the new snapshot instead, the lines of its failure, and how
+    the paired sequential rule ended it (``--novelty-adaptive``)."""
 
     comparison: Comparison | None = None
     written: bool = False
     lines: tuple[str, ...] = ()
+    adaptive: Adaptive | None = None
+
+    def ruled(self, paired: PairedHook | None, accepted: MetricRecord | None, candidate: MetricRecord,
+              live: bool) -> Compared:  # fmt: skip
+        """The check with its comparison as ``paired`` ends it (unchanged without one, or where the
+        rule cannot judge it)."""
+        found = None
+        if paired is not None and accepted is not None and self.comparison is not None and not self.written:
+            found = paired(self.comparison, accepted, candidate, live)
+        if found is None:
+            return self
+        comparison, adaptive = found
+        lines = self.lines if comparison is self.comparison else () if comparison.passed else tuple(comparison.lines())
+        return Compared(comparison, self.written, lines, adaptive)
 
 
 def compare_case(
@@ -227,10 +250,13 @@ def compare_case(
     earlier: Sequence[SuiteResult] = (),
     snapshot: SnapshotStore | None = None,
     comparisons: int = 1,
+    paired: PairedHook | None = None,
 ) -> Compared:
     """Rule 3 of the module doc: ``candidate`` (the case's record) against the first found of the
     baseline checkpoint or the references, the best earlier checkpoint of the series
-    (``[gate] against = "series-best"``) and the accepted snapshot, at the run's corrected α."""
+    (``[gate] against = "series-best"``) and the accepted snapshot, at the run's corrected α; with
+    ``paired`` (``--novelty-adaptive``), a baseline checkpoint's or the snapshot's comparison as the
+    paired sequential rule ends it."""
     alpha, correction = corrected_alpha(suite.gate.alpha, comparisons)
 
     def compare_with(accepted: MetricRecord, against: str) -> Comparison:
@@ -238,8 +264,10 @@ def compare_case(
 
     if baseline is not None:
         against = HUMAN_REFERENCES if baseline.kind == "references" else "baseline"
-        comparison = compare_with(result_record(baseline.result, threshold, suite=suite, tail=tail), against)
-        return Compared(comparison, lines=() if comparison.passed else tuple(comparison.lines()))
+        accepted = result_record(baseline.result, threshold, suite=suite, tail=tail)
+        comparison = compare_with(accepted, against)
+        compared = Compared(comparison, lines=() if comparison.passed else tuple(comparison.lines()))
+        return compared.ruled(paired, accepted, candidate, live=True) if baseline.kind == "baseline" else compared
     if suite.gate.against == "series-best" and earlier:
         found = best_earlier(earlier, suite, threshold, tail)
         if found is None:
@@ -252,7 +280,8 @@ def compare_case(
                                            *comparison.lines()))  # fmt: skip
     if snapshot is not None:
         outcome = snapshot.check(candidate, alpha=alpha, correction=correction)
-        return Compared(outcome.comparison, outcome.written, tuple(outcome.lines))
+        compared = Compared(outcome.comparison, outcome.written, tuple(outcome.lines))
+        return compared.ruled(paired, snapshot.stored() if paired is not None else None, candidate, live=False)
     return Compared()
 
 

@@ -21,12 +21,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_novelty.gate.adaptive import Adaptive, AdaptiveBudget, adaptive_verdict
-from pytest_novelty.gate.case import AdaptiveHook, SnapshotStore, decide, with_repeats
+from pytest_novelty.gate.adaptive import Adaptive, AdaptiveBudget, adaptive_verdict, regression_verdict
+from pytest_novelty.gate.case import AdaptiveHook, PairedHook, SnapshotStore, decide, with_repeats
 from pytest_novelty.gate.record import CaseRecord
 from pytest_novelty.infra.errors import HarnessError
 
 if TYPE_CHECKING:
+    from pytest_novelty.gate.comparison import Comparison
+    from pytest_novelty.gate.regression import MetricRecord
     from pytest_novelty.gate.tail import FrozenTail
     from pytest_novelty.gate.thresholds import Verdict
     from pytest_novelty.pipeline.results import SuiteResult
@@ -91,6 +93,8 @@ class CaseLoop:
         """Per suite: why its series could not be put together."""
         self._started: dict[str, float] = {}
         """Per suite run: when its first adaptive look began (the time bound counts from there)."""
+        self._rounds: dict[str, tuple[int, int]] = {}
+        """Per suite run: the adaptive rounds its cases drew of the candidate and of a live baseline."""
 
     # -- a suite's results ----------------------------------------------------------------------
 
@@ -129,12 +133,14 @@ class CaseLoop:
         earlier = self.earlier(suite) if baseline is None and suite.gate.against == "series-best" else []
         record = decide(suite, threshold, result, baseline=baseline, earlier=earlier, snapshot=snapshot,
                         mode=settings.mode, comparisons=settings.comparisons,
-                        adaptive=self._adaptive(suite, threshold))  # fmt: skip
+                        adaptive=self._adaptive(suite, threshold), paired=self._paired(suite))  # fmt: skip
         record = with_repeats(self.session, suite, threshold, record, settings.repeats, snapshot=snapshot,
                               mode=settings.mode, comparisons=settings.comparisons)  # fmt: skip
         self._note_repeats(suite)
-        if record.adaptive is not None:
-            self._note_rounds(suite, record.adaptive.rounds)
+        paired = record.regression_adaptive
+        live = paired.rounds if paired is not None and baseline is not None and baseline.kind == "baseline" else 0
+        drawn = max([a.rounds for a in (record.adaptive, paired) if a is not None], default=0)
+        self._note_rounds(suite, drawn, live)
         return record
 
     def _adaptive(self, suite: Suite, threshold: Threshold) -> AdaptiveHook | None:
@@ -152,14 +158,41 @@ class CaseLoop:
 
         return hook
 
-    def _note_rounds(self, suite: Suite, rounds: int) -> None:
-        """Keep what the suite's adaptive rounds generated, up to its slowest case's (for the work line)."""
+    def _paired(self, suite: Suite) -> PairedHook | None:
+        """A regression case's paired sequential rule over its suite's rounds, the baseline
+        checkpoint's drawn with the candidate's (None without a budget)."""
+        budget, session = self.settings.adaptive, self.session
+        if budget is None:
+            return None
+        started = self._started.setdefault(suite.name, time.monotonic())
+
+        def rounds(k: int) -> SuiteResult:
+            return session.result(suite.repeated(k))
+
+        def baseline(k: int) -> SuiteResult:
+            assert session.baseline_model is not None  # a live baseline is a --baseline-model checkpoint
+            return session.model_result(session.baseline_model, suite.repeated(k))
+
+        def hook(first: Comparison, accepted: MetricRecord, candidate: MetricRecord,
+                 live: bool) -> tuple[Comparison, Adaptive] | None:  # fmt: skip
+            return regression_verdict(suite, first, accepted, candidate, rounds, baseline if live else None, budget,
+                                      started=started)  # fmt: skip
+
+        return hook
+
+    def _note_rounds(self, suite: Suite, rounds: int, baseline: int = 0) -> None:
+        """Keep what the suite's adaptive rounds generated, up to its slowest case's, the rounds a live
+        baseline drew with them included (for the work line)."""
         data = self.suite_data.get(suite.name)
-        if data is None or rounds <= len(data.adaptive):
+        before = self._rounds.get(suite.name, (0, 0))
+        now = (max(before[0], rounds), max(before[1], baseline))
+        if data is None or now == before:
             return
         from pytest_novelty.pipeline.export import rounds_work
 
-        self.suite_data[suite.name] = data.with_(adaptive=rounds_work(self.session, suite, rounds + 1))
+        self._rounds[suite.name] = now
+        work = rounds_work(self.session, suite, now[0] + 1, baseline=now[1] + 1)
+        self.suite_data[suite.name] = data.with_(adaptive=work)
 
     def _note_repeats(self, suite: Suite) -> None:
         """Keep, once per suite, what its repeats generated (for the work line)."""

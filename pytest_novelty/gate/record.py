@@ -141,6 +141,9 @@ class CaseRecord:
     repeats: Repeats | None = None
     adaptive: Adaptive | None = None
     """With ``--novelty-adaptive``: how the sequential rule ended the threshold (its rounds and looks)."""
+    regression_adaptive: Adaptive | None = None
+    """With ``--novelty-adaptive``: how the paired sequential rule ended the comparison with a baseline
+    checkpoint or the snapshot (None where no such comparison was made)."""
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -237,9 +240,12 @@ class CaseRecord:
         return f"[{self.ci[0]:.3f}, {self.ci[1]:.3f}]"
 
     def repeats_note(self) -> str:
-        """What repeats and adaptive rounds add to the verdict's words (``; 2 of 3 repeats pass``)."""
-        return ("" if self.repeats is None else self.repeats.note()) + (
-            "" if self.adaptive is None else self.adaptive.note())
+        """What repeats and adaptive rounds add to the verdict's words (``; 2 of 3 repeats pass``,
+        ``; regression decided after 2 extra rounds``)."""
+        return "".join([
+            "" if self.repeats is None else self.repeats.note(), "" if self.adaptive is None else self.adaptive.note(),
+            "" if self.regression_adaptive is None else self.regression_adaptive.note("regression"),
+        ])  # fmt: skip
 
     def verdict_text(self) -> str:
         """What the verdict cell says: the threshold's outcome and the comparison's, FAIL first."""
@@ -332,6 +338,7 @@ class CaseRecord:
             "warnings": list(self.warnings),
             "repeats": None if self.repeats is None else self.repeats.to_json(),
             "adaptive": None if self.adaptive is None else self.adaptive.to_json(),
+            "regression_adaptive": None if self.regression_adaptive is None else self.regression_adaptive.to_json(),
         }  # fmt: skip
 
     @classmethod
@@ -341,7 +348,7 @@ class CaseRecord:
             raise ValueError(f"a case record is a JSON object, not {type(data).__name__}")
         try:
             tail, comparison, repeats = data.get("tail"), data.get("comparison"), data.get("repeats")
-            adaptive = data.get("adaptive")
+            adaptive, paired = data.get("adaptive"), data.get("regression_adaptive")
             passed = data.get("threshold_passed")
             return cls(
                 suite=str(data["suite"]), metric=str(data["metric"]),
@@ -359,6 +366,7 @@ class CaseRecord:
                 warnings=tuple(str(w) for w in data.get("warnings") or ()),
                 repeats=None if repeats is None else Repeats.from_json(repeats),
                 adaptive=None if adaptive is None else Adaptive.from_json(adaptive),
+                regression_adaptive=None if paired is None else Adaptive.from_json(paired),
             )  # fmt: skip
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed case record: {exc!r}") from None

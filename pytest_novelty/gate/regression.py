@@ -160,8 +160,10 @@ class MetricRecord:
             raise ValueError(f"malformed record: {exc!r}") from None
 
 
-def _values(snapshot: MetricRecord, candidate: MetricRecord) -> tuple[float, float, list[str], str]:
-    """The two values to compare, the prompt ids to pair on, and a note for the message."""
+def compared_values(snapshot: MetricRecord, candidate: MetricRecord) -> tuple[float, float, list[str], str]:
+    """The two values to compare, the prompt ids to pair on (the snapshot's tail ids for q@Tail and
+    Novelty at Peak), and a note for the message: what :func:`compare` and the paired sequential
+    rule of ``--novelty-adaptive`` (:mod:`pytest_novelty.gate.adaptive`) compare."""
     if snapshot.tail_ids is None:
         shared = sorted(set(snapshot.per_prompt) & set(candidate.per_prompt))
         return _float(snapshot.value), _float(candidate.value), shared, ""
@@ -200,7 +202,7 @@ def compare(
     be scored) against a present snapshot value is a regression; a snapshot without a value is
     beaten by any candidate value.
     """
-    snap_value, cand_value, shared, note = _values(snapshot, candidate)
+    snap_value, cand_value, shared, note = compared_values(snapshot, candidate)
     alpha = candidate.alpha if alpha is None else alpha
     scale = 0.0 if math.isnan(snap_value) else abs(snap_value)
     tolerance = max(candidate.tolerance_abs, candidate.tolerance_rel * scale)
@@ -261,8 +263,8 @@ def _paired_test(
     top = family(candidate.metric).top_fraction
     if top is not None and snapshot.per_generation and candidate.per_generation:
         paired = [i for i in shared if i in snapshot.per_generation and i in candidate.per_generation]
-        a = _rows([snapshot.per_generation[i] for i in paired])
-        b = _rows([candidate.per_generation[i] for i in paired])
+        a = generation_rows([snapshot.per_generation[i] for i in paired])
+        b = generation_rows([candidate.per_generation[i] for i in paired])
         usable = len(paired)
         statistic: float | None = top
     else:
@@ -282,7 +284,7 @@ def _paired_test(
     return _Tested((test.ci_low, test.ci_high), test.p_value, test.n, name)
 
 
-def _rows(values: Sequence[Sequence[float]]) -> np.ndarray:
+def generation_rows(values: Sequence[Sequence[float]]) -> np.ndarray:
     """Per-prompt lists of per-generation values as a (prompts × samples) array, NaN-padded."""
     width = max((len(v) for v in values), default=0)
     out = np.full((len(values), max(width, 1)), np.nan)

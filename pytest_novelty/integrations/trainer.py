@@ -15,7 +15,9 @@ there are earlier ones, so ``[gate] against = "series-best"`` compares with the 
 Each gate's report, log and record are kept in ``OUTPUT/novelty-gate/checkpoint-N/``.
 
 ``wait=True`` (the default) waits for the gate at the save: training resumes once the verdict is
-known, and ``stop_on_failure`` ends training at the failing checkpoint itself. ``wait=False``
+known, and ``stop_on_failure`` ends training at the failing checkpoint itself; ``gate_timeout`` bounds that wait:
+a gate still running after it is stopped (SIGTERM, then SIGKILL) and is a harness error whose one
+line names the limit, and training goes on from the state it saved. ``wait=False``
 returns to training at once (:mod:`.trainer_queue`): gates run one at a time in the background,
 a newer save waits behind the running gate (with ``skip_queued``, a save still waiting is dropped
 when a newer one arrives), each result is logged when it arrives at its own checkpoint's step,
@@ -86,7 +88,8 @@ class NoveltyGateCallback(TrainerCallback):
     also make the gate see only that device); ``extra_args`` are more pytest arguments
     (``-k story``, ``--novelty-snapshots``, ``--novelty-log=...``). ``every`` gates every N-th save.
     ``wait``, ``skip_queued`` and ``end_timeout`` (seconds, None: no bound) say how training and
-    its gates share time. ``history`` lists what each gate found, in the order they ended;
+    its gates share time; ``gate_timeout`` (seconds, None: no bound) is how long one gate may run
+    before it is stopped. ``history`` lists what each gate found, in the order they ended;
     ``skipped`` the saves that were not gated, with why.
     """
 
@@ -105,12 +108,13 @@ class NoveltyGateCallback(TrainerCallback):
         wait: bool = True,
         skip_queued: bool = False,
         end_timeout: float | None = END_TIMEOUT,
+        gate_timeout: float | None = None,
     ) -> None:
         folder = None if suites is None else Path(suites).resolve()
         trainer_checks.check_arguments(
             every=every, flags={"stop_on_failure": stop_on_failure, "wait": wait, "skip_queued": skip_queued},
-            end_timeout=end_timeout, device=device, suites=folder, originality=originality, judge=judge,
-            extra_args=extra_args,
+            end_timeout=end_timeout, gate_timeout=gate_timeout, device=device, suites=folder, originality=originality,
+            judge=judge, extra_args=extra_args,
         )  # fmt: skip
         self.settings = GateSettings(
             suites=folder, originality=originality, judge=judge, device=device, extra_args=tuple(extra_args),
@@ -118,6 +122,7 @@ class NoveltyGateCallback(TrainerCallback):
         )  # fmt: skip
         self.every, self.stop_on_failure = every, stop_on_failure
         self.wait, self.skip_queued, self.end_timeout = wait, skip_queued, end_timeout
+        self.gate_timeout = gate_timeout
         self.history: list[GateResult] = []
         self.skipped: list[SkippedSave] = []
         self._saves = 0
@@ -160,7 +165,7 @@ class NoveltyGateCallback(TrainerCallback):
         if not self.wait:
             self._warn_shared_gpu(args)
         if self._queue is None:
-            self._queue = GateQueue(self._start, skip_queued=self.skip_queued)
+            self._queue = GateQueue(self._start, skip_queued=self.skip_queued, limit=self.gate_timeout)
         self._stopping = False
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:

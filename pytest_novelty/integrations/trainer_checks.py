@@ -56,6 +56,7 @@ def check_arguments(
     every: Any,
     flags: dict[str, Any],
     end_timeout: Any,
+    gate_timeout: Any,
     device: str | None,
     suites: Path | None,
     originality: str | None,
@@ -72,11 +73,11 @@ def check_arguments(
     if flags.get("skip_queued") and flags.get("wait", True):
         raise ConfigError("skip_queued applies to wait=False (with wait=True no save waits for a gate)",
                           field=keyword("skip_queued"))  # fmt: skip
-    if end_timeout is not None and (
-        isinstance(end_timeout, bool) or not isinstance(end_timeout, (int, float)) or not end_timeout > 0
-    ):
-        raise ConfigError(f"end_timeout is a number of seconds above 0, or None (no bound); got {end_timeout!r}",
-                          field=keyword("end_timeout"))  # fmt: skip
+    for name, seconds in (("end_timeout", end_timeout), ("gate_timeout", gate_timeout)):
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                    or not seconds > 0):  # fmt: skip
+            raise ConfigError(f"{name} is a number of seconds above 0, or None (no bound); got {seconds!r}",
+                              field=keyword(name))  # fmt: skip
     _check_extra_args(extra_args)
     if device is not None:
         _check_device(device)

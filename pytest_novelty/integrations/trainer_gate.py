@@ -242,6 +242,11 @@ class RunningGate:
     def pid(self) -> int | None:
         return None if self._process is None else self._process.pid
 
+    @property
+    def seconds(self) -> float:
+        """Seconds since the gate started."""
+        return time.perf_counter() - self._start
+
     def stop(self, reason: str) -> None:
         """Stop the gate (SIGTERM, then SIGKILL after :data:`STOP_GRACE` s); :meth:`wait` then
         returns a result with no verdict whose message is ``reason``."""
@@ -255,11 +260,17 @@ class RunningGate:
         except subprocess.TimeoutExpired:
             process.kill()
 
-    def wait(self) -> GateResult:
-        """Wait for the gate to end and read what it found."""
+    def wait(self, limit: float | None = None) -> GateResult:
+        """Wait for the gate to end and read what it found. A gate still running ``limit`` seconds
+        after it started (None: no bound) is stopped as :meth:`stop` stops it, and its result says
+        so (``gate_timeout``)."""
         assert self._process is not None, "start the gate first"
-        status = self._process.wait()
-        seconds = time.perf_counter() - self._start
+        try:
+            status = self._process.wait(None if limit is None else max(0.0, limit - self.seconds))
+        except subprocess.TimeoutExpired:
+            self.stop(f"stopped: still running after its time limit of {limit:g} s (gate_timeout)")
+            status = self._process.wait()
+        seconds = self.seconds
         if self._links is not None:
             self._links.cleanup()
         output = self.log.read_text(encoding="utf-8", errors="replace")

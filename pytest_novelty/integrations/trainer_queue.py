@@ -1,8 +1,9 @@
 """The gates of a training run, one at a time, in a thread of their own.
 
 :class:`GateQueue` takes saves (:meth:`GateQueue.submit`) and returns at once; one worker thread
-starts each save's gate in turn (a process: see :mod:`.trainer_gate`) and waits for it, so a
-newer save waits behind the gate that runs. With ``skip_queued`` a save still waiting for its
+starts each save's gate in turn (a process: see :mod:`.trainer_gate`) and waits for it, at most
+its ``limit`` (a gate still running then is stopped, a result without a verdict), so a newer save
+waits behind the gate that runs. With ``skip_queued`` a save still waiting for its
 turn is dropped when a newer one arrives (the newer checkpoint says more about the run); a save
 whose folder is gone when its turn comes (the Trainer's ``save_total_limit``) is skipped too.
 Each skip is a :class:`~.trainer_gate.SkippedSave` with its reason.
@@ -36,9 +37,11 @@ Starter = Callable[[GateJob, Sequence[GateResult]], RunningGate]
 class GateQueue:
     """Saves waiting for their gate, the gate that runs, and what ended (see the module doc)."""
 
-    def __init__(self, start: Starter, *, skip_queued: bool = False) -> None:
+    def __init__(self, start: Starter, *, skip_queued: bool = False, limit: float | None = None) -> None:
         self._start = start
         self.skip_queued = skip_queued
+        self.limit = limit
+        """Seconds each gate may run before it is stopped (None: no bound)."""
         self._pending: collections.deque[GateJob] = collections.deque()
         self._ended: list[Ended] = []  # not yet drained
         self._results: list[GateResult] = []  # every result, in the order they ended
@@ -149,7 +152,7 @@ class GateQueue:
                 closed = self._closed
             if closed:
                 gate.stop("stopped: training ended")
-            return gate.wait()
+            return gate.wait(self.limit)
         except Exception as exc:  # the gate's process could not start: no verdict, said in one line
             message = f"the gate could not run: {type(exc).__name__}: {last_line(str(exc))}"
             return GateResult(job.step, job.checkpoint, -1, 0.0, job.folder / "report", None, message,

@@ -130,8 +130,15 @@ def work_line(name: str, result: SuiteResult) -> str:
     )
 
 
-def rounds_work(session: Any, suite: Any, count: int) -> tuple[RoundWork, ...]:
+def rounds_work(session: Any, suite: Any, count: int, *, baseline: int = 0) -> tuple[RoundWork, ...]:
     """What each of the ``count - 1`` sets of samples of ``suite`` after the run itself (repeats,
-    adaptive rounds) generated, from the session's memo."""
-    works = [(index, session.result(suite.repeated(index)).generated.work) for index in range(1, count)]
-    return tuple(RoundWork(index, work.rows, work.cached_rows) for index, work in works)
+    adaptive rounds) generated, from the session's memo; the first ``baseline - 1`` of them count
+    the baseline checkpoint's set of the same round too (the rounds a live baseline draws with the
+    candidate's, ``--novelty-adaptive``)."""
+    out = []
+    for index in range(1, count):
+        works = [session.result(suite.repeated(index)).generated.work]
+        if index < baseline:
+            works.append(session.model_result(session.baseline_model, suite.repeated(index)).generated.work)
+        out.append(RoundWork(index, sum(w.rows for w in works), sum(w.cached_rows for w in works)))
+    return tuple(out)

@@ -200,8 +200,9 @@ def _may_be_adapter(model: str) -> bool:
 
 def check_folders(options: Any, cache_dir: Path, *, front: str = "pytest", cache_ini: bool = False) -> None:
     """Every folder the run writes can be written, before any model loads: the cache (the demo is
-    prepared inside it), the report folder, the snapshot folder a ``--snapshot-update`` writes, and on the
-    command line the ``--output`` file's folder.
+    prepared inside it), the report folder, with ``--snapshot-update`` the snapshot folder (the
+    ``--novelty-snapshot-dir`` root, else ``__novelty_snapshots__`` in a ``--novelty-suites`` folder)
+    and, on the command line, the ``--output`` file's folder.
 
     A folder that cannot be written is one line naming it and the cause
     (:func:`~pytest_novelty.infra.storage.check_writable`): bad input (exit 4) when the user named it
@@ -218,10 +219,6 @@ def check_folders(options: Any, cache_dir: Path, *, front: str = "pytest", cache
     if options.novelty_report:
         report = Path(str(options.novelty_report)).expanduser()
         check_writable(report, "report folder", named_by=spelled("report", front))
-    updating = getattr(options, "update_snapshots", False) or getattr(options, "novelty_snapshot_update", False)
-    if updating and options.novelty_snapshot_dir:  # syrupy would find it read-only only after every case ran
-        check_writable(Path(str(options.novelty_snapshot_dir)).expanduser(), "snapshot folder",
-                       named_by=spelled("snapshot-dir", front))
     output = getattr(options, "novelty_output", None)
     if output:
         from pytest_novelty.infra.storage import folder_error, probe_write
@@ -230,6 +227,12 @@ def check_folders(options: Any, cache_dir: Path, *, front: str = "pytest", cache
             probe_write(Path(str(output)).expanduser().parent)
         except OSError as exc:
             raise folder_error(output, "folder of the output file", exc, named_by=spelled("output", front)) from None
+    root, suites = getattr(options, "novelty_snapshot_dir", None), getattr(options, "novelty_suites", None)
+    updating = getattr(options, "update_snapshots", False) or getattr(options, "novelty_snapshot_update", False)
+    if updating and (root or suites):  # syrupy would find it read-only after every case ran; SNAPSHOT_DIRNAME
+        folder = Path(str(root)) if root else Path(str(suites)) / "__novelty_snapshots__"
+        check_writable(folder.expanduser(), "snapshot folder", named_by=spelled("snapshot-dir" if root else "suites",
+                                                                                 front))  # fmt: skip
 
 
 def check_cache_folder(cache_dir: Path, *, option: str, given: bool, ini: bool = False) -> None:

@@ -10,8 +10,9 @@ is skipped when a newer one arrives (``skip_queued``); every result is logged at
 checkpoint's step by each installed tracker of the Trainer's ``report_to`` (TensorBoard, MLflow,
 W&B), without costing the Trainer its own log points; a failing gate stops training at the
 first step after its result is known; at the end of training a gate still running after
-``end_timeout`` is stopped and said; a training process that exits with a gate running stops it
-and says so; a gate whose training process is killed outright stops too, and the next training
+``end_timeout`` is stopped and said; a gate waited for (``wait=True``) that runs past its
+``gate_timeout`` is stopped and said while training goes on; a training process that exits with a
+gate running stops it and says so; a gate whose training process is killed outright stops too, and the next training
 run over the same folder says it never ended.
 """
 
@@ -210,6 +211,36 @@ def test_a_gate_still_running_after_end_timeout_is_stopped_and_said(
     assert record["outcome"] == "error" and record["ended"] and record["status"] == result.status
     with pytest.raises(ProcessLookupError):
         os.kill(record["pid"], 0)
+
+
+def test_a_waited_for_gate_past_its_gate_timeout_is_stopped_and_training_goes_on_from_its_state(
+    tmp_path: Path, tiny_checkpoint: Path, tiny_index: Path, held_judge: HeldJudge, caplog: pytest.LogCaptureFixture
+) -> None:
+    from pytest_novelty.integrations import NoveltyGateCallback
+
+    suites = write_story_suite_folder(tmp_path / "suites", story_prompts(2), _held_suite())
+    gate = NoveltyGateCallback(suites=suites, originality=f"infini-gram:{tiny_index}", cache=tmp_path / "cache",
+                               device="cpu", gate_timeout=3,
+                               extra_args=[f"--novelty-judge-base-url={held_judge.server.url}"])  # fmt: skip
+    output = tmp_path / "out"
+    trainer = make_trainer(tiny_checkpoint, output, gate, max_steps=16, save_steps=8)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        trainer.train()  # the judge is never released: no gate can end by itself
+    assert [r.step for r in gate.history] == [8, 16]  # the training went on past the stopped gate
+    assert trainer.state.global_step == 16
+    assert not any("novelty/passed" in h for h in trainer.state.log_history)  # nothing logged for a gate stopped
+    for result in gate.history:
+        log = output / "novelty-gate" / result.checkpoint.name / "pytest.log"
+        assert result.error and result.status < 0 and result.run is None
+        assert result.message == "stopped: still running after its time limit of 3 s (gate_timeout)"
+        assert (f"novelty gate, {result.checkpoint.name}: harness error, no verdict: {result.message} (its log: "
+                f"{log})") in caplog.text  # fmt: skip
+        record = json.loads((log.parent / "gate.json").read_text())
+        assert record["outcome"] == "error" and record["ended"] and record["message"] == result.message
+        assert not _alive(record["pid"])
+    assert not list((output / "novelty-gate").rglob("*.tmp"))  # nothing half-written
+    for report in (output / "novelty-gate").rglob("report.json"):
+        assert json.loads(report.read_text())["summary"]["complete"] is False  # no verdict, whole
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")

@@ -82,10 +82,12 @@ def test_a_judge_that_dies_during_training_is_a_warning_with_its_cause_and_its_l
         ({"device": "gpu"}, r"NoveltyGateCallback\(device=\.\.\.\): 'gpu' is not a device"),
         ({"extra_args": ["--novelty-model=elsewhere"]}, r"--novelty-model: the callback sets it on every gate"),
         ({"end_timeout": 0}, r"NoveltyGateCallback\(end_timeout=\.\.\.\): end_timeout is a number of seconds"),
+        ({"gate_timeout": "1h"}, r"NoveltyGateCallback\(gate_timeout=\.\.\.\): gate_timeout is a number of seconds "
+                                 r"above 0, or None \(no bound\); got '1h'"),
         ({"skip_queued": True}, r"skip_queued applies to wait=False"),
     ],
     ids=["suite-key", "tracker-spec", "judge-spec", "originality-option", "auto-originality", "device",
-         "owned-option", "end-timeout", "skip-queued-with-wait"],
+         "owned-option", "end-timeout", "gate-timeout", "skip-queued-with-wait"],
 )  # fmt: skip
 def test_bad_input_is_refused_when_the_callback_is_made(
     tmp_path: Path, tiny_index: Path, settings: dict[str, Any], expected: str

@@ -288,3 +288,47 @@ def test_the_command_line_report_on_a_full_disk(
         f"pytest-novelty: error: {report}: the report folder cannot be written: no space left on the device; "
         "free some space, or give another folder")
     assert _report(report)["summary"]["complete"] is False
+
+
+# -- --snapshot-update into a snapshot folder that cannot be written ------------------------------
+
+
+def test_snapshot_update_into_a_snapshot_folder_that_cannot_be_written_stops_before_any_case(
+    pytester: pytest.Pytester, novelty_args: list[str], mount: Mounts, tmp_path: Path, suite_dir: Path,
+    warm_story: Path, capsys: pytest.CaptureFixture[str], tiny_checkpoint: Path, tiny_index: Path,
+) -> None:  # fmt: skip
+    """A full disk is a harness error (8), read-only bad input (4), as for the cache and the report:
+    one line and an exit status before any case runs, not syrupy's failed writes after them."""
+    copy_warm(warm_story, tmp_path / "cache")
+    full = mount.full(tmp_path / "full")
+    result = pytester.runpytest_subprocess(*novelty_args, f"--novelty-snapshot-dir={full}", "--snapshot-update")
+    assert result.ret == 8
+    assert one_line(output(result), "cannot be written") == (
+        f"novelty: harness error before any case ran: {full}: --novelty-snapshot-dir: the snapshot folder cannot be "
+        "written: no space left on the device; free some space, or give another folder")
+    assert "test_metric" not in output(result)  # no case ran
+    done = run_cli(capsys, "run", "--model", str(tiny_checkpoint), "--suites", str(suite_dir), "--cache",
+                   str(tmp_path / "cache"), "--originality", f"infini-gram:{tiny_index}", "--snapshot-dir", str(full),
+                   "--snapshot-update")  # fmt: skip
+    assert done.returncode == 8 and done.stdout == ""
+    assert one_line(done.stderr, "cannot be written").startswith(f"pytest-novelty: error: {full}: --snapshot-dir: ")
+
+    frozen = mount.tmpfs(tmp_path / "frozen", read_only=True)
+    result = pytester.runpytest_subprocess(*novelty_args, f"--novelty-snapshot-dir={frozen}", "--snapshot-update")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert one_line(output(result), "cannot be written") == (
+        f"ERROR: {frozen}: --novelty-snapshot-dir: the snapshot folder cannot be written: a read-only file system; "
+        "give a writable folder")
+
+    # The default snapshot folder, beside suite files on a read-only file system.
+    suites = mount.tmpfs(tmp_path / "suites", size="1m")
+    for name in ("story.toml", "prompts.jsonl"):
+        shutil.copy(suite_dir / name, suites / name)
+    mount.remount_read_only(suites)
+    args = [f"--novelty-suites={suites}" if a.startswith("--novelty-suites") else a for a in novelty_args]
+    result = pytester.runpytest_subprocess(*args, "--snapshot-update")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert one_line(output(result), "cannot be written") == (
+        f"ERROR: {suites / '__novelty_snapshots__'}: --novelty-suites: the snapshot folder cannot be written: a "
+        "read-only file system; give a writable folder")
+    assert pytester.runpytest_subprocess(*args, "--novelty-snapshots").ret == 1  # comparing only reads: it runs
