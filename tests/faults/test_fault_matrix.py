@@ -277,9 +277,12 @@ def _against(case: Case, argv: list[str], here: Path, *, unprivileged: bool) -> 
     import subprocess
 
     front = ["-m", "pytest", "-p", "no:cacheprovider"] if case.target.front == PYTEST else ["-m", "pytest_novelty.cli"]
-    done = subprocess.run([sys.executable, *front, *argv], cwd=here if case.target.front == PYTEST else AGAINST,
-                          env={**os.environ, "PYTHONPATH": AGAINST}, capture_output=True, text=True, timeout=600,
-                          preexec_fn=_drop_file_overrides if unprivileged else None, check=False)  # fmt: skip
+    try:
+        done = subprocess.run([sys.executable, *front, *argv], cwd=here if case.target.front == PYTEST else AGAINST,
+                              env={**os.environ, "PYTHONPATH": AGAINST}, capture_output=True, text=True, timeout=120,
+                              preexec_fn=_drop_file_overrides if unprivileged else None, check=False)  # fmt: skip
+    except subprocess.TimeoutExpired as exc:  # the code under measure hung: a failed case, not a stuck matrix
+        return -9, str(exc.stdout or ""), f"still running after {exc.timeout:g} s"
     return done.returncode, done.stdout, done.stderr
 
 
