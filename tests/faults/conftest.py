@@ -16,6 +16,10 @@ for _module in pkgutil.walk_packages(pytest_novelty.__path__, "pytest_novelty.")
     # not the Trainer callback, a subclass of transformers' (it imports torch); no in-process run loads it
     if not _module.name.endswith("__main__") and not _module.name.startswith("pytest_novelty.integrations.trainer"):
         importlib.import_module(_module.name)
-for _name in ("httpx", "anyio", "httpcore", "openai", "matplotlib.pyplot", "contourpy", "zstandard", "numpy",
-              "syrupy", "tqdm"):
+# anyio loads its event-loop backend, its abstract classes and its streams on first use: a second copy
+# of them has other typed-attribute keys, and httpcore then reads every idle connection as closed by
+# the server (it asks the stream for its socket and gets none), so no connection was reused.
+_OTHERS = """httpx anyio anyio.abc anyio._backends._asyncio anyio.streams.tls anyio.streams.memory anyio.streams.stapled
+encodings.idna httpcore openai matplotlib.pyplot contourpy zstandard numpy syrupy tqdm"""
+for _name in _OTHERS.split():
     importlib.import_module(_name)
