@@ -37,7 +37,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pytest_novelty.metrics._validate import as_float_array, check_confidence, check_resamples
+from pytest_novelty.metrics._validate import as_float_array, check_confidence, check_count
 
 Array = NDArray[np.float64]
 
@@ -335,7 +335,7 @@ def bootstrap_interval(
     """The clustered bootstrap interval of ``statistic`` over ``n_clusters`` prompts (module docstring);
     ``bounds`` clips the interval, never the estimate."""
     check_confidence(confidence)
-    draws = resample(statistic, n_clusters, n_boot=check_resamples(n_boot, 2), seed=seed)
+    draws = resample(statistic, n_clusters, n_boot=check_count(n_boot, "n_boot", 2), seed=seed)
     return interval_of(draws, confidence=confidence, method=method, bounds=bounds)
 
 

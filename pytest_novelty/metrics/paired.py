@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pytest_novelty.metrics._validate import as_vector, check_confidence, check_fraction, check_resamples
+from pytest_novelty.metrics._validate import as_vector, check_confidence, check_count, check_fraction
 from pytest_novelty.metrics.bootstrap import BLOCK_ELEMENTS, ClusterStatistic, interval_of, p_value_of, resample
 from pytest_novelty.metrics.uncertainty import DifferenceStatistic, RatioStatistic, TopFractionStatistic
 
@@ -58,7 +58,7 @@ def paired_test(
     second = as_vector(b, "b")
     if first.shape != second.shape:
         raise ValueError(f"a and b must be paired: they have {first.size} and {second.size} values")
-    check_resamples(n_boot)
+    check_count(n_boot, "n_boot")
     level = check_confidence(confidence)
     keep = ~(np.isnan(first) | np.isnan(second))
     if not keep.any():
@@ -195,7 +195,7 @@ def paired_bootstrap(
     values on both sides.
     """
     level = check_confidence(confidence)
-    check_resamples(n_boot)
+    check_count(n_boot, "n_boot")
     if method not in PAIRED_METHODS:
         raise ValueError(f"method must be one of {', '.join(PAIRED_METHODS)}, got {method!r}")
     paired = paired_statistic(a, b, top_fraction)
