@@ -64,10 +64,13 @@ from pytest_novelty.metrics.tail import (
     peak_prompts,
     prompt_scores,
     q_at_tail,
+    scored,
     tail_prompts,
 )
 
 Array = NDArray[np.float64]
+Parts = tuple[dict[str, float], dict[str, list[float]]]
+"""Some of a suite's values, and the per-prompt values behind them."""
 
 
 def _row_means(values: Array) -> list[float]:
@@ -80,15 +83,6 @@ def _row_means(values: Array) -> list[float]:
 
 def _mean(values: Array) -> float:
     return mean_excluding_nan(values.ravel()).mean
-
-
-def tail_ranking(
-    prompt_ids: Sequence[str], prompt_novelty: Array, pool_novelty: Array
-) -> tuple[list[str], Array]:
-    """Prompt ids with a defined long-tail score s_j, and those scores."""
-    scores = prompt_scores(prompt_novelty, list(pool_novelty))
-    keep = ~np.isnan(scores)
-    return [i for i, k in zip(prompt_ids, keep, strict=True) if k], scores[keep]
 
 
 def suite_metrics(
@@ -116,19 +110,14 @@ def suite_metrics(
     quality = np.asarray(quality, dtype=float)
     if quality.ndim != 2 or quality.shape[0] != len(prompt_ids):
         raise ValueError(f"quality must have shape (prompts={len(prompt_ids)}, samples), got {quality.shape}")
-    missing = np.isnan(quality).astype(float)
     values: dict[str, float] = {"quality": _mean(quality), "unscored": unscored_share(quality)}
-    per_prompt: dict[str, list[float]] = {"quality": _row_means(quality), "unscored": _row_means(missing)}
-    for n, orig in sorted(originality.items()):
-        order_values, order_per_prompt = _at_order(n, quality, np.asarray(orig, dtype=float))
-        values.update(order_values)
-        per_prompt.update(order_per_prompt)
-    for name in [*(f"uniqueness@{length}" for length in sorted(uniqueness)), "creativity_index"] if uniqueness else []:
-        counted = np.asarray(values_of(name, quality, originality, uniqueness))
-        if counted.shape != quality.shape:
-            raise ValueError(f"{name} has shape {counted.shape}, quality {quality.shape}")
-        values[name], per_prompt[name] = _mean(counted), _row_means(counted)
-
+    per_prompt = {"quality": _row_means(quality), "unscored": _row_means(np.isnan(quality).astype(float))}
+    parts = [_at_order(n, quality, np.asarray(orig, dtype=float)) for n, orig in sorted(originality.items())]
+    if uniqueness:
+        parts.append(_creativity(quality, originality, uniqueness))
+    for found, by_prompt in parts:
+        values.update(found)
+        per_prompt.update(by_prompt)
     tails: dict[str, list[str]] = {}
     if "novelty_overall" in metrics:
         values["novelty_overall"] = _novelty_overall(originality, prompt_ids)
@@ -141,21 +130,40 @@ def suite_metrics(
         values.update(tail_values)
         tails.update(subsets)
     if any(name in ("distinct_k", "utility_k") for name in metrics):
-        if answers is None or equivalent is None:
-            raise ValueError("distinct_k and utility_k need the answers and an equivalence check")
-        distinct, utility = [], []
-        for samples, q in zip(answers, quality, strict=True):
-            labels = partition(list(samples), equivalent)
-            distinct.append(float(distinct_k(labels)))
-            utility.append(float("nan") if np.isnan(q).any() else utility_k(labels, 10.0 * q))
-        values["distinct_k"] = float(np.mean(distinct))
-        values["utility_k"] = mean_excluding_nan(np.array(utility)).mean
-        per_prompt["distinct_k"] = distinct
-        per_prompt["utility_k"] = utility
+        found, by_prompt = _noveltybench(quality, answers, equivalent)
+        values.update(found)
+        per_prompt.update(by_prompt)
     return values, per_prompt, tails
 
 
-def _at_order(n: int, quality: Array, orig: Array) -> tuple[dict[str, float], dict[str, list[float]]]:
+def _creativity(quality: Array, originality: Mapping[int, Array], uniqueness: Mapping[int, Array]) -> Parts:
+    """``uniqueness@L`` at every L of the range and ``creativity_index``, and their per-prompt values."""
+    values, per_prompt = {}, {}
+    for name in [*(f"uniqueness@{length}" for length in sorted(uniqueness)), "creativity_index"]:
+        counted = np.asarray(values_of(name, quality, originality, uniqueness))
+        if counted.shape != quality.shape:
+            raise ValueError(f"{name} has shape {counted.shape}, quality {quality.shape}")
+        values[name], per_prompt[name] = _mean(counted), _row_means(counted)
+    return values, per_prompt
+
+
+def _noveltybench(
+    quality: Array, answers: Sequence[Sequence[str]] | None, equivalent: Callable[[str, str], bool] | None
+) -> Parts:
+    """``distinct_k`` and ``utility_k`` from each prompt's partition of its answers, and their per-prompt
+    values (a prompt with an unscored answer has no ``utility_k``)."""
+    if answers is None or equivalent is None:
+        raise ValueError("distinct_k and utility_k need the answers and an equivalence check")
+    distinct, utility = [], []
+    for samples, q in zip(answers, quality, strict=True):
+        labels = partition(list(samples), equivalent)
+        distinct.append(float(distinct_k(labels)))
+        utility.append(float("nan") if np.isnan(q).any() else utility_k(labels, 10.0 * q))
+    values = {"distinct_k": float(np.mean(distinct)), "utility_k": mean_excluding_nan(np.array(utility)).mean}
+    return values, {"distinct_k": distinct, "utility_k": utility}
+
+
+def _at_order(n: int, quality: Array, orig: Array) -> Parts:
     """Coverage, originality, novelty and top-10 % novelty at n-gram order ``n``, and the per-prompt
     values of the first three."""
     if orig.shape != quality.shape:
@@ -199,7 +207,7 @@ def _tail_metrics(
     # Output novelty at n = 4, a too-short output counting as 0 (it cannot be novel at that length).
     outputs = originality_counting_short(np.asarray(originality[NGRAM_ORDER], dtype=float))
     pool = outputs if pool_novelty is None else originality_counting_short(np.asarray(pool_novelty, dtype=float))
-    ids, scores = tail_ranking(prompt_ids, np.asarray(prompt_novelty, dtype=float), pool)
+    ids, scores = scored(prompt_ids, prompt_scores(np.asarray(prompt_novelty, dtype=float), list(pool)))
     tail_name, peak_name = f"q_at_tail@{alpha:g}", f"novelty_at_peak@{alpha:g}"
     values = {"novelty_overall": novelty_overall(_row_means(outputs), prompt_ids=prompt_ids)}
     if not ids:
