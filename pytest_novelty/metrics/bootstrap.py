@@ -32,7 +32,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -233,8 +233,10 @@ def _quantiles(values: Array, level: float) -> tuple[float, float]:
     """The (1 − c)/2 and (1 + c)/2 quantiles (numpy's linear interpolation; infinities kept)."""
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(np.clip(values, -_HUGE, _HUGE), [tail, 1.0 - tail])
-    return (float(low) if abs(low) < _HUGE else math.copysign(math.inf, low),
-            float(high) if abs(high) < _HUGE else math.copysign(math.inf, high))
+    return (
+        float(low) if abs(low) < _HUGE else math.copysign(math.inf, low),
+        float(high) if abs(high) < _HUGE else math.copysign(math.inf, high),
+    )
 
 
 def usable_method(draws: Resamples, method: str, confidence: float) -> str:
@@ -322,6 +324,17 @@ def _bootstrap_p(draws: Array, observed: float) -> float:
     return min(1.0, 2.0 * min(above, below) / (count + 1))
 
 
+class Options(TypedDict, total=False):
+    """The keywords of :func:`bootstrap_interval` that an interval of a gated statistic passes on to it
+    (:mod:`.uncertainty`); :func:`bootstrap_interval`'s signature holds their defaults."""
+
+    confidence: float
+    n_boot: int
+    seed: int
+    method: str
+    bounds: tuple[float, float] | None
+
+
 def bootstrap_interval(
     statistic: ClusterStatistic,
     n_clusters: int,
@@ -332,8 +345,9 @@ def bootstrap_interval(
     method: str = "studentized",
     bounds: tuple[float, float] | None = None,
 ) -> Interval:
-    """The clustered bootstrap interval of ``statistic`` over ``n_clusters`` prompts (module docstring);
-    ``bounds`` clips the interval, never the estimate."""
+    """The clustered bootstrap interval of ``statistic`` over ``n_clusters`` prompts (module docstring):
+    at ``confidence``, from ``n_boot`` resamples drawn with ``seed``, by ``method`` (one of
+    :data:`METHODS`); ``bounds`` clips the interval, never the estimate."""
     check_confidence(confidence)
     draws = resample(statistic, n_clusters, n_boot=check_count(n_boot, "n_boot", 2), seed=seed)
     return interval_of(draws, confidence=confidence, method=method, bounds=bounds)
