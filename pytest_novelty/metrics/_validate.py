@@ -6,6 +6,7 @@ so a bad input fails where it enters the metrics layer, not three calls later as
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
@@ -66,6 +67,12 @@ def check_count(value: int, name: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} must be a whole number of at least {minimum}, got {value!r}")
     return int(value)
+
+
+def json_fields(record: object) -> dict[str, object]:
+    """A dataclass's fields as JSON-friendly values: a NaN becomes None (JSON has no NaN)."""
+    fields = dataclasses.asdict(record)  # type: ignore[call-overload]
+    return {key: None if isinstance(value, float) and math.isnan(value) else value for key, value in fields.items()}
 
 
 def ceil_fraction(fraction: float, count: int) -> int:

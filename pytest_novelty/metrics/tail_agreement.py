@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pytest_novelty.metrics._validate import as_float_array, as_vector, check_fraction
+from pytest_novelty.metrics._validate import as_float_array, as_vector, check_confidence, check_count
 from pytest_novelty.metrics.tail import tail_prompts
 
 __all__ = ["BinAgreement", "TailAgreement", "kendall_tau_b", "reference_scores", "tail_agreement"]
@@ -167,15 +167,15 @@ def tail_agreement(
     ref = as_vector(reference, "reference")
     names = tuple(str(m) for m in models)
     if table.ndim != 2 or table.shape != (len(names), len(ids)) or values.size != len(ids) or ref.size != len(names):
-        raise ValueError(f"expected quality of shape (models={len(names)}, prompts={len(ids)}), scores of "
-                         f"{len(ids)} and a reference of {len(names)}, got {table.shape}, {values.size}, {ref.size}")
+        raise ValueError(
+            f"expected quality of shape (models={len(names)}, prompts={len(ids)}), scores of "
+            f"{len(ids)} and a reference of {len(names)}, got {table.shape}, {values.size}, {ref.size}"
+        )
     if len(names) < 3:
         raise ValueError(f"a ranking of {len(names)} models agrees with any other by chance: give at least three")
-    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-        raise ValueError(f"bins must be a whole number of at least 1, got {bins!r}")
-    level = check_fraction(confidence, "confidence")
-    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 2:
-        raise ValueError(f"resamples must be a whole number of at least 2, got {resamples!r}")
+    check_count(bins, "bins")
+    check_count(resamples, "resamples", 2)
+    level = check_confidence(confidence)
     ranked = [k for k in range(len(ids)) if not np.isnan(values[k])]
     if len(ranked) < bins:
         raise ValueError(f"{len(ranked)} ranked prompts cannot fill {bins} bins")
