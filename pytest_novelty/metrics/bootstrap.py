@@ -229,7 +229,7 @@ def resample(statistic: ClusterStatistic, n_clusters: int, *, n_boot: int, seed:
 _HUGE = 1e300  # stands for an infinite pivot inside np.quantile, whose interpolation would give NaN
 
 
-def _quantiles(values: Array, level: float) -> tuple[float, float]:
+def quantiles(values: Array, level: float) -> tuple[float, float]:
     """The (1 − c)/2 and (1 + c)/2 quantiles (numpy's linear interpolation; infinities kept)."""
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(np.clip(values, -_HUGE, _HUGE), [tail, 1.0 - tail])
@@ -252,7 +252,7 @@ def usable_method(draws: Resamples, method: str, confidence: float) -> str:
         return method
     if draws.ses is None or not draws.se > 0:
         return "t"
-    low, high = _quantiles(draws.pivots(), check_confidence(confidence))
+    low, high = quantiles(draws.pivots(), check_confidence(confidence))
     return "studentized" if math.isfinite(low) and math.isfinite(high) else "t"
 
 
@@ -269,7 +269,7 @@ def interval_of(
         return Interval(math.nan, math.nan, level, clusters, method, estimate)
     method = usable_method(draws, method, level)
     if method == "studentized":
-        t_low, t_high = _quantiles(draws.pivots(), level)
+        t_low, t_high = quantiles(draws.pivots(), level)
         scale = draws.scale()
         low, high = estimate - t_high * scale, estimate - t_low * scale
         low, high = min(low, estimate), max(high, estimate)
@@ -277,7 +277,7 @@ def interval_of(
         half = t_quantile(clusters - 1, (1.0 + level) / 2.0) * bootstrap_se(draws)
         low, high = estimate - half, estimate + half
     else:
-        low, high = _quantiles(defined, level)
+        low, high = quantiles(defined, level)
     if bounds is not None:
         low, high = max(low, bounds[0]), min(high, bounds[1])
     return Interval(float(low), float(high), level, clusters, method, estimate)

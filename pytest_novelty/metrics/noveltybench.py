@@ -116,11 +116,7 @@ def utility_k(labels: Sequence[int], scores: ArrayLike, patience: float = DEFAUL
         raise ValueError(f"partition has {len(values)} generations but scores has {graded.size}")
     weight = check_fraction(patience, "patience")
     first = np.zeros(len(values), dtype=bool)
-    seen = 0
-    for position, label in enumerate(values):
-        if label == seen:
-            first[position] = True
-            seen += 1
+    first[np.unique(values, return_index=True)[1]] = True  # each class's first member
     used = graded[first]
     if np.isnan(used).any() or used.min() < 0.0 or used.max() > 10.0:
         bad = used[np.isnan(used) | (used < 0.0) | (used > 10.0)][0]

@@ -74,11 +74,7 @@ Parts = tuple[dict[str, float], dict[str, list[float]]]
 
 
 def _row_means(values: Array) -> list[float]:
-    out = []
-    for row in values:
-        present = row[~np.isnan(row)]
-        out.append(float(present.mean()) if present.size else float("nan"))
-    return out
+    return [mean_excluding_nan(row).mean for row in values]
 
 
 def _mean(values: Array) -> float:
