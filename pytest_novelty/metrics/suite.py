@@ -48,15 +48,10 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from pytest_novelty.metrics.novelty import (
-    coverage,
-    gated_novelty,
-    originality_counting_short,
-    unscored_share,
-)
+from pytest_novelty.metrics.novelty import originality_counting_short
 from pytest_novelty.metrics.noveltybench import distinct_k, partition, utility_k
 from pytest_novelty.metrics.stats import mean_excluding_nan, top_fraction_mean
-from pytest_novelty.metrics.table import values_of
+from pytest_novelty.metrics.table import family, values_of
 from pytest_novelty.metrics.tail import (
     NGRAM_ORDER,
     novelty_at_peak,
@@ -106,14 +101,12 @@ def suite_metrics(
     quality = np.asarray(quality, dtype=float)
     if quality.ndim != 2 or quality.shape[0] != len(prompt_ids):
         raise ValueError(f"quality must have shape (prompts={len(prompt_ids)}, samples), got {quality.shape}")
-    values: dict[str, float] = {"quality": _mean(quality), "unscored": unscored_share(quality)}
-    per_prompt = {"quality": _row_means(quality), "unscored": _row_means(np.isnan(quality).astype(float))}
-    parts = [_at_order(n, quality, np.asarray(orig, dtype=float)) for n, orig in sorted(originality.items())]
+    names = ["quality", "unscored"]
+    for n in sorted(originality):
+        names += [f"coverage@{n}", f"originality@{n}", f"novelty@{n}", f"top10_novelty@{n}"]
     if uniqueness:
-        parts.append(_creativity(quality, originality, uniqueness))
-    for found, by_prompt in parts:
-        values.update(found)
-        per_prompt.update(by_prompt)
+        names += [*(f"uniqueness@{length}" for length in sorted(uniqueness)), "creativity_index"]
+    values, per_prompt = _per_generation(names, quality, originality, uniqueness)
     tails: dict[str, list[str]] = {}
     if "novelty_overall" in metrics:
         values["novelty_overall"] = _novelty_overall(originality, prompt_ids)
@@ -132,14 +125,23 @@ def suite_metrics(
     return values, per_prompt, tails
 
 
-def _creativity(quality: Array, originality: Mapping[int, Array], uniqueness: Mapping[int, Array]) -> Parts:
-    """``uniqueness@L`` at every L of the range and ``creativity_index``, and their per-prompt values."""
-    values, per_prompt = {}, {}
-    for name in [*(f"uniqueness@{length}" for length in sorted(uniqueness)), "creativity_index"]:
-        counted = np.asarray(values_of(name, quality, originality, uniqueness))
+def _per_generation(
+    names: Sequence[str], quality: Array, originality: Mapping[int, Array], uniqueness: Mapping[int, Array] | None
+) -> Parts:
+    """Each of ``names`` as the mean over generations of the values :func:`.table.values_of` gives it
+    (a top fraction's: the mean of their top), and the per-prompt means (none for a top fraction)."""
+    values: dict[str, float] = {}
+    per_prompt: dict[str, list[float]] = {}
+    for name in names:
+        counted = np.asarray(values_of(name, quality, originality, uniqueness), dtype=float)
         if counted.shape != quality.shape:
             raise ValueError(f"{name} has shape {counted.shape}, quality {quality.shape}")
-        values[name], per_prompt[name] = _mean(counted), _row_means(counted)
+        share = family(name).top_fraction
+        if share is None:
+            values[name], per_prompt[name] = _mean(counted), _row_means(counted)
+        else:
+            flat = counted.ravel()
+            values[name] = top_fraction_mean(flat, share) if np.any(~np.isnan(flat)) else float("nan")
     return values, per_prompt
 
 
@@ -157,28 +159,6 @@ def _noveltybench(
         utility.append(float("nan") if np.isnan(q).any() else utility_k(labels, 10.0 * q))
     values = {"distinct_k": float(np.mean(distinct)), "utility_k": mean_excluding_nan(np.array(utility)).mean}
     return values, {"distinct_k": distinct, "utility_k": utility}
-
-
-def _at_order(n: int, quality: Array, orig: Array) -> Parts:
-    """Coverage, originality, novelty and top-10 % novelty at n-gram order ``n``, and the per-prompt
-    values of the first three."""
-    if orig.shape != quality.shape:
-        raise ValueError(f"originality@{n} has shape {orig.shape}, quality {quality.shape}")
-    counted = originality_counting_short(orig)
-    nov = gated_novelty(quality, orig)
-    flat = nov.ravel()
-    values = {
-        f"coverage@{n}": coverage(orig),
-        f"originality@{n}": _mean(counted),
-        f"novelty@{n}": _mean(nov),
-        f"top10_novelty@{n}": top_fraction_mean(flat, 0.1) if np.any(~np.isnan(flat)) else float("nan"),
-    }
-    per_prompt = {
-        f"coverage@{n}": _row_means((~np.isnan(orig)).astype(float)),
-        f"originality@{n}": _row_means(counted),
-        f"novelty@{n}": _row_means(nov),
-    }
-    return values, per_prompt
 
 
 def _novelty_overall(originality: Mapping[int, Array], prompt_ids: Sequence[str]) -> float:
