@@ -63,11 +63,6 @@ class CalibrationRow:
     count: int
     judge_mean: float
 
-    @classmethod
-    def of(cls, human: float, judge: np.ndarray) -> CalibrationRow:
-        """The row of grade ``human``, from the judge's scores of the items with that grade."""
-        return cls(float(human), int(judge.size), float(judge.mean()))
-
 
 @dataclass(frozen=True)
 class Agreement:
@@ -192,7 +187,8 @@ def _grouped_counts(j: np.ndarray, h: np.ndarray, keys: np.ndarray) -> tuple[np.
 def calibration_table(judge: ArrayLike, human: ArrayLike) -> tuple[CalibrationRow, ...]:
     """For each distinct human grade, ascending: its item count and the judge's mean score."""
     j, h = _pair(judge, human)
-    return tuple(CalibrationRow.of(grade, j[h == grade]) for grade in np.unique(h))
+    graded = ((float(grade), j[h == grade]) for grade in np.unique(h))
+    return tuple(CalibrationRow(grade, int(scores.size), float(scores.mean())) for grade, scores in graded)
 
 
 def agreement(

@@ -68,17 +68,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pytest_novelty.metrics._validate import as_float_array
-
-__all__ = [
-    "DEFAULT_LENGTHS",
-    "check_lengths",
-    "copied_spans",
-    "covered",
-    "creativity_index",
-    "uniqueness_counting_short",
-    "uniqueness_table",
-]
+from pytest_novelty.metrics._validate import as_float_array, check_count
 
 DEFAULT_LENGTHS: tuple[int, ...] = tuple(range(5, 13))
 """The paper's range of span lengths L: 5 to 12 units."""
@@ -90,8 +80,7 @@ def check_lengths(lengths: Sequence[int]) -> tuple[int, ...]:
     if not values:
         raise ValueError("give at least one span length L")
     for length in values:
-        if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
-            raise ValueError(f"span lengths L are integers of at least 1, got {length!r}")
+        check_count(length, "a span length L")
     return tuple(sorted({int(length) for length in values}))
 
 

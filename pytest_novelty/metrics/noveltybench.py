@@ -61,8 +61,9 @@ def partition(generations: Sequence[str], equivalent: Equivalence | BatchEquival
             if isinstance(equivalent, BatchEquivalence):
                 verdicts = list(equivalent.matches(representative, candidates))
                 if len(verdicts) != len(candidates):
-                    raise ValueError(f"equivalent.matches returned {len(verdicts)} answers for {len(candidates)} "
-                                     "candidates")
+                    raise ValueError(
+                        f"equivalent.matches returned {len(verdicts)} answers for {len(candidates)} candidates"
+                    )
             else:
                 verdicts = [equivalent(representative, candidate) for candidate in candidates]
             for later, same in zip(waiting, verdicts, strict=True):
@@ -124,5 +125,3 @@ def utility_k(labels: Sequence[int], scores: ArrayLike, patience: float = DEFAUL
     gains = np.where(first, graded, 0.0)
     weights = weight ** np.arange(len(values), dtype=np.float64)
     return float(np.multiply(gains, weights).sum() / weights.sum())
-
-

@@ -150,9 +150,9 @@ def paired_statistic(a: ArrayLike, b: ArrayLike, top_fraction: float | None = No
             raise ValueError("a top-fraction bootstrap needs (prompts × samples) arrays")
         statistic = DifferenceStatistic(TopFractionStatistic(first, top_fraction),
                                         TopFractionStatistic(second, top_fraction))  # fmt: skip
-        present = np.any(~np.isnan(first)) and np.any(~np.isnan(second))
-        bounds = (float(np.nanmin(second) - np.nanmax(first)), float(np.nanmax(second) - np.nanmin(first))) \
-            if present else (0.0, 0.0)
+        bounds = (0.0, 0.0)
+        if np.any(~np.isnan(first)) and np.any(~np.isnan(second)):
+            bounds = (float(np.nanmin(second) - np.nanmax(first)), float(np.nanmax(second) - np.nanmin(first)))
         name, n = f"top {100 * top_fraction:g} %", int(first.shape[0])
     if n < 2:
         raise ValueError(f"a paired bootstrap needs at least two prompts, got {n}")

@@ -73,8 +73,6 @@ from pytest_novelty.metrics.sequential import (
 )
 from pytest_novelty.metrics.sequential_plan import SequentialPlan
 
-__all__ = ["paired_decision", "paired_looks", "paired_top_fraction_looks"]
-
 
 def _checked(prompts: tuple[int, int], rounds: tuple[int, int], frozen: bool) -> None:
     """The candidate's and the baseline's prompts and rounds, checked to pair: the same prompts, and the

@@ -37,8 +37,6 @@ from numpy.typing import ArrayLike, NDArray
 from pytest_novelty.metrics._validate import as_float_array, as_vector, check_confidence, check_count
 from pytest_novelty.metrics.tail import tail_prompts
 
-__all__ = ["BinAgreement", "TailAgreement", "kendall_tau_b", "reference_scores", "tail_agreement"]
-
 Array = NDArray[np.float64]
 
 #: Resamples of the bootstrap interval unless told otherwise.

@@ -69,8 +69,7 @@ class PoolRanking:
     @property
     def ranked(self) -> tuple[str, ...]:
         """Every prompt with a score, tail first: score descending, then id ascending."""
-        ids, scores = scored(self.prompt_ids, self.scores)
-        return tail_prompts(ids, scores, 1.0) if ids else ()
+        return self.tail(1.0)
 
     @property
     def unranked(self) -> tuple[str, ...]:
