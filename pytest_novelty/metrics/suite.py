@@ -108,12 +108,12 @@ def suite_metrics(
         names += [*(f"uniqueness@{length}" for length in sorted(uniqueness)), "creativity_index"]
     values, per_prompt = _per_generation(names, quality, originality, uniqueness)
     tails: dict[str, list[str]] = {}
-    if "novelty_overall" in metrics:
-        values["novelty_overall"] = _novelty_overall(originality, prompt_ids)
     alphas = {float(name.partition("@")[2]) for name in metrics if name.startswith(("q_at_tail@", "novelty_at_peak@"))}
+    if "novelty_overall" in metrics or alphas:
+        values["novelty_overall"] = _novelty_overall(per_prompt, prompt_ids)
     for alpha in sorted(alphas):
         tail_values, subsets = _tail_metrics(
-            alpha, quality, originality, prompt_ids, prompt_novelty, pool_novelty,
+            alpha, per_prompt, prompt_ids, prompt_novelty, pool_novelty,
             (frozen_peaks or {}).get(f"novelty_at_peak@{alpha:g}"),
         )  # fmt: skip
         values.update(tail_values)
@@ -161,42 +161,40 @@ def _noveltybench(
     return values, {"distinct_k": distinct, "utility_k": utility}
 
 
-def _novelty_overall(originality: Mapping[int, Array], prompt_ids: Sequence[str]) -> float:
-    if NGRAM_ORDER not in originality:
-        raise ValueError(f"novelty_overall needs originality at n = {NGRAM_ORDER}")
-    outputs = originality_counting_short(np.asarray(originality[NGRAM_ORDER], dtype=float))
-    return novelty_overall(_row_means(outputs), prompt_ids=prompt_ids)
+def _novelty_overall(per_prompt: Mapping[str, list[float]], prompt_ids: Sequence[str]) -> float:
+    key = f"originality@{NGRAM_ORDER}"
+    if key not in per_prompt:
+        raise ValueError(f"novelty_overall, q_at_tail and novelty_at_peak need originality at n = {NGRAM_ORDER}")
+    return novelty_overall(per_prompt[key], prompt_ids=prompt_ids)
 
 
 def _tail_metrics(
     alpha: float,
-    quality: Array,
-    originality: Mapping[int, Array],
+    per_prompt: Mapping[str, list[float]],
     prompt_ids: Sequence[str],
     prompt_novelty: Array | None,
     pool_novelty: Array | None,
     frozen_peak: Sequence[str] | None,
 ) -> tuple[dict[str, float], dict[str, list[str]]]:
-    """q@Tail(α), Novelty Overall and Novelty at Peak(α), and the tail's and the peak's ids."""
-    if NGRAM_ORDER not in originality or prompt_novelty is None:
-        raise ValueError("q_at_tail and novelty_at_peak need originality at n = 4 and the prompts' own novelty")
+    """q@Tail(α) and Novelty at Peak(α) from the per-prompt values, and the tail's and the peak's ids."""
+    if prompt_novelty is None:
+        raise ValueError("q_at_tail and novelty_at_peak need the prompts' own novelty")
     # Output novelty at n = 4, a too-short output counting as 0 (it cannot be novel at that length).
-    outputs = originality_counting_short(np.asarray(originality[NGRAM_ORDER], dtype=float))
+    outputs = per_prompt[f"originality@{NGRAM_ORDER}"]
     pool = outputs if pool_novelty is None else originality_counting_short(np.asarray(pool_novelty, dtype=float))
     ids, scores = scored(prompt_ids, prompt_scores(np.asarray(prompt_novelty, dtype=float), list(pool)))
     tail_name, peak_name = f"q_at_tail@{alpha:g}", f"novelty_at_peak@{alpha:g}"
-    values = {"novelty_overall": novelty_overall(_row_means(outputs), prompt_ids=prompt_ids)}
     if not ids:
-        return {**values, tail_name: float("nan"), peak_name: float("nan")}, {tail_name: [], peak_name: []}
+        return {tail_name: float("nan"), peak_name: float("nan")}, {tail_name: [], peak_name: []}
     tail = list(tail_prompts(ids, scores, alpha))
     if pool_novelty is None and frozen_peak is not None:
         peak = list(dict.fromkeys(str(i) for i in frozen_peak))
     else:
         peak = list(peak_prompts(ids, scores, alpha))
-    per_quality = dict(zip(prompt_ids, _row_means(quality), strict=True))
-    per_novelty = dict(zip(prompt_ids, _row_means(outputs), strict=True))
+    per_quality = dict(zip(prompt_ids, per_prompt["quality"], strict=True))
+    per_novelty = dict(zip(prompt_ids, outputs, strict=True))
     known = [i for i in tail if i in per_quality]
     at_peak = [i for i in peak if i in per_novelty]
-    values[tail_name] = q_at_tail({i: per_quality[i] for i in known}, known) if known else float("nan")
+    values = {tail_name: q_at_tail({i: per_quality[i] for i in known}, known) if known else float("nan")}
     values[peak_name] = novelty_at_peak({i: per_novelty[i] for i in at_peak}, at_peak) if at_peak else float("nan")
     return values, {tail_name: known, peak_name: at_peak}
