@@ -133,8 +133,7 @@ def pair_counts(judge: ArrayLike, human: ArrayLike) -> tuple[float, int]:
     """``(S, P)`` over the pairs of one group: ``P`` pairs with different human grades and
     ``S = C − D``, in O(n log n) from Kendall's τ-b: ``S = τ_b · sqrt((P0 − T_h)(P0 − T_j))``,
     ``P = P0 − T_h``."""
-    j, h = _pair(judge, human)
-    return _pair_counts(j, h)
+    return _pair_counts(*_pair(judge, human))
 
 
 def _pair_counts(j: np.ndarray, h: np.ndarray) -> tuple[float, int]:

@@ -124,13 +124,6 @@ def t_quantile(df: float, probability: float) -> float:
     return float(special.stdtrit(df, probability))
 
 
-def t_two_sided_p(statistic: float, df: float) -> float:
-    """Two-sided p-value of a t statistic with ``df`` degrees of freedom: 2 · P(T ≥ |statistic|)."""
-    from scipy import special
-
-    return float(min(1.0, 2.0 * special.stdtr(df, -abs(statistic))))
-
-
 def linearised_se(contributions: Array, weights: Array) -> Array:
     """√(G/(G − 1) · Σ_i w_i·e_i²) per row: the cluster-robust (sandwich) standard error, each drawn
     prompt a cluster; G/(G − 1) makes the variance of a mean over prompts the unbiased s²/G."""
@@ -182,17 +175,11 @@ def _evaluate(statistic: ClusterStatistic, weights: Array) -> tuple[Array, Array
     return values, np.full(values.shape, np.nan)
 
 
-def _weights(n_clusters: int, n_boot: int, seed: int) -> tuple[Array, ...]:
+def _draw_weights(n_clusters: int, n_boot: int, seed: int) -> tuple[Array, ...]:
     """The resamples' prompt multiplicities (each resample draws ``n_clusters`` prompts with
     replacement), read-only, in blocks of bounded size. The same (prompts, resamples, seed) gives the
     same weights, so one suite's metrics and one run's comparisons share resamples; up to
-    :data:`_CACHED_ELEMENTS` weights are kept for the next call."""
-    if n_clusters * n_boot <= _CACHED_ELEMENTS:
-        return _cached_weights(n_clusters, n_boot, seed)
-    return _draw_weights(n_clusters, n_boot, seed)
-
-
-def _draw_weights(n_clusters: int, n_boot: int, seed: int) -> tuple[Array, ...]:
+    :data:`_CACHED_ELEMENTS` weights are kept for the next call (:func:`resample`)."""
     rng = np.random.default_rng(seed)
     block = max(1, BLOCK_ELEMENTS // max(n_clusters, 1))
     blocks = []
@@ -220,7 +207,8 @@ def resample(statistic: ClusterStatistic, n_clusters: int, *, n_boot: int, seed:
     studentizable = isinstance(statistic, WithStandardErrors | Linearised)
     first, first_se = _evaluate(statistic, ones)
     estimate, se = float(first[0]), float(first_se[0]) if studentizable else math.nan
-    blocks = [_evaluate(statistic, weights) for weights in _weights(n_clusters, n_boot, seed)]
+    draw = _cached_weights if n_clusters * n_boot <= _CACHED_ELEMENTS else _draw_weights
+    blocks = [_evaluate(statistic, weights) for weights in draw(n_clusters, n_boot, seed)]
     values = np.concatenate([value for value, _ in blocks]).astype(np.float64)
     ses = np.concatenate([value_se for _, value_se in blocks]).astype(np.float64) if studentizable else None
     return Resamples(estimate, se, values, ses, n_clusters)
@@ -310,8 +298,10 @@ def p_value_of(draws: Resamples, method: str, confidence: float = 0.95) -> float
     if se == 0:
         return 1.0 if estimate == 0 else 0.0
     tau = estimate / se
-    if method == "t":
-        return t_two_sided_p(tau, draws.n_clusters - 1)
+    if method == "t":  # 2 · P(T ≥ |τ|), T Student's with G − 1 degrees of freedom
+        from scipy import special
+
+        return float(min(1.0, 2.0 * special.stdtr(draws.n_clusters - 1, -abs(tau))))
     return _bootstrap_p(draws.pivots(), tau)
 
 

@@ -321,8 +321,7 @@ def detectable_left(
     the bound that the plan's last look would decide with probability ``power``, from what look
     ``look`` (1-based) has seen; the figure to report beside an undecided case (NaN without an SE)."""
     strength = check_fraction(power, "power")
-    share = np.asarray(renewable, dtype=float)
-    final, _ = _projection(share, plan, np.asarray(look, dtype=float))
+    final, _ = _projection(np.asarray(renewable, dtype=float), plan, np.asarray(look, dtype=float))
     reach = plan.floor(clusters) + float(plan.quantile(clusters, min(strength, 1.0 - 1e-12)))
     return np.asarray(reach * np.asarray(se, dtype=float) * final, dtype=float)
 

@@ -68,14 +68,6 @@ Parts = tuple[dict[str, float], dict[str, list[float]]]
 """Some of a suite's values, and the per-prompt values behind them."""
 
 
-def _row_means(values: Array) -> list[float]:
-    return [mean_excluding_nan(row).mean for row in values]
-
-
-def _mean(values: Array) -> float:
-    return mean_excluding_nan(values.ravel()).mean
-
-
 def suite_metrics(
     *,
     quality: Array,
@@ -138,7 +130,8 @@ def _per_generation(
             raise ValueError(f"{name} has shape {counted.shape}, quality {quality.shape}")
         share = family(name).top_fraction
         if share is None:
-            values[name], per_prompt[name] = _mean(counted), _row_means(counted)
+            values[name] = mean_excluding_nan(counted.ravel()).mean
+            per_prompt[name] = [mean_excluding_nan(row).mean for row in counted]
         else:
             flat = counted.ravel()
             values[name] = top_fraction_mean(flat, share) if np.any(~np.isnan(flat)) else float("nan")

@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pytest_novelty.metrics._validate import as_float_array, as_vector, check_confidence, check_count
-from pytest_novelty.metrics.tail import tail_prompts
+from pytest_novelty.metrics.tail import scored, tail_prompts
 
 Array = NDArray[np.float64]
 
@@ -174,19 +174,17 @@ def tail_agreement(
     check_count(bins, "bins")
     check_count(resamples, "resamples", 2)
     level = check_confidence(confidence)
-    ranked = [k for k in range(len(ids)) if not np.isnan(values[k])]
+    ranked, ranked_scores = scored(ids, values)
     if len(ranked) < bins:
         raise ValueError(f"{len(ranked)} ranked prompts cannot fill {bins} bins")
-    position = {ids[k]: k for k in ranked}
-    order = tail_prompts([ids[k] for k in ranked], values[ranked], 1.0)[::-1]  # peak first
-    columns = np.array([position[i] for i in order])
+    position = {i: k for k, i in enumerate(ids)}
+    columns = np.array([position[i] for i in tail_prompts(ranked, ranked_scores, 1.0)[::-1]])  # peak first
     rng = np.random.default_rng(seed)
     found = tuple(
         _agreement(f"bin {b + 1}", part, values, table, ref, level=level, resamples=resamples, rng=rng)
         for b, part in enumerate(np.array_split(columns, bins))
     )
-    tail_ids = tail_prompts([ids[k] for k in ranked], values[ranked], alpha)
-    tail_columns = np.array([position[i] for i in tail_ids])
+    tail_columns = np.array([position[i] for i in tail_prompts(ranked, ranked_scores, alpha)])
     tail = _agreement(f"q@Tail({alpha:g})", tail_columns, values, table, ref, level=level, resamples=resamples,
                       rng=rng)  # fmt: skip
     return TailAgreement(names, tuple(float(r) for r in ref), found, tail, float(alpha), level, resamples)
