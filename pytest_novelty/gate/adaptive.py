@@ -64,10 +64,10 @@ from pytest_novelty.metrics.sequential import (
     PASS,
     UNDECIDED,
     SequentialDecision,
-    SequentialPlan,
     sequential_decision,
 )
 from pytest_novelty.metrics.sequential_paired import paired_decision
+from pytest_novelty.metrics.sequential_plan import SequentialPlan
 from pytest_novelty.metrics.table import family, values_of
 
 if TYPE_CHECKING:

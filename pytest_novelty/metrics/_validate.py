@@ -6,6 +6,7 @@ so a bad input fails where it enters the metrics layer, not three calls later as
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
@@ -53,20 +54,25 @@ def check_fraction(value: float, name: str) -> float:
     return number
 
 
-def check_confidence(confidence: float) -> float:
-    """Return ``confidence`` as a float after checking that it lies in (0, 1)."""
-    level = check_fraction(confidence, "confidence")
+def check_confidence(value: float, name: str = "confidence") -> float:
+    """Return ``value`` as a float after checking that it lies in (0, 1): a confidence, α or a power."""
+    level = check_fraction(value, name)
     if level == 1.0:
-        raise ValueError("confidence must lie in (0, 1), got 1")
+        raise ValueError(f"{name} must lie in (0, 1), got 1")
     return level
 
 
-def check_resamples(n_boot: int, minimum: int = 1) -> int:
-    """Return ``n_boot`` as an int after checking that it is an integer of at least ``minimum``."""
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < minimum:
-        wanted = "a positive integer" if minimum == 1 else f"an integer of at least {minimum}"
-        raise ValueError(f"n_boot must be {wanted}, got {n_boot!r}")
-    return int(n_boot)
+def check_count(value: int, name: str, minimum: int = 1) -> int:
+    """Return ``value`` as an int after checking that it is a whole number of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be a whole number of at least {minimum}, got {value!r}")
+    return int(value)
+
+
+def json_fields(record: object) -> dict[str, object]:
+    """A dataclass's fields as JSON-friendly values: a NaN becomes None (JSON has no NaN)."""
+    fields = dataclasses.asdict(record)  # type: ignore[call-overload]
+    return {key: None if isinstance(value, float) and math.isnan(value) else value for key, value in fields.items()}
 
 
 def ceil_fraction(fraction: float, count: int) -> int:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pytest_novelty.metrics._validate import as_vector
+from pytest_novelty.metrics._validate import as_vector, check_confidence, check_count
 
 #: Bootstrap resamples drawn by :func:`agreement` unless told otherwise.
 DEFAULT_RESAMPLES = 2000
@@ -63,11 +63,6 @@ class CalibrationRow:
     count: int
     judge_mean: float
 
-    @classmethod
-    def of(cls, human: float, judge: np.ndarray) -> CalibrationRow:
-        """The row of grade ``human``, from the judge's scores of the items with that grade."""
-        return cls(float(human), int(judge.size), float(judge.mean()))
-
 
 @dataclass(frozen=True)
 class Agreement:
@@ -100,22 +95,21 @@ def _pair(judge: ArrayLike, human: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
 
 def spearman(judge: ArrayLike, human: ArrayLike) -> float:
     """Spearman's ρ of the judge scores and the human grades (NaN when either is constant or n < 2)."""
-    j, h = _pair(judge, human)
-    return _spearman(j, h)
+    return _spearman(*_pair(judge, human))
 
 
 def kendall(judge: ArrayLike, human: ArrayLike) -> float:
     """Kendall's τ-b of the judge scores and the human grades (NaN when either is constant or n < 2)."""
-    j, h = _pair(judge, human)
-    return _kendall(j, h)
+    return _kendall(*_pair(judge, human))
 
 
-def _constant(x: np.ndarray) -> bool:
-    return x.size < 2 or bool(np.all(x == x[0]))
+def _constant(*vectors: np.ndarray) -> bool:
+    """Whether one of ``vectors`` has fewer than two values or one value only: no rank correlation."""
+    return any(x.size < 2 or bool(np.all(x == x[0])) for x in vectors)
 
 
 def _spearman(j: np.ndarray, h: np.ndarray) -> float:
-    if _constant(j) or _constant(h):
+    if _constant(j, h):
         return float("nan")
     from scipy.stats import spearmanr
 
@@ -123,7 +117,7 @@ def _spearman(j: np.ndarray, h: np.ndarray) -> float:
 
 
 def _kendall(j: np.ndarray, h: np.ndarray) -> float:
-    if _constant(j) or _constant(h):
+    if _constant(j, h):
         return float("nan")
     from scipy.stats import kendalltau
 
@@ -139,8 +133,7 @@ def pair_counts(judge: ArrayLike, human: ArrayLike) -> tuple[float, int]:
     """``(S, P)`` over the pairs of one group: ``P`` pairs with different human grades and
     ``S = C − D``, in O(n log n) from Kendall's τ-b: ``S = τ_b · sqrt((P0 − T_h)(P0 − T_j))``,
     ``P = P0 − T_h``."""
-    j, h = _pair(judge, human)
-    return _pair_counts(j, h)
+    return _pair_counts(*_pair(judge, human))
 
 
 def _pair_counts(j: np.ndarray, h: np.ndarray) -> tuple[float, int]:
@@ -159,9 +152,13 @@ def _pair_counts(j: np.ndarray, h: np.ndarray) -> tuple[float, int]:
 def pairwise_accuracy(judge: ArrayLike, human: ArrayLike, groups: Sequence[Hashable | None] | None = None) -> float:
     """The pairwise ranking accuracy (module docstring); NaN when no pair counts."""
     j, h = _pair(judge, human)
-    keys = _group_index(groups, j.size)
-    s, p = _grouped_counts(j, h, keys)
-    return float(0.5 + s.sum() / (2 * p.sum())) if p.sum() else float("nan")
+    s, p = _grouped_counts(j, h, _group_index(groups, j.size))
+    return _accuracy(s.sum(), p.sum())
+
+
+def _accuracy(s: float, p: float) -> float:
+    """1/2 + S / (2P) from the pairs' ``S = C − D`` and count ``P``; NaN when no pair counts."""
+    return float(0.5 + s / (2 * p)) if p else float("nan")
 
 
 def _group_index(groups: Sequence[Hashable | None] | None, n: int) -> np.ndarray:
@@ -189,7 +186,8 @@ def _grouped_counts(j: np.ndarray, h: np.ndarray, keys: np.ndarray) -> tuple[np.
 def calibration_table(judge: ArrayLike, human: ArrayLike) -> tuple[CalibrationRow, ...]:
     """For each distinct human grade, ascending: its item count and the judge's mean score."""
     j, h = _pair(judge, human)
-    return tuple(CalibrationRow.of(grade, j[h == grade]) for grade in np.unique(h))
+    graded = ((float(grade), j[h == grade]) for grade in np.unique(h))
+    return tuple(CalibrationRow(grade, int(scores.size), float(scores.mean())) for grade, scores in graded)
 
 
 def agreement(
@@ -204,13 +202,11 @@ def agreement(
     """Spearman's ρ, Kendall's τ-b and pairwise accuracy with bootstrap intervals, and the calibration
     table (module docstring), of the scored items only (no NaN); ``groups`` by item (None: ungrouped)."""
     j, h = _pair(judge, human)
-    if resamples < 1:
-        raise ValueError(f"resamples must be at least 1, got {resamples}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    check_count(resamples, "resamples")
+    check_confidence(confidence)
     keys = _group_index(groups, j.size)
     s, p = _grouped_counts(j, h, keys) if j.size else (np.zeros(0), np.zeros(0))
-    point = (_spearman(j, h), _kendall(j, h), float(0.5 + s.sum() / (2 * p.sum())) if p.sum() else float("nan"))
+    point = (_spearman(j, h), _kendall(j, h), _accuracy(s.sum(), p.sum()))
     rng = np.random.default_rng(seed)
     draws = np.full((resamples, 3), np.nan)
     clusters = [np.flatnonzero(keys == g) for g in range(s.size)]
@@ -223,8 +219,8 @@ def agreement(
             else:
                 idx = rng.integers(0, j.size, j.size)
                 ss, pp = _pair_counts(j[idx], h[idx])
-            draws[r] = (_spearman(j[idx], h[idx]), _kendall(j[idx], h[idx]), 0.5 + ss / (2 * pp) if pp else np.nan)
+            draws[r] = (_spearman(j[idx], h[idx]), _kendall(j[idx], h[idx]), _accuracy(ss, pp))
     rho, tau, accuracy = (Estimate.from_draws(value, draws[:, k], confidence) for k, value in enumerate(point))
-    return Agreement(int(j.size), rho, tau, accuracy, pairs=int(p.sum()), groups=int(np.count_nonzero(p)),
-                     calibration=calibration_table(j, h) if j.size else (), resamples=resamples, seed=seed,
-                     confidence=confidence)
+    table = calibration_table(j, h) if j.size else ()
+    pairs, counted = int(p.sum()), int(np.count_nonzero(p))
+    return Agreement(int(j.size), rho, tau, accuracy, pairs, counted, table, resamples, seed, confidence)

@@ -32,12 +32,12 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pytest_novelty.metrics._validate import as_float_array, check_confidence, check_resamples
+from pytest_novelty.metrics._validate import as_float_array, check_confidence, check_count
 
 Array = NDArray[np.float64]
 
@@ -124,13 +124,6 @@ def t_quantile(df: float, probability: float) -> float:
     return float(special.stdtrit(df, probability))
 
 
-def t_two_sided_p(statistic: float, df: float) -> float:
-    """Two-sided p-value of a t statistic with ``df`` degrees of freedom: 2 · P(T ≥ |statistic|)."""
-    from scipy import special
-
-    return float(min(1.0, 2.0 * special.stdtr(df, -abs(statistic))))
-
-
 def linearised_se(contributions: Array, weights: Array) -> Array:
     """√(G/(G − 1) · Σ_i w_i·e_i²) per row: the cluster-robust (sandwich) standard error, each drawn
     prompt a cluster; G/(G − 1) makes the variance of a mean over prompts the unbiased s²/G."""
@@ -182,17 +175,11 @@ def _evaluate(statistic: ClusterStatistic, weights: Array) -> tuple[Array, Array
     return values, np.full(values.shape, np.nan)
 
 
-def _weights(n_clusters: int, n_boot: int, seed: int) -> tuple[Array, ...]:
+def _draw_weights(n_clusters: int, n_boot: int, seed: int) -> tuple[Array, ...]:
     """The resamples' prompt multiplicities (each resample draws ``n_clusters`` prompts with
     replacement), read-only, in blocks of bounded size. The same (prompts, resamples, seed) gives the
     same weights, so one suite's metrics and one run's comparisons share resamples; up to
-    :data:`_CACHED_ELEMENTS` weights are kept for the next call."""
-    if n_clusters * n_boot <= _CACHED_ELEMENTS:
-        return _cached_weights(n_clusters, n_boot, seed)
-    return _draw_weights(n_clusters, n_boot, seed)
-
-
-def _draw_weights(n_clusters: int, n_boot: int, seed: int) -> tuple[Array, ...]:
+    :data:`_CACHED_ELEMENTS` weights are kept for the next call (:func:`resample`)."""
     rng = np.random.default_rng(seed)
     block = max(1, BLOCK_ELEMENTS // max(n_clusters, 1))
     blocks = []
@@ -220,7 +207,8 @@ def resample(statistic: ClusterStatistic, n_clusters: int, *, n_boot: int, seed:
     studentizable = isinstance(statistic, WithStandardErrors | Linearised)
     first, first_se = _evaluate(statistic, ones)
     estimate, se = float(first[0]), float(first_se[0]) if studentizable else math.nan
-    blocks = [_evaluate(statistic, weights) for weights in _weights(n_clusters, n_boot, seed)]
+    draw = _cached_weights if n_clusters * n_boot <= _CACHED_ELEMENTS else _draw_weights
+    blocks = [_evaluate(statistic, weights) for weights in draw(n_clusters, n_boot, seed)]
     values = np.concatenate([value for value, _ in blocks]).astype(np.float64)
     ses = np.concatenate([value_se for _, value_se in blocks]).astype(np.float64) if studentizable else None
     return Resamples(estimate, se, values, ses, n_clusters)
@@ -229,12 +217,14 @@ def resample(statistic: ClusterStatistic, n_clusters: int, *, n_boot: int, seed:
 _HUGE = 1e300  # stands for an infinite pivot inside np.quantile, whose interpolation would give NaN
 
 
-def _quantiles(values: Array, level: float) -> tuple[float, float]:
+def quantiles(values: Array, level: float) -> tuple[float, float]:
     """The (1 − c)/2 and (1 + c)/2 quantiles (numpy's linear interpolation; infinities kept)."""
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(np.clip(values, -_HUGE, _HUGE), [tail, 1.0 - tail])
-    return (float(low) if abs(low) < _HUGE else math.copysign(math.inf, low),
-            float(high) if abs(high) < _HUGE else math.copysign(math.inf, high))
+    return (
+        float(low) if abs(low) < _HUGE else math.copysign(math.inf, low),
+        float(high) if abs(high) < _HUGE else math.copysign(math.inf, high),
+    )
 
 
 def usable_method(draws: Resamples, method: str, confidence: float) -> str:
@@ -250,7 +240,7 @@ def usable_method(draws: Resamples, method: str, confidence: float) -> str:
         return method
     if draws.ses is None or not draws.se > 0:
         return "t"
-    low, high = _quantiles(draws.pivots(), check_confidence(confidence))
+    low, high = quantiles(draws.pivots(), check_confidence(confidence))
     return "studentized" if math.isfinite(low) and math.isfinite(high) else "t"
 
 
@@ -267,7 +257,7 @@ def interval_of(
         return Interval(math.nan, math.nan, level, clusters, method, estimate)
     method = usable_method(draws, method, level)
     if method == "studentized":
-        t_low, t_high = _quantiles(draws.pivots(), level)
+        t_low, t_high = quantiles(draws.pivots(), level)
         scale = draws.scale()
         low, high = estimate - t_high * scale, estimate - t_low * scale
         low, high = min(low, estimate), max(high, estimate)
@@ -275,7 +265,7 @@ def interval_of(
         half = t_quantile(clusters - 1, (1.0 + level) / 2.0) * bootstrap_se(draws)
         low, high = estimate - half, estimate + half
     else:
-        low, high = _quantiles(defined, level)
+        low, high = quantiles(defined, level)
     if bounds is not None:
         low, high = max(low, bounds[0]), min(high, bounds[1])
     return Interval(float(low), float(high), level, clusters, method, estimate)
@@ -308,8 +298,10 @@ def p_value_of(draws: Resamples, method: str, confidence: float = 0.95) -> float
     if se == 0:
         return 1.0 if estimate == 0 else 0.0
     tau = estimate / se
-    if method == "t":
-        return t_two_sided_p(tau, draws.n_clusters - 1)
+    if method == "t":  # 2 · P(T ≥ |τ|), T Student's with G − 1 degrees of freedom
+        from scipy import special
+
+        return float(min(1.0, 2.0 * special.stdtr(draws.n_clusters - 1, -abs(tau))))
     return _bootstrap_p(draws.pivots(), tau)
 
 
@@ -322,6 +314,17 @@ def _bootstrap_p(draws: Array, observed: float) -> float:
     return min(1.0, 2.0 * min(above, below) / (count + 1))
 
 
+class Options(TypedDict, total=False):
+    """The keywords of :func:`bootstrap_interval` that an interval of a gated statistic passes on to it
+    (:mod:`.uncertainty`); :func:`bootstrap_interval`'s signature holds their defaults."""
+
+    confidence: float
+    n_boot: int
+    seed: int
+    method: str
+    bounds: tuple[float, float] | None
+
+
 def bootstrap_interval(
     statistic: ClusterStatistic,
     n_clusters: int,
@@ -332,10 +335,11 @@ def bootstrap_interval(
     method: str = "studentized",
     bounds: tuple[float, float] | None = None,
 ) -> Interval:
-    """The clustered bootstrap interval of ``statistic`` over ``n_clusters`` prompts (module docstring);
-    ``bounds`` clips the interval, never the estimate."""
+    """The clustered bootstrap interval of ``statistic`` over ``n_clusters`` prompts (module docstring):
+    at ``confidence``, from ``n_boot`` resamples drawn with ``seed``, by ``method`` (one of
+    :data:`METHODS`); ``bounds`` clips the interval, never the estimate."""
     check_confidence(confidence)
-    draws = resample(statistic, n_clusters, n_boot=check_resamples(n_boot, 2), seed=seed)
+    draws = resample(statistic, n_clusters, n_boot=check_count(n_boot, "n_boot", 2), seed=seed)
     return interval_of(draws, confidence=confidence, method=method, bounds=bounds)
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pytest_novelty.metrics._validate import as_float_array
+from pytest_novelty.metrics._validate import as_float_array, json_fields
 
 #: The spread of an answer's samples, in points, from which it counts as inconsistent.
 DEFAULT_SPAN = 2.0
@@ -39,12 +39,7 @@ class JudgeConsistency:
 
     def as_dict(self) -> dict[str, object]:
         """JSON-friendly form (NaN becomes None)."""
-
-        def clean(value: float) -> float | None:
-            return None if math.isnan(value) else float(value)
-
-        return {"mean_sd": clean(self.mean_sd), "wide_share": clean(self.wide_share), "answers": self.answers,
-                "skipped": self.skipped, "span": self.span}
+        return json_fields(self)
 
 
 def judge_consistency(scores: Sequence[Sequence[float]], *, span: float = DEFAULT_SPAN) -> JudgeConsistency:

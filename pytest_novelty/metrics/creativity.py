@@ -68,17 +68,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pytest_novelty.metrics._validate import as_float_array
-
-__all__ = [
-    "DEFAULT_LENGTHS",
-    "check_lengths",
-    "copied_spans",
-    "covered",
-    "creativity_index",
-    "uniqueness_counting_short",
-    "uniqueness_table",
-]
+from pytest_novelty.metrics._validate import as_float_array, check_count
 
 DEFAULT_LENGTHS: tuple[int, ...] = tuple(range(5, 13))
 """The paper's range of span lengths L: 5 to 12 units."""
@@ -90,8 +80,7 @@ def check_lengths(lengths: Sequence[int]) -> tuple[int, ...]:
     if not values:
         raise ValueError("give at least one span length L")
     for length in values:
-        if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
-            raise ValueError(f"span lengths L are integers of at least 1, got {length!r}")
+        check_count(length, "a span length L")
     return tuple(sorted({int(length) for length in values}))
 
 
@@ -118,7 +107,12 @@ def _match_lengths(values: ArrayLike, name: str) -> NDArray[np.int64]:
 def covered(match_lengths: ArrayLike, length: int) -> NDArray[np.bool_]:
     """Which units of one text a copied span of at least ``length`` units covers (see the module doc)."""
     (length,) = check_lengths([length])
-    lengths = _match_lengths(match_lengths, "match_lengths")
+    return _covered(_match_lengths(match_lengths, "match_lengths"), length)
+
+
+def _covered(lengths: NDArray[np.int64], length: int) -> NDArray[np.bool_]:
+    """:func:`covered` on checked match lengths: unit j is covered when a span of ``length`` or more
+    starting at or before it reaches past it, which a running maximum of the reaches tells."""
     positions = np.arange(len(lengths))
     reach = np.where(lengths >= length, positions + lengths, positions)
     return np.maximum.accumulate(reach) > positions if len(reach) else np.zeros(0, dtype=bool)
@@ -156,13 +150,10 @@ def uniqueness_table(
     sizes = np.array([len(values) for values in texts], dtype=np.int64)
     flat = np.concatenate(texts) if sizes.sum() else np.zeros(0, dtype=np.int64)
     owner = np.repeat(np.arange(len(texts)), sizes)
-    positions = np.arange(len(flat))
     for column, length in enumerate(orders):
         # A match never runs past its text, so a running maximum over the concatenation never
         # carries one text's coverage into the next.
-        reach = np.where(flat >= length, positions + flat, positions)
-        hidden = np.maximum.accumulate(reach) > positions if len(flat) else np.zeros(0, dtype=bool)
-        uncovered = np.bincount(owner, weights=~hidden, minlength=len(texts))
+        uncovered = np.bincount(owner, weights=~_covered(flat, length), minlength=len(texts))
         long_enough = sizes >= length
         table[long_enough, column] = uncovered[long_enough] / sizes[long_enough]
     return table

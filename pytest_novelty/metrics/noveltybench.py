@@ -61,8 +61,9 @@ def partition(generations: Sequence[str], equivalent: Equivalence | BatchEquival
             if isinstance(equivalent, BatchEquivalence):
                 verdicts = list(equivalent.matches(representative, candidates))
                 if len(verdicts) != len(candidates):
-                    raise ValueError(f"equivalent.matches returned {len(verdicts)} answers for {len(candidates)} "
-                                     "candidates")
+                    raise ValueError(
+                        f"equivalent.matches returned {len(verdicts)} answers for {len(candidates)} candidates"
+                    )
             else:
                 verdicts = [equivalent(representative, candidate) for candidate in candidates]
             for later, same in zip(waiting, verdicts, strict=True):
@@ -116,11 +117,7 @@ def utility_k(labels: Sequence[int], scores: ArrayLike, patience: float = DEFAUL
         raise ValueError(f"partition has {len(values)} generations but scores has {graded.size}")
     weight = check_fraction(patience, "patience")
     first = np.zeros(len(values), dtype=bool)
-    seen = 0
-    for position, label in enumerate(values):
-        if label == seen:
-            first[position] = True
-            seen += 1
+    first[np.unique(values, return_index=True)[1]] = True  # each class's first member
     used = graded[first]
     if np.isnan(used).any() or used.min() < 0.0 or used.max() > 10.0:
         bad = used[np.isnan(used) | (used < 0.0) | (used > 10.0)][0]
@@ -128,5 +125,3 @@ def utility_k(labels: Sequence[int], scores: ArrayLike, patience: float = DEFAUL
     gains = np.where(first, graded, 0.0)
     weights = weight ** np.arange(len(values), dtype=np.float64)
     return float(np.multiply(gains, weights).sum() / weights.sum())
-
-

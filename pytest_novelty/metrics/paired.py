@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pytest_novelty.metrics._validate import as_vector, check_confidence, check_fraction, check_resamples
-from pytest_novelty.metrics.bootstrap import BLOCK_ELEMENTS, ClusterStatistic, interval_of, p_value_of, resample
+from pytest_novelty.metrics._validate import as_vector, check_confidence, check_count, check_fraction
+from pytest_novelty.metrics.bootstrap import ClusterStatistic, interval_of, p_value_of, quantiles, resample
 from pytest_novelty.metrics.uncertainty import DifferenceStatistic, RatioStatistic, TopFractionStatistic
 
 #: Bootstrap resamples drawn by :func:`paired_test` unless told otherwise.
@@ -58,7 +58,7 @@ def paired_test(
     second = as_vector(b, "b")
     if first.shape != second.shape:
         raise ValueError(f"a and b must be paired: they have {first.size} and {second.size} values")
-    check_resamples(n_boot)
+    check_count(n_boot, "n_boot")
     level = check_confidence(confidence)
     keep = ~(np.isnan(first) | np.isnan(second))
     if not keep.any():
@@ -66,7 +66,8 @@ def paired_test(
     first, second = first[keep], second[keep]
     differences = second - first
     n = int(differences.size)
-    low, high = _bootstrap_interval(differences, int(n_boot), seed, level)
+    draws = resample(RatioStatistic.mean_of(differences[:, None]), n, n_boot=int(n_boot), seed=seed)
+    low, high = quantiles(draws.values, level)
     return PairedTest(float(differences.mean()), low, high, _paired_p_value(first, second, differences), n,
                       int(keep.size - n), level, int(n_boot))  # fmt: skip
 
@@ -80,21 +81,6 @@ def _paired_p_value(first: np.ndarray, second: np.ndarray, differences: np.ndarr
     from scipy import stats as scipy_stats  # imported here: it is slow to import and rarely needed
 
     return float(scipy_stats.ttest_rel(second, first).pvalue)
-
-
-def _bootstrap_interval(differences: np.ndarray, n_boot: int, seed: int, level: float) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of ``differences``."""
-    rng = np.random.default_rng(seed)
-    n = differences.size
-    block = max(1, BLOCK_ELEMENTS // n)
-    means = np.empty(n_boot)
-    for start in range(0, n_boot, block):
-        stop = min(n_boot, start + block)
-        indices = rng.integers(0, n, size=(stop - start, n))
-        means[start:stop] = differences[indices].mean(axis=1)
-    tail = (1.0 - level) / 2.0
-    low, high = np.quantile(means, [tail, 1.0 - tail])
-    return float(low), float(high)
 
 
 #: Name of the test :func:`paired_bootstrap` runs, as reports print it.
@@ -164,9 +150,9 @@ def paired_statistic(a: ArrayLike, b: ArrayLike, top_fraction: float | None = No
             raise ValueError("a top-fraction bootstrap needs (prompts × samples) arrays")
         statistic = DifferenceStatistic(TopFractionStatistic(first, top_fraction),
                                         TopFractionStatistic(second, top_fraction))  # fmt: skip
-        present = np.any(~np.isnan(first)) and np.any(~np.isnan(second))
-        bounds = (float(np.nanmin(second) - np.nanmax(first)), float(np.nanmax(second) - np.nanmin(first))) \
-            if present else (0.0, 0.0)
+        bounds = (0.0, 0.0)
+        if np.any(~np.isnan(first)) and np.any(~np.isnan(second)):
+            bounds = (float(np.nanmin(second) - np.nanmax(first)), float(np.nanmax(second) - np.nanmin(first)))
         name, n = f"top {100 * top_fraction:g} %", int(first.shape[0])
     if n < 2:
         raise ValueError(f"a paired bootstrap needs at least two prompts, got {n}")
@@ -195,7 +181,7 @@ def paired_bootstrap(
     values on both sides.
     """
     level = check_confidence(confidence)
-    check_resamples(n_boot)
+    check_count(n_boot, "n_boot")
     if method not in PAIRED_METHODS:
         raise ValueError(f"method must be one of {', '.join(PAIRED_METHODS)}, got {method!r}")
     paired = paired_statistic(a, b, top_fraction)

@@ -33,26 +33,23 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pytest_novelty.metrics._validate import as_float_array, ceil_fraction, check_fraction
-from pytest_novelty.metrics.bootstrap import rows_of as _rows
-from pytest_novelty.metrics.bootstrap import t_quantile
+from pytest_novelty.metrics._validate import (
+    as_float_array,
+    ceil_fraction,
+    check_confidence,
+    check_fraction,
+    json_fields,
+)
+from pytest_novelty.metrics.bootstrap import rows_of, t_quantile
 
 #: Power the detectable effect is computed for unless told otherwise.
 DEFAULT_POWER = 0.8
 
 
-def _check(alpha: float, power: float) -> tuple[float, float]:
-    level = check_fraction(alpha, "alpha")
-    strength = check_fraction(power, "power")
-    if level == 1.0 or strength == 1.0:
-        raise ValueError("alpha and power must lie in (0, 1)")
-    return level, strength
-
-
 def detectable_effect(sd: float, n: int, *, alpha: float = 0.05, power: float = DEFAULT_POWER) -> float:
     """The smallest change a paired comparison on ``n`` prompts detects with probability ``power``:
     (t(n − 1, 1 − α/2) + t(n − 1, power)) · sd / √n. NaN when n < 2 or ``sd`` is NaN."""
-    level, strength = _check(alpha, power)
+    level, strength = check_confidence(alpha, "alpha"), check_confidence(power, "power")
     if n < 2 or math.isnan(sd):
         return math.nan
     if sd < 0:
@@ -66,7 +63,6 @@ def prompts_needed(
 ) -> int:
     """The fewest prompts whose :func:`detectable_effect` is at most ``effect``, by bisection; 2 when
     sd is 0, ``limit`` when even that many would not do; ``ValueError`` for a NaN sd or an effect ≤ 0."""
-    _check(alpha, power)
     if not effect > 0 or math.isnan(sd):
         raise ValueError(f"effect must be positive and sd a number, got effect {effect!r}, sd {sd!r}")
     low, high = 2, int(limit)
@@ -116,7 +112,7 @@ def resampling_sd(values: ArrayLike) -> NoiseFloor:
     """sd_d of a mean's paired change when the same checkpoint is sampled again: √(mean_i 2·s_i²/m_i)
     over the prompts with m_i ≥ 2 present values (s_i² the sample variance), else √2 times the sample
     sd over prompts; NaN when neither can be had."""
-    rows = _rows(values, "values")
+    rows = rows_of(values, "values")
     present = ~np.isnan(rows)
     counts = present.sum(axis=1)
     several = counts >= 2
@@ -133,7 +129,7 @@ def resampling_sd(values: ArrayLike) -> NoiseFloor:
 def top_fraction_influence(values: ArrayLike, fraction: float = 0.1) -> NDArray[np.float64]:
     """ψ(x) = q + (x − q)₊ / f for every generation (NaN stays NaN), q the smallest of the ceil(f·m)
     highest values: the top-fraction mean is the mean of ψ up to terms that vanish as the suite grows."""
-    rows = _rows(values, "values")
+    rows = rows_of(values, "values")
     share = check_fraction(fraction, "fraction")
     flat = rows[~np.isnan(rows)]
     if flat.size == 0:
@@ -160,12 +156,7 @@ class Detectable:
 
     def as_dict(self) -> dict[str, object]:
         """JSON-friendly form (NaN becomes None)."""
-
-        def clean(value: float) -> float | None:
-            return None if math.isnan(value) else float(value)
-
-        return {"effect": clean(self.effect), "sd": clean(self.sd), "prompts": self.prompts,
-                "alpha": self.alpha, "power": self.power, "basis": self.basis}
+        return json_fields(self)
 
 
 def detectable(
@@ -175,7 +166,7 @@ def detectable(
     :func:`pytest_novelty.metrics.uncertainty.suite_intervals` reads them (one value per prompt for
     distinct_k and utility_k, the tail's rows for q@Tail). ``top_fraction`` is set for
     ``top10_novelty@n``, whose values are linearised first."""
-    rows = _rows(values, "values")
+    rows = rows_of(values, "values")
     basis = rows if top_fraction is None else top_fraction_influence(rows, top_fraction)
     floor = resampling_sd(basis)
     prompts = int(np.sum(~np.isnan(rows).all(axis=1)))

@@ -5,23 +5,16 @@ A case whose interval contains its bound is undecided: another run could land on
 samples of its suite decide it, but looking again after every round and deciding as soon as an
 interval clears the bound (a naive re-test) makes a wrong decision more likely with every look: at
 5 looks, about twice the error the interval promised (``tests/metrics/test_sequential_simulation.py``
-measures it). This module decides with boundaries that hold the error over all the looks together.
-
-**The design.** A group-sequential test with α-spending (Lan and DeMets, "Discrete sequential
-boundaries for clinical trials", Biometrika 70(3), 1983), two-sided and symmetric, with the
-Pocock-type spending function α(t) = α·ln(1 + (e − 1)·t) (same paper); the O'Brien-Fleming-type is
-offered too (``spending="obrien-fleming"``). Each side spends α/2 by the one-sided function, as
-gsDesign and ldbounds do for symmetric designs: for the O'Brien-Fleming-type each side spends
-2 − 2Φ(z₁₋α/₄ / √t); for the Pocock-type, linear in α, this is the same as spending α(t) on both
-sides together. After round k:
+measures it). This module decides with boundaries that hold the error over all the looks together:
+those of a Lan-DeMets α-spending plan, Pocock-type by default (:mod:`.sequential_plan`, which says
+how they are computed and why this design). After round k:
 
 * θ̂_k is the case's statistic on every sample so far (the first pass and k − 1 more rounds of the same
   prompts, each round's samples beside the others), SE_k its standard error clustered by prompt (the
   linearised sandwich estimator of :mod:`.uncertainty`), Z_k = (θ̂_k − bound) / SE_k; for a share
   (coverage, unscored) Z_k is the score statistic Wilson's interval inverts (:func:`z_scores`), as
   shares get Wilson's interval everywhere else;
-* the information time is t_k = k / K, K the looks the budget allows (the first pass included):
-  every round adds the same number of samples per prompt;
+* t_k = k / K is the information time, K the looks the budget allows (the first pass included);
 * with the boundary c_k for t_1 … t_k, a ``min`` case is **decided-pass** when Z_k ≥ c_k and
   **decided-fail** when Z_k ≤ −c_k (a ``max`` case the other way round), else it **continues**; at the
   last look (t = 1) whatever α is left is spent, and a case still inside is **undecided** within its
@@ -46,34 +39,7 @@ Slepian's inequality ("The one-sided barrier problem for Gaussian noise", Bell S
 Journal 41(2), 1962), raising the correlations of Gaussian looks of unit variance lowers the
 probability that any of them crosses a given one-sided boundary, so each wrong decision's error
 falls below α/2, never above (up to the design's own probability, below 10⁻⁶, that a path crosses
-both boundaries). SE_k is
-estimated from G prompts, so the boundary is read on Student's t with G − 1 degrees of freedom:
-c_k' = t⁻¹_{G−1}(Φ(c_k)) (a q@Tail case has 10 prompts, where z would be too narrow).
-
-**Why not a confidence sequence.** An anytime-valid confidence sequence (Howard, Ramdas,
-McAuliffe and Sekhon, "Time-uniform, nonparametric, nonasymptotic confidence sequences", Annals of
-Statistics 49(2), 2021) allows unlimited looks and an open horizon; ours are few (the budget caps
-them) and known beforehand, and a sequence pays for the horizon it does not use with a wider final
-boundary. Its guarantees also assume independent increments, which rounds on shared prompts are not.
-
-**Why Pocock-type.** The first look is the first pass itself. O'Brien-Fleming-type spends almost
-nothing there (c_1 ≈ 4.9 for 5 looks at α = 0.05), so nearly every case, clear or not, would draw a
-second round; the Pocock-type boundary is nearly flat (≈ 2.44 … 2.39 for 5 looks) and decides a clear
-case at once, spending samples only on the unsure ones. The price is a last boundary above 1.96.
-
-**The boundaries** are computed by the recursive numerical integration of Armitage, McPherson and
-Rowe ("Repeated significance tests on accumulating data", JRSS A 132(2), 1969), as Jennison and
-Turnbull (ch. 19) set it out: the sub-density of the score S_k = Z_k·√t_k on the continuation
-region is carried from look to look by the Gaussian increment N(0, t_k − t_{k−1}) on a grid, and
-c_k is the root of P(first crossing at look k) = α(t_k) − α(t_{k−1}) (bisection). The tests check
-them against published values.
-
-**A plan of any size.** Lan-DeMets boundaries of looks 1 … k need only t_1 … t_k, so the rule
-computes those of the looks it has taken and never the whole plan's: a budget of 10²⁰ samples plans
-as fast as one of 600 (:meth:`SequentialPlan.critical` takes the number of looks). A huge budget is
-still not free: each early look spends almost nothing (c_1 ≈ 9.03 for 5·10¹⁷ looks at α = 0.05), so
-only a very clear case is decided by its first pass. The tail probabilities of the integration are
-computed as such (Φ(−x), not 1 − Φ(x)), so a look that spends 10⁻¹⁹ gets its finite boundary.
+both boundaries).
 
 **The futility stop** (``SequentialPlan(..., futility=True)``). The rule may also stop a case early,
 undecided, when even the budget left could not bring its statistic across a boundary. At look
@@ -121,8 +87,6 @@ beside an undecided case. q is the boundaries' floor, so it understates the dist
 
 from __future__ import annotations
 
-import functools
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -131,193 +95,22 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pytest_novelty.metrics._validate import as_float_array, check_fraction
-
-__all__ = [
-    "CONTINUE",
-    "DECISIONS",
-    "FAIL",
-    "FUTILE",
-    "FUTILITY_REACH",
-    "PASS",
-    "SPENDING",
-    "UNDECIDED",
-    "Look",
-    "LookStatistics",
-    "Rounds",
-    "SequentialDecision",
-    "SequentialPlan",
-    "boundaries",
-    "decide_looks",
-    "decision_of",
-    "detectable_left",
-    "look_statistics",
-    "mean_looks",
-    "renewable_share",
-    "round_values",
-    "sequential_decision",
-    "spent",
-    "top_fraction_look",
-    "top_fraction_looks",
-    "within_variance",
-    "z_scores",
-]
+from pytest_novelty.metrics._validate import check_fraction
+from pytest_novelty.metrics.bootstrap import linearised_se, rows_of
+from pytest_novelty.metrics.sequential_plan import SequentialPlan
+from pytest_novelty.metrics.uncertainty import TopFractionStatistic
 
 Array = NDArray[np.float64]
 
 PASS, FAIL, CONTINUE, UNDECIDED, FUTILE = "pass", "fail", "continue", "undecided", "futile"
 DECISIONS = (PASS, FAIL, CONTINUE, UNDECIDED, FUTILE)
 """Every decision the rule gives: ``futile`` is undecided too, stopped for futility with budget left."""
-SPENDING = ("pocock", "obrien-fleming")
 
 FUTILITY_REACH = 3.0
 """r of the futility stop: how many predictive standard deviations the estimate may still move (module doc)."""
 
 DEFAULT_POWER = 0.8
 """The power :func:`detectable_left` reads the budget left at (that of :mod:`.power`)."""
-
-# Grid points per look for the numerical integration, and the standard deviations of the score the
-# grid spans beyond a boundary (probability beyond it below 1e-15).
-_GRID = 801
-_TAIL_SDS = 8.0
-
-
-def _normal_cdf(x: Array | float) -> Array:
-    from scipy import special
-
-    return np.asarray(special.ndtr(x), dtype=float)
-
-
-def _normal_quantile(p: float) -> float:
-    from scipy import special
-
-    return float(special.ndtri(p))
-
-
-def _t_quantile(clusters: int, p: ArrayLike) -> Array:
-    """Student's t quantile with ``clusters`` − 1 degrees of freedom (inf for fewer than 2 clusters)."""
-    from scipy import special
-
-    probability = np.asarray(p, dtype=float)
-    if clusters < 2:
-        return np.full(probability.shape, math.inf)
-    return np.asarray(special.stdtrit(clusters - 1, probability), dtype=float)
-
-
-def spent(alpha: float, t: float, spending: str = "pocock") -> float:
-    """α(t): the two-sided error spent by information time t ∈ [0, 1], both sides together (module doc)."""
-    if t <= 0.0:
-        return 0.0
-    t = min(t, 1.0)
-    if spending == "pocock":
-        return alpha * math.log1p((math.e - 1.0) * t)  # log1p: exact for the tiny t of a huge plan
-    if spending == "obrien-fleming":  # each side α/2 by the one-sided function (module doc)
-        return float(4.0 * _normal_cdf(-_normal_quantile(1.0 - alpha / 4.0) / math.sqrt(t)))
-    raise ValueError(f"spending must be one of {', '.join(SPENDING)}, got {spending!r}")
-
-
-def _exit_probability(grid: Array, density: Array, step: float, bound: float, sd: float) -> float:
-    """P(|S_k| ≥ bound) from the sub-density on ``grid`` carried by an increment of sd ``sd``."""
-    beyond = _normal_cdf((-bound - grid) / sd) + _normal_cdf((grid - bound) / sd)  # both tails as tails
-    return float(np.trapezoid(density * beyond, dx=step))
-
-
-@functools.lru_cache(maxsize=64)
-def _boundaries(fractions: tuple[float, ...], alpha: float, spending: str) -> tuple[float, ...]:
-    out: list[float] = []
-    grid: Array | None = None
-    density: Array | None = None
-    step = 0.0
-    previous_t, previous_spent = 0.0, 0.0
-    for t in fractions:
-        target = spent(alpha, t, spending) - previous_spent
-        if target <= 0.0:
-            out.append(math.inf)
-            continue
-        if grid is None or density is None:  # the first look that spends: S ~ N(0, t)
-            c = -_normal_quantile(target / 2.0)
-            bound = c * math.sqrt(t)
-            grid = np.linspace(-bound, bound, _GRID)
-            step = float(grid[1] - grid[0])
-            density = np.exp(-(grid**2) / (2.0 * t)) / math.sqrt(2.0 * math.pi * t)
-        else:
-            sd = math.sqrt(t - previous_t)
-            # Above this the exit probability is far below the target: the increment alone would
-            # have to travel beyond its own target quantile and _TAIL_SDS more standard deviations.
-            low, high = 0.0, float(abs(grid[-1])) + sd * (_TAIL_SDS - _normal_quantile(target / 4.0))
-            for _ in range(100):  # bisection on the boundary of S_k: the exit probability falls as it rises
-                middle = (low + high) / 2.0
-                if _exit_probability(grid, density, step, middle, sd) > target:
-                    low = middle
-                else:
-                    high = middle
-            bound = (low + high) / 2.0
-            c = bound / math.sqrt(t)
-            new_grid = np.linspace(-bound, bound, _GRID)
-            gap = new_grid[:, None] - grid[None, :]
-            kernel = np.exp(-(gap**2) / (2.0 * sd * sd)) / (sd * math.sqrt(2.0 * math.pi))
-            density = np.asarray(np.trapezoid(kernel * density[None, :], dx=step, axis=1), dtype=float)
-            grid, step = new_grid, float(new_grid[1] - new_grid[0])
-        out.append(c)
-        previous_t, previous_spent = t, previous_spent + target
-    return tuple(out)
-
-
-def boundaries(fractions: Sequence[float], alpha: float, spending: str = "pocock") -> Array:
-    """The two-sided boundaries c_1 … c_k (on the z scale) of looks at information times ``fractions``
-    (increasing, in (0, 1]) for a total two-sided ``alpha`` (module doc); inf where a look spends
-    nothing. Lan-DeMets needs only the looks so far, so a plan's later looks do not change them."""
-    times = tuple(float(t) for t in fractions)
-    if not times or any(not 0.0 < t <= 1.0 for t in times) or any(b <= a for a, b in itertools.pairwise(times)):
-        raise ValueError(f"fractions must increase within (0, 1], got {list(times)}")
-    level = check_fraction(alpha, "alpha")
-    if level >= 1.0:
-        raise ValueError("alpha must lie in (0, 1)")
-    if spending not in SPENDING:
-        raise ValueError(f"spending must be one of {', '.join(SPENDING)}, got {spending!r}")
-    return np.array(_boundaries(times, level, spending))
-
-
-@dataclass(frozen=True)
-class SequentialPlan:
-    """A case's sequential plan: the suite's two-sided ``alpha``, the ``looks`` its budget allows (the
-    first pass and every extra round of the same size: K = 1 + extra rounds), the spending function,
-    and whether a case may stop for futility (module doc). Nothing here grows with ``looks``: the
-    boundaries are computed for the looks asked for only."""
-
-    alpha: float
-    looks: int
-    spending: str = "pocock"
-    futility: bool = False
-
-    def __post_init__(self) -> None:
-        if isinstance(self.looks, bool) or not isinstance(self.looks, int) or self.looks < 1:
-            raise ValueError(f"looks must be a whole number of at least 1, got {self.looks!r}")
-        boundaries([1.0], self.alpha, self.spending)  # checks alpha and the spending function
-
-    def _count(self, looks: int | None) -> int:
-        count = self.looks if looks is None else looks
-        if not 1 <= count <= self.looks:
-            raise ValueError(f"{count} looks for a plan of {self.looks}")
-        return count
-
-    def boundaries(self, looks: int | None = None) -> Array:
-        """c_1 … c_k on the z scale for the first ``looks`` looks (all of them by default: a cost that
-        grows with the plan, which the rule itself never asks for)."""
-        count = self._count(looks)
-        return boundaries([(k + 1) / self.looks for k in range(count)], self.alpha, self.spending)
-
-    def critical(self, clusters: int, looks: int | None = None) -> Array:
-        """The first ``looks`` boundaries (all by default) on Student's t scale with ``clusters`` − 1
-        degrees of freedom (module doc)."""
-        c = self.boundaries(looks)
-        if clusters < 2:
-            return np.full(c.shape, math.inf)
-        return -_t_quantile(clusters, _normal_cdf(-c))  # by the lower tail: Φ(9) rounds to 1
-
-    def floor(self, clusters: int) -> float:
-        """q = t⁻¹_{G−1}(1 − α/2): no boundary of the plan on the t scale lies below it (module doc)."""
-        return float(_t_quantile(clusters, 1.0 - self.alpha / 2.0))
 
 
 @dataclass(frozen=True)
@@ -414,21 +207,15 @@ def renewable_share(renewable: ArrayLike, se: ArrayLike) -> Array:
     return np.where(np.isfinite(share), share, 1.0)
 
 
-def look_statistics(sums: ArrayLike, counts: ArrayLike) -> tuple[Array, Array]:
-    """The mean over generations and its clustered SE at every look, from per-round, per-prompt sums and
-    counts of present values, shaped (..., looks, prompts): look k pools rounds 1 … k.
+def mean_looks(rounds: Rounds) -> LookStatistics:
+    """The mean over generations, its clustered SE and the renewable share of its variance at every
+    look, from :class:`Rounds` shaped (..., looks, prompts): look k pools rounds 1 … k.
 
     θ̂ = Σ_i s_i / Σ_i c_i over the cumulative s_i, c_i of prompt i (a ratio estimator: a prompt's
     unscored samples are left out, as in :func:`.uncertainty.mean_interval`), e_i = (s_i − θ̂·c_i) / Σ c,
-    SE = √(G/(G − 1)·Σ e_i²). NaN where nothing is present; vectorised over the leading axes.
+    SE = √(G/(G − 1)·Σ e_i²); W_k = σ̂²_w / N_k (:func:`within_variance` over the rounds so far, N_k
+    the present values), w_k = W_k / SE_k². NaN where nothing is present; vectorised over the leading axes.
     """
-    found = mean_looks(Rounds(np.asarray(sums, dtype=float), np.asarray(counts, dtype=float)))
-    return found.estimate, found.se
-
-
-def mean_looks(rounds: Rounds) -> LookStatistics:
-    """:func:`look_statistics` with the renewable share of each look's variance: W_k = σ̂²_w / N_k
-    (:func:`within_variance` over the rounds so far, N_k the present values), w_k = W_k / SE_k²."""
     s, c, q = rounds.cumulative()
     total = c.sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -453,9 +240,7 @@ def _statistic_se(estimate: Array, se: Array, bound: float, generations: ArrayLi
     return np.sqrt(design * null / np.where(total > 0, total, np.nan)) if null > 0 else np.zeros_like(estimate)
 
 
-def z_scores(
-    estimate: ArrayLike, se: ArrayLike, bound: float, *, generations: ArrayLike | None = None
-) -> Array:
+def z_scores(estimate: ArrayLike, se: ArrayLike, bound: float, *, generations: ArrayLike | None = None) -> Array:
     """Z = (θ̂ − bound) / SE, elementwise; ±inf for SE 0 away from the bound, 0 at it, NaN without a value.
 
     With ``generations`` (the number of generations behind each θ̂) the value is a share (coverage,
@@ -536,24 +321,18 @@ def detectable_left(
     the bound that the plan's last look would decide with probability ``power``, from what look
     ``look`` (1-based) has seen; the figure to report beside an undecided case (NaN without an SE)."""
     strength = check_fraction(power, "power")
-    share = np.asarray(renewable, dtype=float)
-    final, _ = _projection(share, plan, np.asarray(look, dtype=float))
-    reach = plan.floor(clusters) + float(_t_quantile(clusters, min(strength, 1.0 - 1e-12)))
+    final, _ = _projection(np.asarray(renewable, dtype=float), plan, np.asarray(look, dtype=float))
+    reach = plan.floor(clusters) + float(plan.quantile(clusters, min(strength, 1.0 - 1e-12)))
     return np.asarray(reach * np.asarray(se, dtype=float) * final, dtype=float)
 
 
 def round_values(rounds: Sequence[ArrayLike]) -> list[Array]:
     """Each round's values as a (prompts × samples) array (a vector: one value per prompt), checked to
     be numbers on the same prompts in every round."""
-    out: list[Array] = []
-    for index, values in enumerate(rounds):
-        array = as_float_array(values, f"rounds[{index}]")
-        if array.ndim == 1:
-            array = array[:, None]  # one value per prompt (NoveltyBench's per-prompt metrics)
-        if array.ndim != 2 or (out and array.shape[0] != out[0].shape[0]):
-            raise ValueError(f"rounds[{index}] has shape {array.shape}: every round is (prompts × samples) "
-                             "of the same prompts")  # fmt: skip
-        out.append(array)
+    out = [rows_of(values, f"rounds[{index}]") for index, values in enumerate(rounds)]
+    for index, array in enumerate(out):
+        if array.shape[0] != out[0].shape[0]:
+            raise ValueError(f"rounds[{index}] has {array.shape[0]} prompts, the first pass {out[0].shape[0]}")
     if not out:
         raise ValueError("give at least the first pass's values")
     return out
@@ -562,9 +341,6 @@ def round_values(rounds: Sequence[ArrayLike]) -> list[Array]:
 def top_fraction_look(values: Array, fraction: float) -> tuple[float, float, Array]:
     """The top-fraction mean of (prompts × samples) ``values``, its linearised SE and the per-prompt
     contributions (:class:`.uncertainty.TopFractionStatistic`)."""
-    from pytest_novelty.metrics.bootstrap import linearised_se
-    from pytest_novelty.metrics.uncertainty import TopFractionStatistic
-
     ones = np.ones((1, values.shape[0]))
     value, contributions = TopFractionStatistic(values, fraction).linearised(ones)
     return float(value[0]), float(linearised_se(contributions, ones)[0]), contributions[0]

@@ -54,37 +54,38 @@ prompt, so nothing of its own within variance is needed.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from pytest_novelty.metrics.bootstrap import linearised_se
 from pytest_novelty.metrics.sequential import (
     Array,
     LookStatistics,
     Rounds,
     SequentialDecision,
-    SequentialPlan,
     decision_of,
     renewable_share,
     round_values,
     top_fraction_look,
     within_variance,
 )
+from pytest_novelty.metrics.sequential_plan import SequentialPlan
 
-__all__ = ["paired_decision", "paired_looks", "paired_top_fraction_looks"]
 
-
-def _checked(candidate: Rounds, baseline: Rounds, frozen: bool) -> None:
-    if candidate.sums.shape[-1] != baseline.sums.shape[-1]:
-        raise ValueError(f"the candidate has {candidate.sums.shape[-1]} prompts and the baseline "
-                         f"{baseline.sums.shape[-1]}: the pairs are the same prompts in the same order")  # fmt: skip
-    if frozen and baseline.looks != 1:
-        raise ValueError(f"a frozen baseline is one stored pass, got {baseline.looks} rounds")
-    if not frozen and baseline.looks != candidate.looks:
-        raise ValueError(f"a live baseline draws a round with every round of the candidate: {baseline.looks} "
-                         f"rounds against the candidate's {candidate.looks}")  # fmt: skip
+def _checked(prompts: tuple[int, int], rounds: tuple[int, int], frozen: bool) -> None:
+    """The candidate's and the baseline's prompts and rounds, checked to pair: the same prompts, and the
+    baseline's rounds those of its kind."""
+    (ours, theirs), (mine, other) = prompts, rounds
+    if ours != theirs:
+        raise ValueError(f"the candidate has {ours} prompts and the baseline {theirs}: the pairs are the same "
+                         "prompts in the same order")  # fmt: skip
+    if frozen and other != 1:
+        raise ValueError(f"a frozen baseline is one stored pass, got {other} rounds")
+    if not frozen and other != mine:
+        raise ValueError(f"a live baseline draws a round with every round of the candidate: {other} rounds "
+                         f"against the candidate's {mine}")  # fmt: skip
 
 
 def _renewable(sums: Array, counts: Array, squares: Array | None, paired: NDArray[np.bool_]) -> Array:
@@ -101,7 +102,7 @@ def paired_looks(candidate: Rounds, baseline: Rounds, *, frozen: bool) -> LookSt
     baseline has as many rounds as the candidate, a frozen one has one (its stored values: sums of
     one value per prompt, counts 1), held at every look. Vectorised over the leading axes.
     """
-    _checked(candidate, baseline, frozen)
+    _checked((candidate.sums.shape[-1], baseline.sums.shape[-1]), (candidate.looks, baseline.looks), frozen)
     sc, cc, qc = candidate.cumulative()
     sb, cb, qb = baseline.cumulative()
     if frozen:
@@ -128,19 +129,14 @@ def paired_top_fraction_looks(
     per prompt, its SE from the difference of both sides' linearised per-prompt contributions; the
     renewable share is 1 (unknown). The prompts are the same, in the same order, on both sides."""
     ours, theirs = round_values(candidate), round_values(baseline)
-    if ours[0].shape[0] != theirs[0].shape[0]:
-        raise ValueError(f"the candidate has {ours[0].shape[0]} prompts and the baseline {theirs[0].shape[0]}")
-    if (len(theirs) != 1) if frozen else (len(theirs) != len(ours)):
-        kind = "frozen" if frozen else "live"
-        raise ValueError(f"{len(theirs)} baseline rounds for {len(ours)} of the candidate ({kind})")
+    _checked((ours[0].shape[0], theirs[0].shape[0]), (len(ours), len(theirs)), frozen)
     estimates, ses = [], []
-    clusters = ours[0].shape[0]
-    factor = clusters / (clusters - 1) if clusters > 1 else math.nan
+    ones = np.ones((1, ours[0].shape[0]))
     for k in range(len(ours)):
         mine, _, mine_parts = top_fraction_look(np.hstack(ours[: k + 1]), fraction)
         other, _, other_parts = top_fraction_look(np.hstack(theirs[:1] if frozen else theirs[: k + 1]), fraction)
         estimates.append(mine - other)
-        ses.append(math.sqrt(factor * float(np.sum((mine_parts - other_parts) ** 2))))
+        ses.append(float(linearised_se((mine_parts - other_parts)[None, :], ones)[0]))
     estimate = np.array(estimates, dtype=float)
     return LookStatistics(estimate, np.array(ses, dtype=float), np.ones_like(estimate))
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pytest_novelty.metrics._validate import as_vector, ceil_fraction, check_fraction
+from pytest_novelty.metrics._validate import as_vector, ceil_fraction, check_fraction, check_range
 
 
 @dataclass(frozen=True)
@@ -71,9 +71,7 @@ def holm_adjusted(p_values: Sequence[float]) -> list[float]:
     values = np.asarray(list(p_values), dtype=float)
     if values.ndim != 1:
         raise ValueError("p_values must be one-dimensional")
-    present = values[~np.isnan(values)]
-    if present.size and (present.min() < 0.0 or present.max() > 1.0):
-        raise ValueError("p-values must lie in [0, 1]")
+    check_range(values, "p-values", 0.0, 1.0)
     m = values.size
     order = np.argsort(np.where(np.isnan(values), np.inf, values), kind="stable")
     adjusted = np.full(m, np.nan)

@@ -48,15 +48,10 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from pytest_novelty.metrics.novelty import (
-    coverage,
-    gated_novelty,
-    originality_counting_short,
-    unscored_share,
-)
+from pytest_novelty.metrics.novelty import originality_counting_short
 from pytest_novelty.metrics.noveltybench import distinct_k, partition, utility_k
 from pytest_novelty.metrics.stats import mean_excluding_nan, top_fraction_mean
-from pytest_novelty.metrics.table import values_of
+from pytest_novelty.metrics.table import family, values_of
 from pytest_novelty.metrics.tail import (
     NGRAM_ORDER,
     novelty_at_peak,
@@ -64,31 +59,13 @@ from pytest_novelty.metrics.tail import (
     peak_prompts,
     prompt_scores,
     q_at_tail,
+    scored,
     tail_prompts,
 )
 
 Array = NDArray[np.float64]
-
-
-def _row_means(values: Array) -> list[float]:
-    out = []
-    for row in values:
-        present = row[~np.isnan(row)]
-        out.append(float(present.mean()) if present.size else float("nan"))
-    return out
-
-
-def _mean(values: Array) -> float:
-    return mean_excluding_nan(values.ravel()).mean
-
-
-def tail_ranking(
-    prompt_ids: Sequence[str], prompt_novelty: Array, pool_novelty: Array
-) -> tuple[list[str], Array]:
-    """Prompt ids with a defined long-tail score s_j, and those scores."""
-    scores = prompt_scores(prompt_novelty, list(pool_novelty))
-    keep = ~np.isnan(scores)
-    return [i for i, k in zip(prompt_ids, keep, strict=True) if k], scores[keep]
+Parts = tuple[dict[str, float], dict[str, list[float]]]
+"""Some of a suite's values, and the per-prompt values behind them."""
 
 
 def suite_metrics(
@@ -116,103 +93,101 @@ def suite_metrics(
     quality = np.asarray(quality, dtype=float)
     if quality.ndim != 2 or quality.shape[0] != len(prompt_ids):
         raise ValueError(f"quality must have shape (prompts={len(prompt_ids)}, samples), got {quality.shape}")
-    missing = np.isnan(quality).astype(float)
-    values: dict[str, float] = {"quality": _mean(quality), "unscored": unscored_share(quality)}
-    per_prompt: dict[str, list[float]] = {"quality": _row_means(quality), "unscored": _row_means(missing)}
-    for n, orig in sorted(originality.items()):
-        order_values, order_per_prompt = _at_order(n, quality, np.asarray(orig, dtype=float))
-        values.update(order_values)
-        per_prompt.update(order_per_prompt)
-    for name in [*(f"uniqueness@{length}" for length in sorted(uniqueness)), "creativity_index"] if uniqueness else []:
-        counted = np.asarray(values_of(name, quality, originality, uniqueness))
-        if counted.shape != quality.shape:
-            raise ValueError(f"{name} has shape {counted.shape}, quality {quality.shape}")
-        values[name], per_prompt[name] = _mean(counted), _row_means(counted)
-
+    names = ["quality", "unscored"]
+    for n in sorted(originality):
+        names += [f"coverage@{n}", f"originality@{n}", f"novelty@{n}", f"top10_novelty@{n}"]
+    if uniqueness:
+        names += [*(f"uniqueness@{length}" for length in sorted(uniqueness)), "creativity_index"]
+    values, per_prompt = _per_generation(names, quality, originality, uniqueness)
     tails: dict[str, list[str]] = {}
-    if "novelty_overall" in metrics:
-        values["novelty_overall"] = _novelty_overall(originality, prompt_ids)
     alphas = {float(name.partition("@")[2]) for name in metrics if name.startswith(("q_at_tail@", "novelty_at_peak@"))}
+    if "novelty_overall" in metrics or alphas:
+        values["novelty_overall"] = _novelty_overall(per_prompt, prompt_ids)
     for alpha in sorted(alphas):
         tail_values, subsets = _tail_metrics(
-            alpha, quality, originality, prompt_ids, prompt_novelty, pool_novelty,
+            alpha, per_prompt, prompt_ids, prompt_novelty, pool_novelty,
             (frozen_peaks or {}).get(f"novelty_at_peak@{alpha:g}"),
         )  # fmt: skip
         values.update(tail_values)
         tails.update(subsets)
     if any(name in ("distinct_k", "utility_k") for name in metrics):
-        if answers is None or equivalent is None:
-            raise ValueError("distinct_k and utility_k need the answers and an equivalence check")
-        distinct, utility = [], []
-        for samples, q in zip(answers, quality, strict=True):
-            labels = partition(list(samples), equivalent)
-            distinct.append(float(distinct_k(labels)))
-            utility.append(float("nan") if np.isnan(q).any() else utility_k(labels, 10.0 * q))
-        values["distinct_k"] = float(np.mean(distinct))
-        values["utility_k"] = mean_excluding_nan(np.array(utility)).mean
-        per_prompt["distinct_k"] = distinct
-        per_prompt["utility_k"] = utility
+        found, by_prompt = _noveltybench(quality, answers, equivalent)
+        values.update(found)
+        per_prompt.update(by_prompt)
     return values, per_prompt, tails
 
 
-def _at_order(n: int, quality: Array, orig: Array) -> tuple[dict[str, float], dict[str, list[float]]]:
-    """Coverage, originality, novelty and top-10 % novelty at n-gram order ``n``, and the per-prompt
-    values of the first three."""
-    if orig.shape != quality.shape:
-        raise ValueError(f"originality@{n} has shape {orig.shape}, quality {quality.shape}")
-    counted = originality_counting_short(orig)
-    nov = gated_novelty(quality, orig)
-    flat = nov.ravel()
-    values = {
-        f"coverage@{n}": coverage(orig),
-        f"originality@{n}": _mean(counted),
-        f"novelty@{n}": _mean(nov),
-        f"top10_novelty@{n}": top_fraction_mean(flat, 0.1) if np.any(~np.isnan(flat)) else float("nan"),
-    }
-    per_prompt = {
-        f"coverage@{n}": _row_means((~np.isnan(orig)).astype(float)),
-        f"originality@{n}": _row_means(counted),
-        f"novelty@{n}": _row_means(nov),
-    }
+def _per_generation(
+    names: Sequence[str], quality: Array, originality: Mapping[int, Array], uniqueness: Mapping[int, Array] | None
+) -> Parts:
+    """Each of ``names`` as the mean over generations of the values :func:`.table.values_of` gives it
+    (a top fraction's: the mean of their top), and the per-prompt means (none for a top fraction)."""
+    values: dict[str, float] = {}
+    per_prompt: dict[str, list[float]] = {}
+    for name in names:
+        counted = np.asarray(values_of(name, quality, originality, uniqueness), dtype=float)
+        if counted.shape != quality.shape:
+            raise ValueError(f"{name} has shape {counted.shape}, quality {quality.shape}")
+        share = family(name).top_fraction
+        if share is None:
+            values[name] = mean_excluding_nan(counted.ravel()).mean
+            per_prompt[name] = [mean_excluding_nan(row).mean for row in counted]
+        else:
+            flat = counted.ravel()
+            values[name] = top_fraction_mean(flat, share) if np.any(~np.isnan(flat)) else float("nan")
     return values, per_prompt
 
 
-def _novelty_overall(originality: Mapping[int, Array], prompt_ids: Sequence[str]) -> float:
-    if NGRAM_ORDER not in originality:
-        raise ValueError(f"novelty_overall needs originality at n = {NGRAM_ORDER}")
-    outputs = originality_counting_short(np.asarray(originality[NGRAM_ORDER], dtype=float))
-    return novelty_overall(_row_means(outputs), prompt_ids=prompt_ids)
+def _noveltybench(
+    quality: Array, answers: Sequence[Sequence[str]] | None, equivalent: Callable[[str, str], bool] | None
+) -> Parts:
+    """``distinct_k`` and ``utility_k`` from each prompt's partition of its answers, and their per-prompt
+    values (a prompt with an unscored answer has no ``utility_k``)."""
+    if answers is None or equivalent is None:
+        raise ValueError("distinct_k and utility_k need the answers and an equivalence check")
+    distinct, utility = [], []
+    for samples, q in zip(answers, quality, strict=True):
+        labels = partition(list(samples), equivalent)
+        distinct.append(float(distinct_k(labels)))
+        utility.append(float("nan") if np.isnan(q).any() else utility_k(labels, 10.0 * q))
+    values = {"distinct_k": float(np.mean(distinct)), "utility_k": mean_excluding_nan(np.array(utility)).mean}
+    return values, {"distinct_k": distinct, "utility_k": utility}
+
+
+def _novelty_overall(per_prompt: Mapping[str, list[float]], prompt_ids: Sequence[str]) -> float:
+    key = f"originality@{NGRAM_ORDER}"
+    if key not in per_prompt:
+        raise ValueError(f"novelty_overall, q_at_tail and novelty_at_peak need originality at n = {NGRAM_ORDER}")
+    return novelty_overall(per_prompt[key], prompt_ids=prompt_ids)
 
 
 def _tail_metrics(
     alpha: float,
-    quality: Array,
-    originality: Mapping[int, Array],
+    per_prompt: Mapping[str, list[float]],
     prompt_ids: Sequence[str],
     prompt_novelty: Array | None,
     pool_novelty: Array | None,
     frozen_peak: Sequence[str] | None,
 ) -> tuple[dict[str, float], dict[str, list[str]]]:
-    """q@Tail(α), Novelty Overall and Novelty at Peak(α), and the tail's and the peak's ids."""
-    if NGRAM_ORDER not in originality or prompt_novelty is None:
-        raise ValueError("q_at_tail and novelty_at_peak need originality at n = 4 and the prompts' own novelty")
+    """q@Tail(α) and Novelty at Peak(α) from the per-prompt values, and the tail's and the peak's ids."""
+    if prompt_novelty is None:
+        raise ValueError("q_at_tail and novelty_at_peak need the prompts' own novelty")
     # Output novelty at n = 4, a too-short output counting as 0 (it cannot be novel at that length).
-    outputs = originality_counting_short(np.asarray(originality[NGRAM_ORDER], dtype=float))
+    outputs = per_prompt[f"originality@{NGRAM_ORDER}"]
     pool = outputs if pool_novelty is None else originality_counting_short(np.asarray(pool_novelty, dtype=float))
-    ids, scores = tail_ranking(prompt_ids, np.asarray(prompt_novelty, dtype=float), pool)
+    ids, scores = scored(prompt_ids, prompt_scores(np.asarray(prompt_novelty, dtype=float), list(pool)))
     tail_name, peak_name = f"q_at_tail@{alpha:g}", f"novelty_at_peak@{alpha:g}"
-    values = {"novelty_overall": novelty_overall(_row_means(outputs), prompt_ids=prompt_ids)}
     if not ids:
-        return {**values, tail_name: float("nan"), peak_name: float("nan")}, {tail_name: [], peak_name: []}
+        return {tail_name: float("nan"), peak_name: float("nan")}, {tail_name: [], peak_name: []}
     tail = list(tail_prompts(ids, scores, alpha))
     if pool_novelty is None and frozen_peak is not None:
         peak = list(dict.fromkeys(str(i) for i in frozen_peak))
     else:
         peak = list(peak_prompts(ids, scores, alpha))
-    per_quality = dict(zip(prompt_ids, _row_means(quality), strict=True))
-    per_novelty = dict(zip(prompt_ids, _row_means(outputs), strict=True))
+    per_quality = dict(zip(prompt_ids, per_prompt["quality"], strict=True))
+    per_novelty = dict(zip(prompt_ids, outputs, strict=True))
     known = [i for i in tail if i in per_quality]
     at_peak = [i for i in peak if i in per_novelty]
-    values[tail_name] = q_at_tail({i: per_quality[i] for i in known}, known) if known else float("nan")
+    values = {tail_name: q_at_tail({i: per_quality[i] for i in known}, known) if known else float("nan")}
     values[peak_name] = novelty_at_peak({i: per_novelty[i] for i in at_peak}, at_peak) if at_peak else float("nan")
     return values, {tail_name: known, peak_name: at_peak}

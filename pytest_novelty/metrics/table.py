@@ -31,8 +31,6 @@ from pytest_novelty.metrics.creativity import uniqueness_counting_short
 from pytest_novelty.metrics.novelty import gated_novelty, originality_counting_short
 from pytest_novelty.metrics.tail import NGRAM_ORDER
 
-__all__ = ["FAMILIES", "MetricFamily", "family", "values_of"]
-
 
 @dataclass(frozen=True)
 class MetricFamily:
@@ -118,5 +116,3 @@ def values_of(
     if fam.name == "originality":
         return originality_counting_short(orig)
     return gated_novelty(q, orig)  # novelty and the top-10 % of it
-
-

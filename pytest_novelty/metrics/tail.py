@@ -60,6 +60,12 @@ def prompt_scores(input_novelty: ArrayLike, pool_novelty: Sequence[ArrayLike]) -
     return (prompts + pool_means) / 2.0
 
 
+def scored(prompt_ids: Sequence[str], scores: NDArray[np.float64]) -> tuple[list[str], NDArray[np.float64]]:
+    """The prompts with a score s_j (NaN: their text has no n-gram of the order), and those scores."""
+    keep = ~np.isnan(scores)
+    return [i for i, k in zip(prompt_ids, keep, strict=True) if k], scores[keep]
+
+
 def _ranked(prompt_ids: Sequence[str], scores: ArrayLike, alpha: float, *, highest: bool) -> tuple[str, ...]:
     ids = list(prompt_ids)
     values = as_vector(scores, "scores")

@@ -34,10 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pytest_novelty.metrics._validate import as_float_array, as_vector, check_fraction
-from pytest_novelty.metrics.tail import tail_prompts
-
-__all__ = ["BinAgreement", "TailAgreement", "kendall_tau_b", "reference_scores", "tail_agreement"]
+from pytest_novelty.metrics._validate import as_float_array, as_vector, check_confidence, check_count
+from pytest_novelty.metrics.tail import scored, tail_prompts
 
 Array = NDArray[np.float64]
 
@@ -167,28 +165,26 @@ def tail_agreement(
     ref = as_vector(reference, "reference")
     names = tuple(str(m) for m in models)
     if table.ndim != 2 or table.shape != (len(names), len(ids)) or values.size != len(ids) or ref.size != len(names):
-        raise ValueError(f"expected quality of shape (models={len(names)}, prompts={len(ids)}), scores of "
-                         f"{len(ids)} and a reference of {len(names)}, got {table.shape}, {values.size}, {ref.size}")
+        raise ValueError(
+            f"expected quality of shape (models={len(names)}, prompts={len(ids)}), scores of "
+            f"{len(ids)} and a reference of {len(names)}, got {table.shape}, {values.size}, {ref.size}"
+        )
     if len(names) < 3:
         raise ValueError(f"a ranking of {len(names)} models agrees with any other by chance: give at least three")
-    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-        raise ValueError(f"bins must be a whole number of at least 1, got {bins!r}")
-    level = check_fraction(confidence, "confidence")
-    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 2:
-        raise ValueError(f"resamples must be a whole number of at least 2, got {resamples!r}")
-    ranked = [k for k in range(len(ids)) if not np.isnan(values[k])]
+    check_count(bins, "bins")
+    check_count(resamples, "resamples", 2)
+    level = check_confidence(confidence)
+    ranked, ranked_scores = scored(ids, values)
     if len(ranked) < bins:
         raise ValueError(f"{len(ranked)} ranked prompts cannot fill {bins} bins")
-    position = {ids[k]: k for k in ranked}
-    order = tail_prompts([ids[k] for k in ranked], values[ranked], 1.0)[::-1]  # peak first
-    columns = np.array([position[i] for i in order])
+    position = {i: k for k, i in enumerate(ids)}
+    columns = np.array([position[i] for i in tail_prompts(ranked, ranked_scores, 1.0)[::-1]])  # peak first
     rng = np.random.default_rng(seed)
     found = tuple(
         _agreement(f"bin {b + 1}", part, values, table, ref, level=level, resamples=resamples, rng=rng)
         for b, part in enumerate(np.array_split(columns, bins))
     )
-    tail_ids = tail_prompts([ids[k] for k in ranked], values[ranked], alpha)
-    tail_columns = np.array([position[i] for i in tail_ids])
+    tail_columns = np.array([position[i] for i in tail_prompts(ranked, ranked_scores, alpha)])
     tail = _agreement(f"q@Tail({alpha:g})", tail_columns, values, table, ref, level=level, resamples=resamples,
                       rng=rng)  # fmt: skip
     return TailAgreement(names, tuple(float(r) for r in ref), found, tail, float(alpha), level, resamples)

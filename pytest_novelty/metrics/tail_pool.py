@@ -35,12 +35,7 @@ from numpy.typing import ArrayLike, NDArray
 from pytest_novelty.metrics._validate import as_float_array, as_vector, ceil_fraction, check_fraction
 from pytest_novelty.metrics.agreement import kendall
 from pytest_novelty.metrics.novelty import originality_counting_short
-from pytest_novelty.metrics.tail import peak_prompts, prompt_scores, tail_prompts
-
-__all__ = [
-    "DISAGREEING_OVERLAP", "DISAGREEING_TAU", "PoolRanking", "disagreements", "member_agreement", "rank_pool",
-    "tail_overlap",
-]
+from pytest_novelty.metrics.tail import peak_prompts, prompt_scores, scored, tail_prompts
 
 Array = NDArray[np.float64]
 
@@ -71,15 +66,10 @@ class PoolRanking:
         """Per prompt, the mean over members of their mean output novelty."""
         return np.asarray(self.member_novelty.mean(axis=0), dtype=float)
 
-    def _ranked(self) -> tuple[list[str], Array]:
-        keep = ~np.isnan(self.scores)
-        return [i for i, k in zip(self.prompt_ids, keep, strict=True) if k], self.scores[keep]
-
     @property
     def ranked(self) -> tuple[str, ...]:
         """Every prompt with a score, tail first: score descending, then id ascending."""
-        ids, scores = self._ranked()
-        return tail_prompts(ids, scores, 1.0) if ids else ()
+        return self.tail(1.0)
 
     @property
     def unranked(self) -> tuple[str, ...]:
@@ -88,12 +78,12 @@ class PoolRanking:
 
     def tail(self, alpha: float) -> tuple[str, ...]:
         """The ceil(α·N) ranked prompts with the highest score, highest first."""
-        ids, scores = self._ranked()
+        ids, scores = scored(self.prompt_ids, self.scores)
         return tail_prompts(ids, scores, alpha) if ids else ()
 
     def peak(self, alpha: float) -> tuple[str, ...]:
         """The ceil(α·N) ranked prompts with the lowest score (the most common), lowest first."""
-        ids, scores = self._ranked()
+        ids, scores = scored(self.prompt_ids, self.scores)
         return peak_prompts(ids, scores, alpha) if ids else ()
 
     def ties_at_cut(self, alpha: float, *, end: str = "tail") -> int:
@@ -112,10 +102,8 @@ class PoolRanking:
 
     def member_tail(self, member: int, alpha: float) -> tuple[str, ...]:
         """The tail member ``member`` alone would give (its own output novelty as the pool)."""
-        own = prompt_scores(self.input_novelty, list(self.member_novelty[member]))
-        keep = ~np.isnan(own)
-        ids = [i for i, k in zip(self.prompt_ids, keep, strict=True) if k]
-        return tail_prompts(ids, own[keep], alpha) if ids else ()
+        ids, own = scored(self.prompt_ids, prompt_scores(self.input_novelty, list(self.member_novelty[member])))
+        return tail_prompts(ids, own, alpha) if ids else ()
 
 
 def rank_pool(prompt_ids: Sequence[str], input_novelty: ArrayLike, members: Sequence[ArrayLike]) -> PoolRanking:

@@ -45,9 +45,10 @@ the suite's value to the last digit):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Unpack
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -59,13 +60,13 @@ from pytest_novelty.metrics.bootstrap import (
     Array,
     Interval,
     Linearised,
+    Options,
     bootstrap_interval,
     linearised_se,
     rows_of,
     t_quantile,
 )
-from pytest_novelty.metrics.novelty import gated_novelty, originality_counting_short
-from pytest_novelty.metrics.table import values_of
+from pytest_novelty.metrics.table import FAMILIES, family, values_of
 
 #: The interval method of shares (:func:`share_interval`).
 WILSON = "wilson"
@@ -221,16 +222,9 @@ class DifferenceStatistic:
 # --- the gated statistics --------------------------------------------------------------------------
 
 
-def mean_interval(
-    values: ArrayLike,
-    *,
-    confidence: float = 0.95,
-    n_boot: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-    method: str = "studentized",
-    bounds: tuple[float, float] | None = None,
-) -> Interval:
-    """Interval of the mean over generations of a (prompts × samples) array, NaN left out.
+def mean_interval(values: ArrayLike, **options: Unpack[Options]) -> Interval:
+    """Interval of the mean over generations of a (prompts × samples) array, NaN left out, by
+    :func:`.bootstrap.bootstrap_interval` with its ``options`` (and their defaults).
 
     A one-dimensional input is one value per prompt (``distinct_k``, ``utility_k``): the mean over
     prompts. Rows are the clusters; passing ``values.reshape(-1, 1)`` instead gives the unclustered
@@ -238,10 +232,7 @@ def mean_interval(
     correlated; the simulation test shows by how much).
     """
     rows = rows_of(values, "values")
-    return bootstrap_interval(
-        RatioStatistic.mean_of(rows), rows.shape[0], confidence=confidence, n_boot=n_boot, seed=seed,
-        method=method, bounds=bounds,
-    )
+    return bootstrap_interval(RatioStatistic.mean_of(rows), rows.shape[0], **options)
 
 
 def share_interval(
@@ -279,35 +270,19 @@ def share_interval(
     return Interval(low, high, level, clusters, WILSON, share)
 
 
-def top_fraction_interval(
-    values: ArrayLike,
-    fraction: float = 0.1,
-    *,
-    confidence: float = 0.95,
-    n_boot: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-    method: str = "studentized",
-    bounds: tuple[float, float] | None = (0.0, 1.0),
-) -> Interval:
-    """Interval of the top-fraction mean (``top10_novelty@n`` for 0.1) of a (prompts × samples) array."""
+def top_fraction_interval(values: ArrayLike, fraction: float = 0.1, **options: Unpack[Options]) -> Interval:
+    """Interval of the top-fraction mean (``top10_novelty@n`` for 0.1) of a (prompts × samples) array, by
+    :func:`.bootstrap.bootstrap_interval` with ``options``, clipped to [0, 1] unless ``bounds`` says otherwise."""
     rows = rows_of(values, "values")
-    return bootstrap_interval(
-        TopFractionStatistic(rows, fraction), rows.shape[0], confidence=confidence, n_boot=n_boot, seed=seed,
-        method=method, bounds=bounds,
-    )
+    options.setdefault("bounds", (0.0, 1.0))
+    return bootstrap_interval(TopFractionStatistic(rows, fraction), rows.shape[0], **options)
 
 
 def tail_interval(
-    per_prompt: ArrayLike,
-    prompt_ids: Sequence[str],
-    tail_ids: Sequence[str],
-    *,
-    confidence: float = 0.95,
-    n_boot: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-    method: str = "studentized",
+    per_prompt: ArrayLike, prompt_ids: Sequence[str], tail_ids: Sequence[str], **options: Unpack[Options]
 ) -> Interval:
-    """Interval of q@Tail on a frozen tail: the mean per-prompt quality over the tail ids.
+    """Interval of q@Tail on a frozen tail: the mean per-prompt quality over the tail ids (``options`` as
+    :func:`mean_interval`'s, clipped to [0, 1]).
 
     ``per_prompt`` is aligned with ``prompt_ids``; tail ids the suite lacks are left out and NaN
     values (unscored prompts) too, the rule :func:`pytest_novelty.gate.tail.tail_value`
@@ -321,9 +296,8 @@ def tail_interval(
     known = [index[str(i)] for i in dict.fromkeys(tail_ids) if str(i) in index]
     if not known:
         raise ValueError("none of the tail ids is among the suite's prompts")
-    return mean_interval(
-        values[known], confidence=confidence, n_boot=n_boot, seed=seed, method=method, bounds=(0.0, 1.0)
-    )
+    options["bounds"] = (0.0, 1.0)
+    return mean_interval(values[known], **options)
 
 
 @dataclass(frozen=True)
@@ -335,76 +309,61 @@ class _Suite:
     per_prompt: Mapping[str, Sequence[float]] | None
     prompt_ids: Sequence[str] | None
     tails: Mapping[str, Sequence[str]] | None
-    confidence: float
-    n_boot: int
-    seed: int
-    uniqueness: Mapping[int, ArrayLike] | None = None
+    uniqueness: Mapping[int, ArrayLike] | None
+    options: Options
+    """The confidence, resamples and seed of every interval."""
 
     def mean(self, values: ArrayLike, bounds: tuple[float, float] = (0.0, 1.0)) -> Interval:
-        return mean_interval(values, confidence=self.confidence, n_boot=self.n_boot, seed=self.seed, bounds=bounds)
+        return mean_interval(values, **self.options | Options(bounds=bounds))
 
-    def at_order(self, name: str, arg: str) -> Array:
-        """The originality at ``name``'s n-gram order, checked to be of quality's shape."""
-        if not arg.isdigit() or int(arg) not in self.originality:
+    def share(self, mask: ArrayLike) -> Interval:
+        return share_interval(mask, confidence=self.options["confidence"])
+
+    def generations(self, name: str) -> Array:
+        """The per-generation values ``name`` averages (:func:`.table.values_of`), of quality's shape."""
+        arg = name.partition("@")[2]
+        if family(name).argument == "n" and (not arg.isdigit() or int(arg) not in self.originality):
             raise ValueError(f"{name}: no originality at that n-gram order")
-        orig = rows_of(self.originality[int(arg)], f"originality@{arg}")
-        if orig.shape != self.quality.shape:
-            raise ValueError(f"originality@{arg} has shape {orig.shape}, quality {self.quality.shape}")
-        return orig
+        values = rows_of(np.asarray(values_of(name, self.quality, self.originality, self.uniqueness)), name)
+        if values.shape != self.quality.shape:
+            raise ValueError(f"{name} has shape {values.shape}, quality {self.quality.shape}")
+        return values
 
-    def series(self, key: str, needs: str) -> Array:
-        """The per-prompt series ``key``; ``ValueError(needs)`` without it."""
+    def series(self, name: str, key: str) -> Array:
+        """The per-prompt series ``key`` that ``name`` averages."""
         if self.per_prompt is None or key not in self.per_prompt:
-            raise ValueError(needs)
+            raise ValueError(f"{name} needs the per-prompt {key}")
         return np.asarray(self.per_prompt[key], dtype=float)
 
-    def on_tail(self, name: str, key: str, needs: str) -> Interval:
+    def on_tail(self, name: str, key: str) -> Interval:
         """The interval of the per-prompt series ``key`` over the frozen tail (or peak) of ``name``,
-        undefined for an empty one; ``ValueError(needs)`` without the ids."""
+        undefined for an empty one; ``ValueError`` without the series or the ids."""
+        self.series(name, key)
         if self.per_prompt is None or self.prompt_ids is None or self.tails is None or name not in self.tails:
-            raise ValueError(needs)
+            raise ValueError(f"{name} needs the prompt ids and its {family(name).subset} ids")
         if not self.tails[name]:
-            return Interval(math.nan, math.nan, self.confidence, 0, "studentized")
-        return tail_interval(self.per_prompt[key], self.prompt_ids, self.tails[name], confidence=self.confidence,
-                             n_boot=self.n_boot, seed=self.seed)  # fmt: skip
+            return Interval(math.nan, math.nan, self.options["confidence"], 0, "studentized")
+        return tail_interval(self.per_prompt[key], self.prompt_ids, self.tails[name], **self.options)
 
 
-def _at_peak(suite: _Suite, name: str, arg: str) -> Interval:
-    suite.series("originality@4", f"{name} needs the per-prompt originality@4")
-    return suite.on_tail(name, "originality@4", f"{name} needs the prompt ids and its peak ids")
-
-
-# The interval of each metric: by its name, else by its family (``FAMILY@ARG``), from the suite and
-# the name's two parts.
-_BY_NAME: dict[str, Callable[[_Suite, str, str], Interval]] = {
-    "quality": lambda s, name, arg: s.mean(s.quality),
-    "unscored": lambda s, name, arg: share_interval(np.isnan(s.quality), confidence=s.confidence),
-    "distinct_k": lambda s, name, arg: s.mean(s.series(name, f"{name} needs its per-prompt values"),
-                                              (1.0, float(s.quality.shape[1]))),
-    "utility_k": lambda s, name, arg: s.mean(s.series(name, f"{name} needs its per-prompt values"), (0.0, 10.0)),
-}
-_BY_FAMILY: dict[str, Callable[[_Suite, str, str], Interval]] = {
-    "coverage": lambda s, name, arg: share_interval(~np.isnan(s.at_order(name, arg)), confidence=s.confidence),
-    "originality": lambda s, name, arg: s.mean(originality_counting_short(s.at_order(name, arg))),
-    "novelty": lambda s, name, arg: s.mean(gated_novelty(s.quality, s.at_order(name, arg))),
-    "top10_novelty": lambda s, name, arg: top_fraction_interval(
-        gated_novelty(s.quality, s.at_order(name, arg)), 0.1, confidence=s.confidence, n_boot=s.n_boot, seed=s.seed),
-    "q_at_tail": lambda s, name, arg: s.on_tail(
-        name, "quality", f"{name} needs per-prompt quality, the prompt ids and its tail ids"),
-    "novelty_overall": lambda s, name, arg: s.mean(
-        s.series("originality@4", f"{name} needs the per-prompt originality@4")),
-    "novelty_at_peak": _at_peak,
-    "uniqueness": lambda s, name, arg: s.mean(_creativity(s, name)),
-    "creativity_index": lambda s, name, arg: s.mean(_creativity(s, name), (0.0, float(len(s.uniqueness or ())))),
-}
-
-
-def _creativity(suite: _Suite, name: str) -> Array:
-    """The per-generation values of a Creativity Index metric (too short for L counted as 0)."""
-    values = rows_of(np.asarray(values_of(name, suite.quality, suite.originality, suite.uniqueness)), name)
-    if values.shape != suite.quality.shape:
-        raise ValueError(f"{name} has shape {values.shape}, quality {suite.quality.shape}")
-    return values
+def _interval(suite: _Suite, name: str) -> Interval:
+    """The interval of ``name``'s statistic, read off its family (:mod:`.table`): a mean of the per-prompt
+    series it pairs on, over a frozen tail or peak or over every prompt (NoveltyBench's values and Novelty
+    Overall); else a statistic of every generation, Wilson's interval of a share, the bootstrap's of a top
+    fraction or a mean, clipped to the family's range (distinct_k's top: the samples; a Creativity Index's:
+    its number of lengths)."""
+    fam = family(name)
+    if fam.subset is not None:
+        return suite.on_tail(name, fam.paired_on(name))
+    if fam.per_prompt_only or fam.name == "novelty_overall":
+        high = float(suite.quality.shape[1]) if fam.high is None else fam.high
+        return suite.mean(suite.series(name, fam.paired_on(name)), (fam.low, high))
+    values = suite.generations(name)
+    if fam.share:
+        return share_interval(values, confidence=suite.options["confidence"])
+    if fam.top_fraction is not None:
+        return top_fraction_interval(values, fam.top_fraction, **suite.options)
+    return suite.mean(values, (fam.low, float(len(suite.uniqueness or ())) if fam.high is None else fam.high))
 
 
 def suite_intervals(
@@ -431,13 +390,11 @@ def suite_intervals(
     use Wilson's interval, everything else the studentized bootstrap, all with the same ``seed``, so
     a rerun gives the same intervals. Raises ``ValueError`` for a metric it has no statistic for or inputs it lacks.
     """
-    suite = _Suite(rows_of(quality, "quality"), originality, per_prompt, prompt_ids, tails,
-                   check_confidence(confidence), n_boot, seed, uniqueness)  # fmt: skip
+    options = Options(confidence=check_confidence(confidence), n_boot=n_boot, seed=seed)
+    suite = _Suite(rows_of(quality, "quality"), originality, per_prompt, prompt_ids, tails, uniqueness, options)
     out: dict[str, Interval] = {}
     for name in metrics:
-        base, _, arg = name.partition("@")
-        interval = _BY_NAME.get(name) or _BY_FAMILY.get(base)
-        if interval is None:
+        if name.partition("@")[0] not in FAMILIES:
             raise ValueError(f"no interval is defined for metric {name!r}")
-        out[name] = interval(suite, name, arg)
+        out[name] = _interval(suite, name)
     return out

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_novelty.metrics import sequential
+from pytest_novelty.metrics import sequential_plan
 from pytest_novelty.metrics.sequential import (
     CONTINUE,
     DECISIONS,
@@ -17,17 +17,14 @@ from pytest_novelty.metrics.sequential import (
     PASS,
     UNDECIDED,
     Rounds,
-    SequentialPlan,
-    boundaries,
     decide_looks,
     detectable_left,
-    look_statistics,
     mean_looks,
     sequential_decision,
-    spent,
     within_variance,
     z_scores,
 )
+from pytest_novelty.metrics.sequential_plan import SequentialPlan, boundaries, spent
 from pytest_novelty.metrics.stats import top_fraction_mean
 
 FIVE = [0.2, 0.4, 0.6, 0.8, 1.0]
@@ -76,7 +73,7 @@ def test_one_case_is_decided_as_the_vectorised_rule_decides_it() -> None:
         present = [~np.isnan(r) for r in rounds]
         sums = np.stack([np.where(p, r, 0.0).sum(axis=1) for r, p in zip(rounds, present, strict=True)])
         counts = np.stack([p.sum(axis=1) for p in present]).astype(float)
-        estimate, se = look_statistics(sums, counts)
+        estimate, se, _ = mean_looks(Rounds(sums, counts))
         code, stop = decide_looks(z_scores(estimate, se, 0.5), plan, clusters=40)
         assert decision.decision == DECISIONS[int(code)] and decision.rounds == int(stop)
         everything = np.hstack(rounds[: decision.rounds])
@@ -155,14 +152,14 @@ def test_a_huge_budget_plans_only_the_looks_it_takes(monkeypatch: pytest.MonkeyP
     """--novelty-adaptive 99999999999999999999 buys 5·10¹⁷ looks of 200 samples: the rule must not
     compute a boundary for each (it did, and hung)."""
     asked: list[int] = []
-    real = sequential._boundaries
+    real = sequential_plan._boundaries
 
     def counted(fractions: tuple[float, ...], alpha: float, spending: str) -> tuple[float, ...]:
         asked.append(len(fractions))
         assert len(fractions) <= 10, f"boundaries of {len(fractions)} looks asked for"
         return real(fractions, alpha, spending)
 
-    monkeypatch.setattr(sequential, "_boundaries", counted)
+    monkeypatch.setattr(sequential_plan, "_boundaries", counted)
     rng = np.random.default_rng(8)
     rounds = _rounds(rng, shift=0.0, looks=2)
     found = sequential_decision(rounds, 0.5, higher_is_better=True, plan=SequentialPlan(0.05, 100_000))
@@ -257,8 +254,9 @@ def test_the_renewable_share_is_the_within_prompt_variance_over_the_values_so_fa
     s, c, q = data.cumulative()
     assert within_variance(s[2], c[2], q[2]) == pytest.approx(pooled)
     assert found.renewable[2] == pytest.approx(pooled / np.sum(~np.isnan(everything)) / found.se[2] ** 2)
-    np.testing.assert_allclose(found.estimate, look_statistics(data.sums, data.counts)[0])
-    assert np.all(mean_looks(Rounds(data.sums, data.counts)).renewable == 1.0)  # no squares: unknown
+    plain = mean_looks(Rounds(data.sums, data.counts))
+    np.testing.assert_allclose(found.estimate, plain.estimate)
+    assert np.all(plain.renewable == 1.0)  # no squares: unknown
 
 
 def test_a_case_more_samples_cannot_move_stops_for_futility_with_what_it_could_detect() -> None:

@@ -14,11 +14,11 @@ from pytest_novelty.metrics.sequential import (
     FAIL,
     PASS,
     Rounds,
-    SequentialPlan,
     decide_looks,
     z_scores,
 )
 from pytest_novelty.metrics.sequential_paired import paired_decision, paired_looks, paired_top_fraction_looks
+from pytest_novelty.metrics.sequential_plan import SequentialPlan
 from pytest_novelty.metrics.stats import top_fraction_mean
 
 

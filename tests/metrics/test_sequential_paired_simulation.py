@@ -34,11 +34,11 @@ from pytest_novelty.metrics.sequential import (
     PASS,
     LookStatistics,
     Rounds,
-    SequentialPlan,
     decide_looks,
     z_scores,
 )
 from pytest_novelty.metrics.sequential_paired import paired_looks
+from pytest_novelty.metrics.sequential_plan import SequentialPlan
 
 RUNS, LOOKS, ALPHA, MARGIN = 4000, 5, 0.05, -0.02
 PLAN, STOPPING = SequentialPlan(ALPHA, LOOKS), SequentialPlan(ALPHA, LOOKS, futility=True)

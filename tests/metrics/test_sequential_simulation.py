@@ -30,11 +30,11 @@ from pytest_novelty.metrics.sequential import (
     FUTILE,
     PASS,
     Rounds,
-    SequentialPlan,
     decide_looks,
     mean_looks,
     z_scores,
 )
+from pytest_novelty.metrics.sequential_plan import SequentialPlan
 
 RUNS, LOOKS, ALPHA = 4000, 5, 0.05
 PLAN, FUTILE_PLAN = SequentialPlan(ALPHA, LOOKS), SequentialPlan(ALPHA, LOOKS, futility=True)
