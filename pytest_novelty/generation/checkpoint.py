@@ -209,6 +209,13 @@ def context_length(model: str) -> int | None:
     return None
 
 
+def context_refusal(wanted: int, context: int, **where: Any) -> ConfigError:
+    """The one line for ``generation.max_new_tokens`` at or past the model's context of ``context``
+    tokens (``where``: the suite file's ``path``): no room is left for a prompt."""
+    return ConfigError(f"{wanted} new tokens do not fit the model's context of {context} tokens, with no room left "
+                       f"for a prompt; use fewer than {context}", field="generation.max_new_tokens", **where)
+
+
 def is_adapter(model: str) -> bool:
     """Whether ``model`` is a PEFT adapter folder (``adapter_config.json`` and no ``config.json``)."""
     path = Path(model)

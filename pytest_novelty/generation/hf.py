@@ -14,6 +14,7 @@ from pytest_novelty.generation.backends import GENERATOR_BACKENDS
 from pytest_novelty.generation.checkpoint import (
     adapter_base,
     check_checkpoint,
+    context_refusal,
     is_adapter,
     load_tokenizer,
     render,
@@ -197,11 +198,7 @@ class HFGenerator:
         if self.context is None:
             return settings.max_new_tokens
         if settings.max_new_tokens >= self.context:
-            raise ConfigError(
-                f"{settings.max_new_tokens} new tokens do not fit the model's context of {self.context} "
-                f"tokens, with no room left for a prompt; use fewer than {self.context}",
-                field="generation.max_new_tokens",
-            )
+            raise context_refusal(settings.max_new_tokens, self.context)
         if width >= self.context:
             raise PromptTooLong(width, self.context)
         return min(settings.max_new_tokens, self.context - width)

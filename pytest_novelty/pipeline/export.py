@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from pytest_novelty.pipeline.results import SuiteResult
-from pytest_novelty.pipeline.suite_data import GenerationArrays, RoundWork, SuiteData, SuiteInfo
+from pytest_novelty.pipeline.suite_data import GenerationArrays, RoundWork, SuiteData, SuiteInfo, grid
 
 
 def batches_text(count: int) -> str:
@@ -18,42 +18,27 @@ def batches_text(count: int) -> str:
 
 def suite_info(result: SuiteResult) -> SuiteInfo:
     """The descriptive part of a result: ``report.json``'s ``info`` and the work summary."""
-    return SuiteInfo.from_json(_info(result))
-
-
-def _info(result: SuiteResult) -> dict[str, Any]:
     answers, scores, work = result.generated, result.scores, result.generated.work
-    info: dict[str, Any] = {
-        "model": answers.model, "model_path": answers.model_path, "identity_id": answers.identity_id,
-        "identity": answers.identity,
-        "samples": work.samples, "generated_batches": work.batches, "generated_rows": work.rows,
-        "cached_rows": work.cached_rows, "read_rows": work.read_rows, "read_from": work.read_from,
-        "tokens": work.tokens, "tokens_per_second": round(work.tokens_per_second, 1), "worker": work.worker,
-        "device": work.device, "sweep": None if answers.sweep is None else vars(answers.sweep).copy(),
-        "judge": scores.judge, "originality": scores.index, "units": scores.units, "prompts": len(answers.prompts),
-        "seconds": {"generation": work.seconds, "originality": scores.seconds_originality,
-                    "judge": scores.seconds_judge},
-        "longest_copied": scores.longest_copied, "creativity_copied": scores.creativity_copied,
-        "originality_lookups": scores.lookups, "judge_requests": scores.judge_requests,
-        "unscored_reasons": scores.unscored_reasons,
-        "cache_repaired": result.cache_repaired,
-    }  # fmt: skip
-    if work.note:
-        info["answers_note"] = work.note
-    if result.judge_agreement is not None:
-        info["judge_agreement"] = result.judge_agreement
-    consistency = result.measured.judge_consistency
-    if consistency is not None:
-        info["judge_consistency"] = {**consistency.as_dict(), "max_spread": result.suite.scoring.max_judge_spread}
-    if result.denial is not None:
-        info["round"] = result.denial.number
-        info["forbidden"] = result.denial.counts
-        info["forbidden_concepts"] = result.denial.forbidden
-    return info
-
-
-def _lists(values: Any) -> list[list[float | None]]:
-    return [[None if math.isnan(v) else float(v) for v in row] for row in values]
+    consistency, denial = result.measured.judge_consistency, result.denial
+    return SuiteInfo(
+        model=answers.model, model_path=answers.model_path, identity_id=answers.identity_id,
+        identity=answers.identity,
+        samples=work.samples, generated_batches=work.batches, generated_rows=work.rows,
+        cached_rows=work.cached_rows, read_rows=work.read_rows, read_from=work.read_from,
+        tokens=work.tokens, tokens_per_second=round(work.tokens_per_second, 1), worker=work.worker,
+        device=work.device, sweep=None if answers.sweep is None else vars(answers.sweep).copy(),
+        judge=scores.judge, originality=scores.index, units=scores.units, prompts=len(answers.prompts),
+        seconds={"generation": work.seconds, "originality": scores.seconds_originality,
+                 "judge": scores.seconds_judge},
+        longest_copied=scores.longest_copied, creativity_copied=scores.creativity_copied,
+        originality_lookups=scores.lookups, judge_requests=scores.judge_requests,
+        unscored_reasons=scores.unscored_reasons, cache_repaired=result.cache_repaired,
+        answers_note=work.note, judge_agreement=result.judge_agreement,
+        judge_consistency=None if consistency is None else {
+            **consistency.as_dict(), "max_spread": result.suite.scoring.max_judge_spread},
+        round=None if denial is None else denial.number, forbidden=None if denial is None else denial.counts,
+        forbidden_concepts=None if denial is None else denial.forbidden,
+    )  # fmt: skip
 
 
 def _numbers(values: dict[str, float]) -> dict[str, float | None]:
@@ -63,8 +48,8 @@ def _numbers(values: dict[str, float]) -> dict[str, float | None]:
 def _arrays(result: SuiteResult, n: int, model: str = "") -> GenerationArrays:
     """Per-generation arrays at order n: originality as measured (None: too short for an n-gram),
     novelty as the gate counts it (a too-short generation at 0), and the shares the gate reports."""
-    return GenerationArrays(quality=_lists(result.quality), originality=_lists(result.originality[n]),
-                            novelty=_lists(result.measured.novelty[n]), shares=_numbers(result.measured.shares),
+    return GenerationArrays(quality=grid(result.quality), originality=grid(result.originality[n]),
+                            novelty=grid(result.measured.novelty[n]), shares=_numbers(result.measured.shares),
                             model=model)  # fmt: skip
 
 

@@ -26,8 +26,6 @@ from pytest_novelty.suites.schema import Suite
 
 if TYPE_CHECKING:
     from pytest_novelty.generation import Generator
-    from pytest_novelty.scoring.judges import Judge
-    from pytest_novelty.scoring.originality import OriginalityBackend
     from pytest_novelty.suites.prompting import ModelInput
 
 __all__ = ["RunConfig", "Runner", "SessionModels", "SuiteResult"]
@@ -118,14 +116,6 @@ class Runner:
         if not self._loading_said:
             self._loading_said = True
             notice(f"[novelty] loading {self.config.model} ({self.model_path()})")
-
-    def backend(self, spec: str) -> OriginalityBackend:
-        """The session's originality backend of ``spec``."""
-        return self.models.backend(spec)
-
-    def judge(self, suite: Suite) -> Judge:
-        """The session's judge of ``suite``."""
-        return self.models.judge(suite)
 
     def load_prompts(self, suite: Suite) -> list[Prompt]:
         """The suite's prompts."""
