@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from pytest_novelty.pipeline.session import Baseline
     from pytest_novelty.suites.schema import Suite, Threshold
 
-__all__ = ["ReadOnlySnapshot", "SnapshotStore", "case_id", "decide", "frozen_tail", "header"]
+__all__ = ["ReadOnlySnapshot", "SnapshotStore", "decide", "frozen_tail", "header"]
 
 
 AdaptiveHook = Callable[["Verdict", "FrozenTail | None"], "tuple[Verdict, Adaptive]"]
@@ -74,11 +74,6 @@ class SnapshotStore(Protocol):
         """Compare ``record`` with the accepted one at ``alpha`` (after the run's ``correction``),
         writing it where the run accepts new snapshots."""
         ...
-
-
-def case_id(suite: Suite, threshold: Threshold) -> str:
-    """The case's id, as pytest parametrizes it: ``story-novelty@5>=0.3``."""
-    return f"{suite.name}-{threshold.label}"
 
 
 def header(result: SuiteResult) -> str:

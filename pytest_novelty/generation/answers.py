@@ -173,9 +173,6 @@ class AnswerFiles:
 
     # -- the records ----------------------------------------------------------------------------
 
-    def _index_once(self) -> None:
-        self.records  # noqa: B018  (read and indexed on first use)
-
     @property
     def records(self) -> list[AnswerRecord]:
         """Every record of every file, read on first use."""
@@ -210,7 +207,7 @@ class AnswerFiles:
         its answers for :meth:`sample`. Every mismatch of the run is found before one line reports
         them all (:class:`Mismatches`). Returns the note for the report: prompt texts accepted, the
         subset gated with ``only_answered``, answers longer than the suite lets a model write."""
-        self._index_once()
+        self.records  # noqa: B018  (read and indexed on first use)
         mismatches = Mismatches(request, self.argument)
         kept: list[str] = []
         differing = long = 0

@@ -58,27 +58,23 @@ def detectable_json(result: SuiteResult, alpha: float) -> dict[str, Any]:
     tests is held to) finds with 80 % power, from this run's per-prompt variance
     (:func:`pytest_novelty.metrics.power.detectable`), the suite's tolerance beside it and, when the
     tolerance is the smaller, the prompts that would detect it."""
-    import numpy as np
-
     from pytest_novelty.metrics.power import detectable
-    from pytest_novelty.metrics.table import family, values_of
+    from pytest_novelty.metrics.table import family
+    from pytest_novelty.pipeline.measure import metric_values
 
     suite, measured = result.suite, result.measured
     out: dict[str, Any] = {}
     for threshold in suite.thresholds:
         metric = threshold.metric
         fam = family(metric)
-        values: Any = values_of(metric, result.quality, result.originality, result.scores.uniqueness)
+        if fam.per_prompt_only and metric not in measured.per_prompt:
+            continue
+        # q@Tail on its tail, Novelty at Peak on its peak
+        values = metric_values(result, metric, measured.tail_ids.get(metric, []))
         if fam.per_prompt_only:
-            if metric not in measured.per_prompt:
-                continue
-            values = np.asarray(measured.per_prompt[metric], dtype=float).reshape(-1, 1)
-        elif fam.subset is not None:  # q@Tail on its tail, Novelty at Peak on its peak
-            index = {p.id: i for i, p in enumerate(result.prompts)}
-            rows = [index[i] for i in measured.tail_ids.get(metric, []) if i in index]
-            if not rows:
-                continue
-            values = np.asarray(values, dtype=float)[rows]
+            values = values.reshape(-1, 1)
+        elif fam.subset is not None and not len(values):
+            continue
         found = detectable(values, alpha=alpha, top_fraction=fam.top_fraction)
         tolerance = suite.gate.tolerance_abs if threshold.tolerance_abs is None else threshold.tolerance_abs
         entry = {**found.as_dict(), "tolerance": tolerance}

@@ -113,22 +113,15 @@ class SessionModels:
         return self._agreements[key]
 
 
-def _index_folders(spec: str) -> list[Path]:
-    """The folders of a local index spec (``infini-gram:A,B`` or ``A:B``, options after ``?``),
-    with ``~`` expanded (as the backend reads them)."""
-    from pytest_novelty.scoring.originality.identity import local_targets
-
-    return local_targets(spec) or []
-
-
 def originality_units(spec: str, model_path: str) -> str:
     """What originality's n-grams were counted in: words, or the tokens of the index's tokenizer."""
     kind = spec.partition(":")[0]
     if kind not in _LOCAL_INDEXES:
         return f"the {kind} index's units"
     from pytest_novelty.scoring.originality import INFO_FILE
+    from pytest_novelty.scoring.originality.identity import local_targets
 
-    folders = _index_folders(spec)
+    folders = local_targets(spec) or []  # the index's folders, ``~`` expanded as the backend reads them
     meta = read_json(folders[0] / INFO_FILE) if folders else None
     tokenizer = str((meta if isinstance(meta, dict) else {}).get("tokenizer", ""))
     if tokenizer == "words":

@@ -30,7 +30,7 @@ from pytest_novelty.pipeline.results import SuiteResult
 from pytest_novelty.pipeline.session import ResultsSession
 from pytest_novelty.suites.schema import Suite
 
-__all__ = ["BUILT_BY", "SCORE_RULE", "TailBuild", "build_tail", "check_sources", "pool_results", "shared_index"]
+__all__ = ["BUILT_BY", "SCORE_RULE", "TailBuild", "build_tail", "check_sources", "shared_index"]
 
 BUILT_BY = "pytest-novelty tail build"
 
@@ -83,16 +83,6 @@ def shared_index(session: ResultsSession, suite: Suite, sources: Sequence[str]) 
         )
     setting = session.runner(sources[0]).config.originality or suite.scoring.originality
     return setting, identities.pop()
-
-
-def pool_results(session: ResultsSession, suite: Suite, sources: Sequence[str]) -> list[SuiteResult]:
-    """Every source's result on ``suite`` (from the cache where it has them), in the order given;
-    a source's runner (and its loaded model) is let go once its result is in."""
-    results = []
-    for source in sources:
-        results.append(session.model_result(source, suite))
-        session.release(source)
-    return results
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError, did_you_mean
 
-__all__ = ["KINDS", "OUTPUTS", "Checked", "Takes", "check_given", "declared", "written_by"]
+__all__ = ["KINDS", "OUTPUTS", "Checked", "Takes", "declared", "written_by"]
 
 KINDS = {
     "flag": "nothing: it is on or off",
@@ -308,12 +308,3 @@ def declared(action: argparse.Action) -> Takes | None:
     if action.nargs == 0:  # store_true and the like
         return Takes("flag")
     return None
-
-
-def check_given(options: Any, takes: Sequence[tuple[str, str, Takes]]) -> None:
-    """Check each given value of ``options`` (an argparse namespace) by its declaration, in place:
-    ``takes`` holds (destination, spelling for messages, declaration)."""
-    for dest, spelling, declared in takes:
-        value = getattr(options, dest, None)
-        if value is not None:
-            setattr(options, dest, declared.check(value, spelling))
