@@ -160,8 +160,7 @@ def decide(
     if threshold.base == "q_at_tail":
         tail = frozen_tail(suite, threshold, result, baseline=None if baseline is None else baseline.result,
                            snapshot=snapshot)  # fmt: skip
-        ids = [p.id for p in result.prompts]
-        metrics, used = gated_metrics(threshold.metric, metrics, ids, result.per_prompt["quality"], tail)
+        metrics, used = gated_metrics(result, threshold.metric, tail)
     interval = case_interval(suite, threshold, result, tail)
     mode = (mode or suite.gate.threshold_mode) if interval is not None else "point"
     verdict = check_threshold(suite.name, threshold, metrics, interval=interval, mode=mode)

@@ -151,47 +151,35 @@ class CaseLoop:
         them); the ``first`` pass with the sequential rules of ``--novelty-adaptive`` (repeats without)."""
         result, baseline = self.result(suite), self.session.baseline(suite)
         earlier = self.earlier(suite) if baseline is None and suite.gate.against == "series-best" else []
-        adaptive, paired = (self._adaptive(suite, threshold), self._paired(suite)) if first else (None, None)
+        adaptive, paired = self._hooks(suite, threshold) if first else (None, None)
         return decide(suite, threshold, result, baseline=baseline, earlier=earlier, snapshot=snapshot,
                       mode=self.settings.mode, comparisons=self.settings.comparisons, adaptive=adaptive,
                       paired=paired)  # fmt: skip
 
-    def _adaptive(self, suite: Suite, threshold: Threshold) -> AdaptiveHook | None:
-        """The case's sequential rule over its suite's rounds (None without a budget)."""
-        budget = self.settings.adaptive
-        if budget is None:
-            return None
-        started = self._started.setdefault(suite.name, time.monotonic())
-
-        def rounds(k: int) -> SuiteResult:
-            return self.session.result(suite if k == 0 else suite.repeated(k))
-
-        def hook(first: Verdict, tail: FrozenTail | None) -> tuple[Verdict, Adaptive]:
-            return adaptive_verdict(suite, threshold, first, rounds, tail, budget, started=started)
-
-        return hook
-
-    def _paired(self, suite: Suite) -> PairedHook | None:
-        """A regression case's paired sequential rule over its suite's rounds, the baseline
-        checkpoint's drawn with the candidate's (None without a budget)."""
+    def _hooks(self, suite: Suite, threshold: Threshold) -> tuple[AdaptiveHook | None, PairedHook | None]:
+        """With a budget (else neither): the case's sequential rule over its suite's rounds, and a
+        regression case's paired rule, a live baseline checkpoint's rounds drawn with the candidate's."""
         budget, session = self.settings.adaptive, self.session
         if budget is None:
-            return None
+            return None, None
         started = self._started.setdefault(suite.name, time.monotonic())
 
         def rounds(k: int) -> SuiteResult:
-            return session.result(suite.repeated(k))
+            return session.result(suite if k == 0 else suite.repeated(k))
 
         def baseline(k: int) -> SuiteResult:
             assert session.baseline_model is not None  # a live baseline is a --baseline-model checkpoint
             return session.model_result(session.baseline_model, suite.repeated(k))
 
-        def hook(first: Comparison, accepted: MetricRecord, candidate: MetricRecord,
-                 live: bool) -> tuple[Comparison, Adaptive] | None:  # fmt: skip
+        def threshold_rule(first: Verdict, tail: FrozenTail | None) -> tuple[Verdict, Adaptive]:
+            return adaptive_verdict(suite, threshold, first, rounds, tail, budget, started=started)
+
+        def paired_rule(first: Comparison, accepted: MetricRecord, candidate: MetricRecord,
+                        live: bool) -> tuple[Comparison, Adaptive] | None:  # fmt: skip
             return regression_verdict(suite, first, accepted, candidate, rounds, baseline if live else None, budget,
                                       started=started)  # fmt: skip
 
-        return hook
+        return threshold_rule, paired_rule
 
     def _note_rounds(self, suite: Suite, rounds: int, baseline: int = 0) -> None:
         """Keep what the suite's adaptive rounds generated, up to its slowest case's, the rounds a live

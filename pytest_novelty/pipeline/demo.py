@@ -39,7 +39,7 @@ from pytest_novelty.infra.errors import HarnessError, NoveltyError
 from pytest_novelty.infra.hashing import data_files, file_digest, hash_files, identity_memo
 from pytest_novelty.infra.progress import notice
 from pytest_novelty.infra.resources import bundled_path
-from pytest_novelty.infra.storage import atomic_write_text, file_lock, folder_error
+from pytest_novelty.infra.storage import atomic_write_text, file_lock, folder_error, read_json
 
 DEMO_MODELS = ("demo", "demo-early")
 DEMO_VERSION = "v2"  # v2: the index records checksums of its files
@@ -176,10 +176,7 @@ class DemoCheck:
 
 
 def _read_build(folder: Path) -> dict[str, Any] | None:
-    try:
-        facts = json.loads((folder / BUILD_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    facts = read_json(folder / BUILD_FILE)
     return facts if isinstance(facts, dict) else None
 
 

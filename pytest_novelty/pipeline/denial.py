@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError
+from pytest_novelty.pipeline.results import DenialRound
 from pytest_novelty.scoring.concepts import ConceptExtractor, ConceptItem, open_concept_extractor
 from pytest_novelty.suites.prompting import ModelInput, build_inputs, merge_concepts
 
@@ -51,7 +52,8 @@ def run_denial(runner: SuiteRunner, suite: Suite, extractor: ConceptExtractor) -
         result = runner.run(suite, inputs=inputs)
         if results and [p.id for p in result.prompts] != [p.id for p in results[0].prompts]:
             raise HarnessError(f"{suite.name}: the prompts changed between denial rounds 1 and {number}")
-        results.append(_with_round(result, number, forbidden))
+        concepts = {p.id: list(forbidden.get(p.id, ())) for p in result.prompts}
+        results.append(replace(result, denial=DenialRound(number, concepts)))
         if number < rounds:
             forbidden = forbid_concepts(forbidden, result, extractor)
     return results
@@ -66,13 +68,6 @@ def forbid_concepts(forbidden: Forbidden, result: SuiteResult, extractor: Concep
     for item, concepts in zip(items, extractor.concepts(items), strict=True):
         merged[item.prompt.id] = merge_concepts(merged.get(item.prompt.id, ()), concepts)
     return merged
-
-
-def _with_round(result: SuiteResult, number: int, forbidden: Forbidden) -> SuiteResult:
-    from pytest_novelty.pipeline.results import DenialRound
-
-    concepts = {p.id: list(forbidden.get(p.id, ())) for p in result.prompts}
-    return replace(result, denial=DenialRound(number, concepts))
 
 
 def open_extractor_for(config: RunConfig, suite: Suite) -> ConceptExtractor:

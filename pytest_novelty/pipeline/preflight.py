@@ -38,6 +38,7 @@ registered backend opts in by defining one.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -65,10 +66,6 @@ __all__ = [
     "check_source",
     "preflight",
 ]
-
-# Optional packages a setting needs, and the extra that installs each.
-EXTRAS = {"vllm": "vllm", "peft": "peft", "datasets": "datasets"}
-
 
 def preflight(runner: Runner, suites: Iterable[Suite]) -> float:
     """Check what ``runner`` (a :class:`~pytest_novelty.pipeline.runner.Runner`) needs for ``suites``.
@@ -145,8 +142,9 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
     from pytest_novelty.infra.hub import looks_like_hub_id
 
     check_device(str(options.novelty_device))
-    if options.novelty_generator in ("vllm",):
-        require("vllm", field=flag("generator"), what="--generator vllm")
+    if options.novelty_generator == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise ConfigError('--generator vllm needs vllm, which is not installed: pip install "pytest-novelty[vllm]"',
+                          field=flag("generator"))
     served = is_served(model) and not is_answers(model)  # answers are files: no endpoint, no revisions
     revision = getattr(options, "novelty_model_revision", None)
     if revision and is_answers(model):
@@ -247,16 +245,6 @@ def check_cache_folder(cache_dir: Path, *, option: str, given: bool, ini: bool =
         named = "PYTEST_NOVELTY_CACHE"
     check_writable(cache_dir, "cache folder", named_by=named,
                    elsewhere=f"give another folder with {option} DIR (or PYTEST_NOVELTY_CACHE)")
-
-
-def require(package: str, *, field: str, what: str) -> None:
-    """An optional package ``what`` needs is importable, else one line naming the extra to install."""
-    import importlib.util
-
-    if importlib.util.find_spec(package) is None:
-        extra = EXTRAS.get(package, package)
-        raise ConfigError(f"{what} needs {package}, which is not installed: pip install \"pytest-novelty[{extra}]\"",
-                          field=field)
 
 
 def check_models(
