@@ -393,10 +393,6 @@ def first_difference(found: str, wanted: str) -> str:
     return f"at character {at + 1}: {here!r} here, {there!r} in the suite"
 
 
-def _same(a: Any, b: Any) -> bool:
-    return abs(float(a) - float(b)) <= _TOLERANCE
-
-
 def contradiction(recorded: Any, settings: GenerationSettings) -> str | None:
     """How the settings a file records contradict the suite's, in words, or None when they agree.
 
@@ -407,7 +403,7 @@ def contradiction(recorded: Any, settings: GenerationSettings) -> str | None:
     suite = {"temperature": settings.temperature, "top_p": settings.top_p, "top_k": settings.top_k,
              "max_new_tokens": settings.max_new_tokens}
     for name, value in suite.items():
-        if name in recorded and not _same(recorded[name], value):
+        if name in recorded and not abs(float(recorded[name]) - float(value)) <= _TOLERANCE:  # NaN never agrees
             given = "0 (greedy)" if name == "temperature" and not recorded[name] else f"{recorded[name]:g}"
             return f"{name} {given}; the suite has {value:g} (generation.{name})"
     extra = [s for s in recorded.get("stop", ()) if s not in settings.stop]

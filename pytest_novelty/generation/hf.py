@@ -100,10 +100,14 @@ class HFGenerator:
             return dict(self.load.placement)
         if self.load.gpus <= 1:
             return {}
+        import torch
+
         from pytest_novelty.generation import devices
 
-        spread = devices.model_devices(self.device, self.load.gpus, devices.cuda_count())
-        return devices.shard_placement(spread, devices.cuda_free_memory(spread))
+        # The GPUs this process sees (its worker's group), and the free bytes of each (NVML, no allocation).
+        spread = devices.model_devices(self.device, self.load.gpus, torch.cuda.device_count())
+        free = {d: int(torch.cuda.mem_get_info(torch.device(d))[0]) for d in spread}
+        return devices.shard_placement(spread, free)
 
     @property
     def model(self) -> Any:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError
+from pytest_novelty.pipeline.models import local_options
 from pytest_novelty.pipeline.results import DenialRound
 from pytest_novelty.scoring.concepts import ConceptExtractor, ConceptItem, open_concept_extractor
 from pytest_novelty.suites.prompting import ModelInput, build_inputs, merge_concepts
@@ -82,8 +83,6 @@ def open_extractor_for(config: RunConfig, suite: Suite) -> ConceptExtractor:
             path=suite.path,
             field="scoring.judge",
         )
-    options: dict[str, Any] = {}
-    if kind == "hf":
-        options = {"device": config.device, "trust_remote_code": config.trust_remote_code}
+    options = local_options(config) if kind == "hf" else {}
     return open_concept_extractor(spec, cache_dir=config.cache_dir / "concepts", base_url=config.judge_base_url,
                                   **options)
