@@ -166,7 +166,7 @@ def _session(args: argparse.Namespace, sources: list[str], option: str, suite: A
 
 def run_build_command(args: argparse.Namespace) -> int:
     """``tail build``: run the pool, rank the prompts, write the tail file (module doc)."""
-    from pytest_novelty.pipeline.tail import build_tail, pool_results, shared_index
+    from pytest_novelty.pipeline.tail import build_tail, shared_index
     from pytest_novelty.report.tail import build_lines
     from pytest_novelty.suites.tail_file import write_tail_file
 
@@ -177,7 +177,7 @@ def run_build_command(args: argparse.Namespace) -> int:
     sources = list(args.pool)
     session = _session(args, sources, "--pool", suite)
     index = shared_index(session, suite, sources)
-    results = pool_results(session, suite, sources)
+    results = session.results_of(sources, suite)  # each from the cache where it has them
     built = build_tail(suite, sources, results, args.alpha, index=index)
     write_tail_file(out, built.entries, built.provenance)
     print("\n".join(build_lines(built.provenance, built.entries, out)))
@@ -255,7 +255,7 @@ def run_agreement_command(args: argparse.Namespace) -> int:
     from pytest_novelty.metrics.tail import NGRAM_ORDER
     from pytest_novelty.metrics.tail_agreement import reference_scores, tail_agreement
     from pytest_novelty.metrics.tail_pool import rank_pool
-    from pytest_novelty.pipeline.tail import pool_results, shared_index
+    from pytest_novelty.pipeline.tail import shared_index
     from pytest_novelty.report.tail import agreement_lines, agreement_plot, write_agreement_json
 
     names, sources = _models(list(args.models))
@@ -266,7 +266,7 @@ def run_agreement_command(args: argparse.Namespace) -> int:
     suite = _suite(args.suite, args.novelty_suites)
     session = _session(args, sources, "--model", suite)
     shared_index(session, suite, sources)
-    results = pool_results(session, suite, sources)
+    results = session.results_of(sources, suite)  # each from the cache where it has them
     ids = [p.id for p in results[0].prompts]
     if provenance is not None:
         scores = np.array(_scores_from(Path(args.scores).expanduser(), provenance, ids))

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytest_novelty.gate.comparison import Comparison
+from pytest_novelty.gate.comparison import Comparison, finite
 from pytest_novelty.gate.regression import MetricRecord, compared_values, generation_rows
 from pytest_novelty.gate.tail import FrozenTail
 from pytest_novelty.gate.thresholds import Verdict
@@ -68,7 +68,8 @@ from pytest_novelty.metrics.sequential import (
 )
 from pytest_novelty.metrics.sequential_paired import paired_decision
 from pytest_novelty.metrics.sequential_plan import SequentialPlan
-from pytest_novelty.metrics.table import family, values_of
+from pytest_novelty.metrics.table import family
+from pytest_novelty.pipeline.measure import metric_values
 
 if TYPE_CHECKING:
     from pytest_novelty.pipeline.results import SuiteResult
@@ -110,7 +111,7 @@ class Look:
     boundary: float
 
     def to_json(self) -> dict[str, float | None]:
-        return {k: (v if math.isfinite(v) else None) for k, v in vars(self).items()}
+        return {k: finite(v) for k, v in vars(self).items()}
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ class Adaptive:
 
     def to_json(self) -> dict[str, Any]:
         return {"decision": self.decision, "rounds": self.rounds, "allowed_looks": self.allowed,
-                "stopped": self.stopped or None, "detectable": _finite(self.detectable),
+                "stopped": self.stopped or None, "detectable": finite(self.detectable),
                 "looks": [look.to_json() for look in self.looks]}  # fmt: skip
 
     @classmethod
@@ -175,33 +176,18 @@ class Adaptive:
                    str(data.get("stopped") or ""), math.nan if left is None else float(left))  # fmt: skip
 
 
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
 def case_values(result: SuiteResult, metric: str, subset: list[str] | None) -> tuple[np.ndarray, float | None, bool]:
     """What the rule reads of one case in one round: the (prompts × samples) values its statistic
     averages (the subset's rows for q@Tail and Novelty at Peak: the frozen tail or the peak;
     per-prompt values for NoveltyBench's metrics), the top fraction of a top-10 % metric, and
     whether the statistic is a share (coverage, unscored: read with Wilson's score statistic)."""
     fam = family(metric)
-    values = _values(result, metric)
-    if fam.subset is not None:
-        index = {p.id: i for i, p in enumerate(result.prompts)}
-        values = values[[index[i] for i in (subset or []) if i in index]]
-    return values, fam.top_fraction, fam.share
-
-
-def _values(result: SuiteResult, metric: str) -> np.ndarray:
-    """Every prompt's values of ``metric`` in one round: (prompts × samples), or one per prompt."""
-    if family(metric).per_prompt_only:
-        return np.asarray(result.measured.per_prompt[metric], dtype=float)
-    return np.asarray(values_of(metric, result.quality, result.originality, result.scores.uniqueness), dtype=float)
+    return metric_values(result, metric, subset or []), fam.top_fraction, fam.share
 
 
 def _on(result: SuiteResult, metric: str, ids: list[str]) -> np.ndarray:
     """The values of ``metric`` on the prompts ``ids``, in that order (NaN rows for a prompt the round lacks)."""
-    values = _values(result, metric)
+    values = metric_values(result, metric)
     index = {p.id: i for i, p in enumerate(result.prompts)}
     missing = np.full(values.shape[1:], np.nan)
     return np.stack([values[index[i]] if i in index else missing for i in ids])

@@ -5,7 +5,7 @@
 checkpoint or the human references, the best earlier checkpoint of a series, or the accepted
 snapshot) and returns a :class:`~pytest_novelty.gate.record.CaseRecord`. The one loop of the cases
 calls it and nothing else decides; the terminal table, the report, the trackers and the series read
-its records. :func:`decide_in` gathers those inputs from a
+its records. :class:`pytest_novelty.gate.cases.CaseLoop` gathers those inputs from a
 :class:`~pytest_novelty.pipeline.session.ResultsSession`, so both front ends pass the same ones.
 
 A case fails when any of these holds, and its message lists every reason:
@@ -29,14 +29,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_novelty.gate.adaptive import Adaptive
 from pytest_novelty.gate.agreement import agreement_failure, agreement_text
 from pytest_novelty.gate.comparison import Comparison
-from pytest_novelty.gate.record import CaseRecord, Repeats, TailUsed
+from pytest_novelty.gate.record import CaseRecord, TailUsed
 from pytest_novelty.gate.regression import MetricRecord, compare, result_record
 from pytest_novelty.gate.tail import FrozenTail, choose_tail, gated_metrics
 from pytest_novelty.gate.thresholds import check_threshold
@@ -46,10 +46,10 @@ if TYPE_CHECKING:
     from pytest_novelty.gate.snapshot import SnapshotOutcome
     from pytest_novelty.gate.thresholds import Verdict
     from pytest_novelty.pipeline.results import SuiteResult
-    from pytest_novelty.pipeline.session import Baseline, ResultsSession
+    from pytest_novelty.pipeline.session import Baseline
     from pytest_novelty.suites.schema import Suite, Threshold
 
-__all__ = ["SnapshotStore", "case_id", "decide", "decide_in", "frozen_tail", "header"]
+__all__ = ["ReadOnlySnapshot", "SnapshotStore", "decide", "frozen_tail", "header"]
 
 
 AdaptiveHook = Callable[["Verdict", "FrozenTail | None"], "tuple[Verdict, Adaptive]"]
@@ -74,11 +74,6 @@ class SnapshotStore(Protocol):
         """Compare ``record`` with the accepted one at ``alpha`` (after the run's ``correction``),
         writing it where the run accepts new snapshots."""
         ...
-
-
-def case_id(suite: Suite, threshold: Threshold) -> str:
-    """The case's id, as pytest parametrizes it: ``story-novelty@5>=0.3``."""
-    return f"{suite.name}-{threshold.label}"
 
 
 def header(result: SuiteResult) -> str:
@@ -165,8 +160,7 @@ def decide(
     if threshold.base == "q_at_tail":
         tail = frozen_tail(suite, threshold, result, baseline=None if baseline is None else baseline.result,
                            snapshot=snapshot)  # fmt: skip
-        ids = [p.id for p in result.prompts]
-        metrics, used = gated_metrics(threshold.metric, metrics, ids, result.per_prompt["quality"], tail)
+        metrics, used = gated_metrics(result, threshold.metric, tail)
     interval = case_interval(suite, threshold, result, tail)
     mode = (mode or suite.gate.threshold_mode) if interval is not None else "point"
     verdict = check_threshold(suite.name, threshold, metrics, interval=interval, mode=mode)
@@ -285,24 +279,6 @@ def compare_case(
     return Compared()
 
 
-def decide_in(
-    session: ResultsSession,
-    suite: Suite,
-    threshold: Threshold,
-    *,
-    snapshot: SnapshotStore | None = None,
-    mode: str | None = None,
-    comparisons: int = 1,
-) -> CaseRecord:
-    """:func:`decide` with its inputs from ``session``: the candidate's result, the baseline or
-    references, and the earlier checkpoints of a series (only when the suite compares with them)."""
-    result = session.result(suite)
-    baseline = session.baseline(suite)
-    earlier = session.earlier(suite) if baseline is None and suite.gate.against == "series-best" else []
-    return decide(suite, threshold, result, baseline=baseline, earlier=earlier, snapshot=snapshot, mode=mode,
-                  comparisons=comparisons)
-
-
 class ReadOnlySnapshot:
     """A snapshot store that compares and never writes: what the repeats of a case are checked with
     (only repeat 0 may accept a new snapshot)."""
@@ -314,40 +290,9 @@ class ReadOnlySnapshot:
         return self.store.stored()
 
     def check(self, record: MetricRecord, *, alpha: float | None = None, correction: str = "") -> SnapshotOutcome:
-        from pytest_novelty.gate.snapshot import NO_SNAPSHOT, SnapshotOutcome
+        from pytest_novelty.gate.snapshot import compared_outcome
 
-        accepted = self.stored()
-        if accepted is None:
-            return SnapshotOutcome(passed=False, comparison=None, lines=[NO_SNAPSHOT])
-        comparison = compare(accepted, record, alpha=alpha, correction=correction)
-        return SnapshotOutcome(passed=comparison.passed, comparison=comparison,
-                               lines=[] if comparison.passed else comparison.lines())
-
-
-def with_repeats(
-    session: ResultsSession,
-    suite: Suite,
-    threshold: Threshold,
-    first: CaseRecord,
-    repeats: int,
-    *,
-    snapshot: SnapshotStore | None = None,
-    mode: str | None = None,
-    comparisons: int = 1,
-) -> CaseRecord:
-    """``first`` (the case decided on repeat 0) with how it fares on ``repeats`` independent sets of
-    samples (``--novelty-repeat``): each repeat is generated with its own seed
-    (:meth:`pytest_novelty.suites.schema.Suite.repeated`) and decided exactly as repeat 0, against the
-    same baseline or snapshot (read only). The verdict stays repeat 0's; the pass rate and the spread
-    of the value say how much it owes to the seed."""
-    if repeats <= 1:
-        return first
-    found = [first]
-    read_only = None if snapshot is None else ReadOnlySnapshot(snapshot)
-    for index in range(1, repeats):
-        found.append(decide_in(session, suite.repeated(index), threshold, snapshot=read_only, mode=mode,
-                               comparisons=comparisons))
-    return replace(first, repeats=Repeats(tuple(r.value for r in found), tuple(r.passed for r in found)))
+        return compared_outcome(self.stored(), record, alpha=alpha, correction=correction)
 
 
 def corrected_alpha(alpha: float, comparisons: int) -> tuple[float, str]:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.gate.adaptive import Adaptive, AdaptiveBudget, adaptive_verdict, regression_verdict
-from pytest_novelty.gate.case import AdaptiveHook, PairedHook, SnapshotStore, decide, with_repeats
-from pytest_novelty.gate.record import CaseRecord
+from pytest_novelty.gate.case import AdaptiveHook, PairedHook, ReadOnlySnapshot, SnapshotStore, decide
+from pytest_novelty.gate.record import CaseRecord, Repeats
 from pytest_novelty.infra.errors import HarnessError
 
 if TYPE_CHECKING:
@@ -127,58 +127,59 @@ class CaseLoop:
     def decide(self, suite: Suite, threshold: Threshold, snapshot: SnapshotStore | None = None) -> CaseRecord:
         """Decide one case: on the candidate's result, against the baseline or references, the best
         earlier checkpoint of a series (``[gate] against = "series-best"``) or the snapshot, then on
-        every repeat (read only)."""
-        settings = self.settings
-        result, baseline = self.result(suite), self.session.baseline(suite)
-        earlier = self.earlier(suite) if baseline is None and suite.gate.against == "series-best" else []
-        record = decide(suite, threshold, result, baseline=baseline, earlier=earlier, snapshot=snapshot,
-                        mode=settings.mode, comparisons=settings.comparisons,
-                        adaptive=self._adaptive(suite, threshold), paired=self._paired(suite))  # fmt: skip
-        record = with_repeats(self.session, suite, threshold, record, settings.repeats, snapshot=snapshot,
-                              mode=settings.mode, comparisons=settings.comparisons)  # fmt: skip
+        every repeat of ``--novelty-repeat``. Each repeat is generated with its own seed
+        (:meth:`pytest_novelty.suites.schema.Suite.repeated`) and decided exactly as repeat 0, against
+        the same baseline or snapshot (read only); the verdict stays repeat 0's, and the pass rate and
+        the spread of the value say how much it owes to the seed."""
+        record = self._decide(suite, threshold, snapshot, first=True)
+        if self.settings.repeats > 1:
+            read_only = None if snapshot is None else ReadOnlySnapshot(snapshot)
+            found = [record, *(self._decide(suite.repeated(i), threshold, read_only)
+                               for i in range(1, self.settings.repeats))]  # fmt: skip
+            record = replace(record, repeats=Repeats(tuple(r.value for r in found), tuple(r.passed for r in found)))
         self._note_repeats(suite)
-        paired = record.regression_adaptive
+        baseline, paired = self.session.baseline(suite), record.regression_adaptive
         live = paired.rounds if paired is not None and baseline is not None and baseline.kind == "baseline" else 0
         drawn = max([a.rounds for a in (record.adaptive, paired) if a is not None], default=0)
         self._note_rounds(suite, drawn, live)
         return record
 
-    def _adaptive(self, suite: Suite, threshold: Threshold) -> AdaptiveHook | None:
-        """The case's sequential rule over its suite's rounds (None without a budget)."""
-        budget = self.settings.adaptive
-        if budget is None:
-            return None
-        started = self._started.setdefault(suite.name, time.monotonic())
+    def _decide(self, suite: Suite, threshold: Threshold, snapshot: SnapshotStore | None, *,
+                first: bool = False) -> CaseRecord:  # fmt: skip
+        """:func:`~pytest_novelty.gate.case.decide` on the session's results: the candidate's, the
+        baseline or references, the earlier checkpoints of a series (only when the suite compares with
+        them); the ``first`` pass with the sequential rules of ``--novelty-adaptive`` (repeats without)."""
+        result, baseline = self.result(suite), self.session.baseline(suite)
+        earlier = self.earlier(suite) if baseline is None and suite.gate.against == "series-best" else []
+        adaptive, paired = self._hooks(suite, threshold) if first else (None, None)
+        return decide(suite, threshold, result, baseline=baseline, earlier=earlier, snapshot=snapshot,
+                      mode=self.settings.mode, comparisons=self.settings.comparisons, adaptive=adaptive,
+                      paired=paired)  # fmt: skip
 
-        def rounds(k: int) -> SuiteResult:
-            return self.session.result(suite if k == 0 else suite.repeated(k))
-
-        def hook(first: Verdict, tail: FrozenTail | None) -> tuple[Verdict, Adaptive]:
-            return adaptive_verdict(suite, threshold, first, rounds, tail, budget, started=started)
-
-        return hook
-
-    def _paired(self, suite: Suite) -> PairedHook | None:
-        """A regression case's paired sequential rule over its suite's rounds, the baseline
-        checkpoint's drawn with the candidate's (None without a budget)."""
+    def _hooks(self, suite: Suite, threshold: Threshold) -> tuple[AdaptiveHook | None, PairedHook | None]:
+        """With a budget (else neither): the case's sequential rule over its suite's rounds, and a
+        regression case's paired rule, a live baseline checkpoint's rounds drawn with the candidate's."""
         budget, session = self.settings.adaptive, self.session
         if budget is None:
-            return None
+            return None, None
         started = self._started.setdefault(suite.name, time.monotonic())
 
         def rounds(k: int) -> SuiteResult:
-            return session.result(suite.repeated(k))
+            return session.result(suite if k == 0 else suite.repeated(k))
 
         def baseline(k: int) -> SuiteResult:
             assert session.baseline_model is not None  # a live baseline is a --baseline-model checkpoint
             return session.model_result(session.baseline_model, suite.repeated(k))
 
-        def hook(first: Comparison, accepted: MetricRecord, candidate: MetricRecord,
-                 live: bool) -> tuple[Comparison, Adaptive] | None:  # fmt: skip
+        def threshold_rule(first: Verdict, tail: FrozenTail | None) -> tuple[Verdict, Adaptive]:
+            return adaptive_verdict(suite, threshold, first, rounds, tail, budget, started=started)
+
+        def paired_rule(first: Comparison, accepted: MetricRecord, candidate: MetricRecord,
+                        live: bool) -> tuple[Comparison, Adaptive] | None:  # fmt: skip
             return regression_verdict(suite, first, accepted, candidate, rounds, baseline if live else None, budget,
                                       started=started)  # fmt: skip
 
-        return hook
+        return threshold_rule, paired_rule
 
     def _note_rounds(self, suite: Suite, rounds: int, baseline: int = 0) -> None:
         """Keep what the suite's adaptive rounds generated, up to its slowest case's, the rounds a live

@@ -108,10 +108,10 @@ class Comparison:
         ``verdict`` are derived and written for readers of the file; they are not read back."""
         return {
             "against": self.against, "status": self.status, "verdict": self.verdict,
-            "accepted_value": _clean(self.accepted_value), "candidate_value": _clean(self.candidate_value),
-            "delta": _clean(self.delta), "tolerance": _clean(self.tolerance),
-            "delta_ci": None if self.delta_ci is None else [_clean(b) for b in self.delta_ci],
-            "p_value": _clean(self.p_value), "n_pairs": self.n_pairs, "alpha": self.alpha, "test": self.test,
+            "accepted_value": finite(self.accepted_value), "candidate_value": finite(self.candidate_value),
+            "delta": finite(self.delta), "tolerance": finite(self.tolerance),
+            "delta_ci": None if self.delta_ci is None else [finite(b) for b in self.delta_ci],
+            "p_value": finite(self.p_value), "n_pairs": self.n_pairs, "alpha": self.alpha, "test": self.test,
             "message": self.message, "suite": self.suite, "metric": self.metric,
         }  # fmt: skip
 
@@ -137,8 +137,8 @@ class Comparison:
             raise ValueError(f"malformed comparison: {exc!r}") from None
 
 
-def _clean(value: float | None) -> float | None:
-    """None for a missing or non-finite number, else the float."""
+def finite(value: float | None) -> float | None:
+    """None for a missing or non-finite number, else the float (JSON has no NaN)."""
     return None if value is None or not math.isfinite(float(value)) else float(value)
 
 

@@ -30,9 +30,6 @@ __all__ = ["OUTCOMES", "CaseRecord", "Repeats", "TailUsed"]
 #: What a case can end as; the first two are verdicts.
 OUTCOMES = ("passed", "failed", "error", "skipped", "deferred")
 
-#: Comparison statuses that passed but moved the bad way (worth a line under the table).
-DRIFT = ("within_tolerance", "not_significant")
-
 
 def _number(value: Any) -> float | None:
     """A finite float, else None (JSON has no NaN)."""
@@ -214,12 +211,8 @@ class CaseRecord:
 
     @property
     def drifted(self) -> bool:
-        """Whether the case passed its comparison while moving the bad way."""
-        return self.status in DRIFT
-
-    @property
-    def tail_ids(self) -> tuple[str, ...] | None:
-        return None if self.tail is None else self.tail.ids
+        """Whether the case passed its comparison while moving the bad way (worth a line under the table)."""
+        return self.compared is not None and self.compared.warning
 
     # -- its words ------------------------------------------------------------------------------
 

@@ -322,8 +322,7 @@ def result_record(
     tail_ids: Sequence[str] | None = None
     if threshold.base == "q_at_tail":
         if tail is not None:
-            ids = [p.id for p in result.prompts]
-            values, _ = gated_metrics(threshold.metric, values, ids, result.per_prompt["quality"], tail)
+            values, _ = gated_metrics(result, threshold.metric, tail, values)
             tail_ids = tail.ids
         else:
             tail_ids = result.measured.tail_ids.get(threshold.metric)

@@ -148,19 +148,28 @@ class SnapshotFile:
         _, accepted, damaged = load_snapshot(self.path)
         if damaged is not None and not self.update:
             raise damaged
-        comparison = None if accepted is None else compare(accepted, record, alpha=alpha, correction=correction)
-        matches = comparison is not None and comparison.passed and not self.rerecord
-        if matches:
-            return SnapshotOutcome(passed=True, comparison=comparison, lines=[])
-        if self.update:
-            atomic_write_text(self.path, record.to_json())
-            if damaged is not None:
-                warn_replaced(damaged)
-            return SnapshotOutcome(passed=True, comparison=comparison, lines=[], written=True, damaged=damaged)
-        if comparison is None:
-            return SnapshotOutcome(passed=False, comparison=None, lines=[NO_SNAPSHOT])
-        lines = comparison.lines() + ([RERECORD] if comparison.passed else [])
-        return SnapshotOutcome(passed=False, comparison=comparison, lines=lines)
+        outcome = compared_outcome(accepted, record, alpha=alpha, correction=correction, rerecord=self.rerecord)
+        if outcome.passed or not self.update:
+            return outcome
+        atomic_write_text(self.path, record.to_json())
+        if damaged is not None:
+            warn_replaced(damaged)
+        return SnapshotOutcome(passed=True, comparison=outcome.comparison, lines=[], written=True, damaged=damaged)
+
+
+def compared_outcome(
+    accepted: MetricRecord | None, record: MetricRecord, *, alpha: float | None = None, correction: str = "",
+    rerecord: bool = False,
+) -> SnapshotOutcome:
+    """``record`` checked against the ``accepted`` snapshot (None: there is none yet), writing nothing:
+    a pass, or the lines of its failure; ``rerecord`` fails a passing comparison too (``--novelty-rerecord``)."""
+    if accepted is None:
+        return SnapshotOutcome(passed=False, comparison=None, lines=[NO_SNAPSHOT])
+    comparison = compare(accepted, record, alpha=alpha, correction=correction)
+    if comparison.passed and not rerecord:
+        return SnapshotOutcome(passed=True, comparison=comparison, lines=[])
+    return SnapshotOutcome(passed=False, comparison=comparison,
+                           lines=comparison.lines() + ([RERECORD] if comparison.passed else []))
 
 
 def load_snapshot(path: Path) -> tuple[str | None, MetricRecord | None, DamagedSnapshot | None]:

@@ -7,10 +7,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pytest_novelty.suites.tail_file import read_tail_ids
+
+if TYPE_CHECKING:
+    from pytest_novelty.pipeline.results import SuiteResult
 
 
 @dataclass(frozen=True)
@@ -72,10 +76,11 @@ def tail_value(per_prompt: Mapping[str, float], ids: Sequence[str]) -> tuple[flo
 
 
 def gated_metrics(
-    metric: str, metrics: Mapping[str, float], prompt_ids: Sequence[str], quality: Sequence[float], tail: FrozenTail
+    result: SuiteResult, metric: str, tail: FrozenTail, metrics: Mapping[str, float] | None = None
 ) -> tuple[dict[str, float], list[str]]:
-    """``metrics`` with ``q_at_tail@α`` recomputed on ``tail`` (per-prompt ``quality`` aligned with
-    ``prompt_ids``), and the tail ids the suite has: what a q@Tail threshold is checked on."""
-    value, used = tail_value(dict(zip(prompt_ids, quality, strict=True)), tail.ids)
-    return {**metrics, metric: value}, used
+    """``metrics`` (default: the result's) with ``q_at_tail@α`` recomputed on ``tail`` from the result's
+    per-prompt quality, and the tail ids the suite has: what a q@Tail threshold is checked on."""
+    quality = dict(zip([p.id for p in result.prompts], result.per_prompt["quality"], strict=True))
+    value, used = tail_value(quality, tail.ids)
+    return {**(result.metrics if metrics is None else metrics), metric: value}, used
 

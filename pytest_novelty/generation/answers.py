@@ -173,9 +173,6 @@ class AnswerFiles:
 
     # -- the records ----------------------------------------------------------------------------
 
-    def _index_once(self) -> None:
-        self.records  # noqa: B018  (read and indexed on first use)
-
     @property
     def records(self) -> list[AnswerRecord]:
         """Every record of every file, read on first use."""
@@ -210,7 +207,7 @@ class AnswerFiles:
         its answers for :meth:`sample`. Every mismatch of the run is found before one line reports
         them all (:class:`Mismatches`). Returns the note for the report: prompt texts accepted, the
         subset gated with ``only_answered``, answers longer than the suite lets a model write."""
-        self._index_once()
+        self.records  # noqa: B018  (read and indexed on first use)
         mismatches = Mismatches(request, self.argument)
         kept: list[str] = []
         differing = long = 0
@@ -396,10 +393,6 @@ def first_difference(found: str, wanted: str) -> str:
     return f"at character {at + 1}: {here!r} here, {there!r} in the suite"
 
 
-def _same(a: Any, b: Any) -> bool:
-    return abs(float(a) - float(b)) <= _TOLERANCE
-
-
 def contradiction(recorded: Any, settings: GenerationSettings) -> str | None:
     """How the settings a file records contradict the suite's, in words, or None when they agree.
 
@@ -410,7 +403,7 @@ def contradiction(recorded: Any, settings: GenerationSettings) -> str | None:
     suite = {"temperature": settings.temperature, "top_p": settings.top_p, "top_k": settings.top_k,
              "max_new_tokens": settings.max_new_tokens}
     for name, value in suite.items():
-        if name in recorded and not _same(recorded[name], value):
+        if name in recorded and not abs(float(recorded[name]) - float(value)) <= _TOLERANCE:  # NaN never agrees
             given = "0 (greedy)" if name == "temperature" and not recorded[name] else f"{recorded[name]:g}"
             return f"{name} {given}; the suite has {value:g} (generation.{name})"
     extra = [s for s in recorded.get("stop", ()) if s not in settings.stop]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_novelty.infra.errors import ConfigError, HarnessError, NoveltyError, first_line
 from pytest_novelty.infra.hub import looks_like_hub_id, resolve_hub
 from pytest_novelty.infra.identity import ships_code
+from pytest_novelty.infra.storage import read_json
 
 if TYPE_CHECKING:
     from pytest_novelty.generation import ModelInput
@@ -196,10 +197,7 @@ def _check_safetensors(file: Path, option: str) -> None:
 
 def context_length(model: str) -> int | None:
     """The checkpoint's context in tokens, from its config.json (None when it does not say)."""
-    try:
-        data = json.loads((Path(model) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    data = read_json(Path(model) / "config.json")
     if isinstance(data, dict) and isinstance(data.get("text_config"), dict):
         data = {**data["text_config"], **{k: v for k, v in data.items() if k in _CONTEXT_FIELDS}}
     for name in _CONTEXT_FIELDS:
@@ -207,6 +205,13 @@ def context_length(model: str) -> int | None:
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None
+
+
+def context_refusal(wanted: int, context: int, **where: Any) -> ConfigError:
+    """The one line for ``generation.max_new_tokens`` at or past the model's context of ``context``
+    tokens (``where``: the suite file's ``path``): no room is left for a prompt."""
+    return ConfigError(f"{wanted} new tokens do not fit the model's context of {context} tokens, with no room left "
+                       f"for a prompt; use fewer than {context}", field="generation.max_new_tokens", **where)
 
 
 def is_adapter(model: str) -> bool:

@@ -116,13 +116,6 @@ def resolve_device(device: str | None = "auto") -> str:
     return device
 
 
-def cuda_count() -> int:
-    """GPUs this process sees (after its worker was pinned to its group)."""
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
 def model_devices(device: str, per_worker: int, count: int) -> list[str]:
     """The devices one model is spread over: the first ``per_worker`` of the ``count`` GPUs this
     process sees (a worker sees only its own group); one device (``per_worker`` 1, the CPU) as is."""
@@ -140,13 +133,6 @@ def model_devices(device: str, per_worker: int, count: int) -> list[str]:
             field="--gpus-per-worker",
         )
     return [f"cuda:{i}" for i in range(per_worker)]
-
-
-def cuda_free_memory(devices: Sequence[str]) -> dict[str, int]:
-    """Free bytes on each CUDA device of ``devices`` (NVML through torch; no allocation)."""
-    import torch
-
-    return {d: int(torch.cuda.mem_get_info(torch.device(d))[0]) for d in devices}
 
 
 WEIGHT_SHARE = 0.8

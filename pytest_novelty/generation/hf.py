@@ -14,6 +14,7 @@ from pytest_novelty.generation.backends import GENERATOR_BACKENDS
 from pytest_novelty.generation.checkpoint import (
     adapter_base,
     check_checkpoint,
+    context_refusal,
     is_adapter,
     load_tokenizer,
     render,
@@ -99,10 +100,14 @@ class HFGenerator:
             return dict(self.load.placement)
         if self.load.gpus <= 1:
             return {}
+        import torch
+
         from pytest_novelty.generation import devices
 
-        spread = devices.model_devices(self.device, self.load.gpus, devices.cuda_count())
-        return devices.shard_placement(spread, devices.cuda_free_memory(spread))
+        # The GPUs this process sees (its worker's group), and the free bytes of each (NVML, no allocation).
+        spread = devices.model_devices(self.device, self.load.gpus, torch.cuda.device_count())
+        free = {d: int(torch.cuda.mem_get_info(torch.device(d))[0]) for d in spread}
+        return devices.shard_placement(spread, free)
 
     @property
     def model(self) -> Any:
@@ -197,11 +202,7 @@ class HFGenerator:
         if self.context is None:
             return settings.max_new_tokens
         if settings.max_new_tokens >= self.context:
-            raise ConfigError(
-                f"{settings.max_new_tokens} new tokens do not fit the model's context of {self.context} "
-                f"tokens, with no room left for a prompt; use fewer than {self.context}",
-                field="generation.max_new_tokens",
-            )
+            raise context_refusal(settings.max_new_tokens, self.context)
         if width >= self.context:
             raise PromptTooLong(width, self.context)
         return min(settings.max_new_tokens, self.context - width)

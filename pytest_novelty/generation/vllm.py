@@ -57,15 +57,13 @@ class VLLMGenerator:
         self.device = "cuda" if load.device == "auto" else load.device
         self.identity = checkpoint_identity(model, memo=load.memo, base=load.base_model)
         self.identity_id = "vllm:" + self.identity.id
-        options: dict[str, Any] = {"trust_remote_code": load.trust_remote_code, "seed": 0}
+        options: dict[str, Any] = {"trust_remote_code": load.trust_remote_code, "seed": 0, **self.identity.load_options}
         if load.gpus > 1:
             options["tensor_parallel_size"] = load.gpus
         if load.dtype != "auto":
             options["dtype"] = DTYPES[load.dtype]
         self._lora: Any = None
         weights = self.identity.source
-        if self.identity.revision:
-            options["revision"] = self.identity.revision
         if is_adapter(model):
             weights = adapter_base(model, load.base_model)
             options.update(enable_lora=True, max_lora_rank=_lora_rank(model))

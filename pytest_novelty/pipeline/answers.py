@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.progress import notice
@@ -120,12 +120,11 @@ def generate_answers(
     if len(inputs) != len(prompts):
         raise ValueError(f"{len(inputs)} inputs for {len(prompts)} prompts")
     start = time.perf_counter()
-    task = get_task(suite.task)
     texts, settings = model_texts(config, gen, suite, inputs)
     note = check_recorded(gen, suite, prompts, texts, settings)
     if isinstance(gen, RecordedAnswers) and len(gen.answered.get(suite.run_key, ())) < len(prompts):
         kept = [i for i, p in enumerate(prompts) if p.id in gen.answered[suite.run_key]]  # ?only_answered=true
-        prompts, inputs, texts = [prompts[i] for i in kept], [inputs[i] for i in kept], [texts[i] for i in kept]
+        prompts, texts = [prompts[i] for i in kept], [texts[i] for i in kept]
     on_missing = None
     if merge_check and not config.shard:
         from pytest_novelty.pipeline.shard_records import merge_check as check
@@ -133,11 +132,24 @@ def generate_answers(
         on_missing = check(config, suite.name, prompts, identity_description(gen) or "")
     try:
         raw, stats = _generate(config, suite.name, gen, texts, settings, on_work, on_missing)
-    except PromptTooLong as exc:
-        raise _too_long(suite, gen, prompts, texts, exc) from None
-    method = suite.prompting.method
+    except PromptTooLong as exc:  # name the prompt that does not fit the context
+        raise too_long(suite, prompts, gen.token_counts(texts), exc.context) from None
+    task, method = get_task(suite.task), suite.prompting.method
     answers = [[extract_answer(method, task, p, r) for r in rows] for p, rows in zip(prompts, raw, strict=True)]
-    work = GenerationWork(
+    work = _work(config, gen, settings, stats, time.perf_counter() - start, note)
+    identity = identity_description(gen) or gen.identity_id
+    return SuiteAnswers(suite, config.model, prompts, answers, model_path=model_path, identity_id=gen.identity_id,
+                        identity=identity, work=work, sweep=sweep_of(suite))
+
+
+def _work(
+    config: RunConfig, gen: Generator, settings: GenerationSettings, stats: GenerationStats, seconds: float, note: str
+) -> GenerationWork:
+    """What the generation step did, for the work line and ``report.json``: where (``cache`` when
+    nothing was generated or read), the rows generated, cached or read from files, and the source's note."""
+    from pytest_novelty.generation import RecordedAnswers
+
+    return GenerationWork(
         worker=config.worker,
         device=gen.device if stats.rows or stats.read_rows else "cache",
         samples=settings.samples,
@@ -146,19 +158,11 @@ def generate_answers(
         cached_rows=stats.cached_rows,
         tokens=stats.tokens,
         tokens_per_second=float(stats.tokens_per_second),
-        seconds=time.perf_counter() - start,
+        seconds=seconds,
         read_rows=stats.read_rows,
         read_from=gen.source if stats.read_rows and isinstance(gen, RecordedAnswers) else "",
         note=note,
     )
-    identity = identity_description(gen) or gen.identity_id
-    return SuiteAnswers(suite, config.model, prompts, answers, model_path=model_path, identity_id=gen.identity_id,
-                        identity=identity, work=work, sweep=sweep_of(suite))
-
-
-def _too_long(suite: Suite, gen: Generator, prompts: list[Prompt], texts: list[str], exc: Any) -> ConfigError:
-    """Name the prompt that does not fit the context (see :func:`too_long`)."""
-    return too_long(suite, prompts, gen.token_counts(texts), exc.context)
 
 
 def too_long(suite: Suite, prompts: list[Prompt], counts: list[int], context: int) -> ConfigError:

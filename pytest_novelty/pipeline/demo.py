@@ -39,7 +39,7 @@ from pytest_novelty.infra.errors import HarnessError, NoveltyError
 from pytest_novelty.infra.hashing import data_files, file_digest, hash_files, identity_memo
 from pytest_novelty.infra.progress import notice
 from pytest_novelty.infra.resources import bundled_path
-from pytest_novelty.infra.storage import atomic_write_text, file_lock, folder_error
+from pytest_novelty.infra.storage import atomic_write_text, file_lock, folder_error, read_json
 
 DEMO_MODELS = ("demo", "demo-early")
 DEMO_VERSION = "v2"  # v2: the index records checksums of its files
@@ -176,10 +176,7 @@ class DemoCheck:
 
 
 def _read_build(folder: Path) -> dict[str, Any] | None:
-    try:
-        facts = json.loads((folder / BUILD_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    facts = read_json(folder / BUILD_FILE)
     return facts if isinstance(facts, dict) else None
 
 
@@ -309,13 +306,19 @@ def _ensure(cache_dir: Path, target: Path, *, progress: bool, train: bool) -> Pa
 
 def _rebuild_index(target: Path, memo: Any, progress: bool) -> None:
     """Index the demo's (verified) corpus again in place of a damaged index; record the new checksums."""
-    from pytest_novelty.scoring.originality import build_index
-
     _replace(target / "index", None)
     facts = _read_build(target) or {}
-    facts["index"] = build_index([target / "corpus.jsonl"], target / "index", tokenizer="words",
-                                 progress=progress and sys.stderr.isatty())
+    facts["index"] = _index_corpus(target, progress)
     _record_checksums(target, facts, memo)
+
+
+def _index_corpus(folder: Path, progress: bool) -> dict[str, Any]:
+    """Index the demo's ``corpus.jsonl`` into its ``index/`` folder (words as units); the index's facts."""
+    from pytest_novelty.scoring.originality import build_index
+
+    # The indexer's bar redraws with carriage returns: only on a terminal, never in a CI log.
+    return build_index([folder / "corpus.jsonl"], folder / "index", tokenizer="words",
+                       progress=progress and sys.stderr.isatty())
 
 
 def _prepare(cache_dir: Path, target: Path, *, progress: bool, train: bool, damage: str | None, memo: Any) -> None:
@@ -347,16 +350,10 @@ def _build_into(staging: Path, target: Path, cache_dir: Path, builder: ModuleTyp
         facts: dict[str, Any] = dict(builder.build_demo(staging, progress=progress, weights=weights))
     if weights is not None:
         _check_placed(staging, read_manifest() or {})
-    from pytest_novelty.scoring.originality import build_index
-
     notice("[novelty] indexing the demo training corpus")
-    # The indexer's bar redraws with carriage returns: only on a terminal, never in a CI log.
-    index_facts = build_index([staging / "corpus.jsonl"], staging / "index", tokenizer="words",
-                              progress=progress and sys.stderr.isatty())
-    facts["index"] = index_facts
+    facts["index"] = _index_corpus(staging, progress)
     facts["seconds_total"] = round(time.perf_counter() - start, 1)
-    facts[CHECKSUMS] = _checksums(staging, memo)
-    (staging / BUILD_FILE).write_text(json.dumps(facts, indent=1, default=str) + "\n")
+    _record_checksums(staging, facts, memo)  # BUILD.json last: a folder without it is no finished build
     _replace(target, staging)
     notice(f"[novelty] demo built in {facts['seconds_total']:.0f}s")
 

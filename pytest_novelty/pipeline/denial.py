@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError
+from pytest_novelty.pipeline.models import local_options
+from pytest_novelty.pipeline.results import DenialRound
 from pytest_novelty.scoring.concepts import ConceptExtractor, ConceptItem, open_concept_extractor
 from pytest_novelty.suites.prompting import ModelInput, build_inputs, merge_concepts
 
@@ -51,7 +53,8 @@ def run_denial(runner: SuiteRunner, suite: Suite, extractor: ConceptExtractor) -
         result = runner.run(suite, inputs=inputs)
         if results and [p.id for p in result.prompts] != [p.id for p in results[0].prompts]:
             raise HarnessError(f"{suite.name}: the prompts changed between denial rounds 1 and {number}")
-        results.append(_with_round(result, number, forbidden))
+        concepts = {p.id: list(forbidden.get(p.id, ())) for p in result.prompts}
+        results.append(replace(result, denial=DenialRound(number, concepts)))
         if number < rounds:
             forbidden = forbid_concepts(forbidden, result, extractor)
     return results
@@ -68,13 +71,6 @@ def forbid_concepts(forbidden: Forbidden, result: SuiteResult, extractor: Concep
     return merged
 
 
-def _with_round(result: SuiteResult, number: int, forbidden: Forbidden) -> SuiteResult:
-    from pytest_novelty.pipeline.results import DenialRound
-
-    concepts = {p.id: list(forbidden.get(p.id, ())) for p in result.prompts}
-    return replace(result, denial=DenialRound(number, concepts))
-
-
 def open_extractor_for(config: RunConfig, suite: Suite) -> ConceptExtractor:
     """The concept extractor of a run, the run's or the suite's judge when it is a chat model (replies
     cached under ``concepts/``); another judge (``rules``, ``reward:``) is a ``ConfigError``."""
@@ -87,8 +83,6 @@ def open_extractor_for(config: RunConfig, suite: Suite) -> ConceptExtractor:
             path=suite.path,
             field="scoring.judge",
         )
-    options: dict[str, Any] = {}
-    if kind == "hf":
-        options = {"device": config.device, "trust_remote_code": config.trust_remote_code}
+    options = local_options(config) if kind == "hf" else {}
     return open_concept_extractor(spec, cache_dir=config.cache_dir / "concepts", base_url=config.judge_base_url,
                                   **options)

@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from pytest_novelty.pipeline.results import SuiteResult
-from pytest_novelty.pipeline.suite_data import GenerationArrays, RoundWork, SuiteData, SuiteInfo
+from pytest_novelty.pipeline.suite_data import GenerationArrays, RoundWork, SuiteData, SuiteInfo, grid
 
 
 def batches_text(count: int) -> str:
@@ -18,42 +18,27 @@ def batches_text(count: int) -> str:
 
 def suite_info(result: SuiteResult) -> SuiteInfo:
     """The descriptive part of a result: ``report.json``'s ``info`` and the work summary."""
-    return SuiteInfo.from_json(_info(result))
-
-
-def _info(result: SuiteResult) -> dict[str, Any]:
     answers, scores, work = result.generated, result.scores, result.generated.work
-    info: dict[str, Any] = {
-        "model": answers.model, "model_path": answers.model_path, "identity_id": answers.identity_id,
-        "identity": answers.identity,
-        "samples": work.samples, "generated_batches": work.batches, "generated_rows": work.rows,
-        "cached_rows": work.cached_rows, "read_rows": work.read_rows, "read_from": work.read_from,
-        "tokens": work.tokens, "tokens_per_second": round(work.tokens_per_second, 1), "worker": work.worker,
-        "device": work.device, "sweep": None if answers.sweep is None else vars(answers.sweep).copy(),
-        "judge": scores.judge, "originality": scores.index, "units": scores.units, "prompts": len(answers.prompts),
-        "seconds": {"generation": work.seconds, "originality": scores.seconds_originality,
-                    "judge": scores.seconds_judge},
-        "longest_copied": scores.longest_copied, "creativity_copied": scores.creativity_copied,
-        "originality_lookups": scores.lookups, "judge_requests": scores.judge_requests,
-        "unscored_reasons": scores.unscored_reasons,
-        "cache_repaired": result.cache_repaired,
-    }  # fmt: skip
-    if work.note:
-        info["answers_note"] = work.note
-    if result.judge_agreement is not None:
-        info["judge_agreement"] = result.judge_agreement
-    consistency = result.measured.judge_consistency
-    if consistency is not None:
-        info["judge_consistency"] = {**consistency.as_dict(), "max_spread": result.suite.scoring.max_judge_spread}
-    if result.denial is not None:
-        info["round"] = result.denial.number
-        info["forbidden"] = result.denial.counts
-        info["forbidden_concepts"] = result.denial.forbidden
-    return info
-
-
-def _lists(values: Any) -> list[list[float | None]]:
-    return [[None if math.isnan(v) else float(v) for v in row] for row in values]
+    consistency, denial = result.measured.judge_consistency, result.denial
+    return SuiteInfo(
+        model=answers.model, model_path=answers.model_path, identity_id=answers.identity_id,
+        identity=answers.identity,
+        samples=work.samples, generated_batches=work.batches, generated_rows=work.rows,
+        cached_rows=work.cached_rows, read_rows=work.read_rows, read_from=work.read_from,
+        tokens=work.tokens, tokens_per_second=round(work.tokens_per_second, 1), worker=work.worker,
+        device=work.device, sweep=None if answers.sweep is None else vars(answers.sweep).copy(),
+        judge=scores.judge, originality=scores.index, units=scores.units, prompts=len(answers.prompts),
+        seconds={"generation": work.seconds, "originality": scores.seconds_originality,
+                 "judge": scores.seconds_judge},
+        longest_copied=scores.longest_copied, creativity_copied=scores.creativity_copied,
+        originality_lookups=scores.lookups, judge_requests=scores.judge_requests,
+        unscored_reasons=scores.unscored_reasons, cache_repaired=result.cache_repaired,
+        answers_note=work.note, judge_agreement=result.judge_agreement,
+        judge_consistency=None if consistency is None else {
+            **consistency.as_dict(), "max_spread": result.suite.scoring.max_judge_spread},
+        round=None if denial is None else denial.number, forbidden=None if denial is None else denial.counts,
+        forbidden_concepts=None if denial is None else denial.forbidden,
+    )  # fmt: skip
 
 
 def _numbers(values: dict[str, float]) -> dict[str, float | None]:
@@ -63,8 +48,8 @@ def _numbers(values: dict[str, float]) -> dict[str, float | None]:
 def _arrays(result: SuiteResult, n: int, model: str = "") -> GenerationArrays:
     """Per-generation arrays at order n: originality as measured (None: too short for an n-gram),
     novelty as the gate counts it (a too-short generation at 0), and the shares the gate reports."""
-    return GenerationArrays(quality=_lists(result.quality), originality=_lists(result.originality[n]),
-                            novelty=_lists(result.measured.novelty[n]), shares=_numbers(result.measured.shares),
+    return GenerationArrays(quality=grid(result.quality), originality=grid(result.originality[n]),
+                            novelty=grid(result.measured.novelty[n]), shares=_numbers(result.measured.shares),
                             model=model)  # fmt: skip
 
 
@@ -73,27 +58,23 @@ def detectable_json(result: SuiteResult, alpha: float) -> dict[str, Any]:
     tests is held to) finds with 80 % power, from this run's per-prompt variance
     (:func:`pytest_novelty.metrics.power.detectable`), the suite's tolerance beside it and, when the
     tolerance is the smaller, the prompts that would detect it."""
-    import numpy as np
-
     from pytest_novelty.metrics.power import detectable
-    from pytest_novelty.metrics.table import family, values_of
+    from pytest_novelty.metrics.table import family
+    from pytest_novelty.pipeline.measure import metric_values
 
     suite, measured = result.suite, result.measured
     out: dict[str, Any] = {}
     for threshold in suite.thresholds:
         metric = threshold.metric
         fam = family(metric)
-        values: Any = values_of(metric, result.quality, result.originality, result.scores.uniqueness)
+        if fam.per_prompt_only and metric not in measured.per_prompt:
+            continue
+        # q@Tail on its tail, Novelty at Peak on its peak
+        values = metric_values(result, metric, measured.tail_ids.get(metric, []))
         if fam.per_prompt_only:
-            if metric not in measured.per_prompt:
-                continue
-            values = np.asarray(measured.per_prompt[metric], dtype=float).reshape(-1, 1)
-        elif fam.subset is not None:  # q@Tail on its tail, Novelty at Peak on its peak
-            index = {p.id: i for i, p in enumerate(result.prompts)}
-            rows = [index[i] for i in measured.tail_ids.get(metric, []) if i in index]
-            if not rows:
-                continue
-            values = np.asarray(values, dtype=float)[rows]
+            values = values.reshape(-1, 1)
+        elif fam.subset is not None and not len(values):
+            continue
         found = detectable(values, alpha=alpha, top_fraction=fam.top_fraction)
         tolerance = suite.gate.tolerance_abs if threshold.tolerance_abs is None else threshold.tolerance_abs
         entry = {**found.as_dict(), "tolerance": tolerance}

@@ -4,12 +4,13 @@ recomputes a metric."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from pytest_novelty.metrics.table import FAMILIES
-from pytest_novelty.pipeline.results import SuiteMetrics, SuiteScores
+from pytest_novelty.metrics.table import FAMILIES, family, values_of
+from pytest_novelty.pipeline.results import SuiteMetrics, SuiteResult, SuiteScores
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
 
@@ -30,6 +31,20 @@ def gated_order(suite: Suite) -> int:
 def needs_equivalence(suite: Suite, answers: list[list[str]]) -> bool:
     """Whether the suite gates on NoveltyBench's metrics with more than one sample per prompt."""
     return any(t.base in NOVELTYBENCH for t in suite.thresholds) and bool(answers) and len(answers[0]) > 1
+
+
+def metric_values(result: SuiteResult, metric: str, subset: Sequence[str] | None = None) -> np.ndarray:
+    """The values ``metric``'s statistic averages in one result: prompts × samples, or one per prompt
+    for NoveltyBench's metrics; for q@Tail and Novelty at Peak only the rows of the prompts ``subset``
+    (the frozen tail, the peak) that the result has (None: every prompt's)."""
+    fam = family(metric)
+    if fam.per_prompt_only:
+        return np.asarray(result.measured.per_prompt[metric], dtype=float)
+    values = np.asarray(values_of(metric, result.quality, result.originality, result.scores.uniqueness), dtype=float)
+    if fam.subset is None or subset is None:
+        return values
+    index = {p.id: i for i, p in enumerate(result.prompts)}
+    return values[[index[i] for i in subset if i in index]]
 
 
 def frozen_peaks(suite: Suite, gated: list[str]) -> dict[str, list[str]]:

@@ -71,10 +71,8 @@ class SessionModels:
         if key not in self._judges:
             from pytest_novelty.scoring.judges import open_judge
 
-            options: dict[str, Any] = {}
-            if spec.partition(":")[0] in _LOCAL_JUDGES:
-                options = {"device": self.config.device, "trust_remote_code": self.config.trust_remote_code}
-            judge = open_judge(
+            options = local_options(self.config) if spec.partition(":")[0] in _LOCAL_JUDGES else {}
+            self._judges[key] = open_judge(
                 spec,
                 cache_dir=self.config.cache_dir / "judge",
                 samples=suite.scoring.judge_samples,
@@ -82,7 +80,6 @@ class SessionModels:
                 base_url=self.config.judge_base_url,
                 **options,
             )
-            self._judges[key] = judge
             self.opened.append(f"judge {spec}")
         return self._judges[key]
 
@@ -91,9 +88,7 @@ class SessionModels:
         if spec not in self._equivalences:
             from pytest_novelty.scoring.equivalence import open_equivalence
 
-            self._equivalences[spec] = open_equivalence(
-                spec, device=self.config.device, trust_remote_code=self.config.trust_remote_code
-            )
+            self._equivalences[spec] = open_equivalence(spec, **local_options(self.config))
             self.opened.append(f"equivalence {spec}")
         return self._equivalences[spec]
 
@@ -113,12 +108,10 @@ class SessionModels:
         return self._agreements[key]
 
 
-def _index_folders(spec: str) -> list[Path]:
-    """The folders of a local index spec (``infini-gram:A,B`` or ``A:B``, options after ``?``),
-    with ``~`` expanded (as the backend reads them)."""
-    from pytest_novelty.scoring.originality.identity import local_targets
-
-    return local_targets(spec) or []
+def local_options(config: RunConfig) -> dict[str, Any]:
+    """How a scoring model loaded here (a judge, an equivalence check) runs: the session's device and
+    ``--trust-remote-code``."""
+    return {"device": config.device, "trust_remote_code": config.trust_remote_code}
 
 
 def originality_units(spec: str, model_path: str) -> str:
@@ -127,8 +120,9 @@ def originality_units(spec: str, model_path: str) -> str:
     if kind not in _LOCAL_INDEXES:
         return f"the {kind} index's units"
     from pytest_novelty.scoring.originality import INFO_FILE
+    from pytest_novelty.scoring.originality.identity import local_targets
 
-    folders = _index_folders(spec)
+    folders = local_targets(spec) or []  # the index's folders, ``~`` expanded as the backend reads them
     meta = read_json(folders[0] / INFO_FILE) if folders else None
     tokenizer = str((meta if isinstance(meta, dict) else {}).get("tokenizer", ""))
     if tokenizer == "words":

@@ -100,10 +100,8 @@ class Option:
         out: dict[str, Any] = {"dest": self.dest, "help": self.described, "action": self.action}
         if self.takes_value and self.metavar:
             out["metavar"] = self.metavar
-        default = self.default
-        if default is UNSET:
-            default = False if self.action == "store_true" else None
-        out["default"] = default
+        unset = False if self.action == "store_true" else None
+        out["default"] = unset if self.default is UNSET else self.default
         return out
 
 
@@ -203,10 +201,7 @@ OPTIONS: tuple[Option, ...] = (
 
 def by_name(name: str) -> Option:
     """The option called ``name`` (``KeyError`` when there is none)."""
-    for option in OPTIONS:
-        if option.name == name:
-            return option
-    raise KeyError(name)
+    return {option.name: option for option in OPTIONS}[name]
 
 
 def spelled(option: str, front: str = PYTEST) -> str:
@@ -214,10 +209,7 @@ def spelled(option: str, front: str = PYTEST) -> str:
     name of an option of the table (``fill-missing-shards``) or any of its spellings
     (``--novelty-log``, ``--log``), see :meth:`Option.spelled`; any other text (a suite key, an ini
     setting) is returned as it is. A message names an option the way the user typed it."""
-    for candidate in OPTIONS:
-        if option in (candidate.name, candidate.long, candidate.cli_flag):
-            return candidate.spelled(front)
-    return option
+    return next((o.spelled(front) for o in OPTIONS if option in (o.name, o.long, o.cli_flag)), option)
 
 
 def offered(where: str) -> Iterator[Option]:

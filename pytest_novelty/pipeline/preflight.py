@@ -38,6 +38,7 @@ registered backend opts in by defining one.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -62,12 +63,9 @@ __all__ = [
     "check_options",
     "check_recorded_answers",
     "check_served_model",
+    "check_source",
     "preflight",
 ]
-
-# Optional packages a setting needs, and the extra that installs each.
-EXTRAS = {"vllm": "vllm", "peft": "peft", "datasets": "datasets"}
-
 
 def preflight(runner: Runner, suites: Iterable[Suite]) -> float:
     """Check what ``runner`` (a :class:`~pytest_novelty.pipeline.runner.Runner`) needs for ``suites``.
@@ -92,7 +90,7 @@ def preflight(runner: Runner, suites: Iterable[Suite]) -> float:
         specs.setdefault(runner.originality_spec(suite), suite)
     for spec, suite in specs.items():
         try:
-            backend = runner.backend(spec)
+            backend = runner.models.backend(spec)
         except HarnessError:
             raise
         except ConfigError as exc:
@@ -105,7 +103,7 @@ def preflight(runner: Runner, suites: Iterable[Suite]) -> float:
     checked: set[str] = set()
     for suite in suites:
         try:
-            judge = runner.judge(suite)
+            judge = runner.models.judge(suite)
         except ConfigError as exc:
             raise _blame(exc, config.judge, "--judge", suite, "scoring.judge") from None
         # A spec names one endpoint in a session (the judge's base URL is the session's), so each
@@ -144,8 +142,9 @@ def check_options(options: Any, *, model: str, front: str = "pytest") -> str:
     from pytest_novelty.infra.hub import looks_like_hub_id
 
     check_device(str(options.novelty_device))
-    if options.novelty_generator in ("vllm",):
-        require("vllm", field=flag("generator"), what="--generator vllm")
+    if options.novelty_generator == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise ConfigError('--generator vllm needs vllm, which is not installed: pip install "pytest-novelty[vllm]"',
+                          field=flag("generator"))
     served = is_served(model) and not is_answers(model)  # answers are files: no endpoint, no revisions
     revision = getattr(options, "novelty_model_revision", None)
     if revision and is_answers(model):
@@ -248,16 +247,6 @@ def check_cache_folder(cache_dir: Path, *, option: str, given: bool, ini: bool =
                    elsewhere=f"give another folder with {option} DIR (or PYTEST_NOVELTY_CACHE)")
 
 
-def require(package: str, *, field: str, what: str) -> None:
-    """An optional package ``what`` needs is importable, else one line naming the extra to install."""
-    import importlib.util
-
-    if importlib.util.find_spec(package) is None:
-        extra = EXTRAS.get(package, package)
-        raise ConfigError(f"{what} needs {package}, which is not installed: pip install \"pytest-novelty[{extra}]\"",
-                          field=field)
-
-
 def check_models(
     options: Any, models: Iterable[str], baseline: str | None, cache_dir: Path, suites: Iterable[Suite]
 ) -> None:
@@ -265,23 +254,30 @@ def check_models(
     (the candidate, a series' earlier checkpoints, the baseline) is checked with the options that
     load it, each error naming the option the user typed; the demo is prepared here (once, on the
     controller under xdist: the caller decides). A served model needs ``--originality``."""
+    suites = list(suites)
+    auto = any(s.scoring.originality == "auto" for s in suites)
+    for model, option in [*((m, "--model") for m in models), *([(baseline, "--baseline-model")] if baseline else [])]:
+        check_source(options, model, option, cache_dir, auto=auto)
+    check_answer_files(list(models), baseline, suites, every=not getattr(options, "novelty_suite", None))
+
+
+def check_source(options: Any, model: str, option: str, cache_dir: Path, *, auto: bool) -> None:
+    """One model checked before anything loads, with the options that load it (errors naming
+    ``option`` as the user typed it); the demo is prepared here. A served model (or files of
+    answers) has no folder to find an index in, so with a suite's ``auto`` originality
+    (``auto``) it needs ``--originality``."""
     from pytest_novelty.generation.backends import check_model, is_served
     from pytest_novelty.pipeline import demo
     from pytest_novelty.pipeline.runner import needs_originality
 
-    suites = list(suites)
-    for model, option in [*((m, "--model") for m in models), *([(baseline, "--baseline-model")] if baseline else [])]:
-        if model in demo.DEMO_MODELS:
-            demo.ensure_demo(cache_dir)
-            continue
-        check_model(
-            model, trust_remote_code=bool(options.novelty_trust_remote_code),
-            base_model=options.novelty_base_model, base_url=options.novelty_model_base_url, option=option,
-        )  # fmt: skip
-        auto = any(s.scoring.originality == "auto" for s in suites)
-        if is_served(model) and not options.novelty_originality and auto:
-            raise ConfigError(needs_originality(model), field="--originality")
-    check_answer_files(list(models), baseline, suites, every=not getattr(options, "novelty_suite", None))
+    if model in demo.DEMO_MODELS:
+        demo.ensure_demo(cache_dir)
+        return
+    check_model(model, trust_remote_code=bool(options.novelty_trust_remote_code),
+                base_model=getattr(options, "novelty_base_model", None), base_url=options.novelty_model_base_url,
+                option=option)  # fmt: skip
+    if auto and is_served(model) and not options.novelty_originality:
+        raise ConfigError(needs_originality(model), field="--originality")
 
 
 def check_answer_files(models: Sequence[str], baseline: str | None, suites: Sequence[Suite], *, every: bool) -> None:
@@ -342,7 +338,7 @@ def check_context(runner: Runner, suites: Iterable[Suite], generating: Iterable[
     for the runs in ``generating`` (all of ``suites`` when None): a run whose answers are all cached
     sends no prompt to the model, and counting needs the tokenizer (and with it torch).
     """
-    from pytest_novelty.generation.checkpoint import context_length
+    from pytest_novelty.generation.checkpoint import context_length, context_refusal
 
     path = runner.model_path()
     if not Path(path).is_dir():
@@ -352,14 +348,8 @@ def check_context(runner: Runner, suites: Iterable[Suite], generating: Iterable[
         return
     suites = list(suites)
     for suite in suites:
-        wanted = suite.generation.max_new_tokens
-        if wanted >= context:
-            raise ConfigError(
-                f"{wanted} new tokens do not fit the model's context of {context} tokens, with no room "
-                f"left for a prompt; use fewer than {context}",
-                path=suite.path,
-                field="generation.max_new_tokens",
-            )
+        if suite.generation.max_new_tokens >= context:
+            raise context_refusal(suite.generation.max_new_tokens, context, path=suite.path)
     counted = suites if generating is None else list(generating)
     if counted:
         check_prompt_lengths(runner, counted, path, context)
@@ -399,18 +389,17 @@ def check_recorded_answers(runner: Runner, suites: Iterable[Suite]) -> None:
     every run as the suite would have them generated: each prompt that has no answers, fewer than
     ``generation.samples``, another prompt text or contradicting settings is bad input naming the
     prompt and the file, found here, before anything is scored. Runs whose inputs are built only
-    during the run (:func:`~pytest_novelty.pipeline.warm.inputs_known`) are checked when they run."""
+    during the run (:func:`~pytest_novelty.pipeline.warm.model_inputs`) are checked when they run."""
     from pytest_novelty.generation import is_recorded
-    from pytest_novelty.pipeline.answers import check_recorded, model_texts
-    from pytest_novelty.pipeline.warm import inputs_known
+    from pytest_novelty.pipeline.answers import check_recorded
+    from pytest_novelty.pipeline.warm import model_inputs
 
     generator = runner.generator()
     if not is_recorded(generator):
         return
-    for suite in suites:
-        if inputs_known(suite):
-            prompts, inputs = runner.prompts(suite)
-            texts, settings = model_texts(runner.config, generator, suite, inputs)
+    for suite, known in model_inputs(runner, suites):
+        if known is not None:
+            prompts, _, texts, settings = known
             check_recorded(generator, suite, prompts, texts, settings)
 
 

@@ -19,15 +19,13 @@ from pytest_novelty.pipeline.config import MAIN, RunConfig
 from pytest_novelty.pipeline.export import work_line
 from pytest_novelty.pipeline.measure import gated_order, measure, needs_equivalence
 from pytest_novelty.pipeline.models import SessionModels, originality_units
-from pytest_novelty.pipeline.results import HUMAN_REFERENCES, SuiteAnswers, SuiteResult
+from pytest_novelty.pipeline.results import HUMAN_REFERENCES, SuiteAnswers, SuiteResult, SuiteScores
 from pytest_novelty.pipeline.scores import lookup, originality_column, score_answers
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
 
 if TYPE_CHECKING:
     from pytest_novelty.generation import Generator
-    from pytest_novelty.scoring.judges import Judge
-    from pytest_novelty.scoring.originality import OriginalityBackend
     from pytest_novelty.suites.prompting import ModelInput
 
 __all__ = ["RunConfig", "Runner", "SessionModels", "SuiteResult"]
@@ -119,14 +117,6 @@ class Runner:
             self._loading_said = True
             notice(f"[novelty] loading {self.config.model} ({self.model_path()})")
 
-    def backend(self, spec: str) -> OriginalityBackend:
-        """The session's originality backend of ``spec``."""
-        return self.models.backend(spec)
-
-    def judge(self, suite: Suite) -> Judge:
-        """The session's judge of ``suite``."""
-        return self.models.judge(suite)
-
     def load_prompts(self, suite: Suite) -> list[Prompt]:
         """The suite's prompts."""
         return answer_step.load_prompts(suite)
@@ -187,13 +177,18 @@ class Runner:
 
     def score_answers(self, generated: SuiteAnswers, *, pool_novelty: np.ndarray | None = None) -> SuiteResult:
         """The scores and metrics steps for one checkpoint's answers."""
-        suite = generated.suite
-        spec = self.originality_spec(suite)
-        units = originality_units(spec, self._model_path or self.config.model)
-        scores = score_answers(self.models, suite, generated.prompts, generated.answers, spec=spec, units=units)
+        suite, scores = generated.suite, self.scores(generated)
         equivalent = None
         if needs_equivalence(suite, generated.answers):
             equivalent = self.models.equivalence(suite.scoring.equivalence)
         measured = measure(suite, generated.prompts, generated.answers, scores, equivalent=equivalent,
                            pool_novelty=pool_novelty)
         return SuiteResult(generated, scores, measured)
+
+    def scores(self, generated: SuiteAnswers, *, limit_unscored: bool = True) -> SuiteScores:
+        """The scores step on answers (a shard's part of them with ``limit_unscored=False``: see
+        :func:`~pytest_novelty.pipeline.scores.score_answers`)."""
+        spec = self.originality_spec(generated.suite)
+        units = originality_units(spec, self._model_path or self.config.model)
+        return score_answers(self.models, generated.suite, generated.prompts, generated.answers, spec=spec, units=units,
+                             limit_unscored=limit_unscored)

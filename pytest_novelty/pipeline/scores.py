@@ -62,7 +62,7 @@ def score_answers(
         judge=judge,
         index=spec,
         units=units,
-        longest_copied=[_copied(i, flat, rows, prompts, shape[1]) for i in ranked],
+        longest_copied=[_copied(i, flat, prompts, shape[1], **rows[i]) for i in ranked],
         uniqueness=uniqueness,
         creativity_copied=passages,
         unscored_reasons=reasons,
@@ -74,9 +74,9 @@ def score_answers(
     )
 
 
-def _copied(i: int, flat: list[str], rows: list[dict[str, Any]], prompts: list[Prompt], samples: int) -> dict[str, Any]:
-    """The ``i``-th answer's longest corpus span, with the answer, its prompt's id and its sample index."""
-    return {"generation": flat[i], "prompt": prompts[i // samples].id, "sample": i % samples, **rows[i]}
+def _copied(i: int, flat: list[str], prompts: list[Prompt], samples: int, **found: Any) -> dict[str, Any]:
+    """What the ``i``-th answer copied (``found``), with the answer, its prompt's id and its sample index."""
+    return {"generation": flat[i], "prompt": prompts[i // samples].id, "sample": int(i % samples), **found}
 
 
 def _creativity(
@@ -93,8 +93,8 @@ def _creativity(
     table = uniqueness_table([row["match_lengths"] for row in rows], lengths)
     index = creativity_index(table)
     shown = [i for i in np.argsort(index, kind="stable") if rows[i]["copied"]][:CREATIVITY_SHOWN]
-    passages = [{"generation": flat[i], "prompt": prompts[i // shape[1]].id, "sample": int(i % shape[1]),
-                 "creativity_index": float(index[i]), "copied": rows[i]["copied"]} for i in shown]  # fmt: skip
+    passages = [_copied(i, flat, prompts, shape[1], creativity_index=float(index[i]), copied=rows[i]["copied"])
+                for i in shown]  # fmt: skip
     return {length: table[:, k].reshape(shape) for k, length in enumerate(lengths)}, passages
 
 

@@ -139,10 +139,14 @@ class ResultsSession:
         return result
 
     def earlier(self, suite: Suite) -> list[SuiteResult]:
-        """With a series, the results of every checkpoint before the candidate, in step order. Their
-        runners are let go after each use (a model loads only when a generation is not cached)."""
+        """With a series, the results of every checkpoint before the candidate, in step order."""
+        return self.results_of([checkpoint.path for checkpoint in self.series[:-1]], suite.first)
+
+    def results_of(self, models: Sequence[str], suite: Suite) -> list[SuiteResult]:
+        """Each of ``models``' result on ``suite``, in order (a series' checkpoints, a tail's pool), each
+        runner let go after its use (a model loads only when a generation is not cached)."""
         results = []
-        for checkpoint in self.series[:-1]:
-            results.append(self.model_result(checkpoint.path, suite.first))
-            self.release(checkpoint.path)
+        for model in models:
+            results.append(self.model_result(model, suite))
+            self.release(model)
         return results

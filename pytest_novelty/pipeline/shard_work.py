@@ -21,7 +21,7 @@ from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.schema import Suite
 
 if TYPE_CHECKING:
-    from pytest_novelty.pipeline.results import GenerationWork, SuiteAnswers, SuiteResult, SuiteScores
+    from pytest_novelty.pipeline.results import GenerationWork, SuiteResult, SuiteScores
     from pytest_novelty.pipeline.runner import Runner
     from pytest_novelty.pipeline.session import ResultsSession
 
@@ -166,22 +166,11 @@ def _part_of(runner: Runner, variant: Suite, ids: frozenset[str] | None, shard: 
         answers = generate_answers(runner.config, gen, variant, [prompts[i] for i in chosen],
                                    [inputs[i] for i in chosen], runner.model_path(), merge_check=False)
         done.generated.append(answers.work)
-        done.scored.append(_score(runner, variant, answers))
+        done.scored.append(runner.scores(answers, limit_unscored=False))  # the unscored share: the merge run's
     settings = run_settings(runner.config, variant)
     keys = [prompt_key(gen.identity_id, gen.render(x), settings) for x in inputs]
     ShardRecords(runner.config.cache_dir).note(run_identity(keys), shard, variant.name,
                                                [prompts[i].id for i in chosen])
-
-
-def _score(runner: Runner, variant: Suite, answers: SuiteAnswers) -> SuiteScores:
-    """The scores step on a part of a run's answers (the unscored share is the merge run's to judge)."""
-    from pytest_novelty.pipeline.models import originality_units
-    from pytest_novelty.pipeline.scores import score_answers
-
-    spec = runner.originality_spec(variant)
-    units = originality_units(spec, runner.model_path())
-    return score_answers(runner.models, variant, answers.prompts, answers.answers, spec=spec, units=units,
-                         limit_unscored=False)
 
 
 def _references(runner: Runner, suite: Suite, ids: frozenset[str]) -> list[SuiteScores]:
@@ -191,4 +180,4 @@ def _references(runner: Runner, suite: Suite, ids: frozenset[str]) -> list[Suite
 
     prompts = [p for p in runner.load_prompts(suite) if p.id in ids and p.reference]
     answers = SuiteAnswers(suite, "human references", prompts, [[str(p.reference)] for p in prompts])
-    return [_score(runner, suite, answers)] if prompts else []
+    return [runner.scores(answers, limit_unscored=False)] if prompts else []

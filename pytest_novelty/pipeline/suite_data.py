@@ -15,15 +15,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-__all__ = ["GenerationArrays", "RoundWork", "SuiteData", "SuiteInfo"]
+__all__ = ["GenerationArrays", "RoundWork", "SuiteData", "SuiteInfo", "grid"]
 
 Grid = list[list[float | None]]
 """Per-generation values, prompts × samples; None: no value (unscored, or no n-gram of the order)."""
 
 
-def _grid(values: Any) -> Grid:
-    return [[None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v) for v in row]
-            for row in values or []]  # fmt: skip
+def grid(values: Any) -> Grid:
+    """Per-generation values (an array, or JSON's lists) as JSON holds them: NaN becomes None."""
+    return [[None if v is None or math.isnan(float(v)) else float(v) for v in row]
+            for row in ([] if values is None else values)]  # fmt: skip
 
 
 def _number(value: Any) -> float | None:
@@ -58,7 +59,7 @@ class GenerationArrays:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GenerationArrays:
         shares = {str(k): _number(v) for k, v in dict(data.get("shares") or {}).items()}
-        return cls(_grid(data.get("quality")), _grid(data.get("originality")), _grid(data.get("novelty")), shares,
+        return cls(grid(data.get("quality")), grid(data.get("originality")), grid(data.get("novelty")), shares,
                    str(data.get("model") or ""))  # fmt: skip
 
 

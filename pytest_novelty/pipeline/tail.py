@@ -30,7 +30,7 @@ from pytest_novelty.pipeline.results import SuiteResult
 from pytest_novelty.pipeline.session import ResultsSession
 from pytest_novelty.suites.schema import Suite
 
-__all__ = ["BUILT_BY", "SCORE_RULE", "TailBuild", "build_tail", "check_sources", "pool_results", "shared_index"]
+__all__ = ["BUILT_BY", "SCORE_RULE", "TailBuild", "build_tail", "check_sources", "shared_index"]
 
 BUILT_BY = "pytest-novelty tail build"
 
@@ -46,23 +46,14 @@ def check_sources(options: Any, sources: Sequence[str], option: str, cache_dir: 
     """Fail fast, before anything loads, on a source that is not there: one line naming ``option``
     as the user typed it (``--pool``, ``--model``) and the source; the demo is prepared here. A
     served model needs an index given by ``--originality`` (it has no folder to find one in)."""
-    from pytest_novelty.generation.backends import check_model, is_served
-    from pytest_novelty.pipeline import demo
-    from pytest_novelty.pipeline.runner import SERVED_NEEDS_ORIGINALITY
+    from pytest_novelty.pipeline.preflight import check_source
 
     seen: set[str] = set()
     for source in sources:
         if source in seen:
             raise ConfigError(f"{source!r} is given twice; every member of a pool counts once", field=option)
         seen.add(source)
-        if source in demo.DEMO_MODELS:
-            demo.ensure_demo(cache_dir)
-            continue
-        check_model(source, trust_remote_code=bool(options.novelty_trust_remote_code),
-                    base_model=getattr(options, "novelty_base_model", None),
-                    base_url=options.novelty_model_base_url, option=option)  # fmt: skip
-        if is_served(source) and not options.novelty_originality and suite.scoring.originality == "auto":
-            raise ConfigError(SERVED_NEEDS_ORIGINALITY, field="--originality")
+        check_source(options, source, option, cache_dir, auto=suite.scoring.originality == "auto")
 
 
 def open_session(make_config: Callable[[str], RunConfig], sources: Sequence[str], suite: Suite) -> ResultsSession:
@@ -92,16 +83,6 @@ def shared_index(session: ResultsSession, suite: Suite, sources: Sequence[str]) 
         )
     setting = session.runner(sources[0]).config.originality or suite.scoring.originality
     return setting, identities.pop()
-
-
-def pool_results(session: ResultsSession, suite: Suite, sources: Sequence[str]) -> list[SuiteResult]:
-    """Every source's result on ``suite`` (from the cache where it has them), in the order given;
-    a source's runner (and its loaded model) is let go once its result is in."""
-    results = []
-    for source in sources:
-        results.append(session.model_result(source, suite))
-        session.release(source)
-    return results
 
 
 @dataclass(frozen=True)

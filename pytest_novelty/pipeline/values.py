@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError, did_you_mean
 
-__all__ = ["KINDS", "OUTPUTS", "Checked", "Takes", "check_given", "declared", "written_by"]
+__all__ = ["KINDS", "OUTPUTS", "Checked", "Takes", "declared", "written_by"]
 
 KINDS = {
     "flag": "nothing: it is on or off",
@@ -220,10 +220,7 @@ def _readable(path: Path, option: str) -> None:
 
 def _nearest(path: Path) -> Path:
     """The nearest folder above ``path`` that exists (where a missing folder would be created)."""
-    for parent in path.absolute().parents:
-        if parent.exists():
-            return parent
-    return Path("/")
+    return next((parent for parent in path.absolute().parents if parent.exists()), Path("/"))
 
 
 def _writable(given: Path, folder: Path, what: str, option: str, space: bool) -> None:
@@ -294,10 +291,8 @@ def written_by(args: Any, exc: OSError) -> tuple[str, str] | None:
     if not exc.filename:  # a write that ran out of space says no file: the one destination, if one
         return next(iter(named.items())) if len(named) == 1 else None
     failed = Path(str(exc.filename)).absolute()
-    for value, name in named.items():
-        if failed.is_relative_to(Path(value).expanduser().absolute().parent):
-            return value, name
-    return None
+    beside = (item for item in named.items() if failed.is_relative_to(Path(item[0]).expanduser().absolute().parent))
+    return next(beside, None)
 
 
 def declared(action: argparse.Action) -> Takes | None:
@@ -308,12 +303,3 @@ def declared(action: argparse.Action) -> Takes | None:
     if action.nargs == 0:  # store_true and the like
         return Takes("flag")
     return None
-
-
-def check_given(options: Any, takes: Sequence[tuple[str, str, Takes]]) -> None:
-    """Check each given value of ``options`` (an argparse namespace) by its declaration, in place:
-    ``takes`` holds (destination, spelling for messages, declaration)."""
-    for dest, spelling, declared in takes:
-        value = getattr(options, dest, None)
-        if value is not None:
-            setattr(options, dest, declared.check(value, spelling))
