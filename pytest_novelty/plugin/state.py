@@ -370,9 +370,8 @@ class NoveltyState:
             terminalreporter.section("novelty gate")
             # Every damaged entry this run met, wherever it was read: the suites' runs, the preflight,
             # the checkpoint and index memos, in this process and in every xdist worker.
-            for line in gate_summary(records, self.suite_data, repaired() + self.worker_repairs):
-                terminalreporter.line(line)
-            for line in self.cases.series_gaps.values():
+            summary = gate_summary(records, self.suite_data, repaired() + self.worker_repairs)
+            for line in [*summary, *self.cases.series_gaps.values()]:
                 terminalreporter.line(line)
         for line in self.worker_crashes:
             terminalreporter.line(f"novelty: {line}", red=True, bold=True)
