@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_novelty.cli.parser import Parser
 from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS, USAGE_EXIT_STATUS, HarnessError, NoveltyError
-from pytest_novelty.infra.storage import default_cache_dir
+from pytest_novelty.infra.storage import cache_folder, default_cache_dir
 from pytest_novelty.pipeline.options import add_arguments
 
 if TYPE_CHECKING:
@@ -52,7 +52,6 @@ def _cmd_demo_build(args: argparse.Namespace) -> int:
 def _cmd_demo_path(args: argparse.Namespace) -> int:
     """Print where the demo's checkpoint (or its weaker one, its index, its corpus) lies in the cache,
     preparing the demo first when it is not there: the folder another tool can be pointed at."""
-    from pytest_novelty.infra.storage import default_cache_dir
     from pytest_novelty.pipeline import demo
     from pytest_novelty.pipeline.preflight import check_cache_folder
 
@@ -81,7 +80,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         check_trackers(args.novelty_log)  # a bad spec, URI or folder: exit 4; a tracker down: exit 8
     suites = load_suites_of(args)
-    cache_dir = Path(args.novelty_cache).expanduser().resolve() if args.novelty_cache else default_cache_dir()
+    cache_dir = cache_folder(args.novelty_cache)
     checkpoints = []
     if args.novelty_model_series:  # the newest checkpoint is the candidate; the others make its series
         from pytest_novelty.pipeline.series import check_series, find_checkpoints

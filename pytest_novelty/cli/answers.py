@@ -20,14 +20,14 @@ def cmd_answers_export(args: argparse.Namespace) -> int:
     """Handler of ``answers export``."""
     from pytest_novelty.cli.suites import load_suites_of
     from pytest_novelty.infra.progress import ProgressSink
-    from pytest_novelty.infra.storage import default_cache_dir
+    from pytest_novelty.infra.storage import cache_folder
     from pytest_novelty.pipeline.config import RunConfig
     from pytest_novelty.pipeline.preflight import check_models, check_options
     from pytest_novelty.pipeline.recorded import export_answers
     from pytest_novelty.pipeline.runner import Runner
 
     suites = load_suites_of(args)
-    cache_dir = Path(args.novelty_cache).expanduser().resolve() if args.novelty_cache else default_cache_dir()
+    cache_dir = cache_folder(args.novelty_cache)
     model = check_options(args, model=str(args.novelty_model), front="cli")
     check_models(args, [model], None, cache_dir, suites)
     runner = Runner(RunConfig.from_options(args, model=model, cache_dir=cache_dir, progress=ProgressSink()))

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_novelty.infra.storage import default_cache_dir
 from pytest_novelty.pipeline.values import Takes
 
 CACHE_HELP = "cache folder (default $PYTEST_NOVELTY_CACHE, else ~/.cache/pytest-novelty)"
@@ -19,8 +20,6 @@ READ: dict[str, Any] = Takes("folder", what="an existing cache folder").argument
 
 
 def _folder(value: str | None) -> Path:
-    from pytest_novelty.infra.storage import default_cache_dir
-
     return Path(value).expanduser() if value else default_cache_dir()
 
 

@@ -118,18 +118,13 @@ def write_results(out: TextIO, ids: list[Any], results: list[Any]) -> None:
 
 def open_judge_from(args: argparse.Namespace) -> Any:
     """The judge the command-line options name, with its answer cache."""
-    from pytest_novelty.scoring.judges import open_judge
-
-    if args.cache:
-        cache = Path(args.cache)
-    else:
-        from pytest_novelty.infra.storage import default_cache_dir
-
-        cache = default_cache_dir() / "judge"
     from pytest_novelty.infra.abilities import Preflighted
     from pytest_novelty.infra.errors import PreflightError
+    from pytest_novelty.infra.storage import default_cache_dir
     from pytest_novelty.pipeline.preflight import check_cache_folder
+    from pytest_novelty.scoring.judges import open_judge
 
+    cache = Path(args.cache) if args.cache else default_cache_dir() / "judge"
     check_cache_folder(cache, option="--cache", given=bool(args.cache))
     judge = open_judge(args.judge, cache_dir=cache, samples=args.samples, temperature=args.temperature,
                        base_url=args.base_url, budget=args.budget, concurrency=args.concurrency)
@@ -143,15 +138,11 @@ def open_judge_from(args: argparse.Namespace) -> Any:
 
 def run_judge_command(args: argparse.Namespace) -> int:
     """The ``judge`` command: read, score (or count calls with ``--dry-run``), write."""
-    from pytest_novelty.scoring.judges import dry_run
-
     path = Path(args.input)
     ids, items = read_items(path, args.task)
     judge = open_judge_from(args)
     if args.dry_run:
-        calls = dry_run(judge, items)
-        print(f"dry run: {judge.spec} would make {calls} calls for {len(items)} items")
-        return 0
+        return _dry_run(judge, items)
     results = judge.score(items, progress=args.progress)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as out:
@@ -161,6 +152,14 @@ def run_judge_command(args: argparse.Namespace) -> int:
     unscored = sum(result.quality is None for result in results)
     if unscored:
         print(f"pytest-novelty judge: {unscored} of {len(results)} items unscored", file=sys.stderr)
+    return 0
+
+
+def _dry_run(judge: Any, items: list[Any]) -> int:
+    """``--dry-run``: say how many calls the judge would make for ``items``, and send none."""
+    from pytest_novelty.scoring.judges import dry_run
+
+    print(f"dry run: {judge.spec} would make {dry_run(judge, items)} calls for {len(items)} items")
     return 0
 
 
@@ -213,16 +212,13 @@ def nested_parser(argv: Sequence[str]) -> argparse.ArgumentParser | None:
 def run_calibrate_command(args: argparse.Namespace) -> int:
     """``judge calibrate``: score the graded items (or count calls with ``--dry-run``) and report agreement."""
     from pytest_novelty.pipeline.calibration import calibrate, read_calibration_file
-    from pytest_novelty.scoring.judges import dry_run
 
     if args.resamples < 1:
         raise ConfigError(f"must be at least 1, got {args.resamples}", field="--resamples")
     graded = read_calibration_file(args.file)
     judge = open_judge_from(args)
     if args.dry_run:
-        calls = dry_run(judge, [item.judge_item(args.task) for item in graded])
-        print(f"dry run: {judge.spec} would make {calls} calls for {len(graded)} items")
-        return 0
+        return _dry_run(judge, [item.judge_item(args.task) for item in graded])
     result = calibrate(
         judge, graded, args.task, path=args.file, resamples=args.resamples, seed=args.seed, progress=args.progress
     )

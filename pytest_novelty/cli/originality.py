@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,19 +24,12 @@ from typing import Any, TextIO
 from pytest_novelty.cli.parser import named_as
 from pytest_novelty.infra.errors import ConfigError
 from pytest_novelty.infra.jsonlines import json_lines
+from pytest_novelty.infra.storage import default_cache_dir
 from pytest_novelty.pipeline.values import Takes
 
 __all__ = ["add_commands", "cmd_index_build", "cmd_originality"]
 
 _BATCH = 5000
-
-
-def _default_cache() -> Path:
-    if os.environ.get("PYTEST_NOVELTY_CACHE"):
-        base = Path(os.environ["PYTEST_NOVELTY_CACHE"])
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-novelty"
-    return base / "originality"
 
 
 def cmd_index_build(args: argparse.Namespace) -> int:
@@ -88,12 +80,13 @@ def cmd_originality(args: argparse.Namespace) -> int:
     from pytest_novelty.scoring.originality import open_backend, score_texts
 
     orders, source = _orders_and_input(args)
+    cache = Path(args.cache) if args.cache else default_cache_dir() / "originality"
     if args.cache:
         from pytest_novelty.pipeline.preflight import check_cache_folder
 
-        check_cache_folder(Path(args.cache), option="--cache", given=True)
+        check_cache_folder(cache, option="--cache", given=True)
     with named_as("--index", "originality"):
-        backend = open_backend(args.index, cache_dir=Path(args.cache) if args.cache else _default_cache())
+        backend = open_backend(args.index, cache_dir=cache)
     handle: TextIO
     if source == "-":
         handle, name = sys.stdin, "<stdin>"

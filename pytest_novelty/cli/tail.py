@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,18 @@ SUITE = Takes("text", why="a suite file or a suite's name in --suites: an unknow
 MODEL = by_name("model").takes
 
 
+def _command(
+    tail: Any, name: str, run: Callable[[argparse.Namespace], int], *, help: str, description: str
+) -> argparse.ArgumentParser:
+    """One ``tail`` command: its SUITE argument and its handler; the run options come last
+    (:func:`_run_options`), after the command's own."""
+    command: argparse.ArgumentParser = tail.add_parser(name, help=help, description=description)
+    command.add_argument("suite", metavar="SUITE", **SUITE.argument(),
+                         help="a suite file, or the name of a suite in --suites")
+    command.set_defaults(func=run)
+    return command
+
+
 def _run_options(parser: argparse.ArgumentParser) -> None:
     for name in RUN_OPTIONS:
         option = by_name(name)
@@ -61,14 +74,13 @@ def add_commands(subparsers: Any) -> None:
     """Register ``tail build`` and ``tail agreement`` on an ``argparse`` subparsers object."""
     tail = subparsers.add_parser("tail", help="build a suite's q@Tail tail from a pool of models; check it against "
                                  "a reference ranking").add_subparsers(dest="tail_command", required=True)  # fmt: skip
-    build = tail.add_parser(
-        "build", help="rank a suite's prompts by a pool of models and write the tail file [gate] tail reads",
+    build = _command(
+        tail, "build", run_build_command,
+        help="rank a suite's prompts by a pool of models and write the tail file [gate] tail reads",
         description="Score every prompt of SUITE as q@Tail's paper does, s = (input novelty + the pool's mean "
         "output novelty) / 2 at n = 4 on one index, and write the tail and the peak at every --alpha, with the "
         "pool's identities, the index identity, every score and the date, to --out.",
     )  # fmt: skip
-    build.add_argument("suite", metavar="SUITE", **SUITE.argument(),
-                       help="a suite file, or the name of a suite in --suites")
     build.add_argument("--pool", required=True, metavar="SOURCE", **MODEL.argument(append=True),
                        help="a member of the pool, as --model takes it (repeatable; every one counts alike)")
     build.add_argument("--alpha", required=True, **FRACTION.argument(append=True), metavar="A",
@@ -76,15 +88,13 @@ def add_commands(subparsers: Any) -> None:
     build.add_argument("--out", required=True, metavar="FILE", **OUT_FILE.argument(),
                        help="the tail file to write (JSON)")
     _run_options(build)
-    build.set_defaults(func=run_build_command)
-    agree = tail.add_parser(
-        "agreement", help="Kendall tau of models' mean quality with a reference ranking, per bin from peak to tail",
+    agree = _command(
+        tail, "agreement", run_agreement_command,
+        help="Kendall tau of models' mean quality with a reference ranking, per bin from peak to tail",
         description="Score every --model on SUITE, split its prompts into --bins equal bins from the peak to the "
         "tail by their shared novelty score, and report Kendall's tau-b of the models' mean quality with the "
         "reference in each bin and on q@Tail(--alpha), with bootstrap intervals over prompts.",
     )  # fmt: skip
-    agree.add_argument("suite", metavar="SUITE", **SUITE.argument(),
-                       help="a suite file, or the name of a suite in --suites")
     agree.add_argument("--model", required=True, metavar="[NAME=]SOURCE", dest="models", **MODEL.argument(append=True),
                        help="a model to rank, as --model takes it, named NAME in the reference (repeatable, 3+)")
     agree.add_argument("--reference", required=True, metavar="FILE", **Takes("file").argument(),
@@ -103,25 +113,21 @@ def add_commands(subparsers: Any) -> None:
                        help="bootstrap resamples (2000)")
     agree.add_argument("--confidence", **FRACTION.argument(), default=0.95, metavar="C", help="interval level (0.95)")
     _run_options(agree)
-    agree.set_defaults(func=run_agreement_command)
 
 
 def _suite(name: str, folder: str | None) -> Any:
     """The suite a command names: a suite file, else a suite of ``--suites`` (or ./suites, else the
-    bundled). Its ``[gate] tail`` is set aside: the commands rank the prompts themselves, and the file
-    a build writes may not exist yet (or lack a peak the suite gates on)."""
-    from pytest_novelty.infra.resources import bundled_path
-    from pytest_novelty.suites.suite_file import find_suite_files
+    bundled), read without its ``[gate] tail`` (:func:`~pytest_novelty.suites.suite_file.load_suite`)."""
+    from pytest_novelty.cli.suites import no_such_suite, suites_folder
+    from pytest_novelty.suites.suite_file import load_suite, load_suites
 
     if name.endswith(".toml") or Path(name).is_file():
-        suite = _without_tail(Path(name).expanduser())
+        suite = load_suite(Path(name).expanduser(), tail=False)
     else:
-        where = Path(folder).expanduser() if folder else (Path("suites") if Path("suites").is_dir()
-                                                          else bundled_path("suites"))  # fmt: skip
-        found = {s.name: s for s in map(_without_tail, find_suite_files(where))}
+        where = suites_folder(folder)
+        found = {s.name: s for s in load_suites(where, tail=False)}
         if name not in found:
-            raise ConfigError(f"no suite named {name!r} in {where}{did_you_mean(name, found)}; the suites are "
-                              f"{', '.join(sorted(found))}", field="SUITE")  # fmt: skip
+            raise no_such_suite(name, list(found.values()), where, "SUITE")
         suite = found[name]
     if suite.sweep is not None:
         raise ConfigError("a [sweep] suite runs once per value; a tail ranks one set of answers: use a suite "
@@ -129,33 +135,15 @@ def _suite(name: str, folder: str | None) -> Any:
     return suite
 
 
-def _without_tail(path: Path) -> Any:
-    """The suite file at ``path``, validated as :func:`~pytest_novelty.suites.suite_file.load_suite` does,
-    without its ``[gate] tail``."""
-    import tomllib
-
-    from pytest_novelty.suites.suite_file import parse_suite
-
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError("suite file not found", path=path) from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read it as TOML: {exc}", path=path) from None
-    if isinstance(data.get("gate"), dict):
-        data["gate"] = {k: v for k, v in data["gate"].items() if k != "tail"}
-    return parse_suite(data, path)
-
-
 def _session(args: argparse.Namespace, sources: list[str], option: str, suite: Any) -> Any:
     """Check the options and every source, then open one results session over them (preflight run)."""
     from pytest_novelty.infra.progress import ProgressSink
-    from pytest_novelty.infra.storage import default_cache_dir
+    from pytest_novelty.infra.storage import cache_folder
     from pytest_novelty.pipeline.config import RunConfig
     from pytest_novelty.pipeline.preflight import check_options
     from pytest_novelty.pipeline.tail import check_sources, open_session
 
-    cache_dir = Path(args.novelty_cache).expanduser().resolve() if args.novelty_cache else default_cache_dir()
+    cache_dir = cache_folder(args.novelty_cache)
     for source in sources:
         check_options(args, model=source, front="cli")
     check_sources(args, sources, option, cache_dir, suite)

@@ -36,7 +36,7 @@ from typing import Any
 
 from pytest_novelty.infra.storage import canonical, file_lock, folder_error, key_digest, write_temp
 
-__all__ = ["FORMAT", "Cache", "Namespace", "as_namespace", "entry_digest", "repaired", "sound_entry"]
+__all__ = ["FORMAT", "Cache", "Namespace", "as_namespace", "entry_digest", "link_new", "repaired", "sound_entry"]
 
 FORMAT = 1
 """The layout of an entry file; bump it when the envelope changes."""
@@ -150,12 +150,7 @@ class Namespace:
 
     def get_many(self, keys: Iterable[Any]) -> dict[Any, Any]:
         """The stored value of each key that has a valid entry."""
-        found = {}
-        for key in keys:
-            value = self.get(key)
-            if value is not None:
-                found[key] = value
-        return found
+        return {key: value for key in keys if (value := self.get(key)) is not None}
 
     def _decode(self, raw: bytes, key: str) -> tuple[bool, Any]:
         """(True, value) for a sound entry of ``key``, (False, None) for anything else."""
@@ -197,16 +192,8 @@ class Namespace:
     def _put_once(self, path: Path, key: str, data: bytes, stored: Any) -> Any:
         tmp = write_temp(path, data, sync=self.durable)
         try:
-            try:
-                os.link(tmp, path)
+            if link_new(tmp, path):
                 return stored
-            except FileExistsError:
-                pass
-            except OSError:
-                # no hard links on this file system: check, then replace (a small race window)
-                if not path.exists():
-                    os.replace(tmp, path)
-                    return stored
             try:
                 found, existing = self._decode(path.read_bytes(), key)
             except FileNotFoundError:
@@ -261,6 +248,22 @@ class Cache:
         return removed
 
 
+def link_new(tmp: str, path: Path) -> bool:
+    """Put the written file ``tmp`` at ``path`` unless an entry is there already (first writer wins):
+    a hard link, which fails on an existing name; without hard links on the file system, a replace
+    after a check (a small race window). Whether it was put there."""
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:  # no hard links here
+        if path.exists():
+            return False
+        os.replace(tmp, path)
+        return True
+
+
 def _discard(path: Path) -> int:
     """Rename ``path`` aside and delete it; bytes removed (0 when someone else was first)."""
     aside = path.parent / f"{_TRASH}{path.name}-{uuid.uuid4().hex[:12]}"
@@ -311,21 +314,11 @@ def as_namespace(place: Namespace | Path | str | None, name: str | None = None, 
 
 def cache_usage(cache_dir: Path) -> dict[str, int]:
     """Bytes used by each top-level entry of the cache folder (files removed meanwhile count 0)."""
-    usage: dict[str, int] = {}
     try:
         entries = list(cache_dir.iterdir())
     except OSError:
-        return usage
-    for entry in entries:
-        if entry.name == _CLEAR_LOCK:
-            continue
-        total = 0
-        for base, _, files in os.walk(entry) if entry.is_dir() else [(str(cache_dir), [], [entry.name])]:
-            for name in files:
-                with contextlib.suppress(OSError):
-                    total += os.lstat(os.path.join(base, name)).st_size
-        usage[entry.name] = total
-    return usage
+        return {}
+    return {entry.name: _size(entry) for entry in entries if entry.name != _CLEAR_LOCK}
 
 
 def is_demo(name: str) -> bool:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pytest_novelty.infra.cache import is_demo, sound_entry
+from pytest_novelty.infra.cache import is_demo, link_new, sound_entry
 from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.infra.storage import atomic_write, folder_error, write_temp
 
@@ -243,15 +243,8 @@ def _place(path: Path, raw: bytes, entry: dict[str, Any], digest: str) -> str:
         except FileNotFoundError:
             continue  # a clear renamed the folder away between its creation and our write
         try:
-            try:
-                os.link(tmp, path)
+            if link_new(tmp, path):
                 return "added"
-            except FileExistsError:
-                pass
-            except OSError:  # no hard links on this file system: check, then replace (a small race window)
-                if not path.exists():
-                    os.replace(tmp, path)
-                    return "added"
             try:
                 existing = sound_entry(path.read_bytes(), digest)
             except FileNotFoundError:

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar, overload
 
-__all__ = ["Held", "fan_out", "run_coroutine", "wait_aside"]
+__all__ = ["Held", "StillRunning", "fan_out", "in_thread", "run_coroutine", "wait_aside"]
 
 T = TypeVar("T")
 E = TypeVar("E", bound=BaseException)
@@ -126,17 +126,30 @@ def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coroutine)
+    return in_thread(lambda: asyncio.run(coroutine), name="novelty-http")
+
+
+class StillRunning(Exception):
+    """A call :func:`in_thread` gave up waiting for."""
+
+
+def in_thread(call: Callable[[], T], *, name: str, timeout: float | None = None) -> T:
+    """``call()``'s value or error, from a thread of its own; :class:`StillRunning` when it has not
+    returned within ``timeout`` seconds (None: no bound). A thread with a bound is a daemon: one the
+    caller stopped waiting for ends by itself and never keeps the process alive."""
     box: dict[str, Any] = {}
 
     def target() -> None:
         try:
-            box["value"] = asyncio.run(coroutine)
-        except BaseException as error:
+            box["value"] = call()
+        except BaseException as error:  # handed to the caller as it is
             box["error"] = error
 
-    thread = threading.Thread(target=target, name="novelty-http")
+    thread = threading.Thread(target=target, name=name, daemon=timeout is not None)
     thread.start()
-    thread.join()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise StillRunning(f"{name} did not finish within {timeout:g} s")
     if "error" in box:
         raise box["error"]
     return box["value"]

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import threading
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, TypedDict, cast, get_type_hints
 from urllib.parse import urlsplit
 
@@ -39,10 +40,6 @@ PREFLIGHT_TIMEOUT_VARIABLE = "PYTEST_NOVELTY_PREFLIGHT_TIMEOUT"
 def preflight_timeout(given: float) -> float:
     """The seconds a preflight waits: ``PYTEST_NOVELTY_PREFLIGHT_TIMEOUT`` when it is set (a slow link
     to a far service; a test of a silent one), else ``given``."""
-    import os
-
-    from pytest_novelty.infra.errors import ConfigError
-
     text = os.environ.get(PREFLIGHT_TIMEOUT_VARIABLE)
     if not text:
         return given
@@ -71,6 +68,7 @@ class ConnectionOptions(TypedDict, total=False):
 
 CONNECTION_OPTIONS: dict[str, type | None] = dict(get_type_hints(ConnectionOptions))
 """The names and types of :class:`ConnectionOptions`, for a backend's registration."""
+_RETRY_OPTIONS = tuple(f.name for f in fields(RetryPolicy))
 
 
 @dataclass(frozen=True)
@@ -100,18 +98,10 @@ class Connection:
                 raise ConfigError(f"{name} must be 0 or more, got {given[name]}", field=name)
         if "rate" in given and given["rate"] == math.inf:
             given["rate"] = 0.0  # no limit, spelt as a number
-        base, policy = cls(), RetryPolicy()
-        return cls(
-            float(given.get("timeout", base.timeout)),
-            int(given.get("concurrency", base.concurrency)),
-            RetryPolicy(
-                int(given.get("max_attempts", policy.max_attempts)),
-                float(given.get("backoff", policy.backoff)),
-                float(given.get("max_backoff", policy.max_backoff)),
-                float(given.get("max_retry_time", policy.max_retry_time)),
-            ),
-            float(given.get("rate", base.rate)),
-        )
+        whole = ("concurrency", "max_attempts")
+        typed: dict[str, Any] = {name: int(v) if name in whole else float(v) for name, v in given.items()}
+        retry = {name: typed.pop(name) for name in _RETRY_OPTIONS if name in typed}
+        return replace(cls(retry=replace(RetryPolicy(), **retry)), **typed)
 
     def client(
         self, url: str, traffic: Traffic, *, headers: Mapping[str, str] | None = None,

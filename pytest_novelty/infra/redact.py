@@ -15,6 +15,7 @@ import os
 import re
 import threading
 from typing import Any
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 __all__ = ["MASK", "Secret", "echo", "redact", "redact_data", "register_secret", "scrub", "secrets_in_url"]
 
@@ -52,8 +53,6 @@ def register_secret(value: str | None) -> None:
 
 def secrets_in_url(url: str) -> list[str]:
     """The secret parts of ``url``: its user info (user and password) and secret-named query values."""
-    from urllib.parse import parse_qsl, unquote, urlsplit
-
     parts = urlsplit(url)
     found: list[str] = []
     if "@" in parts.netloc:
@@ -84,7 +83,7 @@ def _mask_spans(text: str, known: list[str]) -> str:
     spans found on the text as it came and merged, so a secret inside a longer key (or the other way
     round) leaves no piece of either behind."""
     spans = [m.span() for m in _KEY_LIKE.finditer(text)]
-    for value in {*known, *(_quoted(v) for v in known)}:
+    for value in {*known, *(quote(v, safe="") for v in known)}:
         start = text.find(value)
         while start >= 0:
             spans.append((start, start + len(value)))
@@ -113,12 +112,6 @@ def redact_data(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(redact_data(v) for v in value)
     return value
-
-
-def _quoted(value: str) -> str:
-    from urllib.parse import quote
-
-    return quote(value, safe="")
 
 
 class Secret:

@@ -194,8 +194,7 @@ class Registry(Generic[T]):
 
     def open(self, spec: str, *args: Any, options: Mapping[str, Any] | None = None, **settings: Any) -> T:
         """Parse ``spec`` and open its backend with ``args``, the ``settings`` it takes and ``options``."""
-        parsed = self.parse(spec)
-        return self.call(parsed, *args, options=options, **settings)
+        return self.call(self.parse(spec), *args, options=options, **settings)
 
     def call(self, parsed: Spec[T], *args: Any, options: Mapping[str, Any] | None = None, **settings: Any) -> T:
         """Open the backend of an already parsed spec (see :meth:`register` for the call)."""

@@ -43,9 +43,7 @@ def retry_after(headers: Mapping[str, str] | Any | None) -> float | None:
             return max(0.0, float(millis) / 1000)
         except ValueError:
             pass
-    value = headers.get("retry-after")
-    if value is None:
-        value = headers.get("Retry-After")
+    value = headers.get("retry-after") or headers.get("Retry-After")
     if value is None:
         return None
     try:

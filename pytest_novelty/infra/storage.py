@@ -140,6 +140,11 @@ def default_cache_dir() -> Path:
     return Path(base) / "pytest-novelty"
 
 
+def cache_folder(given: str | Path | None) -> Path:
+    """The cache folder a user gave (``~`` expanded, made absolute), else :func:`default_cache_dir`."""
+    return Path(given).expanduser().resolve() if given else default_cache_dir()
+
+
 _CAUSES = {
     errno.EROFS: "a read-only file system",
     errno.ENOSPC: "no space left on the device",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -19,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Protocol, TypeVar
 
+from pytest_novelty.infra.concurrency import StillRunning, in_thread
 from pytest_novelty.infra.errors import ConfigError, NoveltyError, PreflightError
 from pytest_novelty.infra.redact import echo
 from pytest_novelty.infra.registry import Registry
@@ -97,23 +97,12 @@ def check_trackers(specs: Sequence[str]) -> list[Tracker]:
 def within(spec: str, what: str, call: Callable[[], T], seconds: float = DEADLINE) -> T:
     """``call()``'s result or error, or a :class:`PreflightError` naming ``spec`` when it has not returned
     within ``seconds``: it runs in a daemon thread, the one way to stop waiting for a client library
-    that does not give up on its own (the thread ends by itself and never keeps the process alive)."""
-    box: dict[str, object] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = call()
-        except BaseException as exc:  # handed to the caller as it is
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name=f"novelty-tracker-{what}", daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        raise PreflightError(f"{spec}: the tracker's {what} did not finish within {seconds:g} s; gave up on it")
-    if "error" in box:
-        raise box["error"]  # type: ignore[misc]
-    return box["value"]  # type: ignore[return-value]
+    that does not give up on its own (:func:`~pytest_novelty.infra.concurrency.in_thread`)."""
+    try:
+        return in_thread(call, name=f"novelty-tracker-{what}", timeout=seconds)
+    except StillRunning:
+        why = f"{spec}: the tracker's {what} did not finish within {seconds:g} s; gave up on it"
+        raise PreflightError(why) from None
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ import pytest
 from pytest_novelty.gate.record import CaseRecord
 from pytest_novelty.integrations.run import TrackedRun
 from pytest_novelty.pipeline.suite_data import SuiteData
+from pytest_novelty.report.series import series_of, series_rows, write_series_plots
+from pytest_novelty.report.spans import SPAN_HEAD, span_cells
 
 #: The columns added to the results table, after the test's id.
 COLUMNS = ("value", "bound", "comparison")
@@ -69,7 +71,6 @@ def render_sections(records: Sequence[CaseRecord], suites_data: Mapping[str, Sui
     """The HTML of every suite's section (tables, series, copied spans, plots)."""
     from pytest_novelty.report.json_report import build_report
     from pytest_novelty.report.plots import write_plots
-    from pytest_novelty.report.series import write_series_plots
 
     records = [r.redacted() for r in records]
     suites_data = {name: data.redacted() for name, data in suites_data.items()}
@@ -79,7 +80,7 @@ def render_sections(records: Sequence[CaseRecord], suites_data: Mapping[str, Sui
             plots.setdefault(suite, {}).update(kinds)
         report = build_report(records, suites_data, None, plots=plots)
         run = TrackedRun.from_report(report, folder)
-        series = _series_by_suite(report.get("series") or [])
+        series = series_of(suites_data)
         parts = ['<div class="novelty">', STYLE, "<h2>Novelty gate</h2>"]
         for suite in run.suites:
             parts.append(_suite_section(run, suite, series.get(suite, [])))
@@ -122,15 +123,11 @@ def _suite_section(run: TrackedRun, suite: str, series: list[dict[str, Any]]) ->
         parts.append("<p>Also measured: " + _esc(", ".join(f"{k} {v:.4f}" for k, v in sorted(shown.items()))) + "</p>")
     if series:
         parts.append("<h4>Series (change from the previous checkpoint, paired, with its CI)</h4>")
-        parts.append(_series_table(series))
+        parts.append(_table(*series_rows(series), "novelty-series"))
     spans = run.spans.get(suite) or ()
     if spans:
         parts.append("<h4>Longest copied spans</h4>")
-        spans_body: list[tuple[str, ...]] = [
-            (s.size, s.text, "n/a" if s.document is None else str(s.document), f"{s.source}: {s.answer_excerpt()}")
-            for s in spans
-        ]
-        parts.append(_table(("length", "copied text", "corpus document", "answer"), spans_body, "novelty-spans"))
+        parts.append(_table(SPAN_HEAD, [span_cells(s) for s in spans], "novelty-spans"))
     figures = []
     for kind, path in sorted(run.plots.get(suite, {}).items()):
         data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
@@ -146,35 +143,3 @@ def _suite_section(run: TrackedRun, suite: str, series: list[dict[str, Any]]) ->
 def _unless_passed(case: CaseRecord) -> str:
     """A case's message, shown where it did not simply pass (a failure, an error, a skip's reason)."""
     return "" if case.outcome == "passed" else case.message
-
-
-def _series_by_suite(series: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for entry in sorted(series, key=lambda e: int(e["step"])):
-        for suite, values in dict(entry.get("suites") or {}).items():
-            out.setdefault(str(suite), []).append({"step": entry["step"], "model": entry.get("model"), **values})
-    return out
-
-
-def _change(change: Mapping[str, Any] | None) -> str:
-    if not change or change.get("delta") is None:
-        return ""
-    text = f" ({float(change['delta']):+.4f}"
-    ci = change.get("delta_ci")
-    if ci and None not in ci:
-        text += f" [{float(ci[0]):+.4f}, {float(ci[1]):+.4f}]"
-    return text + ")"
-
-
-def _series_table(entries: list[dict[str, Any]]) -> str:
-    metrics = list(entries[-1].get("metrics") or {})
-    body = []
-    for entry in entries:
-        values, changes = entry.get("metrics") or {}, entry.get("change") or {}
-        cells = [str(entry["step"])]
-        for metric in metrics:
-            value = values.get(metric)
-            cells.append(("n/a" if value is None else f"{float(value):.4f}") + _change(changes.get(metric)))
-        cells.append(Path(str(entry.get("model") or "")).name)
-        body.append(cells)
-    return _table(("step", *metrics, "checkpoint"), body, "novelty-series")

@@ -33,7 +33,7 @@ from typing import Any
 from pytest_novelty.gate.record import CaseRecord, sort_key
 from pytest_novelty.pipeline.suite_data import SuiteInfo
 from pytest_novelty.report.json_report import read_records
-from pytest_novelty.report.spans import CopiedSpan, copied_spans, creativity_passages
+from pytest_novelty.report.spans import CopiedSpan, copied_spans, creativity_passages, span_table, table_cell
 
 #: The prefix of every name the trackers log.
 PREFIX = "novelty"
@@ -133,23 +133,14 @@ class TrackedRun:
         lines = ["| metric | value | bound | outcome | comparison |", "|---|---|---|---|---|"]
         for case in self.cases_of(suite):
             comparison = case.comparison_text() or (case.message if case.is_error else "")
-            cells = (case.metric, case.value_text(), case.bound, case.outcome, _cell(comparison))
+            cells = (case.metric, case.value_text(), case.bound, case.outcome, table_cell(comparison))
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines)
 
     def spans_markdown(self, suite: str) -> str:
         """The suite's copied spans as a Markdown table, or ``""`` when nothing was copied."""
         spans = self.spans.get(suite) or ()
-        if not spans:
-            return ""
-        lines = ["| length | copied text | corpus document | answer |", "|---|---|---|---|"]
-        for span in spans:
-            document = "n/a" if span.document is None else str(span.document)
-            lines.append(
-                f"| {span.size} | {_cell(span.text)} | {document} | "
-                f"{_cell(span.source + ': ' + span.answer_excerpt())} |"
-            )
-        return "\n".join(lines)
+        return "\n".join(span_table(spans)) if spans else ""
 
     # -- the adapter ----------------------------------------------------------------------------
 
@@ -186,10 +177,6 @@ class TrackedRun:
         """The run a ``report.json`` file describes (its plots beside it)."""
         file = Path(path)
         return cls.from_report(json.loads(file.read_text(encoding="utf-8")), file.parent)
-
-
-def _cell(text: str) -> str:
-    return " ".join(str(text).replace("|", "\\|").split())
 
 
 def _gated_values(

@@ -273,8 +273,7 @@ class NoveltyGateCallback(TrainerCallback):
         if device is None or getattr(device, "type", None) != "cuda":
             return
         gate = self.settings.device
-        same = gate in (None, "auto", "cuda") or gate == f"cuda:{device.index or 0}"
-        if same:
+        if gate in (None, "auto", "cuda") or gate == f"cuda:{device.index or 0}":
             logger.warning("novelty gate: wait=False with the gate on the training's GPU (device=%r): both hold "
                            "memory there at once; give the gate a device of its own (device='cuda:1' or 'cpu')",
                            gate)  # fmt: skip

@@ -159,9 +159,8 @@ def dry_run_command(settings: GateSettings) -> list[str]:
     """The gate's command line as the dry run collects it (see the module doc); it leaves the
     cache and the report alone (no ``--novelty-cache-clear``, no report folder)."""
     options = [o for o in settings.options() if o.partition("=")[0] != "--novelty-cache-clear"]
-    return [settings.python, "-m", "pytest", f"--novelty-model={DRY_RUN_MODEL}",
-            f"--novelty-model-base-url={DRY_RUN_URL}", "--collect-only", "-p", "no:cacheprovider", "-q",
-            *options]  # fmt: skip
+    return settings.pytest_command(f"--novelty-model={DRY_RUN_MODEL}", f"--novelty-model-base-url={DRY_RUN_URL}",
+                                   "--collect-only", options=options)  # fmt: skip
 
 
 def dry_run(settings: GateSettings, *, timeout: float = DRY_RUN_TIMEOUT) -> None:

@@ -153,12 +153,9 @@ class GateSettings:
 
     def options(self) -> list[str]:
         """The pytest options every gate gets: the callback's keywords, then ``extra_args``."""
-        out = []
-        for option, value in (("suites", self.suites), ("originality", self.originality), ("judge", self.judge),
-                              ("cache", self.cache), ("device", self.gate_device)):  # fmt: skip
-            if value is not None:
-                out.append(f"--novelty-{option}={value}")
-        return out + list(self.extra_args)
+        given = (("suites", self.suites), ("originality", self.originality), ("judge", self.judge),
+                 ("cache", self.cache), ("device", self.gate_device))  # fmt: skip
+        return [f"--novelty-{option}={value}" for option, value in given if value is not None] + list(self.extra_args)
 
     @property
     def gate_device(self) -> str | None:
@@ -178,10 +175,10 @@ class GateSettings:
             env["CUDA_VISIBLE_DEVICES"] = visible_gpus(env)[int(self.device.partition(":")[2])]
         return env
 
-    def pytest_command(self, target: str, report: Path) -> list[str]:
-        """``python -m pytest TARGET --novelty-report=REPORT ...`` for one gate."""
-        return [self.python, "-m", "pytest", target, f"--novelty-report={report}", "-p", "no:cacheprovider", "-q",
-                *self.options()]  # fmt: skip
+    def pytest_command(self, *args: str, options: Sequence[str] | None = None) -> list[str]:
+        """``python -m pytest ARGS -p no:cacheprovider -q OPTIONS``: a gate's (``OPTIONS``: :meth:`options`)."""
+        return [self.python, "-m", "pytest", *args, "-p", "no:cacheprovider", "-q",
+                *(self.options() if options is None else options)]  # fmt: skip
 
 
 def process_command(command: Sequence[str]) -> list[str]:
@@ -219,7 +216,7 @@ class RunningGate:
     def start(self) -> RunningGate:
         """Start the gate's process; its output goes to :attr:`log` as it comes."""
         self.job.folder.mkdir(parents=True, exist_ok=True)
-        command = self.settings.pytest_command(self.target(), self.report)
+        command = self.settings.pytest_command(self.target(), f"--novelty-report={self.report}")
         shown = redact(shlex.join(command))
         self._start = time.perf_counter()
         try:

@@ -160,12 +160,9 @@ def _suites_field(config: pytest.Config) -> str | None:
 
 
 def _cache_dir(config: pytest.Config) -> Path:
-    opt = config.option.novelty_cache or config.getini("novelty_cache")
-    if opt:
-        return Path(opt).expanduser().resolve()
-    from pytest_novelty.infra.storage import default_cache_dir
+    from pytest_novelty.infra.storage import cache_folder
 
-    return default_cache_dir()
+    return cache_folder(config.option.novelty_cache or config.getini("novelty_cache"))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -409,15 +406,7 @@ def novelty_result(novelty_state: NoveltyState, novelty_suite: Suite, request: p
     """The suite's generations, scores and metrics (computed once per suite)."""
     if novelty_state.shard is not None:  # --novelty-shard: its part of the suite, then the case is skipped
         novelty_state.shard_case(novelty_suite, request.node)
-    error: NoveltyError | None
-    try:
-        result = novelty_state.result(novelty_suite)
-    except NoveltyError as exc:
-        error = exc
-    else:
-        error = None
-    if error is not None:  # outside the except block: no chained traceback
-        novelty_state.harness_failure(error, request.node)
+    result = novelty_state.guarded(lambda: novelty_state.cases.result(novelty_suite), request.node)
     line = novelty_state.announce(novelty_suite, result)
     if line:  # the first case of the suite carries what its run did, to the controller's log
         request.node.user_properties.append(("novelty_work", line))
@@ -429,8 +418,5 @@ def novelty_baseline(
     novelty_state: NoveltyState, novelty_suite: Suite, request: pytest.FixtureRequest
 ) -> Baseline | None:
     """What the suite is compared with, paired: the baseline checkpoint or the human references."""
-    try:
-        return novelty_state.baseline(novelty_suite)
-    except NoveltyError as exc:
-        error = exc
-    novelty_state.harness_failure(error, request.node, " in the baseline")
+    baseline = novelty_state.session.baseline
+    return novelty_state.guarded(lambda: baseline(novelty_suite), request.node, " in the baseline")

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_novelty.gate.comparison import NoveltyDriftWarning
-from pytest_novelty.infra.errors import NoveltyError
 
 if TYPE_CHECKING:
     from pytest_novelty.pipeline.results import SuiteResult
@@ -39,13 +38,8 @@ def test_metric(
 
     state = request.config.stash[STATE]
     snapshot = SyrupyStore(request) if snapshot_settings(request.config).enabled else None
-    error: NoveltyError | None = None
-    try:
-        record = state.cases.decide(novelty_suite, novelty_threshold, snapshot)
-    except NoveltyError as exc:  # a damaged snapshot or tail file, an earlier checkpoint that failed
-        error = exc
-    if error is not None:
-        state.harness_failure(error, request.node)
+    # A damaged snapshot or tail file, an earlier checkpoint that failed: a harness error of the case.
+    record = state.guarded(lambda: state.cases.decide(novelty_suite, novelty_threshold, snapshot), request.node)
     for warning in record.warnings:
         warnings.warn(NoveltyDriftWarning(warning), stacklevel=2)
     request.node.user_properties.append(("novelty", record.redacted().to_json()))
@@ -63,13 +57,7 @@ def test_checkpoint(novelty_suite: Suite, novelty_checkpoint: Checkpoint, reques
     state = request.config.stash[STATE]
     if state.shard is not None:  # --novelty-shard: this checkpoint's part of the suite, then skipped
         state.shard_case(novelty_suite, request.node, models=[novelty_checkpoint.path])
-    error: NoveltyError | None = None
-    try:
-        part, work = checkpoint_part(state.session, novelty_suite, novelty_checkpoint)
-    except NoveltyError as exc:
-        error = exc
-    if error is not None:
-        state.harness_failure(error, request.node)
+    part, work = state.guarded(lambda: checkpoint_part(state.session, novelty_suite, novelty_checkpoint), request.node)
     message = {"suite": novelty_suite.name, "step": novelty_checkpoint.step, "part": part}
     request.node.user_properties.append((SERIES_PROPERTY, message))
     request.node.user_properties.append(("novelty_work", work))

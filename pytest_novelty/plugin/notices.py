@@ -21,6 +21,7 @@ process). A worker's work line is not a notice: its case carries it as ``novelty
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from collections.abc import Generator
@@ -47,10 +48,7 @@ def terminal_line(config: pytest.Config, line: str) -> None:
         to_stderr(redact(line))
         return
     capman = config.pluginmanager.getplugin("capturemanager")
-    if capman is not None:
-        with capman.global_and_fixture_disabled():
-            reporter.write_line(redact(line))
-    else:
+    with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
         reporter.write_line(redact(line))
 
 

@@ -121,14 +121,3 @@ class ShardRun:
 
             write_placeholder(report, f"shard {self.shard} of the gate: every case is {DEFERRED_REASON}")
             terminalreporter.line(f"novelty report: {report} (no verdict: a shard)")
-
-
-def suite_runs(items: list[pytest.Item]) -> list[Suite]:
-    """The suite runs of the selected cases and series checkpoints."""
-    found = []
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        suite = callspec.params.get("novelty_suite") if callspec is not None else None
-        if isinstance(suite, Suite):
-            found.append(suite)
-    return found

@@ -149,20 +149,18 @@ def check_snapshot(
     """
     settings = snapshot_settings(snapshot.test_location.item.config)
     assertion = snapshot.use_extension(RerecordingExtension if settings.rerecord else NoveltySnapshotExtension)
-    assert isinstance(assertion.extension, NoveltySnapshotExtension)
-    assertion.extension.alpha, assertion.extension.correction = alpha, correction  # the run's correction
-    passed = bool(assertion == record)
     extension = assertion.extension
     assert isinstance(extension, NoveltySnapshotExtension)
+    extension.alpha, extension.correction = alpha, correction  # the run's correction
+    passed = bool(assertion == record)
     comparison = extension.comparison
     result = assertion.executions.get(assertion.num_executions - 1)
     written = bool(result and (result.created or result.updated))
     damaged = extension.damaged
-    lines: list[str] = []
     if damaged is not None and written:
         warn_replaced(damaged)
     if written or passed:
-        lines = []
+        lines: list[str] = []
     elif damaged is not None:
         lines = [str(damaged)]
     elif comparison is not None:

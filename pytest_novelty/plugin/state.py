@@ -8,9 +8,9 @@ prints one table and writes one report.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import pytest
 
@@ -28,10 +28,9 @@ from pytest_novelty.suites.schema import Suite
 if TYPE_CHECKING:
     from pytest_novelty.pipeline.config import RunConfig
     from pytest_novelty.pipeline.results import SuiteResult
-    from pytest_novelty.pipeline.runner import Runner
-    from pytest_novelty.pipeline.session import Baseline
 
 
+T = TypeVar("T")
 _WORKER_KEY = "novelty_suites"
 _PARTS_KEY = "novelty_series_parts"
 _EARLIER_KEY = "novelty_series_earlier"
@@ -41,6 +40,8 @@ HARNESS_PROPERTY = "novelty_harness"
 """The user property that carries a harness error's message to the controller (and JUnit)."""
 SERIES_PROPERTY = "novelty_series"
 """The user property that carries one earlier checkpoint's part of a series to the controller."""
+_DECIDED = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
+"""The exit statuses of a run that reached its verdicts (a harness error or bad input overrides them)."""
 
 
 class NoveltyState:
@@ -102,10 +103,6 @@ class NoveltyState:
             progress=self.progress_sink(),
         )
 
-    def runner(self, model: str) -> Runner:
-        """The session's runner of ``model`` (see :meth:`ResultsSession.runner`)."""
-        return self.session.runner(model)
-
     @property
     def worker(self) -> str | None:
         """This process's pytest-xdist worker id, None on the controller or without xdist."""
@@ -118,10 +115,6 @@ class NoveltyState:
             return ProgressSink(enabled=False)
         return ProgressSink(stream=TerminalStream(self.config))
 
-    def baseline(self, suite: Suite) -> Baseline | None:
-        """What the candidate is compared with (see :meth:`ResultsSession.baseline`)."""
-        return self.session.baseline(suite)
-
     def _case_settings(self, comparisons: int = 1) -> CaseSettings:
         return CaseSettings.from_options(self.config.option, comparisons)
 
@@ -129,14 +122,6 @@ class NoveltyState:
     def suite_data(self) -> dict[str, SuiteData]:
         """Per suite run: its exported data (on the controller, the workers' too)."""
         return self.cases.suite_data
-
-    def result(self, suite: Suite) -> SuiteResult:
-        """The candidate's result on ``suite`` (computed once; see :meth:`CaseLoop.result`)."""
-        return self.cases.result(suite)
-
-    def earlier(self, suite: Suite) -> list[SuiteResult]:
-        """With --model-series, every earlier checkpoint's result on ``suite``, in step order."""
-        return self.cases.earlier(suite)
 
     def announce(self, suite: Suite, result: SuiteResult) -> str | None:
         """The line saying where and how a suite ran, once per suite (None after the first time)."""
@@ -162,7 +147,7 @@ class NoveltyState:
         models = [self.config.option.novelty_model, self.baseline_model]
         try:
             for model in filter(None, models):
-                preflight(self.runner(model), suites)
+                preflight(self.session.runner(model), suites)
         except ConfigError as exc:
             self.stopped = f"configuration error: {exc}"
             raise pytest.UsageError(str(exc)) from None
@@ -182,12 +167,20 @@ class NoveltyState:
     def shard_case(self, suite: Suite, item: pytest.Item, models: list[str] | None = None) -> NoReturn:
         """``--novelty-shard``: do this shard's part of ``suite`` for the case ``item`` (see
         :meth:`ShardRun.part`), then skip it; a part that failed makes the case a harness error."""
-        assert self.shard is not None
+        shard = self.shard
+        assert shard is not None
+        repeats = int(self.config.option.novelty_repeat or 1)
+        part = f" in shard {shard.shard}'s part"
+        self.guarded(lambda: shard.part(self.session, suite, item, repeats, models), item, part)
+
+    def guarded(self, step: Callable[[], T], item: pytest.Item, what: str = "") -> T:
+        """``step()``'s value; a harness error it raises stops the case ``item`` (:meth:`harness_failure`),
+        outside the ``except`` block, so that pytest shows no chained traceback."""
         try:
-            self.shard.part(self.session, suite, item, int(self.config.option.novelty_repeat or 1), models)
+            return step()
         except NoveltyError as exc:
             error = exc
-        self.harness_failure(error, item, f" in shard {self.shard.shard}'s part")
+        self.harness_failure(error, item, what)
 
     def harness_failure(self, exc: NoveltyError, item: pytest.Item, what: str = "") -> NoReturn:
         """Stop a case on a harness error: the cause in full once, later cases point to the first.
@@ -225,9 +218,7 @@ class NoveltyState:
                                  snapshots=snapshot_settings(self.config).enabled, series=bool(self.series))
         self.cases.settings = self._case_settings(max(1, counted))
         if self.shard is not None:  # the split is made of the selected cases' suite runs, in every process
-            from pytest_novelty.plugin.shard import suite_runs
-
-            self.shard.select(suite_runs(list(session.items)))
+            self.shard.select(list(cases.values()))
         if self.worker or self.config.option.collectonly:
             return
         if self.stopped is None:
@@ -260,11 +251,10 @@ class NoveltyState:
             failed = self._series_failed
             self.cases.assemble_series(self.final_records(), failed=lambda name, step: f"{name}@{step}" in failed)
         no_verdict = any(outcome == "error" for outcome, _ in self._outcomes.values())
-        decided = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
-        if self.bad_input and session.exitstatus in decided:
+        if self.bad_input and session.exitstatus in _DECIDED:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
         else:
-            harness = (self.harness_errors or no_verdict or self.stopped) and session.exitstatus in decided
+            harness = (self.harness_errors or no_verdict or self.stopped) and session.exitstatus in _DECIDED
             internal = self.internal_error and session.exitstatus == pytest.ExitCode.INTERNAL_ERROR
             if harness or internal:
                 session.exitstatus = HARNESS_EXIT_STATUS
@@ -380,9 +370,8 @@ class NoveltyState:
             terminalreporter.section("novelty gate")
             # Every damaged entry this run met, wherever it was read: the suites' runs, the preflight,
             # the checkpoint and index memos, in this process and in every xdist worker.
-            for line in gate_summary(records, self.suite_data, repaired() + self.worker_repairs):
-                terminalreporter.line(line)
-            for line in self.cases.series_gaps.values():
+            summary = gate_summary(records, self.suite_data, repaired() + self.worker_repairs)
+            for line in [*summary, *self.cases.series_gaps.values()]:
                 terminalreporter.line(line)
         for line in self.worker_crashes:
             terminalreporter.line(f"novelty: {line}", red=True, bold=True)
@@ -438,8 +427,7 @@ class NoveltyState:
             terminalreporter.line(f"novelty: harness error: {exc}", red=True, bold=True)
         self.harness_errors.setdefault(str(exc), "report")
         session = self.pytest_session
-        decided = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
-        if session is not None and session.exitstatus in decided:
+        if session is not None and session.exitstatus in _DECIDED:
             session.exitstatus = HARNESS_EXIT_STATUS
         self.exit_status = HARNESS_EXIT_STATUS
 

@@ -175,27 +175,22 @@ def write_placeholder(out_dir: str | Path, reason: str, status: int | None = Non
     write the file system refuses raises one :class:`~pytest_novelty.infra.errors.HarnessError`
     line naming the folder.
     """
-    from pytest_novelty.infra.storage import folder_error
+    from pytest_novelty.infra.storage import atomic_write_text, folder_error, read_json
 
+    folder = Path(out_dir)
     try:
-        _write_placeholder(Path(out_dir), reason, status)
+        old = read_json(folder / JSON_NAME)
+        if isinstance(old, dict):
+            for kinds in dict(old.get("plots") or {}).values():
+                for name in dict(kinds or {}).values():
+                    (folder / Path(str(name)).name).unlink(missing_ok=True)
+        report = build_report([], None, {"status": reason, **({} if status is None else {"exit status": int(status)})})
+        report["summary"]["complete"] = False
+        atomic_write_json(folder / JSON_NAME, report)
+        said = "" if status is None else f"\n- exit status: `{int(status)}`\n"
+        atomic_write_text(folder / "report.md", f"## Novelty gate\n\n**no verdict**: {reason}\n{said}")
     except OSError as exc:
         raise folder_error(out_dir, "report folder", exc) from None
-
-
-def _write_placeholder(folder: Path, reason: str, status: int | None) -> None:
-    from pytest_novelty.infra.storage import atomic_write_text, read_json
-
-    old = read_json(folder / JSON_NAME)
-    if isinstance(old, dict):
-        for kinds in dict(old.get("plots") or {}).values():
-            for name in dict(kinds or {}).values():
-                (folder / Path(str(name)).name).unlink(missing_ok=True)
-    report = build_report([], None, {"status": reason, **({} if status is None else {"exit status": int(status)})})
-    report["summary"]["complete"] = False
-    atomic_write_json(folder / JSON_NAME, report)
-    said = "" if status is None else f"\n- exit status: `{int(status)}`\n"
-    atomic_write_text(folder / "report.md", f"## Novelty gate\n\n**no verdict**: {reason}\n{said}")
 
 
 def record_no_verdict(out_dir: str | Path, reason: str, status: int) -> None:

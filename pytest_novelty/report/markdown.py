@@ -109,10 +109,8 @@ def render_markdown(
     """
     lines = [f"## {title}", "", _headline(records)]
     if versions:
-        lines.append("")
-        lines.extend(
-            f"- {key}: {_plain(value)}" for key, value in sorted(versions.items()) if value not in (None, "", [], {})
-        )
+        shown = sorted((key, value) for key, value in versions.items() if value not in (None, "", [], {}))
+        lines += ["", *(f"- {key}: {_plain(value)}" for key, value in shown)]
     if suites:
         lines += ["", "### Suites", ""]
         for name, text in sorted(suites.items()):
@@ -126,8 +124,7 @@ def render_markdown(
     tests = tests_used(records)
     if tests:
         lines += ["", *(f"CI and p: {t}; a drop is a regression when its CI lies entirely below 0." for t in tests)]
-    notes = [_note(r) for r in sorted(records, key=sort_key)]
-    notes = [n for n in notes if n]
+    notes = [note for note in map(_note, sorted(records, key=sort_key)) if note]
     if notes:
         lines += ["", "<details><summary>Details</summary>", "", *notes, "", "</details>"]
     if plots:

@@ -41,9 +41,7 @@ def save_png(figure: Figure, path: Path) -> None:
 def finish(figure: Figure, path: str | Path, *, title: str, xlabel: str, ylabel: str, legend: Any = "best") -> Path:
     """Label the axes, title the plot, add the legend and save it to ``path``; returns the path."""
     (ax,) = figure.axes
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.legend(loc=legend, fontsize=8)
     out = Path(path)
     save_png(figure, out)
@@ -91,8 +89,7 @@ def plot_quality_originality(path: str | Path, suite: str, data: SuiteData) -> P
         if o.size:
             ax.scatter([o.mean()], [q.mean()], s=160, marker="X", color=color, edgecolors="black", linewidths=0.8,
                        label=f"{label} mean", zorder=3)
-    ax.set_xlim(0.0, 1.0)
-    ax.set_ylim(0.0, 1.0)
+    ax.set(xlim=(0.0, 1.0), ylim=(0.0, 1.0))
     ax.grid(alpha=0.2)
     return finish(
         figure, path, title=f"{suite}: quality against originality",

@@ -15,7 +15,8 @@ from typing import Any
 from pytest_novelty.pipeline.suite_data import SuiteData
 
 
-def _series_of(suites_data: Mapping[str, SuiteData] | None) -> dict[str, list[dict[str, Any]]]:
+def series_of(suites_data: Mapping[str, SuiteData] | None) -> dict[str, list[dict[str, Any]]]:
+    """Per suite with a series (sorted by name), its entries in step order."""
     return {name: sorted(data.series, key=lambda e: int(e["step"]))
             for name, data in sorted((suites_data or {}).items()) if data.series}  # fmt: skip
 
@@ -24,7 +25,7 @@ def series_report(suites_data: Mapping[str, SuiteData] | None) -> list[dict[str,
     """``report.json["series"]``: one entry per checkpoint in step order, ``{"step", "model",
     "suites": {suite: {"metrics", "means", "change"}}}``; empty without a series."""
     by_step: dict[int, dict[str, Any]] = {}
-    for suite, entries in _series_of(suites_data).items():
+    for suite, entries in series_of(suites_data).items():
         for entry in entries:
             step = int(entry["step"])
             slot = by_step.setdefault(step, {"step": step, "model": entry.get("model"), "suites": {}})
@@ -36,7 +37,7 @@ def _num(value: Any) -> str:
     return "n/a" if value is None else f"{float(value):.4f}"
 
 
-def _change(change: Mapping[str, Any] | None, metric: str) -> str:
+def _change(change: Mapping[str, Any] | None) -> str:
     if not change or change.get("delta") is None:
         return ""
     text = f" ({float(change['delta']):+.4f}"
@@ -48,22 +49,27 @@ def _change(change: Mapping[str, Any] | None, metric: str) -> str:
     return text + ")"
 
 
+def series_rows(entries: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """A suite's series as a table (``report.md``, the HTML report): the head (step, each gated metric,
+    checkpoint) and a row per checkpoint, each metric with its paired change from the previous
+    checkpoint (delta and CI in brackets)."""
+    metrics = list(entries[-1].get("metrics") or {})
+    rows = []
+    for entry in entries:
+        values, changes = entry.get("metrics") or {}, entry.get("change") or {}
+        cells = [str(entry["step"]), *(_num(values.get(m)) + _change(changes.get(m)) for m in metrics)]
+        rows.append([*cells, Path(str(entry.get("model") or "")).name])
+    return ["step", *metrics, "checkpoint"], rows
+
+
 def series_tables(suites_data: Mapping[str, SuiteData] | None) -> list[str]:
-    """A Markdown table per suite with a series: step, each gated metric with its paired change
-    from the previous checkpoint (delta and CI in brackets), and the checkpoint folder."""
+    """A Markdown table per suite with a series (:func:`series_rows`)."""
     lines: list[str] = []
-    for suite, entries in _series_of(suites_data).items():
-        metrics = list(entries[-1].get("metrics") or {})
-        head = ["step", *metrics, "checkpoint"]
+    for suite, entries in series_of(suites_data).items():
+        head, rows = series_rows(entries)
         lines += ["", f"Series of suite {suite} (change from the previous checkpoint, paired, with its CI):", "",
                   "| " + " | ".join(head) + " |", "|" + "|".join(["---"] * len(head)) + "|"]
-        for entry in entries:
-            values = entry.get("metrics") or {}
-            changes = entry.get("change") or {}
-            cells = [str(entry["step"])]
-            cells += [_num(values.get(m)) + _change(changes.get(m), m) for m in metrics]
-            cells.append(Path(str(entry.get("model", ""))).name)
-            lines.append("| " + " | ".join(cells) + " |")
+        lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     return lines
 
 
@@ -81,10 +87,7 @@ def plot_series(path: str | Path, suite: str, entries: Sequence[Mapping[str, Any
     for marker, name in zip(markers, names, strict=False):
         values = [(e.get("means") or {}).get(name) for e in entries]
         left.plot(steps, [float("nan") if v is None else v for v in values], marker=marker, label=name)
-    left.set_xlabel("step")
-    left.set_ylabel("mean over generations")
-    left.set_ylim(0.0, 1.0)
-    left.set_title(f"{suite}: across the run")
+    left.set(xlabel="step", ylabel="mean over generations", ylim=(0.0, 1.0), title=f"{suite}: across the run")
     left.legend(loc="best", fontsize=8)
     left.grid(alpha=0.2)
     if len(names) >= 2:
@@ -99,11 +102,8 @@ def plot_series(path: str | Path, suite: str, entries: Sequence[Mapping[str, Any
             figure.colorbar(dots, ax=right, label="step")
             for x, y, s in points:
                 right.annotate(str(s), (x, y), textcoords="offset points", xytext=(5, 5), fontsize=7)
-        right.set_xlabel(names[1])
-        right.set_ylabel(names[0])
-    right.set_xlim(0.0, 1.0)
-    right.set_ylim(0.0, 1.0)
-    right.set_title("quality-originality frontier")
+        right.set(xlabel=names[1], ylabel=names[0])
+    right.set(xlim=(0.0, 1.0), ylim=(0.0, 1.0), title="quality-originality frontier")
     right.grid(alpha=0.2)
     out = Path(path)
     save_png(figure, out)
@@ -116,4 +116,4 @@ def write_series_plots(
     """``<suite>-series.png`` for every suite with a series; returns suite → {"series": file}."""
     folder = Path(out_dir)
     return {suite: {"series": plot_series(folder / f"{suite}-series.png", suite, entries)}
-            for suite, entries in _series_of(suites_data).items()}
+            for suite, entries in series_of(suites_data).items()}

@@ -18,7 +18,7 @@ corpus match inside it and the answer's index; the trackers show them beside the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,8 +134,25 @@ def _whole(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def _cell(text: str) -> str:
-    return " ".join(text.replace("|", "\\|").split())
+def table_cell(text: str) -> str:
+    """``text`` as one Markdown table cell: on one line, its pipes escaped."""
+    return " ".join(str(text).replace("|", "\\|").split())
+
+
+SPAN_HEAD = ("length", "copied text", "corpus document", "answer")
+"""The columns of a table of longest copied spans (``report.md``, the HTML report, the trackers)."""
+
+
+def span_cells(span: CopiedSpan) -> tuple[str, str, str, str]:
+    """A copied span's row of such a table: its size, its text, its corpus document, its answer."""
+    document = "n/a" if span.document is None else str(span.document)
+    return span.size, span.text, document, f"{span.source}: {span.answer_excerpt()}"
+
+
+def span_table(spans: Iterable[CopiedSpan]) -> list[str]:
+    """The lines of a Markdown table of ``spans`` (:data:`SPAN_HEAD`)."""
+    rows = ["| " + " | ".join(table_cell(c) for c in span_cells(span)) + " |" for span in spans]
+    return ["| " + " | ".join(SPAN_HEAD) + " |", "|---|---|---|---|", *rows]
 
 
 def spans_markdown(infos: Mapping[str, SuiteInfo] | None) -> list[str]:
@@ -151,12 +168,7 @@ def _longest_markdown(infos: Mapping[str, SuiteInfo] | None) -> list[str]:
     lines = ["", "### Longest copied spans", "",
              "Runs of the answers found verbatim in the training corpus, longest first.", ""]
     for suite, found in spans.items():
-        lines += [f"Suite {suite}:", "", "| length | copied text | corpus document | answer |", "|---|---|---|---|"]
-        for span in found:
-            document = "n/a" if span.document is None else str(span.document)
-            answer = f"{span.source}: {span.answer_excerpt()}"
-            lines.append(f"| {span.size} | {_cell(span.text)} | {document} | {_cell(answer)} |")
-        lines.append("")
+        lines += [f"Suite {suite}:", "", *span_table(found), ""]
     return lines[:-1]
 
 
@@ -173,6 +185,6 @@ def _passages_markdown(infos: Mapping[str, SuiteInfo] | None) -> list[str]:
         lines += [f"Suite {suite}:", "", "| answer | copied passage | length | longest match (up to the largest L) |",
                   "|---|---|---|---|"]
         for span in spans:
-            lines.append(f"| {_cell(span.source)} | {_cell(span.text)} | {span.size} | {span.longest} |")
+            lines.append(f"| {table_cell(span.source)} | {table_cell(span.text)} | {span.size} | {span.longest} |")
         lines.append("")
     return lines[:-1]

@@ -14,6 +14,7 @@ from typing import Any
 from pytest_novelty.infra.storage import atomic_write_json, json_float
 from pytest_novelty.metrics.tail_agreement import BinAgreement, TailAgreement
 from pytest_novelty.report.plots import CANDIDATE_COLOR, finish, new_figure
+from pytest_novelty.report.terminal import aligned
 
 __all__ = ["agreement_json", "agreement_lines", "agreement_plot", "build_lines", "write_agreement_json"]
 
@@ -77,14 +78,11 @@ def agreement_lines(result: TailAgreement, suite: str) -> list[str]:
         best = means.index(max(means))
         cells.append((found.label, str(found.prompts), f"{found.score_low:.3f}-{found.score_high:.3f}",
                       _tau(found.tau), _interval(found), f"{result.models[best]} ({found.means[best]:.3f})"))
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    table = ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
-    table.insert(1, "  " + "  ".join("-" * w for w in widths))
     return [
         f"agreement of suite {suite} with the reference: {len(result.models)} models, {len(result.bins)} bins from "
         f"peak (bin 1) to tail (bin {len(result.bins)}), Kendall tau-b of mean quality, bootstrap over prompts "
         f"({result.resamples} resamples)",
-        *table,
+        *aligned(cells, "  "),
     ]
 
 

@@ -80,7 +80,8 @@ def tests_used(records: Iterable[CaseRecord]) -> list[str]:
     return sorted({r.compared.test for r in records if r.compared is not None and r.compared.test})
 
 
-def _lines(cells: list[tuple[str, ...]], indent: str) -> list[str]:
+def aligned(cells: Sequence[Sequence[str]], indent: str) -> list[str]:
+    """Rows of cells as a plain-text table: columns padded to their widest cell, a rule under the first row."""
     widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
     lines = []
     for i, cell in enumerate(cells):
@@ -118,7 +119,7 @@ def _comparison_table(
             )
         )
     footer = [f"  CI and p: {t} (a drop is a regression when its CI lies below 0)" for t in tests_used(records)]
-    return [*lines, *_lines(cells, "  "), *footer, ""]
+    return [*lines, *aligned(cells, "  "), *footer, ""]
 
 
 def render_table(
@@ -145,7 +146,7 @@ def render_table(
         lines.append(f"suite {suite}" + (f"  ({headers[suite]})" if headers and suite in headers else ""))
         if notes and notes.get(suite):
             lines.append(f"  {notes[suite]}")
-        lines.extend(_lines(cells, "  "))
+        lines.extend(aligned(cells, "  "))
         # A harness error's cause is already in pytest's own error report, once: the table names
         # the kind only (a crashed worker's message is shown, nothing else prints it).
         lines.extend(

@@ -33,14 +33,45 @@ def write_report(
     :class:`~pytest_novelty.infra.errors.HarnessError` line naming the folder and the cause, and
     leaves no earlier run's verdict behind (:func:`_no_verdict_left`).
     """
+    from pytest_novelty.infra.redact import redact_data
+
+    records = [r.redacted() for r in records]
+    suites_data = {name: data.redacted() for name, data in (suites_data or {}).items()}
+    versions = redact_data(versions)
+    headers = {r.suite: r.header for r in records if r.header}
+    suites = {}
+    for name in sorted({*headers, *suites_data}):
+        note = suite_note(suites_data[name]) if name in suites_data else ""
+        suites[name] = "; ".join(part for part in (headers.get(name, ""), note) if part)
+    note = ""
+    if has_comparison(records) and not any(d.baseline is not None for d in suites_data.values()):
+        note = (
+            "The plots show the candidate only: a snapshot keeps per-prompt values of its metric, not "
+            "per-generation arrays. `--baseline-model` overlays the baseline checkpoint."
+        )
+    folder = Path(out_dir)
     try:
-        return _write_report(out_dir, records, suites_data, versions, step_summary=step_summary)
+        plots = write_plots(folder, suites_data)
+        for suite, kinds in write_series_plots(folder, suites_data).items():  # --model-series
+            plots.setdefault(suite, {}).update(kinds)
+        json_path = write_json_report(folder, records, suites_data, versions, plots=plots)
+        md_path = write_markdown_report(
+            folder,
+            records,
+            versions,
+            plots=plots,
+            step_summary=step_summary,
+            suites=suites,
+            plot_note=note,
+            sections=[*series_tables(suites_data), *spans_markdown({n: d.info for n, d in suites_data.items()})],
+        )
     except OSError as exc:
         from pytest_novelty.infra.storage import folder_error
 
         error = folder_error(out_dir, "report folder", exc)
-        _no_verdict_left(Path(out_dir), f"the report could not be written: {error}")
+        _no_verdict_left(folder, f"the report could not be written: {error}")
         raise error from None
+    return ReportFiles(json=json_path, markdown=md_path, plots=plots)
 
 
 def _no_verdict_left(folder: Path, reason: str) -> None:
@@ -57,39 +88,3 @@ def _no_verdict_left(folder: Path, reason: str) -> None:
         for name in (JSON_NAME, MARKDOWN_NAME):
             with contextlib.suppress(OSError):
                 (folder / name).unlink(missing_ok=True)
-
-
-def _write_report(
-    out_dir: str | Path,
-    records: Sequence[CaseRecord],
-    suites_data: Mapping[str, SuiteData] | None,
-    versions: Mapping[str, Any] | None,
-    *,
-    step_summary: bool,
-) -> ReportFiles:
-    from pytest_novelty.infra.redact import redact_data
-
-    records = [r.redacted() for r in records]
-    suites_data = {name: data.redacted() for name, data in (suites_data or {}).items()}
-    versions = redact_data(versions)
-    folder = Path(out_dir)
-    plots = write_plots(folder, suites_data or {})
-    for suite, kinds in write_series_plots(folder, suites_data).items():  # --model-series
-        plots.setdefault(suite, {}).update(kinds)
-    json_path = write_json_report(folder, records, suites_data, versions, plots=plots)
-    headers = {r.suite: r.header for r in records if r.header}
-    suites = {}
-    for name in sorted({*headers, *(suites_data or {})}):
-        note = suite_note(suites_data[name]) if name in suites_data else ""
-        suites[name] = "; ".join(part for part in (headers.get(name, ""), note) if part)
-    note = ""
-    if has_comparison(records) and not any(d.baseline is not None for d in suites_data.values()):
-        note = (
-            "The plots show the candidate only: a snapshot keeps per-prompt values of its metric, not "
-            "per-generation arrays. `--baseline-model` overlays the baseline checkpoint."
-        )
-    md_path = write_markdown_report(
-        folder, records, versions, plots=plots, step_summary=step_summary, suites=suites, plot_note=note,
-        sections=[*series_tables(suites_data), *spans_markdown({n: d.info for n, d in suites_data.items()})],
-    )
-    return ReportFiles(json=json_path, markdown=md_path, plots=plots)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from pytest_novelty.infra.errors import ConfigError, did_you_mean
 from pytest_novelty.suites.prompts import Prompt
+from pytest_novelty.suites.schema import PROMPTING_METHODS
 from pytest_novelty.suites.tasks import Task, get_task
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ __all__ = [
 Message = dict[str, str]
 ModelInput = str | list[Message]
 
-METHODS = ("few-shot", "chat", "ask-novelty", "denial", "novel-examples")
+METHODS = PROMPTING_METHODS
 DEFAULT_EXAMPLES = 5
 TOP_FRACTION = 0.1
 EXAMPLE_SEPARATOR = "\n\n"

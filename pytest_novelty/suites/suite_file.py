@@ -82,9 +82,7 @@ class _Checker:
     def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
         value: str = self.get(name, str, default)
         if value not in choices:
-            raise self.fail(
-                name, f"{value!r} is not one of {', '.join(choices)}{did_you_mean(value, choices)}"
-            )
+            raise self.fail(name, f"{value!r} is not one of {', '.join(choices)}{did_you_mean(value, choices)}")
         return value
 
 
@@ -324,14 +322,8 @@ def parse_suite(data: Mapping[str, Any], path: Path) -> Suite:
     for label in labels:
         if labels.count(label) > 1:
             raise top.fail("thresholds", f"{label} is listed twice")
-    suite = Suite(
-        name=name,
-        task=task,
-        path=path,
-        description=top.get("description", str, ""),
-        thresholds=thresholds,
-        **parsed,
-    )
+    suite = Suite(name=name, task=task, path=path, description=top.get("description", str, ""), thresholds=thresholds,
+                  **parsed)
     if suite.prompting.method == "denial" and "[" not in name:
         if "sweep" in data:
             raise top.fail("sweep", "a denial-prompting suite cannot also sweep; split it into two suites")
@@ -343,8 +335,9 @@ def parse_suite(data: Mapping[str, Any], path: Path) -> Suite:
     return _parse_sweep(path, data, suite) if "sweep" in data else suite
 
 
-def load_suite(path: str | Path) -> Suite:
-    """Read and validate one suite file."""
+def load_suite(path: str | Path, *, tail: bool = True) -> Suite:
+    """Read and validate one suite file; without ``tail``, its ``[gate] tail`` is set aside (the
+    ``tail`` commands rank the prompts themselves, and the file a build writes may not exist yet)."""
     path = Path(path)
     try:
         with path.open("rb") as fh:
@@ -353,6 +346,10 @@ def load_suite(path: str | Path) -> Suite:
         raise ConfigError("suite file not found", path=path) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"not valid TOML: {exc}", path=path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read it as TOML: {exc}", path=path) from None
+    if not tail and isinstance(data.get("gate"), dict):
+        data["gate"] = {k: v for k, v in data["gate"].items() if k != "tail"}
     return parse_suite(data, path)
 
 
@@ -366,9 +363,10 @@ def find_suite_files(folder: str | Path, *, field: str | None = None) -> list[Pa
     return sorted(p for p in folder.glob("*.toml") if p.is_file())
 
 
-def load_suites(folder: str | Path, *, field: str | None = None) -> list[Suite]:
-    """Load every suite in ``folder``; suite names must be unique. ``field``: see :func:`find_suite_files`."""
-    suites = [load_suite(p) for p in find_suite_files(folder, field=field)]
+def load_suites(folder: str | Path, *, field: str | None = None, tail: bool = True) -> list[Suite]:
+    """Load every suite in ``folder``; suite names must be unique. ``field``: see :func:`find_suite_files`;
+    ``tail``: see :func:`load_suite`."""
+    suites = [load_suite(p, tail=tail) for p in find_suite_files(folder, field=field)]
     if not suites:
         raise ConfigError("no suite files (*.toml) in this folder", path=folder, field=field)
     seen: dict[str, Path] = {}
