@@ -133,6 +133,37 @@ def score_texts(
     encodings = backend.tokenizer.encode(texts)
     all_bounds = backend.match_bounds(encodings, orders, progress=progress)
     longest = [_longest(bounds) for bounds in all_bounds]
+    docs = _locate_longest(backend, encodings, longest)
+    empty = np.zeros(0, dtype=np.int64)
+    matched = match_lengths(backend, encodings, lengths, progress=progress) if lengths else [empty] * len(encodings)
+    results = []
+    for enc, bounds, (length, start, exact), doc, found in zip(
+        encodings, all_bounds, longest, docs, matched, strict=True
+    ):
+        counts = {n: originality_from_bounds(bounds, n) for n in orders}
+        results.append(
+            OriginalityResult(
+                originality={n: missing / count if count else None for n, (count, missing) in counts.items()},
+                ngrams={n: count for n, (count, _) in counts.items()},
+                unseen={n: missing for n, (_, missing) in counts.items()},
+                tokens=len(enc),
+                longest_span=length,
+                longest_span_doc=doc,
+                longest_span_start=start,
+                longest_span_text=enc.surface(start, length),
+                longest_span_exact=exact,
+                match_lengths=tuple(int(v) for v in found),
+                copied=copied_passages(enc, found, min(lengths)) if lengths else (),
+            )
+        )
+    return results
+
+
+def _locate_longest(
+    backend: OriginalityBackend, encodings: Sequence[Encoding], longest: Sequence[tuple[int, int, bool]]
+) -> list[int | None]:
+    """The corpus document of each text's longest match (``None`` for none); the backend locates
+    each distinct run of units once."""
     slots: dict[bytes, int] = {}
     spans: list[Span] = []
     which: list[int | None] = []
@@ -146,32 +177,4 @@ def score_texts(
             spans.append((enc, start, length))
         which.append(slots[key])
     docs = backend.locate(spans) if spans else []
-    empty = np.zeros(0, dtype=np.int64)
-    matched = match_lengths(backend, encodings, lengths, progress=progress) if lengths else [empty] * len(encodings)
-    results = []
-    for enc, bounds, (length, start, exact), slot, found in zip(
-        encodings, all_bounds, longest, which, matched, strict=True
-    ):
-        originality: dict[int, float | None] = {}
-        ngrams: dict[int, int] = {}
-        unseen: dict[int, int] = {}
-        for n in orders:
-            count, missing = originality_from_bounds(bounds, n)
-            ngrams[n], unseen[n] = count, missing
-            originality[n] = missing / count if count else None
-        results.append(
-            OriginalityResult(
-                originality=originality,
-                ngrams=ngrams,
-                unseen=unseen,
-                tokens=len(enc),
-                longest_span=length,
-                longest_span_doc=None if slot is None else docs[slot],
-                longest_span_start=start,
-                longest_span_text=enc.surface(start, length),
-                longest_span_exact=exact,
-                match_lengths=tuple(int(v) for v in found),
-                copied=copied_passages(enc, found, min(lengths)) if lengths else (),
-            )
-        )
-    return results
+    return [None if slot is None else docs[slot] for slot in which]
