@@ -136,6 +136,7 @@ class EquivalenceCheck(ABC):
         return f"{type(self).__name__}(threshold={self.threshold})"
 
 
+@EQUIVALENCE_CHECKS.register("unigram", summary="ROUGE-1 F1 above 0.458")
 class UnigramEquivalence(EquivalenceCheck):
     """``unigram``: equivalent when ROUGE-1 F1 > threshold (NoveltyBench: 0.458). NoveltyBench applies
     its pre-filter before the classifier only; we apply it before every check, so short answers are
@@ -143,8 +144,8 @@ class UnigramEquivalence(EquivalenceCheck):
 
     kind = "unigram"
 
-    def __init__(self, threshold: float = DEFAULT_THRESHOLDS["unigram"]) -> None:
-        super().__init__(threshold)
+    def __init__(self, threshold: float | None = None) -> None:
+        super().__init__(DEFAULT_THRESHOLDS["unigram"] if threshold is None else threshold)
 
     def scores(self, representative: str, candidates: Sequence[str]) -> list[float]:
         """ROUGE-1 F1 of the representative with each candidate."""
@@ -314,11 +315,6 @@ class EmbeddingEquivalence(_ModelCheck):
         """Cosine similarity of the representative's embedding with each candidate's."""
         vectors = self.embed([representative, *candidates])
         return (vectors[1:] @ vectors[0]).tolist()
-
-
-@EQUIVALENCE_CHECKS.register("unigram", summary="ROUGE-1 F1 above 0.458")
-def _open_unigram(*, threshold: float | None = None) -> UnigramEquivalence:
-    return UnigramEquivalence(DEFAULT_THRESHOLDS["unigram"] if threshold is None else threshold)
 
 
 for _check, _summary in (

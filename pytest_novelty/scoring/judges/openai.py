@@ -55,28 +55,18 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
 from pytest_novelty.infra.concurrency import fan_out, run_coroutine
 from pytest_novelty.infra.http import CONNECTION_OPTIONS
+from pytest_novelty.infra.redact import redact
 from pytest_novelty.scoring.judges.base import JUDGES, NO_SCORE, JudgeItem, JudgeResult, rubric_result
 from pytest_novelty.scoring.judges.cache import AnswerCache, endpoint_identity, judge_key
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score
 from pytest_novelty.scoring.judges.rubrics import Rubric, rubric_for
-from pytest_novelty.scoring.llm import (
-    DEFAULT_BASE_URL,
-    ChatClient,
-    EndpointOptions,
-    OpenAIChat,
-    RequestFailed,
-    is_about,
-    safe_url,
-)
+from pytest_novelty.scoring.llm import ChatClient, EndpointOptions, OpenAIChat, RequestFailed, is_about
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["DEFAULT_BASE_URL", "OpenAIJudge"]
+__all__ = ["OpenAIJudge"]
 
 
 @dataclass
@@ -128,7 +118,7 @@ class OpenAIJudge(OpenAIChat):
 
     def __repr__(self) -> str:
         return (
-            f"OpenAIJudge(spec={self.spec!r}, base_url={safe_url(self.base_url)!r}, "
+            f"OpenAIJudge(spec={self.spec!r}, base_url={redact(self.base_url)!r}, "
             f"samples={self.samples}, temperature={self.temperature})"
         )
 

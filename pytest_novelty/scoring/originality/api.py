@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Unpack
@@ -117,16 +117,14 @@ class _CountApiBackend:
         """HTTP requests sent, retries included."""
         return self.client.traffic.requests
 
-    def _payload(self, query: Hashable) -> dict[str, Any]:
+    def _key(self, enc: Encoding, i: int, n: int) -> str:
+        """The count query of the n-gram at unit ``i``, as the cache keys it."""
         raise NotImplementedError
 
-    def _cache_key(self, query: Hashable) -> str:
+    def _payload(self, query: str) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _key(self, enc: Encoding, i: int, n: int) -> Hashable:
-        raise NotImplementedError
-
-    def _probe(self) -> Hashable:
+    def _probe(self) -> str:
         """The query the preflight asks: a common one, cheap for the service."""
         raise NotImplementedError
 
@@ -140,11 +138,10 @@ class _CountApiBackend:
                 f"without a count: {echo(str(answer))}"
             )
 
-    def _ask(self, queries: list[Hashable], progress: bool) -> dict[Hashable, bool]:
-        names = {q: self._cache_key(q) for q in queries}
-        cached = self.cache.get_many(names.values())
-        answers = {q: cached[names[q]] > 0 for q in queries if names[q] in cached}
-        missing = [q for q in queries if names[q] not in cached]
+    def _ask(self, queries: list[str], progress: bool) -> dict[str, bool]:
+        cached = self.cache.get_many(queries)
+        answers = {q: cached[q] > 0 for q in queries if q in cached}
+        missing = [q for q in queries if q not in cached]
         if not missing:
             return answers
         from tqdm import tqdm
@@ -155,7 +152,7 @@ class _CountApiBackend:
             count = answer.get("count")
             if not is_count(count):
                 raise HarnessError(f"the {self.service} API at {self.url} answered without a count: {answer!r}")
-            self.cache.put(names[missing[i]], count)
+            self.cache.put(missing[i], count)
             with self._lock:
                 answers[missing[i]] = count > 0
                 self.questions += 1
@@ -170,8 +167,8 @@ class _CountApiBackend:
         """The count queries scoring ``texts`` at ``ns`` takes given the cache now: the fewest (every
         position's first question, its smallest fitting order) and the most (every order at every position)."""
         orders = check_ns(ns)
-        first: set[Hashable] = set()
-        every: set[Hashable] = set()
+        first: set[str] = set()
+        every: set[str] = set()
         for enc in self.tokenizer.encode(list(texts)):
             k = len(enc)
             for i in range(k):
@@ -179,10 +176,9 @@ class _CountApiBackend:
                 if fitting:
                     first.add(self._key(enc, i, fitting[0]))
                     every.update(self._key(enc, i, n) for n in fitting)
-        names = {q: self._cache_key(q) for q in every}
-        cached = self.cache.get_many(names.values())
-        return QueryPlan(self.prefix, len(texts), fewest=sum(names[q] not in cached for q in first),
-                         most=sum(names[q] not in cached for q in every), reused=len(cached),
+        cached = self.cache.get_many(every)
+        return QueryPlan(self.prefix, len(texts), fewest=len(first - cached.keys()), most=len(every - cached.keys()),
+                         reused=len(cached),
                          rate=self.client.connection.rate, concurrency=self.client.connection.concurrency)
 
     def announce(self, texts: Sequence[str], ns: Sequence[int]) -> QueryPlan:
@@ -266,20 +262,15 @@ class InfiniGramApiBackend(_CountApiBackend):
         super().__init__(index, **options)
         self.tokenizer = load_hf_tokenizer(tokenizer or default_api_tokenizer(index))
 
-    def _key(self, enc: Encoding, i: int, n: int) -> Hashable:
-        return tuple(int(t) for t in enc.ids[i : i + n])
+    def _key(self, enc: Encoding, i: int, n: int) -> str:
+        return ",".join(str(int(t)) for t in enc.ids[i : i + n])  # the token ids
 
-    def _probe(self) -> Hashable:
+    def _probe(self) -> str:
         ids = self.tokenizer.encode(["the"])[0].ids
-        return (int(ids[0]),) if len(ids) else (0,)
+        return str(int(ids[0])) if len(ids) else "0"
 
-    def _cache_key(self, query: Hashable) -> str:
-        assert isinstance(query, tuple)
-        return ",".join(map(str, query))
-
-    def _payload(self, query: Hashable) -> dict[str, Any]:
-        assert isinstance(query, tuple)
-        return {"index": self.index, "query_type": "count", "query_ids": list(query)}
+    def _payload(self, query: str) -> dict[str, Any]:
+        return {"index": self.index, "query_type": "count", "query_ids": [int(t) for t in query.split(",")]}
 
     def __repr__(self) -> str:
         return f"InfiniGramApiBackend({self.index!r}, url={self.url!r})"
@@ -309,16 +300,13 @@ class InfiniGramMiniBackend(_CountApiBackend):
         super().__init__(index, **options)
         self.tokenizer = SurfaceWords()
 
-    def _key(self, enc: Encoding, i: int, n: int) -> Hashable:
+    def _key(self, enc: Encoding, i: int, n: int) -> str:
         return mini_query(enc, i, n)
 
-    def _probe(self) -> Hashable:
+    def _probe(self) -> str:
         return " the "
 
-    def _cache_key(self, query: Hashable) -> str:
-        return str(query)
-
-    def _payload(self, query: Hashable) -> dict[str, Any]:
+    def _payload(self, query: str) -> dict[str, Any]:
         return {"index": self.index, "query_type": "count", "query": query}
 
     def __repr__(self) -> str:

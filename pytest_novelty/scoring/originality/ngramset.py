@@ -166,7 +166,6 @@ class NgramSetBackend:
         self._doc_starts = np.flatnonzero(self._units == _SEP)
         self._levels: list[_Level] = []
         self._numbers: np.ndarray | None = None
-        self.build_seconds = 0.0
         self.progress = len(self._units) > _QUIET_UNITS if progress is None else progress
         self._lock = threading.Lock()
         self.budget = int(max_n) if max_n else None
@@ -187,33 +186,27 @@ class NgramSetBackend:
 
     def ensure(self, n: int) -> None:
         """Build the levels up to ``n`` (about 10-20 s per level for 30 million units)."""
-        with self._lock:
-            self._extend(n)
-
-    def _extend(self, n: int) -> None:
         units = self._units
-        while len(self._levels) < n:
-            k = len(self._levels) + 1
-            start = time.perf_counter()
-            size = len(units) - k + 1
-            if k == 1 and size > 0:
-                level, self._numbers = _Level.build_unigrams(units)
-            else:
-                keys = np.zeros(0, dtype=np.uint64)
-                if size > 0:
-                    assert self._numbers is not None
-                    keys = self._numbers[:size].astype(np.uint64)
-                    keys <<= _S32
-                    keys |= units[k - 1 :].astype(np.uint64)
-                level, self._numbers = _Level.build(_mix(keys))
-                del keys
-            self._levels.append(level)
-            self.build_seconds += time.perf_counter() - start
-            if self.progress:
-                notice(
-                    f"[novelty] n-gram set: {len(level.table):,} distinct {k}-grams "
-                    f"({time.perf_counter() - start:.1f}s)"
-                )
+        with self._lock:
+            while len(self._levels) < n:
+                k = len(self._levels) + 1
+                start = time.perf_counter()
+                size = len(units) - k + 1
+                if k == 1 and size > 0:
+                    level, self._numbers = _Level.build_unigrams(units)
+                else:
+                    keys = np.zeros(0, dtype=np.uint64)
+                    if size > 0:
+                        assert self._numbers is not None
+                        keys = self._numbers[:size].astype(np.uint64)
+                        keys <<= _S32
+                        keys |= units[k - 1 :].astype(np.uint64)
+                    level, self._numbers = _Level.build(_mix(keys))
+                    del keys
+                self._levels.append(level)
+                if self.progress:
+                    notice(f"[novelty] n-gram set: {len(level.table):,} distinct {k}-grams "
+                           f"({time.perf_counter() - start:.1f}s)")
 
     def match_bounds(
         self, encodings: Sequence[Encoding], ns: Sequence[int], *, progress: bool = False
