@@ -242,17 +242,13 @@ class ClassifierEquivalence(_ModelCheck):
                 tail = [*ids[second], self.tokenizer.sep_token_id]
                 rows.append(head + tail)
                 types.append([0] * len(head) + [1] * len(tail))
-            width = max(len(row) for row in rows)
-            input_ids = torch.full((len(rows), width), self._pad_id, dtype=torch.long)
-            token_type_ids = torch.zeros((len(rows), width), dtype=torch.long)
-            attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
-            for index, (row, kinds) in enumerate(zip(rows, types, strict=True)):
-                input_ids[index, : len(row)] = torch.tensor(row)
-                token_type_ids[index, : len(row)] = torch.tensor(kinds)
-                attention_mask[index, : len(row)] = 1
-            inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+            pad = [max(len(row) for row in rows) - len(row) for row in rows]  # on the right
+            inputs = {
+                "input_ids": torch.tensor([row + [self._pad_id] * n for row, n in zip(rows, pad, strict=True)]),
+                "attention_mask": torch.tensor([[1] * len(row) + [0] * n for row, n in zip(rows, pad, strict=True)]),
+            }
             if self._token_types:
-                inputs["token_type_ids"] = token_type_ids
+                inputs["token_type_ids"] = torch.tensor([kinds + [0] * n for kinds, n in zip(types, pad, strict=True)])
             with torch.inference_mode():
                 logits = self.model(**{name: value.to(self.device) for name, value in inputs.items()}).logits
             results.extend(logits.float().softmax(-1)[:, 1].tolist())

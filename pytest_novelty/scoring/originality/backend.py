@@ -52,6 +52,19 @@ class MatchBounds:
         lengths = np.asarray(lengths, dtype=np.int64)
         return MatchBounds(lengths, lengths)
 
+    def ngrams(self, n: int) -> tuple[int, int]:
+        """``(ngrams, unseen)`` at order ``n``; a ``HarnessError`` when the bounds leave an n-gram undecided."""
+        from pytest_novelty.infra.errors import HarnessError
+
+        count = len(self.lower) - n + 1
+        if count <= 0:
+            return 0, 0
+        seen = self.lower[:count] >= n
+        unsettled = ~seen & (self.upper[:count] >= n)
+        if unsettled.any():
+            raise HarnessError(f"originality backend left {int(unsettled.sum())} {n}-grams undecided (a backend bug)")
+        return count, int(count - seen.sum())
+
 
 class OriginalityBackend(Protocol):
     """Answers which n-grams of tokenised texts occur in a corpus (see the module docstring)."""

@@ -42,12 +42,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pytest_novelty.infra.errors import HarnessError
 from pytest_novelty.scoring.originality.backend import MatchBounds, OriginalityBackend, Span, check_ns
 from pytest_novelty.scoring.originality.matching import match_lengths
 from pytest_novelty.scoring.originality.tokenization import Encoding
 
-__all__ = ["OriginalityResult", "copied_passages", "originality_from_bounds", "score_texts"]
+__all__ = ["OriginalityResult", "copied_passages", "score_texts"]
 
 
 @dataclass(frozen=True)
@@ -77,18 +76,6 @@ class OriginalityResult:
     """Per unit, the match length for the range of L asked (empty when none was)."""
     copied: tuple[tuple[str, int, int], ...] = ()
     """The copied passages ``(text, units, longest match)`` for the range of L asked, in order."""
-
-
-def originality_from_bounds(bounds: MatchBounds, n: int) -> tuple[int, int]:
-    """``(ngrams, unseen)`` at order ``n`` from match bounds; the bounds must settle every n-gram."""
-    count = len(bounds.lower) - n + 1
-    if count <= 0:
-        return 0, 0
-    seen = bounds.lower[:count] >= n
-    unsettled = ~seen & (bounds.upper[:count] >= n)
-    if unsettled.any():
-        raise HarnessError(f"originality backend left {int(unsettled.sum())} {n}-grams undecided (a backend bug)")
-    return count, int(count - seen.sum())
 
 
 def _longest(bounds: MatchBounds) -> tuple[int, int, bool]:
@@ -140,7 +127,7 @@ def score_texts(
     for enc, bounds, (length, start, exact), doc, found in zip(
         encodings, all_bounds, longest, docs, matched, strict=True
     ):
-        counts = {n: originality_from_bounds(bounds, n) for n in orders}
+        counts = {n: bounds.ngrams(n) for n in orders}
         results.append(
             OriginalityResult(
                 originality={n: missing / count if count else None for n, (count, missing) in counts.items()},
