@@ -89,10 +89,10 @@ class _CachedExtractor:
         found = {key: list(value["concepts"]) for key, value in self.cache.get_many(keys).items()}
         todo = {key: messages for key, messages in zip(keys, requests, strict=True) if key not in found}
         failures: list[str] = []
-        for attempt in range(1 + self._reasks()):
+        for attempt in range(1 + self.max_reasks):
             if not todo:
                 break
-            last = attempt == self._reasks()
+            last = attempt == self.max_reasks
             replies = self._replies(list(todo.values()), attempt)
             for key, reply in zip(list(todo), replies, strict=True):
                 if isinstance(reply, RequestFailed):
@@ -110,9 +110,6 @@ class _CachedExtractor:
                 f"({failures[0]}); the others are cached, run again to retry"
             )
         return [list(found[key]) for key in keys]
-
-    def _reasks(self) -> int:
-        return self.max_reasks
 
     def _identity(self) -> tuple[Any, ...]:
         raise NotImplementedError
@@ -187,15 +184,14 @@ class HFConceptExtractor(_CachedExtractor, LocalChatModel):
         large as the memory allows, on the session's device."""
         _CachedExtractor.__init__(self, cache_dir, max_reasks)
         LocalChatModel.__init__(self, path, field=None, options=local, defaults=HF_CONCEPTS, cache_dir=cache_dir)
+        if self.sampling.temperature == 0:
+            self.max_reasks = 0  # greedy: asked again, the model would say the same
 
     def __repr__(self) -> str:
         return f"HFConceptExtractor(spec={self.spec!r}, temperature={self.sampling.temperature})"
 
     def _identity(self) -> tuple[Any, ...]:
         return (self.identity_id, self.sampling.temperature, self.sampling.seed, self.sampling.max_new_tokens)
-
-    def _reasks(self) -> int:
-        return self.max_reasks if self.sampling.temperature > 0 else 0
 
     def _replies(self, requests: list[list[Message]], attempt: int) -> list[str | RequestFailed]:
         """One reply per request, each attempt with its own seed; without a chat template the request

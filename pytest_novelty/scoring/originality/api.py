@@ -56,8 +56,6 @@ __all__ = [
 
 API_URL = "https://api.infini-gram.io/"
 MINI_URL = "https://api-mini.infini-gram.io/"
-API_URL_ENV = "PYTEST_NOVELTY_INFINIGRAM_API_URL"
-MINI_URL_ENV = "PYTEST_NOVELTY_INFINIGRAM_MINI_URL"
 
 PUBLIC_RATE = 5.0
 """Requests per second the public services allow one client address (their documentation)."""
@@ -203,6 +201,9 @@ class _CountApiBackend:
         """Close connections and the cache."""
         self.cache.close()
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.index!r}, url={self.url!r})"
+
 
 @dataclass(frozen=True)
 class QueryPlan:
@@ -255,7 +256,7 @@ class InfiniGramApiBackend(_CountApiBackend):
 
     service = "infini-gram"
     prefix = "infini-gram-api"
-    url_env = API_URL_ENV
+    url_env = "PYTEST_NOVELTY_INFINIGRAM_API_URL"
     default_url = API_URL
 
     def __init__(self, index: str, *, tokenizer: str | None = None, **options: Any) -> None:
@@ -271,9 +272,6 @@ class InfiniGramApiBackend(_CountApiBackend):
 
     def _payload(self, query: str) -> dict[str, Any]:
         return {"index": self.index, "query_type": "count", "query_ids": [int(t) for t in query.split(",")]}
-
-    def __repr__(self) -> str:
-        return f"InfiniGramApiBackend({self.index!r}, url={self.url!r})"
 
 
 def mini_query(enc: Encoding, i: int, n: int) -> str:
@@ -293,7 +291,7 @@ class InfiniGramMiniBackend(_CountApiBackend):
 
     service = "infini-gram-mini"
     prefix = "infini-gram-mini"
-    url_env = MINI_URL_ENV
+    url_env = "PYTEST_NOVELTY_INFINIGRAM_MINI_URL"
     default_url = MINI_URL
 
     def __init__(self, index: str, **options: Any) -> None:
@@ -308,6 +306,3 @@ class InfiniGramMiniBackend(_CountApiBackend):
 
     def _payload(self, query: str) -> dict[str, Any]:
         return {"index": self.index, "query_type": "count", "query": query}
-
-    def __repr__(self) -> str:
-        return f"InfiniGramMiniBackend({self.index!r}, url={self.url!r})"

@@ -108,7 +108,6 @@ class IndexInfo:
     dtype = _Recorded("dtype", str)
     """The token type of the token files, ``u16`` or ``u32``."""
     shards = _Recorded("shard_bytes", len)
-    docs = _Recorded("docs", int)
 
     @property
     def token_width(self) -> int:
