@@ -74,11 +74,8 @@ class RewardJudge:
 
     def score(self, items: Sequence[JudgeItem], *, progress: bool = False) -> list[JudgeResult]:
         """One 1-10 score per item from its raw reward (quality = score / 10)."""
-        results = []
-        for reward in self.rewards(items, progress=progress):
-            scale = reward_to_utility(reward, self.thresholds)
-            results.append(JudgeResult(quality=scale / SCALE_MAX, scores=(float(scale),), judge=self.spec))
-        return results
+        scales = [reward_to_utility(reward, self.thresholds) for reward in self.rewards(items, progress=progress)]
+        return [JudgeResult(quality=scale / SCALE_MAX, scores=(float(scale),), judge=self.spec) for scale in scales]
 
     def planned_calls(self, items: Sequence[JudgeItem]) -> int:
         """Dry run: how many items the model would have to score (the rest are cached)."""

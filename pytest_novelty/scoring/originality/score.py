@@ -151,17 +151,12 @@ def _locate_longest(
 ) -> list[int | None]:
     """The corpus document of each text's longest match (``None`` for none); the backend locates
     each distinct run of units once."""
-    slots: dict[bytes, int] = {}
-    spans: list[Span] = []
-    which: list[int | None] = []
+    spans: dict[bytes, Span] = {}  # by the units of the run
+    keys: list[bytes | None] = []
     for enc, (length, start, _) in zip(encodings, longest, strict=True):
-        if length == 0:
-            which.append(None)
-            continue
-        key = np.asarray(enc.units[start : start + length], dtype=np.int64).tobytes()
-        if key not in slots:
-            slots[key] = len(spans)
-            spans.append((enc, start, length))
-        which.append(slots[key])
-    docs = backend.locate(spans) if spans else []
-    return [None if slot is None else docs[slot] for slot in which]
+        key = np.asarray(enc.units[start : start + length], dtype=np.int64).tobytes() if length else None
+        if key is not None:
+            spans.setdefault(key, (enc, start, length))
+        keys.append(key)
+    docs = dict(zip(spans, backend.locate(list(spans.values())), strict=True)) if spans else {}
+    return [None if key is None else docs[key] for key in keys]
