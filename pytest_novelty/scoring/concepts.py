@@ -22,27 +22,24 @@ from typing import Any, Protocol, Unpack, runtime_checkable
 from pytest_novelty.infra.concurrency import fan_out, run_coroutine
 from pytest_novelty.infra.errors import HarnessError
 from pytest_novelty.infra.http import CONNECTION_OPTIONS
+from pytest_novelty.infra.redact import redact
 from pytest_novelty.infra.registry import Registry
 from pytest_novelty.scoring.judges.cache import AnswerCache, answer_key
 from pytest_novelty.scoring.llm import (
-    DEFAULT_BASE_URL,
     LOCAL_CHAT_OPTIONS,
     EndpointOptions,
     LocalChatModel,
     LocalChatOptions,
     OpenAIChat,
     RequestFailed,
-    safe_url,
 )
 from pytest_novelty.suites.prompting import Message, concept_prompt, parse_concepts
 from pytest_novelty.suites.prompts import Prompt
 from pytest_novelty.suites.tasks import get_task
 
-__all__ = ["CONCEPT_EXTRACTORS", "DEFAULT_BASE_URL", "KINDS", "ConceptExtractor", "ConceptItem", "HFConceptExtractor",
-           "OpenAIConceptExtractor", "open_concept_extractor"]
+__all__ = ["CONCEPT_EXTRACTORS", "ConceptExtractor", "ConceptItem", "HFConceptExtractor", "OpenAIConceptExtractor",
+           "open_concept_extractor"]
 
-KINDS = ("openai", "hf")
-"""The built-in extractors; :data:`CONCEPT_EXTRACTORS` holds these and any registered since."""
 CONCEPT_EXTRACTORS: Registry[ConceptExtractor] = Registry("concept extractor", settings=("cache_dir", "base_url"))
 """Concept extractors by spec prefix."""
 PLAIN_CUE = "Concepts:\n-"
@@ -73,23 +70,18 @@ class ConceptExtractor(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class _Failed:
-    """A request that produced no reply; ``reason`` is safe to show."""
-
-    reason: str
-
-
 class _CachedExtractor:
     """The cache, de-duplication and re-asking both extractors share; a subclass sets ``spec`` and
-    ``max_reasks`` and implements :meth:`_replies` (a reply or :class:`_Failed` per request) and
-    :meth:`_identity` (what else its replies depend on)."""
+    implements :meth:`_replies` (a reply, or the :class:`~pytest_novelty.scoring.llm.RequestFailed`
+    that says why there is none, per request) and :meth:`_identity` (what else its replies depend on)."""
 
     spec: str
-    max_reasks: int
 
-    def __init__(self, cache_dir: Path | str | None) -> None:
+    def __init__(self, cache_dir: Path | str | None, max_reasks: int) -> None:
+        if max_reasks < 0:
+            raise ValueError(f"max_reasks must be 0 or more, got {max_reasks}")
         self.cache = AnswerCache(cache_dir)
+        self.max_reasks = max_reasks
 
     def concepts(self, items: Sequence[ConceptItem]) -> list[list[str]]:
         requests = [item.messages() for item in items]
@@ -97,14 +89,14 @@ class _CachedExtractor:
         found = {key: list(value["concepts"]) for key, value in self.cache.get_many(keys).items()}
         todo = {key: messages for key, messages in zip(keys, requests, strict=True) if key not in found}
         failures: list[str] = []
-        for attempt in range(1 + self._reasks()):
+        for attempt in range(1 + self.max_reasks):
             if not todo:
                 break
-            last = attempt == self._reasks()
+            last = attempt == self.max_reasks
             replies = self._replies(list(todo.values()), attempt)
             for key, reply in zip(list(todo), replies, strict=True):
-                if isinstance(reply, _Failed):
-                    failures.append(reply.reason)
+                if isinstance(reply, RequestFailed):
+                    failures.append(str(reply))
                     del todo[key]
                     continue
                 concepts = parse_concepts(reply)
@@ -119,13 +111,10 @@ class _CachedExtractor:
             )
         return [list(found[key]) for key in keys]
 
-    def _reasks(self) -> int:
-        return self.max_reasks
-
     def _identity(self) -> tuple[Any, ...]:
         raise NotImplementedError
 
-    def _replies(self, requests: list[list[Message]], attempt: int) -> list[str | _Failed]:
+    def _replies(self, requests: list[list[Message]], attempt: int) -> list[str | RequestFailed]:
         raise NotImplementedError
 
 
@@ -143,26 +132,24 @@ class OpenAIConceptExtractor(_CachedExtractor, OpenAIChat):
         **endpoint: Unpack[EndpointOptions],
     ) -> None:
         """``endpoint``: by default 8 requests in flight, 120 s each, 6 attempts within 120 s."""
-        if max_reasks < 0:
-            raise ValueError(f"max_reasks must be 0 or more, got {max_reasks}")
-        _CachedExtractor.__init__(self, cache_dir)
+        _CachedExtractor.__init__(self, cache_dir, max_reasks)
         OpenAIChat.__init__(
             self, "concept extractor", model, temperature=temperature, endpoint=endpoint, concurrency=8, timeout=120.0
         )
-        self.max_reasks = max_reasks
 
     def __repr__(self) -> str:
-        return f"OpenAIConceptExtractor(spec={self.spec!r}, base_url={safe_url(self.base_url)!r})"
+        return f"OpenAIConceptExtractor(spec={self.spec!r}, base_url={redact(self.base_url)!r})"
 
     def _identity(self) -> tuple[Any, ...]:
         return (self.temperature, self.max_tokens)
 
-    def _replies(self, requests: list[list[Message]], attempt: int) -> list[str | _Failed]:
+    def _replies(self, requests: list[list[Message]], attempt: int) -> list[str | RequestFailed]:
         return run_coroutine(self._ask_all(requests))
 
-    async def _ask_all(self, requests: list[list[Message]]) -> list[str | _Failed]:
-        """All requests over one client, ``concurrency`` sent at a time; a failed one is a :class:`_Failed`
-        in its place, and any other error (a refused key) stops the batch."""
+    async def _ask_all(self, requests: list[list[Message]]) -> list[str | RequestFailed]:
+        """All requests over one client, ``concurrency`` sent at a time; a failed one is its
+        :class:`~pytest_novelty.scoring.llm.RequestFailed` in its place, and any other error (a refused
+        key) stops the batch."""
         client = self._client()
         semaphore = asyncio.Semaphore(self.connection.concurrency)
 
@@ -171,10 +158,9 @@ class OpenAIConceptExtractor(_CachedExtractor, OpenAIChat):
             return choices[0] if choices else ""
 
         try:
-            outcomes = await fan_out(len(requests), ask, concurrency=None, collect=(RequestFailed,))
+            return await fan_out(len(requests), ask, concurrency=None, collect=(RequestFailed,))
         finally:
             await client.aclose()
-        return [_Failed(str(outcome)) if isinstance(outcome, RequestFailed) else outcome for outcome in outcomes]
 
 
 HF_CONCEPTS = LocalChatOptions(
@@ -196,11 +182,10 @@ class HFConceptExtractor(_CachedExtractor, LocalChatModel):
     ) -> None:
         """``local``: by default temperature 0 (greedy), up to 128 new tokens, seed 0, batches as
         large as the memory allows, on the session's device."""
-        if max_reasks < 0:
-            raise ValueError(f"max_reasks must be 0 or more, got {max_reasks}")
+        _CachedExtractor.__init__(self, cache_dir, max_reasks)
         LocalChatModel.__init__(self, path, field=None, options=local, defaults=HF_CONCEPTS, cache_dir=cache_dir)
-        _CachedExtractor.__init__(self, cache_dir)
-        self.max_reasks = max_reasks
+        if self.sampling.temperature == 0:
+            self.max_reasks = 0  # greedy: asked again, the model would say the same
 
     def __repr__(self) -> str:
         return f"HFConceptExtractor(spec={self.spec!r}, temperature={self.sampling.temperature})"
@@ -208,10 +193,7 @@ class HFConceptExtractor(_CachedExtractor, LocalChatModel):
     def _identity(self) -> tuple[Any, ...]:
         return (self.identity_id, self.sampling.temperature, self.sampling.seed, self.sampling.max_new_tokens)
 
-    def _reasks(self) -> int:
-        return self.max_reasks if self.sampling.temperature > 0 else 0
-
-    def _replies(self, requests: list[list[Message]], attempt: int) -> list[str | _Failed]:
+    def _replies(self, requests: list[list[Message]], attempt: int) -> list[str | RequestFailed]:
         """One reply per request, each attempt with its own seed; without a chat template the request
         is plain text ending in :data:`PLAIN_CUE`, and the reply gets the first bullet's ``- `` back."""
         rendered = [self._chat_text(messages, _plain_request) for messages in requests]

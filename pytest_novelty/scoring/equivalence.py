@@ -136,6 +136,7 @@ class EquivalenceCheck(ABC):
         return f"{type(self).__name__}(threshold={self.threshold})"
 
 
+@EQUIVALENCE_CHECKS.register("unigram", summary="ROUGE-1 F1 above 0.458")
 class UnigramEquivalence(EquivalenceCheck):
     """``unigram``: equivalent when ROUGE-1 F1 > threshold (NoveltyBench: 0.458). NoveltyBench applies
     its pre-filter before the classifier only; we apply it before every check, so short answers are
@@ -143,8 +144,8 @@ class UnigramEquivalence(EquivalenceCheck):
 
     kind = "unigram"
 
-    def __init__(self, threshold: float = DEFAULT_THRESHOLDS["unigram"]) -> None:
-        super().__init__(threshold)
+    def __init__(self, threshold: float | None = None) -> None:
+        super().__init__(DEFAULT_THRESHOLDS["unigram"] if threshold is None else threshold)
 
     def scores(self, representative: str, candidates: Sequence[str]) -> list[float]:
         """ROUGE-1 F1 of the representative with each candidate."""
@@ -241,17 +242,13 @@ class ClassifierEquivalence(_ModelCheck):
                 tail = [*ids[second], self.tokenizer.sep_token_id]
                 rows.append(head + tail)
                 types.append([0] * len(head) + [1] * len(tail))
-            width = max(len(row) for row in rows)
-            input_ids = torch.full((len(rows), width), self._pad_id, dtype=torch.long)
-            token_type_ids = torch.zeros((len(rows), width), dtype=torch.long)
-            attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
-            for index, (row, kinds) in enumerate(zip(rows, types, strict=True)):
-                input_ids[index, : len(row)] = torch.tensor(row)
-                token_type_ids[index, : len(row)] = torch.tensor(kinds)
-                attention_mask[index, : len(row)] = 1
-            inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+            pad = [max(len(row) for row in rows) - len(row) for row in rows]  # on the right
+            inputs = {
+                "input_ids": torch.tensor([row + [self._pad_id] * n for row, n in zip(rows, pad, strict=True)]),
+                "attention_mask": torch.tensor([[1] * len(row) + [0] * n for row, n in zip(rows, pad, strict=True)]),
+            }
             if self._token_types:
-                inputs["token_type_ids"] = token_type_ids
+                inputs["token_type_ids"] = torch.tensor([kinds + [0] * n for kinds, n in zip(types, pad, strict=True)])
             with torch.inference_mode():
                 logits = self.model(**{name: value.to(self.device) for name, value in inputs.items()}).logits
             results.extend(logits.float().softmax(-1)[:, 1].tolist())
@@ -314,11 +311,6 @@ class EmbeddingEquivalence(_ModelCheck):
         """Cosine similarity of the representative's embedding with each candidate's."""
         vectors = self.embed([representative, *candidates])
         return (vectors[1:] @ vectors[0]).tolist()
-
-
-@EQUIVALENCE_CHECKS.register("unigram", summary="ROUGE-1 F1 above 0.458")
-def _open_unigram(*, threshold: float | None = None) -> UnigramEquivalence:
-    return UnigramEquivalence(DEFAULT_THRESHOLDS["unigram"] if threshold is None else threshold)
 
 
 for _check, _summary in (

@@ -27,7 +27,7 @@ from pytest_novelty.infra.errors import ConfigError, HarnessError, PreflightErro
 from pytest_novelty.infra.hashing import Memo, identity_memo
 from pytest_novelty.infra.http import PREFLIGHT_TIMEOUT, Connection, ConnectionOptions, Reply, Traffic, attempts_of
 from pytest_novelty.infra.identity import checkpoint_identity
-from pytest_novelty.infra.redact import echo, redact
+from pytest_novelty.infra.redact import echo
 from pytest_novelty.infra.retry import failure_reason, is_retryable
 from pytest_novelty.suites.prompting import Message
 
@@ -35,14 +35,9 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = ["DEFAULT_BASE_URL", "LOCAL_CHAT_OPTIONS", "ChatClient", "EndpointOptions", "LocalChatModel",
-           "LocalChatOptions", "OpenAIChat", "RequestFailed", "checked_identity_id", "is_about", "safe_url"]
+           "LocalChatOptions", "OpenAIChat", "RequestFailed", "checked_identity_id", "is_about"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-
-
-def safe_url(url: str) -> str:
-    """``url`` as it may be shown: no user:password part, secret query values masked."""
-    return redact(url)
 
 
 def is_about(error: Mapping[str, Any] | None, param: str, text: str = "") -> bool:

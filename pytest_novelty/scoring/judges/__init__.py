@@ -20,13 +20,9 @@ from pytest_novelty.scoring.judges.reward import DEFAULT_THRESHOLDS, RewardJudge
 from pytest_novelty.scoring.judges.rubrics import RUBRICS, Rubric
 from pytest_novelty.scoring.judges.rules import RulesJudge
 
-__all__ = ["DEFAULT_THRESHOLDS", "JUDGES", "KINDS", "RUBRICS", "HFJudge", "Judge", "JudgeItem", "JudgeResult",
+__all__ = ["DEFAULT_THRESHOLDS", "JUDGES", "RUBRICS", "HFJudge", "Judge", "JudgeItem", "JudgeResult",
            "OpenAIJudge", "PlansCalls", "RewardJudge", "Rubric", "RulesJudge", "UnparsableScore", "dry_run",
            "open_judge", "parse_score"]
-
-KINDS = ("rules", "openai", "hf", "reward")
-"""The built-in judges; :data:`JUDGES` holds these and any registered since."""
-
 
 def open_judge(
     spec: str, *, cache_dir: Path | None = None, samples: int = 5, temperature: float = 0.7,

@@ -74,11 +74,7 @@ class AnswerCache:
         with self._lock:
             found = {key: self._memory[key] for key in wanted if key in self._memory}
         if self.store is not None:
-            for key in wanted:
-                if key not in found:
-                    value = self.store.get(key)
-                    if value is not None:
-                        found[key] = value
+            found.update(self.store.get_many(key for key in wanted if key not in found))
         return {key: json.loads(json.dumps(value)) for key, value in found.items()}
 
     def get(self, key: str) -> dict[str, Any] | None:

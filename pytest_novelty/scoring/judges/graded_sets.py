@@ -38,6 +38,7 @@ from typing import Any
 
 from pytest_novelty.infra.errors import ConfigError, did_you_mean
 from pytest_novelty.infra.jsonlines import json_lines
+from pytest_novelty.infra.storage import atomic_write_text
 
 MACGYVER_GRADES = {
     "efficient": 2, "inefficient": 1, "infeasible": 0, "correct_right_reason": 2, "correct_wrong_reason": 1,
@@ -115,6 +116,4 @@ def graded_rows(source: str) -> tuple[str, Rows]:
 
 def write_rows(path: Path, rows: Rows) -> None:
     """Write calibration rows as JSON Lines (atomically)."""
-    from pytest_novelty.infra.storage import atomic_write_text
-
     atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))

@@ -103,24 +103,21 @@ class HFJudge(LocalChatModel):
 
     def _generate(self, items: Sequence[JudgeItem], attempt: int, progress: bool) -> list[list[str]]:
         """``samples`` replies per item, batched by length; each attempt uses its own seed."""
+        from tqdm import tqdm
+
         from pytest_novelty.generation import Progress
 
         texts = [self._render(item) for item in items]
-        bar = None
-        if progress:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(texts) * self.samples, desc=f"judge {self.spec}", unit="reply")
+        bar = tqdm(total=len(texts) * self.samples, desc=f"judge {self.spec}", unit="reply", disable=not progress)
 
         def advance(done: Progress) -> None:
-            if bar is not None:
-                bar.n = done.rows_done
-                bar.refresh()
+            bar.n = done.rows_done
+            bar.refresh()
 
-        replies = self._sample(texts, samples=self.samples, attempt=attempt, on_batch=advance)
-        if bar is not None:
+        try:
+            return self._sample(texts, samples=self.samples, attempt=attempt, on_batch=advance)
+        finally:
             bar.close()
-        return replies
 
 
 def _plain_rubric(messages: list[Message]) -> str:

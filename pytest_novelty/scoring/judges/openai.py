@@ -55,28 +55,18 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
 from pytest_novelty.infra.concurrency import fan_out, run_coroutine
 from pytest_novelty.infra.http import CONNECTION_OPTIONS
+from pytest_novelty.infra.redact import redact
 from pytest_novelty.scoring.judges.base import JUDGES, NO_SCORE, JudgeItem, JudgeResult, rubric_result
 from pytest_novelty.scoring.judges.cache import AnswerCache, endpoint_identity, judge_key
 from pytest_novelty.scoring.judges.parsing import UnparsableScore, parse_score
-from pytest_novelty.scoring.judges.rubrics import Rubric, rubric_for
-from pytest_novelty.scoring.llm import (
-    DEFAULT_BASE_URL,
-    ChatClient,
-    EndpointOptions,
-    OpenAIChat,
-    RequestFailed,
-    is_about,
-    safe_url,
-)
+from pytest_novelty.scoring.judges.rubrics import rubric_for
+from pytest_novelty.scoring.llm import ChatClient, EndpointOptions, OpenAIChat, RequestFailed, is_about
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["DEFAULT_BASE_URL", "OpenAIJudge"]
+__all__ = ["OpenAIJudge"]
 
 
 @dataclass
@@ -128,7 +118,7 @@ class OpenAIJudge(OpenAIChat):
 
     def __repr__(self) -> str:
         return (
-            f"OpenAIJudge(spec={self.spec!r}, base_url={safe_url(self.base_url)!r}, "
+            f"OpenAIJudge(spec={self.spec!r}, base_url={redact(self.base_url)!r}, "
             f"samples={self.samples}, temperature={self.temperature})"
         )
 
@@ -140,37 +130,33 @@ class OpenAIJudge(OpenAIChat):
 
     def planned_calls(self, items: Sequence[JudgeItem]) -> int:
         """Dry run: the requests :meth:`score` would send from the current cache if nothing failed."""
-        calls = 0
-        unique = list({self._keys(item)[0]: item for item in items}.values())
-        for missing in self._missing(unique):
-            if missing:
-                calls += 1 if self.send_n else len(missing)
+        keys = list({item_keys[0]: item_keys for item_keys in map(self._keys, items)}.values())  # identical items once
+        cached = self.cache.get_many(key for item_keys in keys for key in item_keys)
+        missing = [sum(key not in cached for key in item_keys) for item_keys in keys]
+        calls = sum(1 if self.send_n else count for count in missing if count)
         return calls if self.budget is None else min(calls, self.budget)
 
     # -- planning ---------------------------------------------------------------------------------
 
-    def _key(self, rubric: Rubric, item: JudgeItem, sample: int) -> str:
-        return judge_key(
-            kind="openai",
-            model=self.model,
-            endpoint=endpoint_identity(self.base_url),
-            rubric=rubric.version,
-            sampling={"temperature": self.temperature, "max_tokens": self.max_tokens, "max_reasks": self.max_reasks},
-            samples=self.samples,
-            task=item.task,
-            prompt=item.prompt,
-            response=item.response,
-            sample=sample,
-        )
-
     def _keys(self, item: JudgeItem) -> list[str]:
-        rubric = rubric_for(item.task)
-        return [self._key(rubric, item, sample) for sample in range(self.samples)]
-
-    def _missing(self, items: Sequence[JudgeItem]) -> list[list[int]]:
-        keys = [self._keys(item) for item in items]
-        cached = self.cache.get_many(key for item_keys in keys for key in item_keys)
-        return [[s for s, key in enumerate(item_keys) if key not in cached] for item_keys in keys]
+        """The cache key of each of ``item``'s samples."""
+        sampling = {"temperature": self.temperature, "max_tokens": self.max_tokens, "max_reasks": self.max_reasks}
+        version = rubric_for(item.task).version
+        return [
+            judge_key(
+                kind="openai",
+                model=self.model,
+                endpoint=endpoint_identity(self.base_url),
+                rubric=version,
+                sampling=sampling,
+                samples=self.samples,
+                task=item.task,
+                prompt=item.prompt,
+                response=item.response,
+                sample=sample,
+            )
+            for sample in range(self.samples)
+        ]
 
     # -- running ----------------------------------------------------------------------------------
 

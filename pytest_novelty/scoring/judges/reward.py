@@ -54,7 +54,7 @@ class RewardJudge:
         batch_size: int = 8, max_length: int | None = None, device: str = "auto", trust_remote_code: bool = False,
     ) -> None:
         memo = None if cache_dir is None else identity_memo(Path(cache_dir))  # unchanged weights hashed once
-        identity_id = checked_identity_id(
+        self.identity_id = checked_identity_id(
             f"reward:{path}", path, trust_remote_code=trust_remote_code, field="--judge", memo=memo
         )
         self.path = path
@@ -65,7 +65,6 @@ class RewardJudge:
         self.max_length = max_length
         self.device = device
         self.trust_remote_code = trust_remote_code
-        self.identity_id = identity_id
         self.cache = AnswerCache(cache_dir)
         self._model: Any = None
         self._tokenizer: Any = None
@@ -75,11 +74,8 @@ class RewardJudge:
 
     def score(self, items: Sequence[JudgeItem], *, progress: bool = False) -> list[JudgeResult]:
         """One 1-10 score per item from its raw reward (quality = score / 10)."""
-        results = []
-        for reward in self.rewards(items, progress=progress):
-            scale = reward_to_utility(reward, self.thresholds)
-            results.append(JudgeResult(quality=scale / SCALE_MAX, scores=(float(scale),), judge=self.spec))
-        return results
+        scales = [reward_to_utility(reward, self.thresholds) for reward in self.rewards(items, progress=progress)]
+        return [JudgeResult(quality=scale / SCALE_MAX, scores=(float(scale),), judge=self.spec) for scale in scales]
 
     def planned_calls(self, items: Sequence[JudgeItem]) -> int:
         """Dry run: how many items the model would have to score (the rest are cached)."""

@@ -174,13 +174,7 @@ def _repeat_ratio(words: Sequence[str], n: int) -> float:
 
 def _longest_run(tokens: Sequence[str]) -> int:
     """The longest run of one token repeated back to back."""
-    best = run = 0
-    previous = None
-    for token in tokens:
-        run = run + 1 if token == previous else 1
-        previous = token
-        best = max(best, run)
-    return best
+    return max((len(list(run)) for _, run in itertools.groupby(tokens)), default=0)
 
 
 def _degenerate(text: str) -> bool:

@@ -25,13 +25,9 @@ from pytest_novelty.scoring.originality.index import INFO_FILE, IndexInfo, is_in
 from pytest_novelty.scoring.originality.score import OriginalityResult, score_texts
 
 __all__ = [
-    "BACKENDS", "INFO_FILE", "KINDS", "IndexInfo", "MatchBounds", "OriginalityBackend", "OriginalityResult",
+    "BACKENDS", "INFO_FILE", "IndexInfo", "MatchBounds", "OriginalityBackend", "OriginalityResult",
     "build_index", "is_index", "open_backend", "read_index", "score_texts",
 ]
-
-KINDS = ("infini-gram", "ngram-set", "infini-gram-api", "infini-gram-mini")
-"""The built-in backends; :data:`BACKENDS` holds these and any registered since."""
-
 
 def open_backend(spec: str, *, cache_dir: Path | None = None, **options: Any) -> OriginalityBackend:
     """Open the originality backend named by ``spec`` (module docstring), or one registered in

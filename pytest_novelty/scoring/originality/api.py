@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Unpack
@@ -56,8 +56,6 @@ __all__ = [
 
 API_URL = "https://api.infini-gram.io/"
 MINI_URL = "https://api-mini.infini-gram.io/"
-API_URL_ENV = "PYTEST_NOVELTY_INFINIGRAM_API_URL"
-MINI_URL_ENV = "PYTEST_NOVELTY_INFINIGRAM_MINI_URL"
 
 PUBLIC_RATE = 5.0
 """Requests per second the public services allow one client address (their documentation)."""
@@ -117,16 +115,14 @@ class _CountApiBackend:
         """HTTP requests sent, retries included."""
         return self.client.traffic.requests
 
-    def _payload(self, query: Hashable) -> dict[str, Any]:
+    def _key(self, enc: Encoding, i: int, n: int) -> str:
+        """The count query of the n-gram at unit ``i``, as the cache keys it."""
         raise NotImplementedError
 
-    def _cache_key(self, query: Hashable) -> str:
+    def _payload(self, query: str) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _key(self, enc: Encoding, i: int, n: int) -> Hashable:
-        raise NotImplementedError
-
-    def _probe(self) -> Hashable:
+    def _probe(self) -> str:
         """The query the preflight asks: a common one, cheap for the service."""
         raise NotImplementedError
 
@@ -140,11 +136,10 @@ class _CountApiBackend:
                 f"without a count: {echo(str(answer))}"
             )
 
-    def _ask(self, queries: list[Hashable], progress: bool) -> dict[Hashable, bool]:
-        names = {q: self._cache_key(q) for q in queries}
-        cached = self.cache.get_many(names.values())
-        answers = {q: cached[names[q]] > 0 for q in queries if names[q] in cached}
-        missing = [q for q in queries if names[q] not in cached]
+    def _ask(self, queries: list[str], progress: bool) -> dict[str, bool]:
+        cached = self.cache.get_many(queries)
+        answers = {q: cached[q] > 0 for q in queries if q in cached}
+        missing = [q for q in queries if q not in cached]
         if not missing:
             return answers
         from tqdm import tqdm
@@ -155,7 +150,7 @@ class _CountApiBackend:
             count = answer.get("count")
             if not is_count(count):
                 raise HarnessError(f"the {self.service} API at {self.url} answered without a count: {answer!r}")
-            self.cache.put(names[missing[i]], count)
+            self.cache.put(missing[i], count)
             with self._lock:
                 answers[missing[i]] = count > 0
                 self.questions += 1
@@ -170,8 +165,8 @@ class _CountApiBackend:
         """The count queries scoring ``texts`` at ``ns`` takes given the cache now: the fewest (every
         position's first question, its smallest fitting order) and the most (every order at every position)."""
         orders = check_ns(ns)
-        first: set[Hashable] = set()
-        every: set[Hashable] = set()
+        first: set[str] = set()
+        every: set[str] = set()
         for enc in self.tokenizer.encode(list(texts)):
             k = len(enc)
             for i in range(k):
@@ -179,10 +174,9 @@ class _CountApiBackend:
                 if fitting:
                     first.add(self._key(enc, i, fitting[0]))
                     every.update(self._key(enc, i, n) for n in fitting)
-        names = {q: self._cache_key(q) for q in every}
-        cached = self.cache.get_many(names.values())
-        return QueryPlan(self.prefix, len(texts), fewest=sum(names[q] not in cached for q in first),
-                         most=sum(names[q] not in cached for q in every), reused=len(cached),
+        cached = self.cache.get_many(every)
+        return QueryPlan(self.prefix, len(texts), fewest=len(first - cached.keys()), most=len(every - cached.keys()),
+                         reused=len(cached),
                          rate=self.client.connection.rate, concurrency=self.client.connection.concurrency)
 
     def announce(self, texts: Sequence[str], ns: Sequence[int]) -> QueryPlan:
@@ -206,6 +200,9 @@ class _CountApiBackend:
     def close(self) -> None:
         """Close connections and the cache."""
         self.cache.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.index!r}, url={self.url!r})"
 
 
 @dataclass(frozen=True)
@@ -259,30 +256,22 @@ class InfiniGramApiBackend(_CountApiBackend):
 
     service = "infini-gram"
     prefix = "infini-gram-api"
-    url_env = API_URL_ENV
+    url_env = "PYTEST_NOVELTY_INFINIGRAM_API_URL"
     default_url = API_URL
 
     def __init__(self, index: str, *, tokenizer: str | None = None, **options: Any) -> None:
         super().__init__(index, **options)
         self.tokenizer = load_hf_tokenizer(tokenizer or default_api_tokenizer(index))
 
-    def _key(self, enc: Encoding, i: int, n: int) -> Hashable:
-        return tuple(int(t) for t in enc.ids[i : i + n])
+    def _key(self, enc: Encoding, i: int, n: int) -> str:
+        return ",".join(str(int(t)) for t in enc.ids[i : i + n])  # the token ids
 
-    def _probe(self) -> Hashable:
+    def _probe(self) -> str:
         ids = self.tokenizer.encode(["the"])[0].ids
-        return (int(ids[0]),) if len(ids) else (0,)
+        return str(int(ids[0])) if len(ids) else "0"
 
-    def _cache_key(self, query: Hashable) -> str:
-        assert isinstance(query, tuple)
-        return ",".join(map(str, query))
-
-    def _payload(self, query: Hashable) -> dict[str, Any]:
-        assert isinstance(query, tuple)
-        return {"index": self.index, "query_type": "count", "query_ids": list(query)}
-
-    def __repr__(self) -> str:
-        return f"InfiniGramApiBackend({self.index!r}, url={self.url!r})"
+    def _payload(self, query: str) -> dict[str, Any]:
+        return {"index": self.index, "query_type": "count", "query_ids": [int(t) for t in query.split(",")]}
 
 
 def mini_query(enc: Encoding, i: int, n: int) -> str:
@@ -302,24 +291,18 @@ class InfiniGramMiniBackend(_CountApiBackend):
 
     service = "infini-gram-mini"
     prefix = "infini-gram-mini"
-    url_env = MINI_URL_ENV
+    url_env = "PYTEST_NOVELTY_INFINIGRAM_MINI_URL"
     default_url = MINI_URL
 
     def __init__(self, index: str, **options: Any) -> None:
         super().__init__(index, **options)
         self.tokenizer = SurfaceWords()
 
-    def _key(self, enc: Encoding, i: int, n: int) -> Hashable:
+    def _key(self, enc: Encoding, i: int, n: int) -> str:
         return mini_query(enc, i, n)
 
-    def _probe(self) -> Hashable:
+    def _probe(self) -> str:
         return " the "
 
-    def _cache_key(self, query: Hashable) -> str:
-        return str(query)
-
-    def _payload(self, query: Hashable) -> dict[str, Any]:
+    def _payload(self, query: str) -> dict[str, Any]:
         return {"index": self.index, "query_type": "count", "query": query}
-
-    def __repr__(self) -> str:
-        return f"InfiniGramMiniBackend({self.index!r}, url={self.url!r})"

@@ -22,6 +22,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from pytest_novelty.infra.errors import ConfigError, HarnessError
 from pytest_novelty.infra.registry import Registry
 from pytest_novelty.scoring.originality.tokenization import Encoding, Tokenizer
 
@@ -51,6 +52,17 @@ class MatchBounds:
     def exact(lengths: np.ndarray) -> MatchBounds:
         lengths = np.asarray(lengths, dtype=np.int64)
         return MatchBounds(lengths, lengths)
+
+    def ngrams(self, n: int) -> tuple[int, int]:
+        """``(ngrams, unseen)`` at order ``n``; a ``HarnessError`` when the bounds leave an n-gram undecided."""
+        count = len(self.lower) - n + 1
+        if count <= 0:
+            return 0, 0
+        seen = self.lower[:count] >= n
+        unsettled = ~seen & (self.upper[:count] >= n)
+        if unsettled.any():
+            raise HarnessError(f"originality backend left {int(unsettled.sum())} {n}-grams undecided (a backend bug)")
+        return count, int(count - seen.sum())
 
 
 class OriginalityBackend(Protocol):
@@ -109,8 +121,6 @@ class MatchingStatistics(Protocol):
 
 def check_cap(cap: object, name: str = "cap") -> int | None:
     """``cap`` (or the ``floor``, as ``name`` says) as an int of at least 1, or None (none given)."""
-    from pytest_novelty.infra.errors import ConfigError
-
     if cap is None:
         return None
     if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 1:
@@ -120,8 +130,6 @@ def check_cap(cap: object, name: str = "cap") -> int | None:
 
 def check_ns(ns: Sequence[int]) -> list[int]:
     """The distinct n-gram orders of ``ns``, sorted; each must be an integer of at least 1."""
-    from pytest_novelty.infra.errors import ConfigError
-
     values = list(ns)
     if not values:
         raise ConfigError("give at least one n-gram order", field="ns")

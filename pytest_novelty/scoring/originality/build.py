@@ -23,6 +23,7 @@ leaves no half-written index.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -291,16 +292,12 @@ def _checksums(folder: Path, progress: bool) -> dict[str, dict[str, Any]]:
 
 
 def _fsync_dir(path: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):  # a folder that cannot be opened or synced here is left as it is
         fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _install(staging: Path, out_dir: Path) -> None:

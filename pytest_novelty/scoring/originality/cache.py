@@ -32,41 +32,29 @@ class CountCache:
         self.service = service
         self.index = index
         self.store = None if folder is None else Cache(folder).namespace(NAMESPACE, validate=is_count)
-        self.path = None if self.store is None else self.store.folder
         self._memory: dict[str, int] = {}
         self._lock = threading.Lock()
-
-    def _key(self, query: str) -> list[str]:
-        return [self.service, self.index, query]
 
     def get_many(self, queries: Iterable[str]) -> dict[str, int]:
         """The cached answers among ``queries``."""
         wanted = list(dict.fromkeys(queries))
         with self._lock:
             found = {q: self._memory[q] for q in wanted if q in self._memory}
-        if self.store is None:
-            return found
-        for query in wanted:
-            if query not in found:
-                count = self.store.get(self._key(query))
-                if count is not None:
-                    found[query] = int(count)
-        with self._lock:
-            self._memory.update(found)
+        if self.store is not None:
+            # An entry's key is (service, index, query): a mirror of the same index shares it.
+            stored = self.store.get_many((self.service, self.index, q) for q in wanted if q not in found)
+            found.update({query: int(count) for (_, _, query), count in stored.items()})
+            with self._lock:
+                self._memory.update(found)
         return found
 
     def put(self, query: str, count: int) -> None:
         """Record one answer (on disk at once)."""
         value = int(count)
         if self.store is not None:
-            value = int(self.store.put(self._key(query), value))
+            value = int(self.store.put((self.service, self.index, query), value))
         with self._lock:
             self._memory[query] = value
-
-    def __len__(self) -> int:
-        """Answers known to this cache (in memory; with a folder, as many as were read or stored)."""
-        with self._lock:
-            return len(self._memory)
 
     def close(self) -> None:
         """Nothing to close: every answer is already on disk (kept for the backends' interface)."""

@@ -94,22 +94,19 @@ class JsonClient:
     ) -> None:
         """POST every payload, ``concurrency`` at a time, ``on_answer(i, answer)`` as each arrives; the
         first request that fails for good stops the batch with its error."""
-        run_coroutine(self._post_all(list(payloads), on_answer, on_progress))
+        payloads = list(payloads)
 
-    async def _post_all(
-        self,
-        payloads: list[dict[str, Any]],
-        on_answer: Callable[[int, dict[str, Any]], None],
-        on_progress: Callable[[], None] | None,
-    ) -> None:
-        async with self.connection.client(self.url, self.traffic, accept=_problem) as client:
+        async def post_all() -> None:
+            async with self.connection.client(self.url, self.traffic, accept=_problem) as client:
 
-            async def one(i: int) -> None:
-                on_answer(i, await self._post(client, payloads[i]))
-                if on_progress is not None:
-                    on_progress()
+                async def one(i: int) -> None:
+                    on_answer(i, await self._post(client, payloads[i]))
+                    if on_progress is not None:
+                        on_progress()
 
-            await fan_out(len(payloads), one, concurrency=self.connection.concurrency)
+                await fan_out(len(payloads), one, concurrency=self.connection.concurrency)
+
+        run_coroutine(post_all())
 
     async def _post(self, client: httpx.AsyncClient, payload: dict[str, Any]) -> dict[str, Any]:
         reply = await post_json(client, self.url, payload)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,8 +106,7 @@ def iter_documents(corpus: Iterable[Path] | Iterable[str]) -> Iterator[Document]
             raise ConfigError("mix of files and document strings; pass one or the other", field="corpus")
         yield from _read_files(list_files([first, *rest]))  # type: ignore[list-item]
         return
-    yield _as_document(first, 1)
-    for number, item in enumerate(stream, 2):
+    for number, item in enumerate(itertools.chain([first], stream), 1):
         yield _as_document(item, number)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from pytest_novelty.infra.hashing import content_identity, hash_files, memo_at
 from pytest_novelty.infra.storage import stable_hash
+from pytest_novelty.scoring.originality.backend import BACKENDS
 from pytest_novelty.scoring.originality.index import (
     CHECKSUM_MEMO,
     INFO_FILE,
@@ -48,8 +49,6 @@ def local_targets(spec: str) -> list[Path] | None:
     """The local folders (or files) a spec's backend reads, as spelt with ``~`` expanded; None for a
     remote index. A backend of :func:`~.index.register_local` reads local folders; another is taken
     to when every part of its argument exists here."""
-    from pytest_novelty.scoring.originality.backend import BACKENDS
-
     parsed = BACKENDS.parse(spec)
     parts = [Path(p.strip()).expanduser() for p in split_targets(parsed.argument)]
     if reads_index_folders(parsed.backend.factory):
@@ -63,8 +62,6 @@ def index_identity(spec: str, *, cache_dir: Path | None = None) -> str:
     """The identity (hex) of the index a spec names (module docstring). ``cache_dir`` is the backend's
     originality cache folder, whose memo of verified files both share. A missing, foreign or damaged
     index raises what opening it would."""
-    from pytest_novelty.scoring.originality.backend import BACKENDS
-
     parsed = BACKENDS.parse(spec)
     targets = local_targets(spec)
     if targets is None:

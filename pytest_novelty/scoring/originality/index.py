@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from pytest_novelty.infra.errors import ConfigError, HarnessError
-from pytest_novelty.infra.hashing import Memo, hash_files
+from pytest_novelty.infra.hashing import Memo, hash_files, memo_at
 from pytest_novelty.infra.progress import notice
+from pytest_novelty.scoring.originality.backend import BACKENDS
 from pytest_novelty.scoring.originality.tokenization import Tokenizer, WordCodec, WordsTokenizer, load_hf_tokenizer
 
 B = TypeVar("B")
@@ -108,7 +109,6 @@ class IndexInfo:
     dtype = _Recorded("dtype", str)
     """The token type of the token files, ``u16`` or ``u32``."""
     shards = _Recorded("shard_bytes", len)
-    docs = _Recorded("docs", int)
 
     @property
     def token_width(self) -> int:
@@ -213,8 +213,6 @@ def _verify_checksums(info: IndexInfo, memo: Memo | None) -> None:
 def read_indexes(target: str, *, cache_dir: Path | None = None) -> list[IndexInfo]:
     """The index folders of a spec argument (:func:`split_targets`), each read and checked;
     ``cache_dir`` remembers which files were verified."""
-    from pytest_novelty.infra.hashing import memo_at
-
     parts = split_targets(target)
     if not parts:
         raise ConfigError("needs an index folder, as in infini-gram:DIR", field="originality")
@@ -232,8 +230,6 @@ def register_local(name: str, *, options: dict[str, type | None], summary: str) 
 
     The class is built as ``cls(infos, spec=..., **options)`` from the folders :func:`read_indexes`
     reads and checks (``cache_dir`` remembers the verified files)."""
-    from pytest_novelty.scoring.originality.backend import BACKENDS
-
     def decorate(cls: type[B]) -> type[B]:
         build: Callable[..., B] = cls
 

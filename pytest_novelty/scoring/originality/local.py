@@ -83,7 +83,8 @@ def unit_lengths(token_lengths: np.ndarray, unit_pos: np.ndarray) -> np.ndarray:
 class _Batch:
     """The texts of one call laid end to end: text ``t``'s units are slots ``first[t] ..``, then one
     gap slot, so no run of slots crosses into the next text. ``ids`` is every token, a zero (never
-    queried) between texts; ``left[s]`` the units of the text from slot ``s`` on (0 for a gap)."""
+    queried) between texts; ``units`` every slot's unit, -1 for a gap; ``left[s]`` the units of the
+    text from slot ``s`` on (0 for a gap)."""
 
     def __init__(self, encodings: Sequence[Encoding]) -> None:
         units = np.array([len(enc) for enc in encodings], dtype=np.int64)
@@ -102,6 +103,9 @@ class _Batch:
         gap = np.zeros(1, dtype=np.int64)
         self.ids = np.concatenate(
             [part for enc in encodings for part in (np.asarray(enc.ids, dtype=np.int64), gap)] + [gap]
+        )
+        self.units = np.concatenate(
+            [part for enc in encodings for part in (np.asarray(enc.units, dtype=np.int64), gap - 1)] + [gap[:0]]
         )
         self.one_token_units = bool((units == tokens).all())
 
@@ -223,14 +227,9 @@ class InfiniGramBackend:
     def _lookup(self, runs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Longest found prefix (in tokens) of each token run, with a shard and rank of a match."""
         lengths = np.array([len(r) for r in runs], dtype=np.int64)
-        columns = int(lengths.max(initial=0))
-        queries = np.zeros((len(runs), max(columns, 1)), dtype=np.int64)
-        if columns:
-            flat = np.concatenate([np.asarray(r, dtype=np.int64) for r in runs])
-            rows = np.repeat(np.arange(len(runs)), lengths)
-            cols = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-            queries[rows, cols] = flat
-        return longest_prefixes(self._shards, queries, lengths, workers=self.workers)
+        ids = np.concatenate([np.asarray(r, dtype=np.int64) for r in runs] + [np.zeros(0, dtype=np.int64)])
+        words, nbytes = pack_windows(ids, np.cumsum(lengths) - lengths, lengths, self.width)
+        return longest_packed(self._shards, words, nbytes, workers=self.workers)
 
     def _self_check(self) -> bool:
         """Runs of the corpus itself must be found whole: a cheap check of the file format."""
@@ -324,11 +323,7 @@ class InfiniGramBackend:
             exact = [bounds.lower for bounds in self._by_creativity(encodings, progress)]
             return [lengths if limit_to is None else np.minimum(lengths, limit_to) for lengths in exact]
         batch = _Batch(encodings)
-        gap = np.full(1, -1, dtype=np.int64)
-        units = np.concatenate(
-            [part for enc in encodings for part in (np.asarray(enc.units, dtype=np.int64), gap)] or [gap[:0]]
-        )
-        found, searched = matching_statistics(batch.slot + batch.left, units < 0,
+        found, searched = matching_statistics(batch.slot + batch.left, batch.units < 0,
                                               lambda start, end: self._unit_found(batch, start, end),
                                               shortest=lowest, longest=limit_to)
         with self._lock:

@@ -79,24 +79,64 @@ def matching_statistics(
     settled slots ``a < b`` the slots whose match the range leaves open form one interval, those
     after ``e_a - longest`` and up to ``e_b - shortest``.
     """
-    size = len(limit)
-    top = _FAR if longest is None else int(longest)
-    limit = np.asarray(limit, dtype=np.int64)
-    ends = np.full(size, -1, dtype=np.int64)
-    known = np.asarray(unmatched, dtype=bool).copy()
-    ends[known] = np.flatnonzero(known)
-    if size and not known[-1]:
+    slots = _Slots(limit, unmatched, search)
+    if len(slots.known) and not slots.known[-1]:
         raise HarnessError("matching statistics need the gap slot after the last text (a backend bug)")
-    seeds = np.flatnonzero(~known & (np.arange(size) % _SEED_EVERY == 0))
-    searched = _ask(search, ends, known, seeds, limit[seeds])
+    seeds = np.flatnonzero(~slots.known & (np.arange(len(slots.known)) % _SEED_EVERY == 0))
+    slots.ask(seeds, slots.limit[seeds])
+    closed = _search_gaps(slots, shortest, _FAR if longest is None else int(longest))
+    return slots.lengths(*closed), slots.searched
+
+
+class _Slots:
+    """The slots of one batch as the rounds settle them: the match end of each slot searched or
+    known to match nothing (``ends``, where ``known``), and how many slots were searched."""
+
+    def __init__(self, limit: np.ndarray, unmatched: np.ndarray, search: Search) -> None:
+        self.limit = np.asarray(limit, dtype=np.int64)
+        self.known = np.asarray(unmatched, dtype=bool).copy()
+        self.ends = np.full(len(self.limit), -1, dtype=np.int64)
+        self.ends[self.known] = np.flatnonzero(self.known)
+        self.search = search
+        self.searched = 0
+
+    def ask(self, slots: np.ndarray, stops: np.ndarray) -> None:
+        """Search ``slots`` (up to ``stops``) and record their ends."""
+        if len(slots):
+            self.ends[slots] = slots + np.asarray(self.search(slots, stops), dtype=np.int64)
+            self.known[slots] = True
+            self.searched += len(slots)
+
+    def end_of(self, a: np.ndarray) -> np.ndarray:
+        """The match end of each settled slot ``a``; -1 for the start before every slot (``a == -1``)."""
+        return np.where(a >= 0, self.ends[np.maximum(a, 0)], -1)
+
+    def lengths(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Every slot's match length, once every gap ``(a, b)`` is closed."""
+        exact = np.flatnonzero(self.known)
+        if len(exact) > 1 and np.diff(self.ends[exact]).min() < 0:
+            raise HarnessError("matching statistics moved a match end backwards (an originality backend bug)")
+        # A slot left unsearched lies in a closed gap: its match ends no sooner than e_a (exactly
+        # there when the gap's ends agree; else the range leaves its length out, and that bound will
+        # do). The last round's gaps hold searched slots too; they keep what the search found.
+        counts = b - a - 1
+        inside = _spread(a + 1, counts)
+        unsearched = ~self.known[inside]
+        after = np.repeat(self.end_of(a), counts)[unsearched]
+        self.ends[inside[unsearched]] = np.maximum(after, inside[unsearched])
+        return self.ends - np.arange(len(self.ends))
+
+
+def _search_gaps(slots: _Slots, shortest: int, top: int) -> tuple[np.ndarray, np.ndarray]:
+    """Search in rounds until every gap between settled slots is closed (its ends agree, or the
+    range leaves none of its slots open); the closed gaps ``(a, b)``."""
     # Gaps between consecutive settled slots; -1 stands for the start, before every slot.
-    anchors = np.concatenate([[-1], np.flatnonzero(known)])
+    anchors = np.concatenate([[-1], np.flatnonzero(slots.known)])
     a, b = anchors[:-1], anchors[1:]
     a, b = a[b - a > 1], b[b - a > 1]
     closed_a, closed_b = [], []
     while len(a):
-        end_a = np.where(a >= 0, ends[np.maximum(a, 0)], -1)
-        end_b = ends[b]
+        end_a, end_b = slots.end_of(a), slots.ends[b]
         first = np.maximum(a + 1, end_a - top + 1)  # from here the match may fall short of longest
         last = np.minimum(b - 1, end_b - shortest)  # up to here it may reach shortest
         open_ = (end_a != end_b) & (first <= last)
@@ -109,8 +149,8 @@ def matching_statistics(
         if counts.sum() <= _TAIL:
             # The last few open slots in one search, rather than rounds of a few queries each (a
             # round costs about a millisecond, as much as a thousand queries, whatever its size).
-            slots = _spread(first, counts)
-            searched += _ask(search, ends, known, slots, np.minimum(limit[slots], np.repeat(ends[b], counts)))
+            tail = _spread(first, counts)
+            slots.ask(tail, np.minimum(slots.limit[tail], np.repeat(slots.ends[b], counts)))
             closed_a.append(a)
             closed_b.append(b)
             break
@@ -118,37 +158,17 @@ def matching_statistics(
         # the middle when the match reaches past b; then into the open interval.
         probe = np.where(end_a - 1 <= a, a + 1, np.where(end_a - 1 < b, end_a - 1, (a + b) // 2))
         probe = np.clip(probe, first, last)
-        searched += _ask(search, ends, known, probe, np.minimum(limit[probe], ends[b]))
+        slots.ask(probe, np.minimum(slots.limit[probe], slots.ends[b]))
         a, b = np.concatenate([a, probe]), np.concatenate([probe, b])
         keep = b - a > 1
         a, b = a[keep], b[keep]
-    exact = np.flatnonzero(known)
-    if len(exact) > 1 and np.diff(ends[exact]).min() < 0:
-        raise HarnessError("matching statistics moved a match end backwards (an originality backend bug)")
-    # A slot left unsearched lies in a closed gap: its match ends no sooner than e_a (exactly
-    # there when the gap's ends agree; else the range leaves its length out, and that bound will
-    # do). The last round's gaps hold searched slots too; they keep what the search found.
-    a, b = np.concatenate(closed_a or [a]), np.concatenate(closed_b or [b])
-    counts = b - a - 1
-    inside = _spread(a + 1, counts)
-    unknown = inside[~known[inside]]
-    after = np.repeat(np.where(a >= 0, ends[np.maximum(a, 0)], -1), counts)[~known[inside]]
-    ends[unknown] = np.maximum(after, unknown)
-    return ends - np.arange(size), searched
+    return np.concatenate(closed_a or [a]), np.concatenate(closed_b or [b])
 
 
 def _spread(first: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """``first[k], first[k] + 1, ..., first[k] + counts[k] - 1`` for every k, end to end."""
     total = int(counts.sum())
     return np.repeat(first, counts) + np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-
-
-def _ask(search: Search, ends: np.ndarray, known: np.ndarray, slots: np.ndarray, stops: np.ndarray) -> int:
-    """Search ``slots`` (up to ``stops``), record their ends; the number searched."""
-    if len(slots):
-        ends[slots] = slots + np.asarray(search(slots, stops), dtype=np.int64)
-        known[slots] = True
-    return len(slots)
 
 
 def clipped_lengths(bounds: Sequence[MatchBounds], shortest: int, longest: int) -> list[np.ndarray]:
@@ -162,12 +182,9 @@ def clipped_lengths(bounds: Sequence[MatchBounds], shortest: int, longest: int) 
     """
     out = []
     for bound in bounds:
-        lower, upper = np.asarray(bound.lower, dtype=np.int64), np.asarray(bound.upper, dtype=np.int64)
-        room = len(lower) - np.arange(len(lower))
         for n in range(shortest, longest + 1):
-            open_ = (lower < n) & (upper >= n) & (room >= n)
-            if open_.any():
-                raise HarnessError(f"originality backend left {int(open_.sum())} {n}-grams undecided (a backend bug)")
+            bound.ngrams(n)  # refuses bounds that leave an n-gram of the range undecided
+        lower = np.asarray(bound.lower, dtype=np.int64)
         out.append(np.where(lower >= shortest, np.minimum(lower, longest), np.minimum(lower, shortest - 1)))
     return out
 

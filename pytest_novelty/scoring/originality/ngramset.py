@@ -50,6 +50,15 @@ def _mix(keys: np.ndarray) -> np.ndarray:
     return keys
 
 
+def _pair_keys(numbers: np.ndarray, units: np.ndarray) -> np.ndarray:
+    """The unmixed keys of k-grams: the number of each one's (k-1)-gram above the unit that ends it
+    (for 1-grams, numbers of 0: the unit alone)."""
+    keys = numbers.astype(np.uint64)
+    keys <<= _S32
+    keys |= units.astype(np.uint64)
+    return keys
+
+
 @dataclass
 class _Level:
     """The distinct k-grams of one level: sorted mixed keys, bucket starts, first positions."""
@@ -166,7 +175,6 @@ class NgramSetBackend:
         self._doc_starts = np.flatnonzero(self._units == _SEP)
         self._levels: list[_Level] = []
         self._numbers: np.ndarray | None = None
-        self.build_seconds = 0.0
         self.progress = len(self._units) > _QUIET_UNITS if progress is None else progress
         self._lock = threading.Lock()
         self.budget = int(max_n) if max_n else None
@@ -187,33 +195,25 @@ class NgramSetBackend:
 
     def ensure(self, n: int) -> None:
         """Build the levels up to ``n`` (about 10-20 s per level for 30 million units)."""
-        with self._lock:
-            self._extend(n)
-
-    def _extend(self, n: int) -> None:
         units = self._units
-        while len(self._levels) < n:
-            k = len(self._levels) + 1
-            start = time.perf_counter()
-            size = len(units) - k + 1
-            if k == 1 and size > 0:
-                level, self._numbers = _Level.build_unigrams(units)
-            else:
-                keys = np.zeros(0, dtype=np.uint64)
-                if size > 0:
-                    assert self._numbers is not None
-                    keys = self._numbers[:size].astype(np.uint64)
-                    keys <<= _S32
-                    keys |= units[k - 1 :].astype(np.uint64)
-                level, self._numbers = _Level.build(_mix(keys))
-                del keys
-            self._levels.append(level)
-            self.build_seconds += time.perf_counter() - start
-            if self.progress:
-                notice(
-                    f"[novelty] n-gram set: {len(level.table):,} distinct {k}-grams "
-                    f"({time.perf_counter() - start:.1f}s)"
-                )
+        with self._lock:
+            while len(self._levels) < n:
+                k = len(self._levels) + 1
+                start = time.perf_counter()
+                size = len(units) - k + 1
+                if k == 1 and size > 0:
+                    level, self._numbers = _Level.build_unigrams(units)
+                else:
+                    keys = np.zeros(0, dtype=np.uint64)
+                    if size > 0:
+                        assert self._numbers is not None
+                        keys = _pair_keys(self._numbers[:size], units[k - 1 :])
+                    level, self._numbers = _Level.build(_mix(keys))
+                    del keys
+                self._levels.append(level)
+                if self.progress:
+                    notice(f"[novelty] n-gram set: {len(level.table):,} distinct {k}-grams "
+                           f"({time.perf_counter() - start:.1f}s)")
 
     def match_bounds(
         self, encodings: Sequence[Encoding], ns: Sequence[int], *, progress: bool = False
@@ -229,20 +229,14 @@ class NgramSetBackend:
         remaining = ends - np.arange(len(query))
         lengths = np.zeros(len(query), dtype=np.int64)
         active = np.flatnonzero(query >= 0)
-        numbers = np.zeros(0, dtype=np.int64)
+        numbers = np.zeros(len(active), dtype=np.int64)
         for k in range(1, cap + 1):
-            if k == 1:
-                keys = query[active].astype(np.uint64)
-            else:
-                keep = remaining[active] >= k
-                active, numbers = active[keep], numbers[keep]
-                unit = query[active + k - 1]
-                known = unit >= 0
-                active, numbers, unit = active[known], numbers[known], unit[known]
-                keys = numbers.astype(np.uint64)
-                keys <<= _S32
-                keys |= unit.astype(np.uint64)
-            found = self._levels[k - 1].find(keys)
+            keep = remaining[active] >= k
+            active, numbers = active[keep], numbers[keep]
+            unit = query[active + k - 1]
+            known = unit >= 0
+            active, numbers, unit = active[known], numbers[known], unit[known]
+            found = self._levels[k - 1].find(_pair_keys(numbers, unit))
             hit = found >= 0
             active, numbers = active[hit], found[hit]
             lengths[active] = k
@@ -286,10 +280,7 @@ class NgramSetBackend:
             units = np.array([spans[i][0].units[spans[i][1] + k - 1] for i in usable.tolist()], dtype=np.int64)
             known = units >= 0
             usable, numbers, units = usable[known], numbers[known], units[known]
-            keys = units.astype(np.uint64)
-            if k > 1:
-                keys |= numbers.astype(np.uint64) << _S32
-            numbers = self._levels[k - 1].find(keys)
+            numbers = self._levels[k - 1].find(_pair_keys(numbers, units))
             hit = numbers >= 0
             usable, numbers = usable[hit], numbers[hit]
             done = lengths[usable] == k

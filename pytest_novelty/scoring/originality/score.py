@@ -42,12 +42,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pytest_novelty.infra.errors import HarnessError
 from pytest_novelty.scoring.originality.backend import MatchBounds, OriginalityBackend, Span, check_ns
 from pytest_novelty.scoring.originality.matching import match_lengths
 from pytest_novelty.scoring.originality.tokenization import Encoding
 
-__all__ = ["OriginalityResult", "copied_passages", "originality_from_bounds", "score_texts"]
+__all__ = ["OriginalityResult", "copied_passages", "score_texts"]
 
 
 @dataclass(frozen=True)
@@ -77,18 +76,6 @@ class OriginalityResult:
     """Per unit, the match length for the range of L asked (empty when none was)."""
     copied: tuple[tuple[str, int, int], ...] = ()
     """The copied passages ``(text, units, longest match)`` for the range of L asked, in order."""
-
-
-def originality_from_bounds(bounds: MatchBounds, n: int) -> tuple[int, int]:
-    """``(ngrams, unseen)`` at order ``n`` from match bounds; the bounds must settle every n-gram."""
-    count = len(bounds.lower) - n + 1
-    if count <= 0:
-        return 0, 0
-    seen = bounds.lower[:count] >= n
-    unsettled = ~seen & (bounds.upper[:count] >= n)
-    if unsettled.any():
-        raise HarnessError(f"originality backend left {int(unsettled.sum())} {n}-grams undecided (a backend bug)")
-    return count, int(count - seen.sum())
 
 
 def _longest(bounds: MatchBounds) -> tuple[int, int, bool]:
@@ -133,40 +120,22 @@ def score_texts(
     encodings = backend.tokenizer.encode(texts)
     all_bounds = backend.match_bounds(encodings, orders, progress=progress)
     longest = [_longest(bounds) for bounds in all_bounds]
-    slots: dict[bytes, int] = {}
-    spans: list[Span] = []
-    which: list[int | None] = []
-    for enc, (length, start, _) in zip(encodings, longest, strict=True):
-        if length == 0:
-            which.append(None)
-            continue
-        key = np.asarray(enc.units[start : start + length], dtype=np.int64).tobytes()
-        if key not in slots:
-            slots[key] = len(spans)
-            spans.append((enc, start, length))
-        which.append(slots[key])
-    docs = backend.locate(spans) if spans else []
+    docs = _locate_longest(backend, encodings, longest)
     empty = np.zeros(0, dtype=np.int64)
     matched = match_lengths(backend, encodings, lengths, progress=progress) if lengths else [empty] * len(encodings)
     results = []
-    for enc, bounds, (length, start, exact), slot, found in zip(
-        encodings, all_bounds, longest, which, matched, strict=True
+    for enc, bounds, (length, start, exact), doc, found in zip(
+        encodings, all_bounds, longest, docs, matched, strict=True
     ):
-        originality: dict[int, float | None] = {}
-        ngrams: dict[int, int] = {}
-        unseen: dict[int, int] = {}
-        for n in orders:
-            count, missing = originality_from_bounds(bounds, n)
-            ngrams[n], unseen[n] = count, missing
-            originality[n] = missing / count if count else None
+        counts = {n: bounds.ngrams(n) for n in orders}
         results.append(
             OriginalityResult(
-                originality=originality,
-                ngrams=ngrams,
-                unseen=unseen,
+                originality={n: missing / count if count else None for n, (count, missing) in counts.items()},
+                ngrams={n: count for n, (count, _) in counts.items()},
+                unseen={n: missing for n, (_, missing) in counts.items()},
                 tokens=len(enc),
                 longest_span=length,
-                longest_span_doc=None if slot is None else docs[slot],
+                longest_span_doc=doc,
                 longest_span_start=start,
                 longest_span_text=enc.surface(start, length),
                 longest_span_exact=exact,
@@ -175,3 +144,19 @@ def score_texts(
             )
         )
     return results
+
+
+def _locate_longest(
+    backend: OriginalityBackend, encodings: Sequence[Encoding], longest: Sequence[tuple[int, int, bool]]
+) -> list[int | None]:
+    """The corpus document of each text's longest match (``None`` for none); the backend locates
+    each distinct run of units once."""
+    spans: dict[bytes, Span] = {}  # by the units of the run
+    keys: list[bytes | None] = []
+    for enc, (length, start, _) in zip(encodings, longest, strict=True):
+        key = np.asarray(enc.units[start : start + length], dtype=np.int64).tobytes() if length else None
+        if key is not None:
+            spans.setdefault(key, (enc, start, length))
+        keys.append(key)
+    docs = dict(zip(spans, backend.locate(list(spans.values())), strict=True)) if spans else {}
+    return [None if key is None else docs[key] for key in keys]

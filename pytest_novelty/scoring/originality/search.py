@@ -19,6 +19,7 @@ on ``L_i``; the two are equal where the answers pin the length down.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from pytest_novelty.scoring.originality.tokenization import Encoding
 __all__ = ["decide_thresholds"]
 
 Question = tuple[int, int, int]  # (text, position, n)
+K = TypeVar("K", bound=Hashable)
 
 
 def _propagate(lower: np.ndarray, upper: np.ndarray) -> None:
@@ -42,8 +44,8 @@ def _propagate(lower: np.ndarray, upper: np.ndarray) -> None:
 def decide_thresholds(
     encodings: Sequence[Encoding],
     ns: Sequence[int],
-    key: Callable[[int, int, int], Hashable],
-    ask: Callable[[list[Hashable]], dict[Hashable, bool]],
+    key: Callable[[int, int, int], K],
+    ask: Callable[[list[K]], dict[K, bool]],
 ) -> list[MatchBounds]:
     """Bounds that decide every n-gram of every order in ``ns``.
 
@@ -55,7 +57,7 @@ def decide_thresholds(
     uppers = [len(enc) - np.arange(len(enc), dtype=np.int64) for enc in encodings]
     asked = [np.zeros(len(enc), dtype=bool) for enc in encodings]
     while True:
-        round_: dict[Hashable, list[Question]] = {}
+        round_: dict[K, list[Question]] = {}
         for t, (lower, upper) in enumerate(zip(lowers, uppers, strict=True)):
             # undecided[i, j]: order j is still open at position i
             undecided = (lower[:, None] < orders[None, :]) & (upper[:, None] >= orders[None, :])

@@ -34,6 +34,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -194,7 +195,7 @@ class SuffixArrayShard:
             shift = self.per_word * first
             if first == 0:
                 lo, hi = self._narrow(query[0], masks[0])
-            lower = self._bisect(lo, hi, _Below(self, shift, span, query, masks, want))
+            lower = self._bisect(lo, hi, partial(_not_below, self, shift, span, query, masks, want))
             # The longest common prefix with the suffixes around the lower bound, in this level.
             best = np.zeros(len(rows), dtype=np.int64)
             inside = (0, self.size) if first == 0 else (lo, hi)  # the sample's bounds are not a range
@@ -217,42 +218,34 @@ class SuffixArrayShard:
                 break
             rows, lower, hi = rows[going], lower[going], hi[going]
             query = [q[going] for q in query]
-            lo, hi = lower, self._bisect(lower, hi, _Above(self, shift, span, query))
+            lo, hi = lower, self._bisect(lower, hi, partial(_above, self, shift, span, query))
         return found, ranks
 
 
-class _Below:
+def _not_below(
+    shard: SuffixArrayShard, shift: int, span: int, query: list[np.ndarray], masks: list[np.ndarray], want: np.ndarray,
+    rows: np.ndarray, rank: np.ndarray,
+) -> np.ndarray:  # fmt: skip
     """``beyond`` of the lower bound: the suffix is not below the query's words of one level
     (compared as bytes; a suffix that ends within them and equals them so far is below)."""
-
-    def __init__(
-        self, shard: SuffixArrayShard, shift: int, span: int, query: list[np.ndarray], masks: list[np.ndarray],
-        want: np.ndarray,
-    ) -> None:  # fmt: skip
-        self.shard, self.shift, self.span, self.query, self.masks, self.want = shard, shift, span, query, masks, want
-
-    def __call__(self, rows: np.ndarray, rank: np.ndarray) -> np.ndarray:
-        have, valid = self.shard._level_words(rank, self.shift, self.span)
-        less = np.zeros(len(rows), dtype=bool) if valid is None else valid < self.want[rows]
-        for k in reversed(range(self.span)):
-            word, query = have[:, k] & self.masks[k][rows], self.query[k][rows]
-            less = (word < query) | ((word == query) & less)
-        return ~less
+    have, valid = shard._level_words(rank, shift, span)
+    less = np.zeros(len(rows), dtype=bool) if valid is None else valid < want[rows]
+    for k in reversed(range(span)):
+        word, wanted = have[:, k] & masks[k][rows], query[k][rows]
+        less = (word < wanted) | ((word == wanted) & less)
+    return ~less
 
 
-class _Above:
+def _above(
+    shard: SuffixArrayShard, shift: int, span: int, query: list[np.ndarray], rows: np.ndarray, rank: np.ndarray
+) -> np.ndarray:
     """``beyond`` of the upper bound: the suffix is above the query's (whole) words of one level."""
-
-    def __init__(self, shard: SuffixArrayShard, shift: int, span: int, query: list[np.ndarray]) -> None:
-        self.shard, self.shift, self.span, self.query = shard, shift, span, query
-
-    def __call__(self, rows: np.ndarray, rank: np.ndarray) -> np.ndarray:
-        have, _ = self.shard._level_words(rank, self.shift, self.span)  # zero past the end: exact here
-        more = np.zeros(len(rows), dtype=bool)
-        for k in reversed(range(self.span)):
-            query = self.query[k][rows]
-            more = (have[:, k] > query) | ((have[:, k] == query) & more)
-        return more
+    have, _ = shard._level_words(rank, shift, span)  # zero past the end: exact here
+    more = np.zeros(len(rows), dtype=bool)
+    for k in reversed(range(span)):
+        wanted = query[k][rows]
+        more = (have[:, k] > wanted) | ((have[:, k] == wanted) & more)
+    return more
 
 
 class _Windows:
