@@ -113,6 +113,9 @@ class LoadSettings:
     :func:`~pytest_novelty.generation.devices.shard_placement`), used instead of ``gpus``."""
     memo: Memo | None = None
     """Remembers the checkpoint's file digests between runs (:mod:`pytest_novelty.infra.identity`)."""
+    batch_invariant: bool = True
+    """``hf`` only: forward passes whose rows do not depend on their batch (:mod:`.invariant`);
+    off only to measure what it costs."""
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:

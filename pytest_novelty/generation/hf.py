@@ -67,6 +67,7 @@ class HFGenerator:
         self._tokenizer: Any = None
         self._model: Any = None
         self._pieces: list[str] | None = None
+        self.floor, self.min_slots = 1, 1  # rows and slots a batch keeps at least (see .invariant)
 
     def _source(self, of_adapter: str) -> tuple[str, dict[str, Any]]:
         """What ``from_pretrained`` loads and its options: remote code as allowed, a hub model at its
@@ -134,6 +135,12 @@ class HFGenerator:
             self.context = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
             self.eos_ids = _eos_ids(model, self.tokenizer)
             self.processors = checkpoint_processors(model, self.device)
+            if self.load.batch_invariant:
+                from pytest_novelty.generation import invariant
+
+                self.products, self.invariant_attention = invariant.enable(model)
+                self.min_slots = invariant.min_slots(model)
+                self.floor = self.products.floor or 1
             params = inspect.signature(model.forward).parameters
             # transformers 5.2x renamed past_key_values to cache; older releases know only the first.
             self._cache_arg = "cache" if "cache" in params else "past_key_values"
@@ -196,23 +203,36 @@ class HFGenerator:
         later = batch.part(half, len(batch), tokens_before=self.tokens_generated - before)
         return first + self.sample(later)
 
-    def _max_new(self, width: int, settings: GenerationSettings) -> int:
-        """New tokens for a batch whose longest prompt has ``width`` tokens: a long prompt shortens its
-        batch's answers; ``max_new_tokens`` at or past the context is refused, as is a prompt that fills it."""
+    def _limits(self, lengths: Sequence[int], settings: GenerationSettings) -> list[int]:
+        """New tokens each row may take: ``max_new_tokens``, less where its own prompt leaves less of
+        the context (never its neighbours': a row's answer does not depend on its batch);
+        ``max_new_tokens`` at or past the context is refused, as is a prompt that fills it."""
         if self.context is None:
-            return settings.max_new_tokens
+            return [settings.max_new_tokens] * len(lengths)
         if settings.max_new_tokens >= self.context:
             raise context_refusal(settings.max_new_tokens, self.context)
-        if width >= self.context:
-            raise PromptTooLong(width, self.context)
-        return min(settings.max_new_tokens, self.context - width)
+        if max(lengths, default=0) >= self.context:
+            raise PromptTooLong(max(lengths), self.context)
+        return [min(settings.max_new_tokens, self.context - n) for n in lengths]
+
+    def _forward(self, pads: Sequence[int], width: int) -> Any:
+        """The context of one forward pass: batch-invariant (:mod:`.invariant`) unless turned off."""
+        import contextlib
+
+        from pytest_novelty.generation import invariant
+
+        return invariant.forward(self.products, pads, width) if self.load.batch_invariant else contextlib.nullcontext()
 
     def _decode(self, batch: Batch) -> list[str]:
-        """The decode loop (see the class doc); a row that ends is decoded and handed on at once."""
+        """The decode loop (see the class doc); a row that ends is decoded and handed on at once.
+
+        Rows run sorted by prompt length, so rows with the same padding sit together (the
+        batch-invariant attention takes them as one view)."""
         import random
 
         import torch
 
+        from pytest_novelty.generation import invariant
         from pytest_novelty.generation.sampling import next_tokens
 
         texts, settings = batch.texts, batch.settings
@@ -225,65 +245,92 @@ class HFGenerator:
             batch.finished(row, decoded[row])
 
         tokens = 0
+        filler = random.Random(0)  # the draws of rows kept only to fill a batch (their tokens are dropped)
         with torch.inference_mode():
-            cache, logits, mask, position, ids, max_new = self._prefill(texts, settings)
+            live, cache, logits, mask, position, ids, pads = self._prefill(texts)
+            limits = self._limits([mask.shape[1] - pad for pad in pads], settings)
+            limit_of = {row: limit for row, limit in zip(live, limits, strict=True) if row >= 0}
             stops = _StopWatch(settings.stop, self._token_pieces() if settings.stop else [], len(texts))
-            live = list(range(len(texts)))  # the original row of each row still in the batch
-            for step in range(max_new):
+            for step in range(max(limit_of.values())):
                 if self.processors:
-                    logits = self.processors(ids, logits.float())
-                chosen = next_tokens(logits, [rngs[r] for r in live], temperature=settings.temperature,
-                                     top_k=settings.top_k, top_p=settings.top_p)
-                keep = []  # the slots of the rows that go on
+                    logits = _processed(self.processors, ids, logits.float(), pads)
+                chosen = next_tokens(logits, [rngs[r] if r >= 0 else filler for r in live],
+                                     temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p)
+                keep, ended = [], []  # the slots of the rows that go on, and of those that end now
                 for slot, (row, token) in enumerate(zip(live, chosen.tolist(), strict=True)):
+                    if row < 0:
+                        ended.append(slot)
+                        continue
                     if token not in self.eos_ids:
                         produced[row].append(token)
                         tokens += 1
-                        if not stops.hit(row, token):
+                        if not stops.hit(row, token) and step + 1 < limit_of[row]:
                             keep.append(slot)
                             continue
                     finish(row)
+                    ended.append(slot)
                 batch.step(len(texts) - len(keep), tokens)
-                if not keep or step == max_new - 1:
+                if not keep:
                     break
+                if len(keep) < self.floor:  # rows kept as fillers (see .invariant)
+                    keep = sorted(keep + ended[-(self.floor - len(keep)) :])
                 if self.processors:
                     ids = torch.cat([ids, chosen.unsqueeze(-1)], dim=-1)  # the processors read the whole row
                 if len(keep) < len(live):
                     index = torch.tensor(keep, device=self.device)
                     cache.reorder_cache(index)
                     mask, position, chosen, ids = mask[index], position[index], chosen[index], ids[index]
-                    live = [live[slot] for slot in keep]
+                    pads = [pads[slot] for slot in keep]
+                live = [-1 if live[slot] in decoded else live[slot] for slot in keep]
                 mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=-1)
                 inputs = {"input_ids": chosen.unsqueeze(-1), "attention_mask": mask, "position_ids": position}
-                out = self.model(**inputs, use_cache=True, **{self._cache_arg: cache})
+                with self._forward(pads, mask.shape[1]):
+                    out = self.model(**inputs, use_cache=True, **{self._cache_arg: cache})
                 cache, logits = _cache_of(out), out.logits[:, -1, :].to(self.device)
                 position = position + 1
+                if self.context is not None:
+                    position.clamp_(max=self.context - 1)  # only a filler row gets that far
         for row in range(len(texts)):
             if row not in decoded:
                 finish(row)  # reached the length limit
         self.tokens_generated += tokens
         return [decoded[row] for row in range(len(texts))]
 
-    def _prefill(self, texts: Sequence[str], settings: GenerationSettings) -> tuple[Any, ...]:
-        """The prompts' forward pass, each distinct prompt once: the cache, then per row its logits,
-        attention mask, next position and input ids, and the new tokens the batch may take."""
+    def _prefill(self, texts: Sequence[str]) -> tuple[Any, ...]:
+        """The prompts' forward pass, each distinct prompt once, shortest first: the batch's rows in
+        that order, the cache, then per row its logits, attention mask, next position, input ids
+        and left padding."""
         import torch
 
-        distinct = list(dict.fromkeys(texts))
+        from pytest_novelty.generation import invariant
+
         model = self.model  # loads the weights on first use, and with them the context and stop ids
+        lengths = self.token_counts(texts)
+        order = sorted(range(len(texts)), key=lambda row: (lengths[row], row))
+        distinct = list(dict.fromkeys(texts[row] for row in order))
+        if len(order) < self.floor:  # fillers (see .invariant)
+            order += [-1] * (self.floor - len(order))
+            distinct += [distinct[-1]] * (self.floor - len(distinct))
         enc = self.tokenizer(distinct, return_tensors="pt", padding=True, add_special_tokens=False)
         mask = enc["attention_mask"].to(self.device)
         ids = enc["input_ids"].to(self.device)
-        max_new = self._max_new(ids.shape[1], settings)
+        if self.load.batch_invariant and ids.shape[1] < self.min_slots:
+            extra = self.min_slots - ids.shape[1]
+            ids = torch.cat([ids.new_full((len(distinct), extra), self.tokenizer.pad_token_id), ids], dim=1)
+            mask = torch.cat([mask.new_zeros((len(distinct), extra)), mask], dim=1)
+        pads = (mask.shape[1] - mask.sum(-1)).tolist()
         positions = (mask.cumsum(-1) - 1).clamp_(min=0)
-        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **self._last_logits)
+        with self._forward(pads, mask.shape[1]):
+            out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                        **self._last_logits)
         cache, logits = _cache_of(out), out.logits[:, -1, :].to(self.device)
-        if len(distinct) < len(texts):
-            where = {text: i for i, text in enumerate(distinct)}
-            expand = torch.tensor([where[text] for text in texts], device=self.device)
-            cache.reorder_cache(expand)
-            logits, mask, positions, ids = logits[expand], mask[expand], positions[expand], ids[expand]
-        return cache, logits, mask, positions[:, -1:] + 1, ids, max_new
+        where = {text: i for i, text in reversed(list(enumerate(distinct)))}
+        expand = [where[texts[row]] if row >= 0 else len(distinct) - 1 for row in order]
+        if expand != list(range(len(distinct))):
+            index = torch.tensor(expand, device=self.device)
+            cache.reorder_cache(index)
+            logits, mask, positions, ids = logits[index], mask[index], positions[index], ids[index]
+        return order, cache, logits, mask, positions[:, -1:] + 1, ids, [pads[i] for i in expand]
 
     def _token_pieces(self) -> list[str]:
         """Each token's text on its own, to spot stop strings without decoding every row each step."""
@@ -316,6 +363,14 @@ class _StopWatch:
             self.seen[row] = bool(text)
         self.tails[row] = text[-(self.keep + len(piece)) :]
         return any(stop in text for stop in self.stops)
+
+
+def _processed(processors: Any, ids: Any, logits: Any, pads: Sequence[int]) -> Any:
+    """The logits processors applied row by row to each row's own tokens (no padding: a processor
+    that reads the row, a repetition penalty say, must not see its neighbours' pad tokens)."""
+    import torch
+
+    return torch.cat([processors(ids[i : i + 1, pad:], logits[i : i + 1]) for i, pad in enumerate(pads)])
 
 
 def checkpoint_processors(model: Any, device: str) -> Any:
