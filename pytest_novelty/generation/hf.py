@@ -139,8 +139,8 @@ class HFGenerator:
                 from pytest_novelty.generation import invariant
 
                 self.products, self.invariant_attention = invariant.enable(model)
-                self.min_slots = invariant.min_slots(model)
                 self.floor = self.products.floor or 1
+                self.min_slots = max(self.floor, invariant.min_slots(model))
             params = inspect.signature(model.forward).parameters
             # transformers 5.2x renamed past_key_values to cache; older releases know only the first.
             self._cache_arg = "cache" if "cache" in params else "past_key_values"
@@ -308,9 +308,9 @@ class HFGenerator:
         lengths = self.token_counts(texts)
         order = sorted(range(len(texts)), key=lambda row: (lengths[row], row))
         distinct = list(dict.fromkeys(texts[row] for row in order))
-        if len(order) < self.floor:  # fillers (see .invariant)
-            order += [-1] * (self.floor - len(order))
-            distinct += [distinct[-1]] * (self.floor - len(distinct))
+        # Fillers (see .invariant): at least `floor` rows to decode and `floor` prompts in the prefill.
+        order += [-1] * (self.floor - len(order))
+        distinct += [distinct[-1]] * (self.floor - len(distinct))
         enc = self.tokenizer(distinct, return_tensors="pt", padding=True, add_special_tokens=False)
         mask = enc["attention_mask"].to(self.device)
         ids = enc["input_ids"].to(self.device)

@@ -19,8 +19,8 @@ inference fix the same two on GPUs):
 2. **Padding.** A row left-padded to a longer neighbour attends over more (masked) keys, and the
    softmax and the weighted sum group their terms by position, so they round differently (and
    PyTorch's fused CPU attention rounds a one-row batch differently from a larger one). Attention
-   here is written out in plain products. In the prefill, rows with the same padding are attended
-   together over their real keys only. In a decode step every row goes in one pass: the scores are
+   here is written out in plain products. In the prefill, each row is attended alone over its real
+   keys only. In a decode step every row goes in one pass: the scores are
    each key's product with the query (a key's place does not change its sum), the softmax runs on
    each row's scores moved to the front of a row whose width is a multiple of 64 slots (every real
    score in the same vector lane whatever the padding), and the weighted sum of values runs over
@@ -90,7 +90,14 @@ def attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any
     softcap = kwargs.get("softcap")
     if query.shape[2] == 1:
         return _decode_step(padding, query, key, value, attention_mask, scaling, softcap), None
-    return _prefill(padding, query, key, value, attention_mask, scaling, softcap), None
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # see _prefill
+    try:
+        return _prefill(padding, query, key, value, attention_mask, scaling, softcap), None
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _bool() -> Any:
@@ -121,25 +128,23 @@ def _weighted(probs: Any, value: Any, heads: int, q_len: int) -> Any:
 
 def _prefill(padding: Padding, query: Any, key: Any, value: Any, mask: Any, scaling: float,
              softcap: float | None) -> Any:
-    """Rows with the same padding (neighbours: the decode loop sorts rows by length) attended
-    together over their real keys, the mask cut to match; query slots on padding get zeros."""
+    """Each row attended on its own over its real keys, the mask cut to match; query slots on padding
+    get zeros. One row at a time and on one thread: PyTorch picks the kernel of a batched product by
+    its size (how many rows share it) and splits a small product's rows over its threads, and both
+    change a row's sums. (A prefill runs once per batch; the decode step, which runs every token, has
+    at least the row floor of rows and of key slots, so its products take one path.)"""
     import torch
 
     batch, heads, q_len, _ = query.shape
-    k_len, pads = key.shape[2], padding.pads
+    k_len = key.shape[2]
     out = query.new_zeros(batch, q_len, heads, value.shape[-1])
-    start = 0
-    for stop in range(1, batch + 1):
-        if stop < batch and pads[stop] == pads[start]:
-            continue
-        q0 = max(0, pads[start] - (padding.width - q_len))
-        k0 = max(0, pads[start] - (padding.width - k_len))
-        rows = slice(start, stop)
-        scores = _scores(query[rows, :, q0:], key[rows, :, k0:], scaling, softcap)
-        cut = mask[rows, :, q0:, k0:].repeat(1, 1, heads // key.shape[1], 1)  # the rows of each query head
+    for row, pad in enumerate(padding.pads):
+        q0, k0 = max(0, pad - (padding.width - q_len)), max(0, pad - (padding.width - k_len))
+        one = slice(row, row + 1)
+        scores = _scores(query[one, :, q0:], key[one, :, k0:], scaling, softcap)
+        cut = mask[one, :, q0:, k0:].repeat(1, 1, heads // key.shape[1], 1)  # the rows of each query head
         probs = torch.softmax(scores.masked_fill(~cut, float("-inf")), dim=-1, dtype=torch.float32)
-        out[rows, q0:] = _weighted(probs.nan_to_num_(0.0), value[rows, :, k0:], heads, q_len - q0)
-        start = stop
+        out[one, q0:] = _weighted(probs.nan_to_num_(0.0), value[one, :, k0:], heads, q_len - q0)
     return out
 
 
