@@ -152,6 +152,25 @@ class Generator(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Reproducibility:
+    """How far a source's answers depend on the weights, the prompt, the settings and the seed only."""
+
+    batch_invariant: bool
+    """Whether a row's answer is the same whatever shares its batch (its size, its padding, the shard)."""
+    how: str
+    """What the run log says of it (and, where not invariant, the report under the suite)."""
+
+
+@runtime_checkable
+class Reproducible(Protocol):
+    """A source that says how its answers reproduce (every local and served model does; files of
+    answers are what they are)."""
+
+    @property
+    def reproducibility(self) -> Reproducibility: ...
+
+
 @runtime_checkable
 class Identified(Protocol):
     """A generator that knows what it generates from by content: a checkpoint's files, a hub

@@ -214,6 +214,20 @@ def context_refusal(wanted: int, context: int, **where: Any) -> ConfigError:
                        f"for a prompt; use fewer than {context}", field="generation.max_new_tokens", **where)
 
 
+def attention_sizes(config: Any) -> tuple[int, int, int, int]:
+    """A loaded model config's layers, attention heads, key/value heads (fewer in grouped-query
+    models) and head width (which Gemma sets apart from ``hidden_size / heads``), whatever each
+    family calls them."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+
+    def field(*names: str) -> int:
+        return next((int(v) for v in (getattr(text, n, None) for n in names) if v), 0)
+
+    heads = field("num_attention_heads", "n_head") or 1
+    head_dim = field("head_dim") or (field("hidden_size", "n_embd") or 1) // heads
+    return field("num_hidden_layers", "n_layer") or 1, heads, field("num_key_value_heads") or heads, head_dim
+
+
 def is_adapter(model: str) -> bool:
     """Whether ``model`` is a PEFT adapter folder (``adapter_config.json`` and no ``config.json``)."""
     path = Path(model)

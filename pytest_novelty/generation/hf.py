@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_novelty.generation import DTYPES, Batch, LoadSettings
+from pytest_novelty.generation import DTYPES, Batch, LoadSettings, Reproducibility
 from pytest_novelty.generation.backends import GENERATOR_BACKENDS
 from pytest_novelty.generation.checkpoint import (
     adapter_base,
+    attention_sizes,
     check_checkpoint,
     context_refusal,
     is_adapter,
@@ -31,6 +32,11 @@ from pytest_novelty.suites.schema import GenerationSettings
 
 if TYPE_CHECKING:
     from pytest_novelty.generation import ModelInput
+
+
+DECODING = "hf-invariant-1"
+"""The decoding in the cache key of every answer: answers cached before batch-invariant decoding
+(keyed by the checkpoint's content alone) are never taken for answers of this one."""
 
 
 class PromptTooLong(ConfigError):
@@ -61,7 +67,8 @@ class HFGenerator:
         self.adapter = model if is_adapter(model) else None
         self.base = adapter_base(model, load.base_model) if self.adapter else model
         self.identity = checkpoint_identity(model, memo=load.memo, base=load.base_model)  # what is loaded, its key
-        self.identity_id = self.identity.id
+        # The key of its cached answers: the checkpoint's content and the decoding that sampled them.
+        self.identity_id = f"{DECODING if load.batch_invariant else 'batched'}:{self.identity.id}"
         self.tokens_generated = 0
         self._device: str | None = None
         self._tokenizer: Any = None
@@ -148,6 +155,17 @@ class HFGenerator:
             self._model = model
         return self._model
 
+    @property
+    def reproducibility(self) -> Reproducibility:
+        """Batch-invariant decoding (:mod:`.invariant`) and what was checked for it at load."""
+        if not self.load.batch_invariant:
+            return Reproducibility(False, "decoded without batch invariance: an answer can change with its batch")
+        if not self.invariant_attention:
+            return Reproducibility(False, f"{type(self.model).__name__} takes no attention function from "
+                                          "transformers' registry: an answer can change with its batch's padding")
+        where = "" if self.device == "cpu" else "; its attention is checked on the CPU only"
+        return Reproducibility(True, f"batch-invariant decoding on {self.device}: {self.products.description}{where}")
+
     def render(self, model_input: ModelInput) -> str:
         """The exact text fed to the model: chat messages go through the chat template, and the result is
         memoised under the content identity (which covers the template), so a warm rerun of a chat
@@ -232,7 +250,6 @@ class HFGenerator:
 
         import torch
 
-        from pytest_novelty.generation import invariant
         from pytest_novelty.generation.sampling import next_tokens
 
         texts, settings = batch.texts, batch.settings
@@ -302,7 +319,6 @@ class HFGenerator:
         and left padding."""
         import torch
 
-        from pytest_novelty.generation import invariant
 
         model = self.model  # loads the weights on first use, and with them the context and stop ids
         lengths = self.token_counts(texts)
@@ -405,19 +421,10 @@ def checkpoint_processors(model: Any, device: str) -> Any:
 
 
 def kv_bytes_per_token(config: Any, dtype: Any) -> int:
-    """Bytes of KV cache one token takes: keys and values of every layer, ``num_key_value_heads`` heads
-    (grouped-query models) of ``head_dim`` (which Gemma sets apart from ``hidden_size / heads``)."""
+    """Bytes of KV cache one token takes: keys and values of every layer's key/value heads."""
     import torch
 
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-
-    def field(*names: str) -> int:
-        return next((int(v) for v in (getattr(text, n, None) for n in names) if v), 0)
-
-    layers = field("num_hidden_layers", "n_layer") or 1
-    heads = field("num_attention_heads", "n_head") or 1
-    kv_heads = field("num_key_value_heads") or heads
-    head_dim = field("head_dim") or (field("hidden_size", "n_embd") or 1) // heads
+    layers, _, kv_heads, head_dim = attention_sizes(config)
     return 2 * layers * kv_heads * head_dim * (torch.finfo(dtype).bits // 8)
 
 

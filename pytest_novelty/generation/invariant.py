@@ -243,11 +243,9 @@ def row_floor(shapes: Sequence[tuple[int, int]], device: Any, dtype: Any) -> int
 def min_slots(model: Any) -> int:
     """The narrowest batch, in slots, whose decode-step products (each key times the query heads that
     share it, and the weighted sum of values) are never small enough for :data:`SMALL_PRODUCT`."""
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    heads = int(getattr(config, "num_attention_heads", None) or getattr(config, "n_head", 1))
-    kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
-    width = int(getattr(config, "hidden_size", None) or getattr(config, "n_embd", heads))
-    head_dim = int(getattr(config, "head_dim", None) or width // heads)
+    from pytest_novelty.generation.checkpoint import attention_sizes
+
+    _, heads, kv_heads, head_dim = attention_sizes(model.config)
     return SMALL_PRODUCT // (head_dim * (heads // kv_heads)) + 1
 
 
@@ -259,9 +257,11 @@ def _weight_shapes(model: Any) -> list[tuple[int, int]]:
     shapes = set()
     for module in model.modules():
         weight = getattr(module, "weight", None)
+        if weight is None:
+            continue
         if isinstance(module, torch.nn.Linear):
             shapes.add((int(weight.shape[1]), int(weight.shape[0])))
-        elif type(module).__name__ == "Conv1D" and weight is not None and weight.dim() == 2:
+        elif type(module).__name__ == "Conv1D" and weight.dim() == 2:
             shapes.add((int(weight.shape[0]), int(weight.shape[1])))
     return sorted(shapes)
 

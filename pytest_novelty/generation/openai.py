@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 from urllib.parse import urlsplit
 
+from pytest_novelty.generation import Reproducibility
 from pytest_novelty.generation.backends import MODEL_SOURCES
 from pytest_novelty.infra.concurrency import fan_out, run_coroutine
 from pytest_novelty.infra.endpoint import NOTIFY_EVERY, Endpoint, bare_url
@@ -219,6 +220,12 @@ class OpenAIGenerator:
 
     def __repr__(self) -> str:
         return f"OpenAIGenerator({self.name!r}, base_url={self.base_url!r}, revision={self.revision!r})"
+
+    @property
+    def reproducibility(self) -> Reproducibility:
+        return Reproducibility(False, f"served by {self.base_url}: each request carries its row seed, and the answers "
+                                      "are as reproducible as the server makes them (batch-invariant only where it "
+                                      "runs so, e.g. vLLM with VLLM_BATCH_INVARIANT=1)")
 
     # -- the Generator protocol ----------------------------------------------------------------------
 

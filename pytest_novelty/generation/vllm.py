@@ -1,8 +1,9 @@
 """Generation with vLLM (``--generator vllm``), for throughput on GPU machines.
 
 vLLM schedules its own batches, so a call hands it every row at once, each one request with its
-own seed. Its sampler draws differently from ours, so the identity_id names the backend and the two
-never share cached answers. Stop strings stay in the output, as with ``hf`` (the task cuts at the
+own seed. Its sampler draws differently from ours, so the identity_id names the backend (and its
+batch-invariant mode, which is turned on where the installed vLLM has it) and the two never share
+cached answers. Stop strings stay in the output, as with ``hf`` (the task cuts at the
 stop). ``gpus`` > 1 is tensor parallelism; a LoRA adapter folder loads its base with LoRA enabled
 and sends every request with a ``LoRARequest``.
 """
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_novelty.generation import DTYPES, Batch, LoadSettings
+from pytest_novelty.generation import DTYPES, Batch, LoadSettings, Reproducibility
 from pytest_novelty.generation.backends import GENERATOR_BACKENDS
 from pytest_novelty.generation.checkpoint import (
     ADAPTER_CONFIG,
@@ -56,7 +57,8 @@ class VLLMGenerator:
         self.name = model
         self.device = "cuda" if load.device == "auto" else load.device
         self.identity = checkpoint_identity(model, memo=load.memo, base=load.base_model)
-        self.identity_id = "vllm:" + self.identity.id
+        self.batch_invariant = _batch_invariant_mode()
+        self.identity_id = ("vllm-invariant:" if self.batch_invariant else "vllm:") + self.identity.id
         options: dict[str, Any] = {"trust_remote_code": load.trust_remote_code, "seed": 0, **self.identity.load_options}
         if load.gpus > 1:
             options["tensor_parallel_size"] = load.gpus
@@ -73,6 +75,13 @@ class VLLMGenerator:
         self.llm = vllm.LLM(model=weights, **options)
         self.tokenizer = self.llm.get_tokenizer()
         self.tokens_generated = 0
+
+    @property
+    def reproducibility(self) -> Reproducibility:
+        if self.batch_invariant:
+            return Reproducibility(True, "vLLM in its batch-invariant mode (VLLM_BATCH_INVARIANT=1)")
+        return Reproducibility(False, "vLLM without a batch-invariant mode (this vLLM has none, or "
+                                      f"{INVARIANT_VARIABLE}=0 is set): an answer can change with its batch")
 
     def render(self, model_input: ModelInput) -> str:
         return render(self.tokenizer, self.name, model_input)
@@ -104,6 +113,26 @@ class VLLMGenerator:
             top_k=settings.top_k if settings.top_k > 0 else -1, seed=seed, stop=list(settings.stop) or None,
             include_stop_str_in_output=True, skip_special_tokens=True,
         )
+
+
+INVARIANT_VARIABLE = "VLLM_BATCH_INVARIANT"
+"""vLLM's switch for batch-invariant kernels (vLLM 0.11 and later; NVIDIA GPUs of compute capability
+8.0 on, per its documentation)."""
+
+
+def _batch_invariant_mode() -> bool:
+    """Turn on vLLM's batch-invariant mode where the installed vLLM has one and the user has not
+    turned it off (the variable set to 0); whether it is on."""
+    import os
+
+    try:
+        import vllm.envs as envs
+    except ImportError:
+        return False
+    if INVARIANT_VARIABLE not in getattr(envs, "environment_variables", {}):
+        return False
+    os.environ.setdefault(INVARIANT_VARIABLE, "1")
+    return os.environ[INVARIANT_VARIABLE] not in ("", "0")
 
 
 def _lora_rank(adapter: str) -> int:

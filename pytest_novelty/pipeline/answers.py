@@ -147,8 +147,9 @@ def _work(
 ) -> GenerationWork:
     """What the generation step did, for the work line and ``report.json``: where (``cache`` when
     nothing was generated or read), the rows generated, cached or read from files, and the source's note."""
-    from pytest_novelty.generation import RecordedAnswers
+    from pytest_novelty.generation import RecordedAnswers, Reproducible
 
+    how = gen.reproducibility if stats.rows and isinstance(gen, Reproducible) else None
     return GenerationWork(
         worker=config.worker,
         device=gen.device if stats.rows or stats.read_rows else "cache",
@@ -162,6 +163,8 @@ def _work(
         read_rows=stats.read_rows,
         read_from=gen.source if stats.read_rows and isinstance(gen, RecordedAnswers) else "",
         note=note,
+        reproducibility="" if how is None else how.how,
+        varies_with_batch=how is not None and not how.batch_invariant,
     )
 
 

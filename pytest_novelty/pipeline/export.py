@@ -33,7 +33,9 @@ def suite_info(result: SuiteResult) -> SuiteInfo:
         longest_copied=scores.longest_copied, creativity_copied=scores.creativity_copied,
         originality_lookups=scores.lookups, judge_requests=scores.judge_requests,
         unscored_reasons=scores.unscored_reasons, cache_repaired=result.cache_repaired,
-        answers_note=work.note, judge_agreement=result.judge_agreement,
+        answers_note="; ".join(part for part in (work.note, work.reproducibility if work.varies_with_batch else "")
+                               if part),
+        judge_agreement=result.judge_agreement,
         judge_consistency=None if consistency is None else {
             **consistency.as_dict(), "max_spread": result.suite.scoring.max_judge_spread},
         round=None if denial is None else denial.number, forbidden=None if denial is None else denial.counts,
@@ -104,7 +106,7 @@ def work_line(name: str, result: SuiteResult) -> str:
     else:
         done = (f"{work.rows} generated in {batches_text(work.batches)} on {work.device} "
                 f"({work.tokens_per_second:,.0f} tokens/s, {work.seconds:.1f}s), {work.cached_rows} from cache")
-    note = f"; {work.note}" if work.note else ""
+    note = "".join(f"; {part}" for part in (work.reproducibility, work.note) if part)
     return (
         f"[novelty {work.worker}] {name}: {len(result.prompts)} prompts x {work.samples} samples; {done}; "
         f"originality {scores.seconds_originality:.1f}s, judge {scores.seconds_judge:.1f}s{note}{warning}"

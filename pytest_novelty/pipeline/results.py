@@ -48,6 +48,8 @@ class GenerationWork:
     read_rows: int = 0  # samples read from answers generated elsewhere (--model answers:FILE)
     read_from: str = ""  # the files they were read from, as the work line names them
     note: str = ""  # what the answers' source has to say in the report (a prompt text it accepted)
+    reproducibility: str = ""  # how the generated answers reproduce (the run log)
+    varies_with_batch: bool = False  # an answer can change with its batch: the report says so under the suite
 
 
 @dataclass(frozen=True)

@@ -119,8 +119,8 @@ def test_every_answer_is_the_same_bits_whatever_the_batching(
     with _threads(1):  # an xdist worker's share of the cores, loaded afresh at that thread count
         ways["one thread"] = _answers(HFGenerator(str(checkpoint), LoadSettings(device="cpu")), prompts, logits,
                                       order_seed=4, shards=2)
-    answers = {way: sum(a != b for got, want in zip(out, reference, strict=True) for a, b in zip(got, want, strict=True))
-               for way, (out, _) in ways.items()}
+    answers = {way: sum(a != b for got, want in zip(out, reference, strict=True)
+                        for a, b in zip(got, want, strict=True)) for way, (out, _) in ways.items()}
     rounded = {way: sum(seen.get(key) != digest for key, digest in steps.items()) for way, (_, seen) in ways.items()}
     assert answers == dict.fromkeys(ways, 0)
     assert rounded == dict.fromkeys(ways, 0), f"steps whose logits differ, of {len(steps)}"

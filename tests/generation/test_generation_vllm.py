@@ -11,6 +11,7 @@ vLLM documents them: the text ends at the first stop, which is kept with
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 from dataclasses import dataclass, replace
@@ -137,10 +138,28 @@ def test_cached_answers_are_not_shared_with_the_hf_backend(
 ) -> None:
     vllm_gen = open_generator(str(tiny_checkpoint), device="cuda", backend="vllm")
     hf_gen = open_generator(str(tiny_checkpoint), device="cpu")
-    assert vllm_gen.identity_id == "vllm:" + hf_gen.identity_id
+    assert vllm_gen.identity_id == "vllm:" + hf_gen.identity.id != hf_gen.identity_id
     generate(vllm_gen, TEXTS, SETTINGS, cache_dir=tmp_path)
     _, stats = generate(hf_gen, TEXTS, SETTINGS, cache_dir=tmp_path)
     assert stats.cached_rows == 0 and stats.rows == 8
+
+
+def test_the_batch_invariant_mode_is_on_where_this_vllm_has_it_and_keys_its_answers_apart(
+    fake_vllm: types.ModuleType, tiny_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("VLLM_BATCH_INVARIANT", raising=False)
+    plain = open_generator(str(tiny_checkpoint), device="cuda", backend="vllm")
+    assert not plain.reproducibility.batch_invariant and "VLLM_BATCH_INVARIANT" not in os.environ
+    assert "can change with its batch" in plain.reproducibility.how
+    envs = types.ModuleType("vllm.envs")
+    envs.environment_variables = {"VLLM_BATCH_INVARIANT": lambda: False}  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "vllm.envs", envs)
+    fake_vllm.envs = envs  # type: ignore[attr-defined]
+    invariant = open_generator(str(tiny_checkpoint), device="cuda", backend="vllm")
+    assert os.environ["VLLM_BATCH_INVARIANT"] == "1" and invariant.reproducibility.batch_invariant
+    assert invariant.identity_id == "vllm-invariant:" + plain.identity.id  # never the other mode's answers
+    monkeypatch.setenv("VLLM_BATCH_INVARIANT", "0")  # the user turned it off
+    assert not open_generator(str(tiny_checkpoint), device="cuda", backend="vllm").reproducibility.batch_invariant
 
 
 def test_missing_vllm_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tiny_checkpoint: Path) -> None:
