@@ -10,20 +10,22 @@ candidate's record against it. The rules, in order:
 2. Tolerance. tolerance = max(tolerance_abs, tolerance_rel × |snapshot value|), taken from the
    *candidate* record, i.e. from the suite file as it is now, so loosening a tolerance in the suite
    file takes effect without re-recording. A drop within tolerance passes.
-3. Significance. A drop beyond tolerance is a regression only when one test, the paired bootstrap
-   over the prompts both records share (:func:`pytest_novelty.metrics.paired.paired_bootstrap`),
-   finds it significant: its (1 − α) interval of the change in the *gated statistic* (Student's t
-   on the bootstrap standard error, which holds its coverage on a 10-prompt q@Tail tail where the
-   percentile interval used before did not) lies entirely on the bad side of 0 (so in effect a
-   one-sided test at α/2, on the cautious side). Over the many cases of a run, each is held to α
-   divided by their number (Bonferroni, :func:`pytest_novelty.gate.case.corrected_alpha`, passed
-   as ``alpha``). The statistic is the metric's own: the mean per-prompt difference for means, and
-   for ``top10_novelty@n`` the difference of the top-10 % means, recomputed on every resample of
-   prompts from the per-generation values both records store. The CI shown is that interval and
-   the p-value comes from the same resamples, so the verdict always agrees with the CI. Otherwise
-   the drop is "not significant" and passes with a warning. When no test is possible (fewer than
-   two shared prompts with values, or no per-prompt values stored), a drop beyond tolerance is a
-   regression: the gate errs towards telling a human.
+3. Significance. A drop beyond tolerance is a regression only when one test, the paired sign-flip
+   test over the prompts both records share (:func:`pytest_novelty.metrics.sign_flip.paired_sign_flip`),
+   finds it significant: its (1 − α) interval of the change in the *gated statistic* (the shifts the
+   test does not reject) lies entirely on the bad side of 0 (so in effect a one-sided test at α/2,
+   on the cautious side). The test swaps each prompt's two sides at random: under "no change" (the
+   same checkpoint, other seeds) that gives data just as likely, so its level is exact at any
+   number of prompts and for discrete, skewed and heavy-tailed per-prompt values, where the
+   bootstrap it replaced raised false alarms (``docs/verdicts.md``). Over the many cases of a run,
+   each is held to a corrected α, passed as ``alpha`` (:func:`pytest_novelty.gate.case.corrected_alpha`).
+   The statistic is the metric's own: the mean per-prompt difference for means, and for
+   ``top10_novelty@n`` the difference of the top-10 % means, recomputed on every swap from the
+   per-generation values both records store. The CI shown is that interval and the p-value comes
+   from the same swaps, so the verdict always agrees with the CI. Otherwise the drop is "not
+   significant" and passes with a warning. When no test is possible (fewer than two shared prompts
+   with values, or no per-prompt values stored), a drop beyond tolerance is a regression: the gate
+   errs towards telling a human.
 
 q@Tail metrics carry the snapshot's tail prompt ids (``tail_ids``). The candidate's value is then
 recomputed as the mean of the candidate's per-prompt values over the *snapshot's* tail ids, and the
@@ -47,7 +49,7 @@ import numpy as np
 from pytest_novelty.gate.comparison import Comparison
 from pytest_novelty.gate.tail import FrozenTail, gated_metrics, tail_value
 from pytest_novelty.infra.redact import redact
-from pytest_novelty.metrics.paired import BOOTSTRAP_TEST, paired_bootstrap
+from pytest_novelty.metrics.sign_flip import DEFAULT_FLIPS, SIGN_FLIP_TEST, paired_sign_flip
 from pytest_novelty.metrics.table import family
 from pytest_novelty.suites.schema import Suite, Threshold
 
@@ -63,8 +65,8 @@ DIGITS = 6
 #: Differences smaller than this are below the stored precision and count as no change.
 SAME_EPS = 10.0**-DIGITS
 
-#: Bootstrap resamples for the confidence interval of a comparison.
-N_BOOT = 10_000
+#: Swaps the sign-flip test of a comparison draws.
+N_BOOT = DEFAULT_FLIPS
 
 
 def _round(value: float | None) -> float | None:
@@ -257,9 +259,9 @@ class _Tested:
 def _paired_test(
     snapshot: MetricRecord, candidate: MetricRecord, shared: list[str], alpha: float, *, n_boot: int, seed: int
 ) -> _Tested | None:
-    """The paired bootstrap of the gated statistic over the prompts both records share (the mean of
+    """The paired sign-flip test of the gated statistic over the prompts both records share (the mean of
     the per-prompt values; for a top-fraction metric, that statistic of the per-generation values
-    when both records keep them); None when the bootstrap cannot run at all."""
+    when both records keep them); None when the test cannot run at all."""
     top = family(candidate.metric).top_fraction
     if top is not None and snapshot.per_generation and candidate.per_generation:
         paired = [i for i in shared if i in snapshot.per_generation and i in candidate.per_generation]
@@ -275,10 +277,10 @@ def _paired_test(
     if usable < 2:
         return _Tested(n=usable)
     try:
-        test = paired_bootstrap(a, b, top_fraction=statistic, n_boot=n_boot, seed=seed, confidence=1.0 - alpha)
+        test = paired_sign_flip(a, b, top_fraction=statistic, n_flips=n_boot, seed=seed, confidence=1.0 - alpha)
     except ValueError:
         return None
-    name = f"{BOOTSTRAP_TEST}, {test.statistic}" + (
+    name = f"{SIGN_FLIP_TEST}, {test.statistic}" + (
         "" if statistic is not None or top is None else " of per-prompt novelty (no per-generation values stored)"
     )
     return _Tested((test.ci_low, test.ci_high), test.p_value, test.n, name)

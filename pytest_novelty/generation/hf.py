@@ -322,6 +322,8 @@ class HFGenerator:
 
         model = self.model  # loads the weights on first use, and with them the context and stop ids
         lengths = self.token_counts(texts)
+        if self.context is not None and max(lengths, default=0) >= self.context:  # refused before it runs
+            raise PromptTooLong(max(lengths), self.context)
         order = sorted(range(len(texts)), key=lambda row: (lengths[row], row))
         distinct = list(dict.fromkeys(texts[row] for row in order))
         # Fillers (see .invariant): at least `floor` rows to decode and `floor` prompts in the prefill.

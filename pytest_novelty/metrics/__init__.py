@@ -40,7 +40,14 @@ from pytest_novelty.metrics.noveltybench import (
 )
 from pytest_novelty.metrics.paired import DEFAULT_BOOTSTRAP_RESAMPLES, PairedTest, paired_bootstrap, paired_test
 from pytest_novelty.metrics.power import Detectable, detectable, detectable_effect, prompts_needed
-from pytest_novelty.metrics.stats import MeanSummary, holm, holm_adjusted, mean_excluding_nan, top_fraction_mean
+from pytest_novelty.metrics.stats import (
+    MeanSummary,
+    holm,
+    holm_adjusted,
+    mean_excluding_nan,
+    top_fraction_mean,
+    wilson,
+)
 from pytest_novelty.metrics.tail import (
     PerPrompt,
     peak_prompts,
@@ -68,6 +75,7 @@ __all__ = [
     "gated_novelty",
     "holm",
     "holm_adjusted",
+    "wilson",
     "judge_consistency",
     "mean_excluding_nan",
     "novelty",

@@ -1,4 +1,5 @@
-"""Suite-level statistics: NaN-aware means, the top-fraction mean and Holm's correction.
+"""Suite-level statistics: NaN-aware means, the top-fraction mean, Holm's correction and Wilson's
+interval of a rate.
 
 NaN marks an item that could not be scored; each function says what it does with it. Comparing two
 checkpoints on the same prompts is :mod:`.paired`.
@@ -82,3 +83,17 @@ def holm_adjusted(p_values: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * float(values[index])))
         adjusted[index] = running
     return [float(v) for v in adjusted]
+
+
+def wilson(hits: int, runs: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson's score interval (Wilson 1927) of a rate seen ``hits`` times in ``runs`` tries: it stays
+    inside [0, 1] and keeps its coverage near 0 and 1, where a false-alarm rate lives."""
+    from statistics import NormalDist
+
+    if runs < 1 or not 0 <= hits <= runs:
+        raise ValueError(f"need 0 <= hits <= runs and runs >= 1, got {hits} of {runs}")
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    rate = hits / runs
+    centre = (rate + z * z / (2 * runs)) / (1 + z * z / runs)
+    half = z / (1 + z * z / runs) * (rate * (1 - rate) / runs + z * z / (4 * runs * runs)) ** 0.5
+    return max(0.0, centre - half), min(1.0, centre + half)

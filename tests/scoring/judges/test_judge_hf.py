@@ -46,8 +46,10 @@ def test_scores_parsed_from_generated_replies(scoring_lm: Path, tmp_path: Path) 
     assert [r.scores for r in results] == [(4.0, 4.0, 4.0)] * 3
     assert all(r.quality == pytest.approx(0.8) and r.judge == f"hf:{scoring_lm}" for r in results)
     # 9 rows (3 prompts x 3 samples) in batches of 6 rows, left padded: each row's last position is
-    # a real token, and a prompt's three samples share one prompt pass.
-    assert [mask.shape[0] for mask in calls] == [2, 1]
+    # a real token, and a prompt's three samples share one prompt pass (2 prompts, then 1, each pass
+    # filled up to the batch-invariant decoding's floor of rows with copies of its last prompt).
+    floor = judge._generator.floor
+    assert [mask.shape[0] for mask in calls] == [max(2, floor), max(1, floor)]
     assert all(bool(mask[:, -1].all()) for mask in calls)
     assert any(not bool(mask[:, 0].all()) for mask in calls)
     assert judge.sequences_generated == 9
