@@ -127,7 +127,8 @@ class Comparison:
                 status=status, accepted_value=_optional_float(data.get("accepted_value")),
                 candidate_value=_optional_float(data.get("candidate_value")),
                 tolerance=float(data.get("tolerance") or 0.0),
-                delta_ci=None if ci is None or None in ci else (float(ci[0]), float(ci[1])),
+                delta_ci=None if ci is None else (  # a bound JSON cannot hold is no bound (too few prompts)
+                    -math.inf if ci[0] is None else float(ci[0]), math.inf if ci[1] is None else float(ci[1])),
                 p_value=_optional_float(data.get("p_value")), n_pairs=int(data.get("n_pairs") or 0),
                 message=str(data.get("message") or ""), suite=str(data.get("suite") or ""),
                 metric=str(data.get("metric") or ""), alpha=float(data.get("alpha", 0.05)),

@@ -49,7 +49,7 @@ import numpy as np
 from pytest_novelty.gate.comparison import Comparison
 from pytest_novelty.gate.tail import FrozenTail, gated_metrics, tail_value
 from pytest_novelty.infra.redact import redact
-from pytest_novelty.metrics.sign_flip import DEFAULT_FLIPS, SIGN_FLIP_TEST, paired_sign_flip
+from pytest_novelty.metrics.sign_flip import DEFAULT_FLIPS, SIGN_FLIP_TEST, paired_sign_flip, smallest_p
 from pytest_novelty.metrics.table import family
 from pytest_novelty.suites.schema import Suite, Threshold
 
@@ -242,7 +242,12 @@ def compare(
     if tested.ci is None:
         return done("regressed", tested, extra=" (too few paired prompts to test significance)")
     bad_side = tested.ci[1] < 0 if candidate.higher_is_better else tested.ci[0] > 0
-    return done("regressed" if bad_side else "not_significant", tested)
+    if bad_side:
+        return done("regressed", tested)
+    floor = smallest_p(tested.n)
+    few = (f" ({tested.n} paired prompts can give no p-value below {floor:.3g}: more prompts are needed to show "
+           f"any change at alpha {alpha:g})") if floor > alpha else ""
+    return done("not_significant", tested, extra=few)
 
 
 @dataclass(frozen=True)

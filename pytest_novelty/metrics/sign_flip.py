@@ -9,7 +9,9 @@ clustered, paired form of Good, *Permutation Tests*, 2000):
 
 * one-sided p-values p₊ = (1 + #{T* ≥ T})/(1 + B) and p₋ = (1 + #{T* ≤ T})/(1 + B), B draws
   (Phipson & Smyth 2010: a Monte-Carlo p-value never below 1/(1 + B), so it never overstates);
-  two-sided p = min(1, 2·min(p₊, p₋)).
+  two-sided p = min(1, 2·min(p₊, p₋)). Where 2ⁿ ≤ B, all 2ⁿ swaps of n prompts are taken instead
+  and p is exact; the smallest p-value n prompts can give is then 2/2ⁿ (:func:`smallest_p`): six
+  prompts cannot show any change at α below 0.031, however large.
 * Level: exact at any number of prompts and for any distribution of the per-prompt values (discrete
   as utility_k's, skewed, heavy-tailed, tied at zero), because nothing is assumed of them; only
   exchangeability. Where the null is wider ("the same mean", not the same checkpoint) it holds
@@ -50,16 +52,28 @@ SIGN_FLIP_TEST = "paired sign-flip test over prompts"
 _BISECTIONS = 10
 
 
-def flips(n_prompts: int, n_flips: int, seed: int) -> Array:
-    """(n_flips × n_prompts) random signs ±1: −1 swaps the prompt's two sides."""
+def flips(n_prompts: int, n_flips: int, seed: int) -> tuple[Array, bool]:
+    """Random signs ±1, one row per swap (−1 swaps the prompt's two sides), and whether they are all
+    2ⁿ patterns (where 2ⁿ ≤ ``n_flips``: the test is then exact, with no Monte-Carlo error)."""
+    if n_prompts < 31 and 2**n_prompts <= n_flips:
+        patterns = (np.arange(2**n_prompts)[:, None] >> np.arange(n_prompts)) & 1
+        return patterns.astype(np.float64) * 2.0 - 1.0, True
     rng = np.random.default_rng(seed)
-    return rng.integers(0, 2, size=(n_flips, n_prompts)).astype(np.float64) * 2.0 - 1.0
+    return rng.integers(0, 2, size=(n_flips, n_prompts)).astype(np.float64) * 2.0 - 1.0, False
 
 
-def _one_sided(observed: float, drawn: Array) -> tuple[float, float]:
-    """p₊ and p₋ of ``observed`` among the draws (Phipson & Smyth's +1)."""
-    count = drawn.size + 1
-    return (1 + int(np.sum(drawn >= observed))) / count, (1 + int(np.sum(drawn <= observed))) / count
+def smallest_p(n_prompts: int, n_flips: int = DEFAULT_FLIPS) -> float:
+    """The smallest two-sided p-value the test can give on ``n_prompts`` prompts: 2/2ⁿ (every prompt
+    on one side), or 2/(1 + B) where B random swaps stand for the 2ⁿ."""
+    return min(1.0, 2.0 / min(2.0**n_prompts, n_flips + 1))
+
+
+def _one_sided(observed: float, drawn: Array, exact: bool) -> tuple[float, float]:
+    """p₊ and p₋ of ``observed`` among the draws: all patterns (the data among them), or random
+    draws with Phipson & Smyth's +1 for the data."""
+    extra = 0 if exact else 1
+    count = drawn.size + extra
+    return (extra + int(np.sum(drawn >= observed))) / count, (extra + int(np.sum(drawn <= observed))) / count
 
 
 def _two_sided(p_high: float, p_low: float) -> float:
@@ -75,17 +89,20 @@ def mean_change(differences: ArrayLike, *, n_flips: int = DEFAULT_FLIPS, seed: i
         raise ValueError(f"a sign-flip test needs at least two NaN-free differences, got {d.size}")
     check_count(n_flips, "n_flips")
     level = check_confidence(confidence)
-    signs = flips(d.size, n_flips, seed)
+    signs, exact = flips(d.size, n_flips, seed)
     n, estimate = d.size, float(d.mean())
     means, mean_signs = signs @ d / n, signs.sum(axis=1) / n
-    p = _two_sided(*_one_sided(estimate, means))
-    # Draw b rejects δ from above when δ < δ_b and from below when δ > δ_b; the all-(+1) draw never.
+    p = _two_sided(*_one_sided(estimate, means, exact))
+    # Draw b rejects δ from above when δ < δ_b and from below when δ > δ_b (δ_b: the mean of the
+    # differences it swaps); a draw that swaps nothing never rejects.
     moved = mean_signs < 1.0
     cuts = np.sort((estimate - means[moved]) / (1.0 - mean_signs[moved]))
-    always = 1 + int(np.sum(~moved))  # the data themselves and draws that swap nothing
-    needed = math.floor((1.0 - level) / 2 * (n_flips + 1) - always) + 1  # draws a bound needs on its side
-    low, high = (-math.inf, math.inf) if needed <= 0 else (float(cuts[needed - 1]), float(cuts[-needed]))
-    return estimate, max(low, float(d.min())), min(high, float(d.max())), p
+    always = int(np.sum(~moved)) + (0 if exact else 1)
+    count = signs.shape[0] + (0 if exact else 1)
+    needed = math.floor((1.0 - level) / 2 * count - always) + 1  # draws a bound needs on its side
+    if needed <= 0 or needed > cuts.size:  # too few prompts to reject any shift at this level
+        return estimate, -math.inf, math.inf, p
+    return estimate, float(cuts[needed - 1]), float(cuts[-needed]), p
 
 
 def top_fraction_change(a: ArrayLike, b: ArrayLike, fraction: float, *, n_flips: int = DEFAULT_FLIPS,
@@ -102,7 +119,8 @@ def top_fraction_change(a: ArrayLike, b: ArrayLike, fraction: float, *, n_flips:
     n = first.shape[0]
     if n < 2 or np.all(np.isnan(first)) or np.all(np.isnan(second)):
         raise ValueError("a top-fraction sign-flip test needs two prompts with values on both sides")
-    keep = (flips(n, n_flips, seed) > 0).astype(np.float64)
+    signs, exact = flips(n, n_flips, seed)
+    keep = (signs > 0).astype(np.float64)
     to_b = np.hstack([np.zeros((1, n)), np.ones((1, n))])
     on_b = np.vstack([to_b, np.hstack([1.0 - keep, keep])])  # row 0: the data; then the draws
     on_a = 1.0 - on_b
@@ -113,13 +131,13 @@ def top_fraction_change(a: ArrayLike, b: ArrayLike, fraction: float, *, n_flips:
         return float(values[0]), values[1:]
 
     estimate, drawn = changes(0.0)
-    p = _two_sided(*_one_sided(estimate, drawn))
+    p = _two_sided(*_one_sided(estimate, drawn, exact))
     span = (float(np.nanmin(second) - np.nanmax(first)), float(np.nanmax(second) - np.nanmin(first)))
     tail, reach = (1.0 - level) / 2, 4.0 * float(np.std(drawn)) or 1.0
 
     def accepted(shift: float, side: int) -> bool:
         observed, drawn = changes(shift)
-        return _one_sided(observed, drawn)[side] > tail
+        return _one_sided(observed, drawn, exact)[side] > tail
 
     low = _bisect(estimate, -reach, span[0], lambda s: accepted(s, 0))
     high = _bisect(estimate, reach, span[1], lambda s: accepted(s, 1))

@@ -50,7 +50,7 @@ def rejections(differences: np.ndarray, level: float, seed: int) -> dict[str, np
     t bootstrap (the gate's rule before this one)."""
     runs, n = differences.shape
     mean = differences.mean(axis=1)
-    drawn = differences @ flips(n, FLIPS, seed).T / n
+    drawn = differences @ flips(n, FLIPS, seed)[0].T / n
     p_low = (1 + (drawn <= mean[:, None]).sum(axis=1)) / (FLIPS + 1)
     rng = np.random.default_rng(seed + 1)
     weights = np.stack([np.bincount(row, minlength=n) for row in rng.integers(0, n, size=(RESAMPLES, n))])
