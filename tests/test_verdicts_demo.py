@@ -175,7 +175,7 @@ def test_a_demo_early_report_against_demo_adds_up_and_agrees_with_pytest(
         if compared is not None and compared.delta_ci:  # the change's interval (case.ci is the value's own)
             low, high = compared.delta_ci
             assert case.regressed == (high < 0 if case.op == ">=" else low > 0), case
-            assert compared.n_pairs >= 2 and compared.test.startswith("paired bootstrap")
+            assert compared.n_pairs >= 2 and compared.test.startswith("paired sign-flip")
             if case.metric.startswith("top10_novelty"):
                 assert "top 10 %" in compared.test
     warned = [c for c in cases if c.drifted]

@@ -31,7 +31,9 @@ ModelInput = str | Sequence[dict[str, str]]
 StepCallback = Callable[[int, int], None]
 RowCallback = Callable[[int, str], None]
 NAMESPACE = "generations"
-NAMESPACE_VERSION = 2  # 1 was one list per prompt; 2 is one entry per (prompt, sample)
+# 1 was one list per prompt; 2 one entry per (prompt, sample); 3 the same, sampled by batch-invariant
+# decoding (an answer of 2 may hold what its batch did to it: never reused, see .invariant).
+NAMESPACE_VERSION = 3
 
 
 @dataclass(frozen=True)

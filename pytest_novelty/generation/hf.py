@@ -34,11 +34,6 @@ if TYPE_CHECKING:
     from pytest_novelty.generation import ModelInput
 
 
-DECODING = "hf-invariant-1"
-"""The decoding in the cache key of every answer: answers cached before batch-invariant decoding
-(keyed by the checkpoint's content alone) are never taken for answers of this one."""
-
-
 class PromptTooLong(ConfigError):
     """A prompt of the batch (``tokens`` long, with its in-context examples) fills the model's whole
     ``context``; the runner finds which prompt it was and names its file and line."""
@@ -67,8 +62,9 @@ class HFGenerator:
         self.adapter = model if is_adapter(model) else None
         self.base = adapter_base(model, load.base_model) if self.adapter else model
         self.identity = checkpoint_identity(model, memo=load.memo, base=load.base_model)  # what is loaded, its key
-        # The key of its cached answers: the checkpoint's content and the decoding that sampled them.
-        self.identity_id = f"{DECODING if load.batch_invariant else 'batched'}:{self.identity.id}"
+        # The key of its answers and their seeds: the checkpoint's content (and the decoding, where it is
+        # not the batch-invariant one every cached answer has since generations version 3).
+        self.identity_id = self.identity.id if load.batch_invariant else f"batched:{self.identity.id}"
         self.tokens_generated = 0
         self._device: str | None = None
         self._tokenizer: Any = None

@@ -67,7 +67,7 @@ def test_the_verdict_agrees_with_the_ci_it_shows() -> None:
                 disagree.append(result.message)
     assert tested > 20
     assert disagree == []
-    assert getattr(result, "test", "").startswith("paired bootstrap")
+    assert getattr(result, "test", "").startswith("paired sign-flip")
 
 
 def test_the_top10_record_round_trips_its_generations() -> None:

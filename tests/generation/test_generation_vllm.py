@@ -138,7 +138,7 @@ def test_cached_answers_are_not_shared_with_the_hf_backend(
 ) -> None:
     vllm_gen = open_generator(str(tiny_checkpoint), device="cuda", backend="vllm")
     hf_gen = open_generator(str(tiny_checkpoint), device="cpu")
-    assert vllm_gen.identity_id == "vllm:" + hf_gen.identity.id != hf_gen.identity_id
+    assert vllm_gen.identity_id == "vllm:" + hf_gen.identity_id
     generate(vllm_gen, TEXTS, SETTINGS, cache_dir=tmp_path)
     _, stats = generate(hf_gen, TEXTS, SETTINGS, cache_dir=tmp_path)
     assert stats.cached_rows == 0 and stats.rows == 8

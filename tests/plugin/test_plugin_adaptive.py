@@ -141,8 +141,9 @@ def test_cases_at_their_bound_draw_rounds_stop_for_futility_and_a_rerun_reuses_t
     for metric in ("coverage@4", "quality"):
         near = cases[metric].adaptive
         assert near is not None and not near.decided and near.allowed == 4
-        # Stopped before the budget's last round: even the rounds left could not bring it across.
-        assert near.stopped == "futility" and 1 <= near.rounds < 3, near
+        # Stopped before the budget's last round: even the rounds left could not bring it across
+        # (at the first look already where the value sits exactly on its bound).
+        assert near.stopped == "futility" and 0 <= near.rounds < 3, near
         assert 0.0 < near.detectable < 1.0
         note = near.note()
         assert note.endswith(f"(stopped for futility; the budget left could detect {near.detectable:.4f})")
@@ -152,6 +153,7 @@ def test_cases_at_their_bound_draw_rounds_stop_for_futility_and_a_rerun_reuses_t
         assert "undecided (stopped for futility; the budget left could detect" in cases[metric].message
         assert "point mode reads the estimate of every round" in cases[metric].message
         drawn = max(drawn, near.rounds)
+    assert drawn >= 1  # a round was drawn for at least one of them
     assert re.search(rf"adaptive rounds: {drawn * SAMPLES_A_ROUND} samples generated \(0 from cache\)", text), text
     raw = json.loads((report / "report.json").read_text())
     row = next(r for r in raw["rows"] if r["metric"] == "quality")["adaptive"]
