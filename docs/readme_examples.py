@@ -14,10 +14,11 @@ This script runs the commands behind each NAME on the embedded demo and writes t
 stale one). ``tests/test_readme_examples.py`` runs the comparison in the test suite, and also
 checks every page's links and every command line the pages show against the options the code has.
 
-The demo's answers are sampled from shipped weights with per-row seeds, so they are the same on
-every run of one machine; another CPU model may round the model's arithmetic differently and
-sample a few different words. The comparison therefore holds every word and the layout to the
-letter and every number to within :data:`TOLERANCE` (absolute): a stale example, such as a number
+The demo's answers are sampled from shipped weights with per-row seeds and batch-invariant
+decoding, so they are the same bits on every run of one machine, however it batches or shards;
+another CPU model may round the model's arithmetic differently and sample a few different words.
+The comparison therefore holds every word and the layout to the letter and every number to within
+:data:`TOLERANCE` (absolute, measured across instruction sets): a stale example, such as a number
 from before a definition changed, is off by far more than that.
 
     python docs/readme_examples.py --write    # after a change to what the examples show
@@ -45,11 +46,18 @@ REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 PAGES = (README, *sorted((REPO / "docs").glob("*.md")))
 """Every page whose examples are checked: the README and the docs."""
-TOLERANCE = 0.03
-"""How far a number in an example may be from the code's (other CPU models sample a few other words)."""
+TOLERANCE = 0.04
+"""How far a number in an example may be from the code's. On one machine the demo's answers are
+the same bits whatever the batch (batch-invariant decoding); another instruction set changed 1 of
+its 750 answers (PyTorch's and MKL's kernels switched from AVX-512 to AVX2 on one machine), which
+moved the story table's numbers by up to 0.037 (the Creativity Index's interval)."""
+COUNT_SHARE = 0.05
+"""How far, as a share, a count of prompts needed (``(0.02: 583 prompts)``) may be from the code's:
+the same answer moved one from 564 to 583."""
 
 BLOCK = re.compile(r"<!-- generated: (?P<name>[a-z-]+) -->\n(?P<body>.*?)<!-- /generated -->", re.S)
 NUMBER = re.compile(r"[-+]?\d+\.\d+")
+COUNT = re.compile(r"(?<=: )\d+(?= prompts\))")
 
 
 def _pytest(cache: Path, *args: str, cwd: Path | None = None, columns: int = 80) -> str:
@@ -204,13 +212,21 @@ def blocks(text: str) -> dict[str, str]:
 
 def differences(shown: str, produced: str, tolerance: float = TOLERANCE) -> list[str]:
     """Why ``shown`` is not what the code produced: words that differ, or numbers further apart than
-    ``tolerance``; empty when the example stands."""
-    if NUMBER.sub("#", shown) != NUMBER.sub("#", produced):
+    ``tolerance`` (counts of prompts needed: than :data:`COUNT_SHARE` of theirs); empty when the example stands."""
+    def words(text: str) -> str:
+        return COUNT.sub("#", NUMBER.sub("#", text))
+
+    if words(shown) != words(produced):
         return list(difflib.unified_diff(shown.splitlines(), produced.splitlines(), "README", "code", lineterm=""))
     far = [
         f"{a} in the README, {b} from the code"
         for a, b in zip(NUMBER.findall(shown), NUMBER.findall(produced), strict=True)
         if abs(float(a) - float(b)) > tolerance
+    ]
+    far += [
+        f"{a} prompts in the README, {b} from the code"
+        for a, b in zip(COUNT.findall(shown), COUNT.findall(produced), strict=True)
+        if abs(int(a) - int(b)) > COUNT_SHARE * max(int(a), int(b))
     ]
     return far
 
