@@ -6,13 +6,16 @@
                                     [--served-url URL --served-name NAME]
 
 Each suite's prompts are rendered and sampled with the suite's own settings (samples, length,
-temperature, stop strings). Rows are seeded one by one, so every way of batching produces the
-same answers up to float rounding in batched matrix products (the script counts the rows that
-differ), and the figures compare equal work. Modes:
+temperature, stop strings). Rows are seeded one by one and decoded batch-invariantly, so every
+way of batching produces the same answers (the script counts the rows that differ), and the
+figures compare equal work. Modes:
 
 - one row at a time: batch size 1, what a plain loop over prompts and samples does;
 - one prompt at a time: a prompt's k samples together (``num_return_sequences``-style);
-- batched: ``batch_size = "auto"``, rows sorted by prompt length, as many as fit;
+- batched: ``batch_size = "auto"``, rows sorted by prompt length, as many as fit, decoded
+  batch-invariantly (``pytest_novelty/generation/invariant.py``), as the gate does;
+- plain: the same batches without batch invariance (what the gate did before it): the cost of
+  invariance is batched against plain;
 - generate: transformers' ``model.generate`` on the same batches (same rows, same sampling
   settings and stop strings, rows kept until the longest in the batch ends), the reference our
   decode loop is measured against.
@@ -54,7 +57,8 @@ def _suite_inputs(runner: Runner, name: str, limit: int) -> tuple[list[str], obj
     return texts, settings
 
 
-MODES = {"row": "one row at a time", "prompt": "one prompt at a time", "batched": "batched (auto)"}
+MODES = {"row": "one row at a time", "prompt": "one prompt at a time", "batched": "batched (auto)",
+         "plain": "batched, not invariant"}
 
 
 def main() -> None:
@@ -64,7 +68,8 @@ def main() -> None:
     parser.add_argument("--suites", default="story,poetry,tool,open")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto", choices=("auto", "bf16", "fp16", "fp32"))
-    parser.add_argument("--modes", default="row,prompt,batched,generate", help="which of row,prompt,batched,generate")
+    parser.add_argument("--modes", default="row,prompt,batched,plain,generate",
+                        help="which of row,prompt,batched,plain,generate")
     parser.add_argument("--repeats", type=int, default=3, help="runs per mode; the median is shown (default 3)")
     parser.add_argument("--vllm", action="store_true", help="also time the vLLM backend (needs vllm and a GPU)")
     parser.add_argument("--served-url", help="also time an OpenAI-compatible server at this URL (…/v1)")
@@ -85,12 +90,15 @@ def main() -> None:
         f"model {args.model} on {gen.device} ({gen.model.dtype}, {torch.get_num_threads()} threads); suites "
         f"{args.suites}: {sum(len(t) for t, _ in work)} prompts, {rows} rows"
     )
-    gen.sample(Batch(work[0][0][:2], [0, 1], work[0][1]))  # type: ignore[arg-type]  # warm-up
+    plain = HFGenerator(runner.model_path(), LoadSettings(device=args.device, dtype=args.dtype, batch_invariant=False))
+    for each in (gen, plain):
+        each.sample(Batch(work[0][0][:2], [0, 1], work[0][1]))  # type: ignore[arg-type]  # warm-up
 
     modes = {
         "row": lambda s: replace(s, batch_size=1),
         "prompt": lambda s: replace(s, batch_size=s.samples),
         "batched": lambda s: replace(s, batch_size=0),
+        "plain": lambda s: replace(s, batch_size=0),
     }
     chosen = args.modes.split(",")
     figures: dict[str, GenerationStats] = {}
@@ -103,7 +111,7 @@ def main() -> None:
             answers[label] = []
             for texts, settings in work:
                 _sync()
-                out, stats = generate(gen, texts, batching(settings))
+                out, stats = generate(plain if key == "plain" else gen, texts, batching(settings))
                 _sync()
                 total.seconds += stats.seconds
                 total.tokens += stats.tokens
@@ -119,19 +127,23 @@ def main() -> None:
         total, per_suite = _model_generate(gen, work)
         figures["model.generate"] = total
         _line("model.generate", total, f"{total.batches} batches, same rows and batches", names, per_suite)
+    answers.pop(MODES["plain"], None)  # its rows have seeds of their own (answers cached apart)
     if len(answers) > 1:
         flat = {label: [a for suite in out for prompt in suite for a in prompt] for label, out in answers.items()}
         reference = next(iter(flat.values()))
         differing = max(sum(x != y for x, y in zip(rows_, reference, strict=True)) for rows_ in flat.values())
         print(
             f"  answers that differ between modes: {differing} of {len(reference)} "
-            "(rows are seeded one by one; a difference comes from float rounding in batched matrix products)"
+            "(rows are seeded one by one and decoded batch-invariantly: 0 expected)"
         )
     base = figures.get(MODES["row"])
     for label, figure in figures.items():
         if base is not None and label != MODES["row"]:
             speed_up = figure.tokens_per_second / base.tokens_per_second
             print(f"  speed-up of {label} over one row at a time: {speed_up:.1f}x")
+    if MODES["batched"] in figures and MODES["plain"] in figures:
+        cost = figures[MODES["plain"]].tokens_per_second / max(figures[MODES["batched"]].tokens_per_second, 1e-9) - 1
+        print(f"  batch invariance costs {100 * cost:.1f} % of the tokens/s of plain batching")
     if MODES["batched"] in figures and "model.generate" in figures:
         ratio = figures[MODES["batched"]].tokens_per_second / max(figures["model.generate"].tokens_per_second, 1e-9)
         print(f"  our decode loop / model.generate: {ratio:.2f}x tokens/s")

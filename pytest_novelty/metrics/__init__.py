@@ -75,7 +75,6 @@ __all__ = [
     "gated_novelty",
     "holm",
     "holm_adjusted",
-    "wilson",
     "judge_consistency",
     "mean_excluding_nan",
     "novelty",
@@ -92,4 +91,5 @@ __all__ = [
     "top_fraction_mean",
     "unscored_share",
     "utility_k",
+    "wilson",
 ]

@@ -275,7 +275,8 @@ def test_comparison_lines_and_dict(baseline_values: np.ndarray) -> None:
     result = compare(record(baseline_values), record(shifted(baseline_values, -0.07, 0.02)))
     text = "\n".join(result.lines())
     assert result.lines()[0] == "poetry quality: regression"
-    for label in ("snapshot value 0.", "new value 0.", "delta -0.0", "tolerance 0.0200", "95% CI [-0.", "p-value 0.0002"):
+    labels = ("snapshot value 0.", "new value 0.", "delta -0.0", "tolerance 0.0200", "95% CI [-0.", "p-value 0.0002")
+    for label in labels:
         assert label in text, label
     data = result.to_json()
     json.dumps(data, allow_nan=False)

@@ -40,7 +40,8 @@ def draw(kind: str, rng: np.random.Generator, runs: int, prompts: int) -> np.nda
         return (b - a).astype(float)
     if kind == "log-normal":
         centre = rng.normal(0.0, 1.0, size=(runs, prompts))
-        return np.exp(centre + rng.normal(0, 1.0, (runs, prompts))) - np.exp(centre + rng.normal(0, 1.0, (runs, prompts)))
+        first, second = rng.normal(0, 1.0, (2, runs, prompts))
+        return np.exp(centre + second) - np.exp(centre + first)
     centre = rng.normal(0.0, 1.0, size=(runs, prompts))
     return (centre + rng.standard_t(2, (runs, prompts))) - (centre + rng.standard_t(2, (runs, prompts)))
 
@@ -48,7 +49,7 @@ def draw(kind: str, rng: np.random.Generator, runs: int, prompts: int) -> np.nda
 def rejections(differences: np.ndarray, level: float, seed: int) -> dict[str, np.ndarray]:
     """Which suites each rule calls a regression at ``level``: sign-flip, percentile bootstrap,
     t bootstrap (the gate's rule before this one)."""
-    runs, n = differences.shape
+    n = differences.shape[1]
     mean = differences.mean(axis=1)
     drawn = differences @ flips(n, FLIPS, seed)[0].T / n
     p_low = (1 + (drawn <= mean[:, None]).sum(axis=1)) / (FLIPS + 1)

@@ -26,6 +26,7 @@ def test_untrained_model_loses_to_human_references(
     suite.write_text(suite.read_text() + "\n[gate]\nreference = true\n")
     result = pytester.runpytest_subprocess(*novelty_args)
     result.stdout.fnmatch_lines(
-        ["story quality: regression", "*references value 1.0000, new value 0.*", "*over 12 paired prompts, p-value 0.0005*"]
+        ["story quality: regression", "*references value 1.0000, new value 0.*",
+         "*over 12 paired prompts, p-value 0.0005*"]
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
