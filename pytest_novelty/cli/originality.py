@@ -9,7 +9,15 @@ folders of JSONL (``text``), plain text, ``.gz`` or ``.zst``.
     {"id": ..., "originality": {"4": 0.31, "5": 0.52, "6": 0.7}, "ngrams": {"4": 57, ...},
      "longest_span": 12, "longest_span_doc": 3051}
 
-with ``null`` where a text has fewer than n units.
+with ``null`` where a text has fewer than n units. ``--creativity`` adds the Creativity Index (Lu
+et al. 2025) exactly as the gate computes it (:mod:`pytest_novelty.metrics.creativity`), over
+L = 5..12 or ``--lengths MIN-MAX``::
+
+    "creativity_index": 2.25, "uniqueness": {"5": 0.41, ..., "12": null},
+    "copied": [{"text": "the little dog ran to the park", "units": 7, "longest_match": 7}]
+
+``uniqueness@L`` is ``null`` where the text has fewer than L units (the index counts it 0, as the
+gate does); ``copied`` lists the passages that corpus spans of ``MIN`` or more units cover.
 """
 
 from __future__ import annotations
@@ -75,11 +83,40 @@ def _orders_and_input(args: argparse.Namespace) -> tuple[list[int], str]:
     return [int(Takes("number", 1, 64).check(v, "--n")) for v in values], source
 
 
+def _lengths(args: argparse.Namespace) -> tuple[int, ...]:
+    """The range of L of ``--creativity`` (``--lengths MIN-MAX``, which implies it; default 5-12); ()
+    without either."""
+    from pytest_novelty.metrics.creativity import DEFAULT_LENGTHS, check_lengths
+
+    if not args.creativity and args.lengths is None:
+        return ()
+    if args.lengths is None:
+        return DEFAULT_LENGTHS
+    low, dash, high = str(args.lengths).partition("-")
+    if not (dash and low.isdigit() and high.isdigit() and 1 <= int(low) <= int(high) <= 64):
+        raise ConfigError(f"{args.lengths!r} is no range: give MIN-MAX, whole numbers from 1 to 64 (5-12)",
+                          field="--lengths")
+    return check_lengths(range(int(low), int(high) + 1))
+
+
+def _creativity(result: Any, lengths: tuple[int, ...]) -> dict[str, Any]:
+    """The Creativity Index fields of one text's line."""
+    from pytest_novelty.metrics.creativity import creativity_index, uniqueness_table
+
+    table = uniqueness_table([result.match_lengths], lengths)
+    return {
+        "creativity_index": float(creativity_index(table)[0]),
+        "uniqueness": {str(n): None if v != v else float(v) for n, v in zip(lengths, table[0], strict=True)},
+        "copied": [{"text": text, "units": units, "longest_match": longest} for text, units, longest in result.copied],
+    }
+
+
 def cmd_originality(args: argparse.Namespace) -> int:
     """Handler of ``originality``."""
     from pytest_novelty.scoring.originality import open_backend, score_texts
 
     orders, source = _orders_and_input(args)
+    lengths = _lengths(args)
     cache = Path(args.cache) if args.cache else default_cache_dir() / "originality"
     if args.cache:
         from pytest_novelty.pipeline.preflight import check_cache_folder
@@ -97,7 +134,8 @@ def cmd_originality(args: argparse.Namespace) -> int:
         handle, name = path.open(encoding="utf-8"), str(path)
     try:
         for batch in _batches(_records(handle, name)):
-            results = score_texts(backend, [text for _, text in batch], orders, progress=args.progress)
+            results = score_texts(backend, [text for _, text in batch], orders, lengths=lengths,
+                                  progress=args.progress)
             for (ident, _), result in zip(batch, results, strict=True):
                 line = {
                     "id": ident,
@@ -105,6 +143,7 @@ def cmd_originality(args: argparse.Namespace) -> int:
                     "ngrams": {str(n): v for n, v in result.ngrams.items()},
                     "longest_span": result.longest_span,
                     "longest_span_doc": result.longest_span_doc,
+                    **(_creativity(result, lengths) if lengths else {}),
                 }
                 sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
             sys.stdout.flush()
@@ -145,6 +184,11 @@ def add_commands(subparsers: Any) -> None:
                       help="n-gram orders (default 4 5 6)")
     orig.add_argument("--cache", metavar="DIR", **Takes("out-folder").argument(),
                       help="cache folder for web API answers (default ~/.cache/pytest-novelty/originality)")
+    orig.add_argument("--creativity", action="store_true",
+                      help="add the Creativity Index, uniqueness@L and the copied passages, as the gate computes them")
+    orig.add_argument("--lengths", metavar="MIN-MAX",
+                      **Takes("spec", read_by="the range's reader (MIN-MAX, whole numbers from 1 to 64)").argument(),
+                      help="the Creativity Index's range of span lengths L (default 5-12; implies --creativity)")
     orig.add_argument("--progress", action="store_true", help="show progress on stderr")
     orig.add_argument("input", nargs="?", metavar="INPUT", **Takes("file", stdin=True).argument(),
                       help="JSONL file with id and text per line, or - for stdin")

@@ -56,6 +56,11 @@ corpus                 web corpora, with exact duplicates of the    the index as
                        text (quotations, citations) removed         whole from the corpus scores 0)
 =====================  ==========================================  ==========================================
 
+What the index does not say: whether the text is any good. Text that copies nothing scores high,
+word salad included (the demo's weaker checkpoint writes it and scores about 5.7 against the demo's
+2.3), so gate the index beside a quality floor, as novelty pairs originality with quality
+(``docs/suites.md``); a ``max`` threshold on it would reward copying.
+
 Per generation, :func:`uniqueness_table` gives ``uniqueness@L`` for every L of the range and
 :func:`creativity_index` their sum; a suite's gated values are their means over its generations
 (too-short ones counted as 0), in :func:`pytest_novelty.metrics.suite.suite_metrics`.
