@@ -3,6 +3,7 @@ starts. Both are optional hooks (declared only where xdist is loaded), so the pl
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -35,9 +36,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             """A unit of work for a node whose collection has arrived; a node still collecting gets
             its work when its collection arrives (``schedule`` runs again then). A worker that
             replaced a crashed one was given work before it had collected, when the last original
-            worker finished collecting after the crash: a KeyError in xdist, an INTERNALERROR."""
+            worker finished collecting after the crash: a KeyError in xdist, an INTERNALERROR. A node
+            that died since its last event refuses the send (an INTERNALERROR too, under load): its
+            unit waits for :meth:`remove_node`."""
             if node in self.registered_collections:
-                super()._assign_work_unit(node)
+                # A node that died since its last event refuses the send (execnet: "connection already
+                # closed"): its unit stays assigned to it, and remove_node puts it back once xdist sees it down.
+                with contextlib.suppress(OSError):
+                    super()._assign_work_unit(node)
 
         def _reschedule(self, node: Any) -> None:
             """As ``loadscope`` does, and then a node always holds two tests or knows that no more

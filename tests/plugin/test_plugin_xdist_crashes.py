@@ -76,6 +76,13 @@ def pytest_runtest_logfinish(nodeid, location):
     (HERE / ("ran-" + str(WORKER))).write_text(nodeid)
 
 
+def pytest_runtest_logreport(report):
+    # on the controller: the report of the case before SUITE's is read slowly, so the worker (which
+    # dies in the setup of the next) is dead by the time the controller hands it more work
+    if WORKER is None and WHEN == "setup" and {slow!r} and {slow!r} in report.nodeid and report.when == "teardown":
+        time.sleep(1.5)
+
+
 def pytest_configure(config):
     config.pluginmanager.register(Late(), "late")
 
@@ -94,8 +101,10 @@ def pytest_collection_finish(session):
 """
 
 
-def crash_at(pytester: pytest.Pytester, when: str, suite: str = "") -> None:
-    pytester.makeconftest(CRASHES.format(when=when, suite=suite))
+def crash_at(pytester: pytest.Pytester, when: str, suite: str = "", slow: str = "") -> None:
+    """Kill the first worker to reach ``when`` in a case of ``suite``; the controller reads the
+    teardown report of the case ``slow`` (if given) slowly."""
+    pytester.makeconftest(CRASHES.format(when=when, suite=suite, slow=slow))
 
 
 def suites(folder: Path, *names: str) -> None:
@@ -176,6 +185,24 @@ def test_a_replacement_given_a_single_case_runs_it(
     (crashed,) = [r for r in data["rows"] if r["outcome"] == "error"]  # type: ignore[attr-defined]
     assert (crashed["suite"], crashed["metric"]) == ("story", "originality@4")
     assert "worker crashed" in crashed["message"]
+
+
+def test_a_worker_dead_when_it_is_sent_its_next_case_is_a_harness_error(
+    pytester: pytest.Pytester, novelty_args: list[str], suite_dir: Path
+) -> None:
+    """A worker dies in the setup of its second case while the controller is still reading the
+    first one's report; the controller then hands the dead worker more work: execnet's ``OSError: connection already
+    closed`` from xdist's scheduler was an INTERNALERROR (exit 3). Now the case goes back to the
+    queue, the crash is the harness status, and every other case runs."""
+    suites(suite_dir, "tale", "yarn")
+    crash_at(pytester, "setup", "story.toml::test_metric[story-quality",
+             slow="story.toml::test_metric[story-originality")
+    report = pytester.path / "report"
+    result = pytester.runpytest_subprocess(*novelty_args, "-n", "2", f"--novelty-report={report}", timeout=900)
+    _ended_with_the_harness_status(result, report)
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) >= 6  # every case reached an outcome
+    result.stdout.fnmatch_lines(["novelty: harness error: the xdist worker gw? crashed (*"])
 
 
 REMOVES = """
