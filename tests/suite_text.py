@@ -48,12 +48,14 @@ def suite_toml(
 
 
 def story_prompts(count: int) -> list[dict[str, Any]]:
-    """The first ``count`` rows of a small story suite's ``prompts.jsonl``: two of the cast go to a place."""
-    if not 0 < count <= len(CAST):
-        raise ValueError(f"story_prompts: count must be 1 to {len(CAST)}, got {count}")
+    """The first ``count`` rows of a small story suite's ``prompts.jsonl``: two of the cast go to a place
+    (after the cast's pairs, the same pairs named the other way round)."""
+    cast = [*CAST, *((b, a, place) for a, b, place in CAST)]
+    if not 0 < count <= len(cast):
+        raise ValueError(f"story_prompts: count must be 1 to {len(cast)}, got {count}")
     return [
         {"id": f"p{i}", "text": f"{a} and {b} went to the {place}.", "meta": {"characters": [a, b]}}
-        for i, (a, b, place) in enumerate(CAST[:count])
+        for i, (a, b, place) in enumerate(cast[:count])
     ]
 
 

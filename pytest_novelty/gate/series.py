@@ -8,7 +8,7 @@ as the gate measures the candidate's case: q@Tail on the one frozen tail the cas
 (the same prompts for every checkpoint, never each checkpoint's own tail, which would compare two
 different prompt sets under one name), and every change is
 :func:`pytest_novelty.gate.regression.compare` on two
-:func:`~pytest_novelty.gate.regression.result_record` records: the paired bootstrap of the gated
+:func:`~pytest_novelty.gate.regression.result_record` records: the paired sign-flip test of the gated
 statistic itself (the top-10 % mean resampled from the per-generation values for
 ``top10_novelty``), with the suite's tolerance and α, exactly as a snapshot regression. The best
 earlier checkpoint of ``[gate] against = "series-best"`` is chosen the same way

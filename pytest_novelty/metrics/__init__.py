@@ -38,8 +38,9 @@ from pytest_novelty.metrics.noveltybench import (
     partition,
     utility_k,
 )
-from pytest_novelty.metrics.paired import DEFAULT_BOOTSTRAP_RESAMPLES, PairedTest, paired_bootstrap, paired_test
+from pytest_novelty.metrics.paired import DEFAULT_BOOTSTRAP_RESAMPLES, PairedTest, paired_test
 from pytest_novelty.metrics.power import Detectable, detectable, detectable_effect, prompts_needed
+from pytest_novelty.metrics.sign_flip import PairedChange, paired_sign_flip
 from pytest_novelty.metrics.stats import (
     MeanSummary,
     holm,
@@ -66,6 +67,7 @@ __all__ = [
     "Interval",
     "JudgeConsistency",
     "MeanSummary",
+    "PairedChange",
     "PairedTest",
     "PerPrompt",
     "coverage",
@@ -79,7 +81,7 @@ __all__ = [
     "mean_excluding_nan",
     "novelty",
     "originality_counting_short",
-    "paired_bootstrap",
+    "paired_sign_flip",
     "paired_test",
     "partition",
     "peak_prompts",

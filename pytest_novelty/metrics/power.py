@@ -1,7 +1,7 @@
 """What a paired comparison of two runs of a suite can detect, and how many prompts it would need.
 
 Source: Miller, "Adding Error Bars to Evals" (2024, arXiv 2411.00640), planning an eval's size by
-the power of a paired comparison. The gate (:func:`pytest_novelty.metrics.paired.paired_bootstrap`)
+the power of a paired comparison. The gate (:func:`pytest_novelty.metrics.sign_flip.paired_sign_flip`)
 calls a regression when the (1 − α) interval of the paired change lies on the bad side of 0: a
 one-sided test at level α/2. The studentised change is about t-distributed (n − 1 degrees of
 freedom) around δ/SE, so the test has power 1 − β when

@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pytest_novelty.metrics._validate import as_vector, check_confidence, check_count, check_fraction
-from pytest_novelty.metrics.paired import BootstrapTest
 from pytest_novelty.metrics.uncertainty import TopFractionStatistic
 
 Array = NDArray[np.float64]
@@ -50,6 +50,22 @@ SIGN_FLIP_TEST = "paired sign-flip test over prompts"
 
 #: Bisection steps for a top-fraction bound (the range halves each step).
 _BISECTIONS = 10
+
+
+@dataclass(frozen=True)
+class PairedChange:
+    """Result of :func:`paired_sign_flip`: the change b − a of ``statistic`` ("mean" or "top 10 %") on
+    ``n`` prompts, its interval at ``confidence`` and the two-sided p-value of "no change", from
+    ``n_flips`` swaps (every one of the 2ⁿ where they are fewer)."""
+
+    statistic: str
+    difference: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n: int
+    confidence: float
+    n_flips: int
 
 
 def flips(n_prompts: int, n_flips: int, seed: int) -> tuple[Array, bool]:
@@ -68,12 +84,14 @@ def smallest_p(n_prompts: int, n_flips: int = DEFAULT_FLIPS) -> float:
     return min(1.0, 2.0 / min(2.0**n_prompts, n_flips + 1))
 
 
-def _one_sided(observed: float, drawn: Array, exact: bool) -> tuple[float, float]:
+def _one_sided(observed: float, drawn: Array, exact: bool, scale: float = 0.0) -> tuple[float, float]:
     """p₊ and p₋ of ``observed`` among the draws: all patterns (the data among them), or random
-    draws with Phipson & Smyth's +1 for the data."""
-    extra = 0 if exact else 1
+    draws with Phipson & Smyth's +1 for the data. Draws within 10⁻¹² × ``scale`` of ``observed``
+    count as ties (a sum taken in another order may differ in its last bit)."""
+    extra, slack = (0 if exact else 1), 1e-12 * scale
     count = drawn.size + extra
-    return (extra + int(np.sum(drawn >= observed))) / count, (extra + int(np.sum(drawn <= observed))) / count
+    return ((extra + int(np.sum(drawn >= observed - slack))) / count,
+            (extra + int(np.sum(drawn <= observed + slack))) / count)  # fmt: skip
 
 
 def _two_sided(p_high: float, p_low: float) -> float:
@@ -92,7 +110,7 @@ def mean_change(differences: ArrayLike, *, n_flips: int = DEFAULT_FLIPS, seed: i
     signs, exact = flips(d.size, n_flips, seed)
     n, estimate = d.size, float(d.mean())
     means, mean_signs = signs @ d / n, signs.sum(axis=1) / n
-    p = _two_sided(*_one_sided(estimate, means, exact))
+    p = _two_sided(*_one_sided(estimate, means, exact, scale=float(np.abs(d).mean())))
     # Draw b rejects δ from above when δ < δ_b and from below when δ > δ_b (δ_b: the mean of the
     # differences it swaps); a draw that swaps nothing never rejects.
     moved = mean_signs < 1.0
@@ -131,13 +149,14 @@ def top_fraction_change(a: ArrayLike, b: ArrayLike, fraction: float, *, n_flips:
         return float(values[0]), values[1:]
 
     estimate, drawn = changes(0.0)
-    p = _two_sided(*_one_sided(estimate, drawn, exact))
+    scale = float(np.nanmax(np.abs(np.vstack([first, second]))))
+    p = _two_sided(*_one_sided(estimate, drawn, exact, scale))
     span = (float(np.nanmin(second) - np.nanmax(first)), float(np.nanmax(second) - np.nanmin(first)))
     tail, reach = (1.0 - level) / 2, 4.0 * float(np.std(drawn)) or 1.0
 
     def accepted(shift: float, side: int) -> bool:
         observed, drawn = changes(shift)
-        return _one_sided(observed, drawn, exact)[side] > tail
+        return _one_sided(observed, drawn, exact, scale)[side] > tail
 
     low = _bisect(estimate, -reach, span[0], lambda s: accepted(s, 0))
     high = _bisect(estimate, reach, span[1], lambda s: accepted(s, 1))
@@ -165,7 +184,7 @@ def _bisect(inner: float, step: float, end: float, accepted: Callable[[float], b
 
 
 def paired_sign_flip(a: ArrayLike, b: ArrayLike, *, top_fraction: float | None = None,
-                     n_flips: int = DEFAULT_FLIPS, seed: int = 0, confidence: float = 0.95) -> BootstrapTest:
+                     n_flips: int = DEFAULT_FLIPS, seed: int = 0, confidence: float = 0.95) -> PairedChange:
     """The gate's test of the change from accepted ``a`` to candidate ``b``, prompts paired by row: per
     prompt values (NaN pairs dropped) and their mean change, or with ``top_fraction`` (prompts ×
     samples) values and the change of the top-fraction mean. ``ValueError`` below two usable prompts."""
@@ -181,4 +200,4 @@ def paired_sign_flip(a: ArrayLike, b: ArrayLike, *, top_fraction: float | None =
         found = top_fraction_change(first, second, top_fraction, n_flips=n_flips, seed=seed, confidence=confidence)
         name, n = f"top {100 * top_fraction:g} %", int(first.shape[0])
     estimate, low, high, p = found
-    return BootstrapTest(name, estimate, low, high, p, n, confidence, int(n_flips), "sign-flip")
+    return PairedChange(name, estimate, low, high, p, n, confidence, int(n_flips))

@@ -8,6 +8,7 @@ controller as in one process.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,9 @@ def _change(change: Mapping[str, Any] | None) -> str:
         return ""
     text = f" ({float(change['delta']):+.4f}"
     ci = change.get("delta_ci")
-    if ci and None not in ci:  # the interval of the gated statistic's change (see gate.series)
-        text += f" [{float(ci[0]):+.4f}, {float(ci[1]):+.4f}]"
+    if ci:  # the interval of the gated statistic's change (see gate.series); null: a bound too few prompts set
+        low, high = (-math.inf if ci[0] is None else ci[0]), (math.inf if ci[1] is None else ci[1])
+        text += f" [{float(low):+.4f}, {float(high):+.4f}]"
     if change.get("status") == "regressed":
         text += ", regression"
     return text + ")"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 import re
 from typing import Any
 
@@ -78,6 +79,8 @@ def test_a_series_shows_its_table_with_intervals_and_each_comparison(series_logg
         cells = _cells(tests, f"story-{row['metric']}{row['op']}{row['threshold']:g}")
         compared = row["comparison"]
         verdict, (low, high) = compared["verdict"], compared["delta_ci"]  # every comparison carries its interval
+        # JSON's null for a bound too few prompts cannot set (six prompts at the run's corrected α)
+        low, high = -math.inf if low is None else low, math.inf if high is None else high
         ci = f"CI [{low:+.4f}, {high:+.4f}]"
         p = "p < 0.0001" if compared["p_value"] < 0.0001 else f"p {compared['p_value']:.4f}"
         against = f"{compared['against']} {compared['accepted_value']:.4f}"
@@ -89,5 +92,7 @@ def test_a_series_shows_its_table_with_intervals_and_each_comparison(series_logg
     steps = re.findall(r"<tr><td>(\d+)</td>", series.group(1))
     assert steps == ["60", "200", "400"]
     change = report["series"][2]["suites"]["story"]["change"]["quality"]
-    assert f"({change['delta']:+.4f} [{change['delta_ci'][0]:+.4f}, {change['delta_ci'][1]:+.4f}])" in series.group(1)
+    low, high = (math.inf if b is None else b for b in change["delta_ci"])
+    low = -low if change["delta_ci"][0] is None else low
+    assert f"({change['delta']:+.4f} [{low:+.4f}, {high:+.4f}])" in series.group(1)
     assert "story series" in [alt for alt, _ in _images(section)]

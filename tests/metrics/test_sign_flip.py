@@ -62,3 +62,10 @@ def test_six_prompts_can_show_no_change_at_the_gate_s_alpha_and_the_gate_says_so
     assert found.status == "not_significant" and found.p_value == pytest.approx(2 / 64)
     assert "6 paired prompts can give no p-value below 0.0312" in found.message
     assert compare(accepted, candidate, alpha=0.05).status == "regressed"  # 0.031 is within 0.05
+
+
+def test_a_draw_equal_to_the_data_counts_whatever_the_order_of_its_sum() -> None:
+    """Twelve equal drops: only the identity swap reaches the data's mean, so p = 2/2¹², never 0
+    (the identity's product-sum may differ from the data's mean in its last bit)."""
+    d = np.full(12, -0.8333333333333334) + np.array([0.0, 1e-17] * 6)
+    assert mean_change(d)[3] == pytest.approx(2 / 4096)

@@ -22,9 +22,9 @@ import pytest
 from pytest_novelty.gate.regression import MetricRecord, compare
 from pytest_novelty.gate.thresholds import check_threshold
 from pytest_novelty.metrics import power, uncertainty
-from pytest_novelty.metrics.bootstrap import Interval
+from pytest_novelty.metrics.bootstrap import Interval, quantiles, resample
 from pytest_novelty.metrics.novelty import gated_novelty, originality_counting_short
-from pytest_novelty.metrics.paired import paired_bootstrap
+from pytest_novelty.metrics.sign_flip import paired_sign_flip
 from pytest_novelty.metrics.stats import holm, top_fraction_mean
 from pytest_novelty.suites.schema import Threshold
 
@@ -186,9 +186,9 @@ def test_the_predicted_detectable_effect_is_detected_with_about_80_percent_power
         before, after = paired_draw(100 + index, predicted.effect)
         before, after = before[:rows], after[:rows]
         if top is None:
-            test = paired_bootstrap(np.nanmean(before, axis=1), np.nanmean(after, axis=1), n_boot=RESAMPLES)
+            test = paired_sign_flip(np.nanmean(before, axis=1), np.nanmean(after, axis=1), n_flips=RESAMPLES)
         else:
-            test = paired_bootstrap(before, after, top_fraction=top, n_boot=RESAMPLES)
+            test = paired_sign_flip(before, after, top_fraction=top, n_flips=RESAMPLES)
         detected += test.ci_high < 0  # the gate's call: the whole interval on the bad side
     rate = detected / trials
     print(f"{statistic} on {rows} prompts: detectable effect {predicted.effect:.4f}, detected in {100 * rate:.1f} %")
@@ -205,7 +205,7 @@ def test_holm_holds_a_runs_false_alarms_at_alpha_where_each_case_alone_does_not(
         ps, bad = [], []
         for case in range(cases):
             before, after = paired_draw(50_000 + run * cases + case)
-            test = paired_bootstrap(np.nanmean(before[:40], axis=1), np.nanmean(after[:40], axis=1), n_boot=300,
+            test = paired_sign_flip(np.nanmean(before[:40], axis=1), np.nanmean(after[:40], axis=1), n_flips=300,
                                     confidence=1 - alpha)
             ps.append(test.p_value)
             bad.append(test.difference < 0)  # only a drop is a regression
@@ -220,7 +220,7 @@ def test_holm_holds_a_runs_false_alarms_at_alpha_where_each_case_alone_does_not(
 def test_a_q_at_tail_comparison_on_its_ten_prompts_holds_its_false_alarm_rate() -> None:
     # q@Tail's tail is ten prompts. An unchanged checkpoint sampled again must be called a
     # regression (the whole 95 % interval below 0) in at most its nominal 2.5 %; the percentile
-    # interval the comparison used before did so about twice as often.
+    # interval of a bootstrap did so about twice as often.
     trials, alarms, percentile = 1000, 0, 0
     tail = IDS[:TAIL]
     for index in range(trials):
@@ -230,7 +230,8 @@ def test_a_q_at_tail_comparison_on_its_ten_prompts_holds_its_false_alarm_rate() 
         candidate = MetricRecord("story", "q_at_tail@0.1", float(after.mean()), True,
                                  dict(zip(tail, after.tolist(), strict=True)), tolerance_abs=0.0)
         alarms += compare(snapshot, candidate, n_boot=RESAMPLES).status == "regressed"
-        percentile += paired_bootstrap(before, after, n_boot=RESAMPLES, method="percentile").ci_high < 0
+        draws = resample(uncertainty.RatioStatistic.mean_of((after - before)[:, None]), TAIL, n_boot=RESAMPLES, seed=0)
+        percentile += quantiles(draws.values, 0.95)[1] < 0
     print(f"false regressions on {TAIL} pairs: {100 * alarms / trials:.1f} % "
           f"(percentile: {100 * percentile / trials:.1f} %)")
     assert alarms / trials <= 0.035

@@ -17,8 +17,8 @@ import pytest
 
 from pytest_novelty.infra.errors import HARNESS_EXIT_STATUS
 from tests.child_pytest import copy_cache, run_pytest
-from tests.plugin.conftest import PROMPTS, SUITE
-from tests.suite_text import write_story_suite_folder
+from tests.plugin.conftest import SUITE
+from tests.suite_text import story_prompts, write_story_suite_folder
 
 pytestmark = pytest.mark.slow
 
@@ -49,6 +49,17 @@ class Accepted:
     result: pytest.RunResult
     suites: Path
     cache: Path
+
+
+# Twelve prompts: six could give no p-value below 2/2⁶ = 0.031, above the α of a run's two comparisons,
+# so no drop, however large, would be a regression (the sign-flip test's honest floor).
+PROMPTS = story_prompts(12)
+
+
+@pytest.fixture
+def suite_dir(pytester: pytest.Pytester) -> Path:
+    """The plugin tests' story suite, over twelve prompts."""
+    return write_story_suite_folder(pytester.path / "gate-suites", PROMPTS, SUITE)
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +123,7 @@ def test_snapshot_lifecycle(
         [
             "story quality: regression",
             "*snapshot value 0.*, new value 0.0000, delta -0.*",
-            "*% CI ?-0.*over 6 paired prompts, p-value *",
+            "*% CI ?-0.*over 12 paired prompts, p-value *",
         ]
     )
 
