@@ -17,7 +17,11 @@ every size). On each index it times, over every word position of every text:
 
 All must give the same uniqueness at every L and the same Creativity Index for every text they
 score (the script fails otherwise). It prints positions per second of each, the ratios, and the
-cost per position of the matching statistics against the corpus size. Times are CPU times, the
+cost per position of the matching statistics against the corpus size; then where the matching
+statistics' time goes (the suffix-array searches, and the bookkeeping of the rounds around them),
+the cost of one of its searches against one query of the search per (position, L), and the ratio
+it would reach if its searches cost no more than those queries (its ceiling at today's count of
+searches). Times are CPU times, the
 least of ``--repeats`` runs after a warm-up run (the index pages in the page cache), on
 ``--workers`` threads (default one, which makes CPU time the method's own: on a shared machine the
 time other work takes is not counted). Run::
@@ -36,11 +40,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import pytest_novelty.scoring.originality.local as local_backend
 from benchmarks.originality import Grammar, corpus, generations
 from pytest_novelty.metrics.creativity import DEFAULT_LENGTHS, creativity_index, uniqueness_table
 from pytest_novelty.scoring.originality import build_index, open_backend
@@ -119,6 +125,48 @@ def one_count_per_length(
     return out
 
 
+def search_share(run: Callable[[], object], repeats: int) -> tuple[float, int]:
+    """The least CPU time the suffix-array searches of ``run`` take (:func:`longest_packed` as the
+    local backend calls it), over ``repeats`` runs, and how many queries one run asks."""
+    spent, asked, real = [0.0], [0], local_backend.longest_packed
+
+    def timed(*args: Any, **kwargs: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        start = time.process_time()
+        found = real(*args, **kwargs)
+        spent[0] += time.process_time() - start
+        asked[0] += len(found[0])
+        return found
+
+    local_backend.longest_packed = timed
+    try:
+        least = []
+        for _ in range(repeats):
+            spent[0], asked[0] = 0.0, 0
+            run()
+            least.append(spent[0])
+    finally:
+        local_backend.longest_packed = real
+    return min(least), asked[0]
+
+
+def fewest_searches(exact: list[np.ndarray], shortest: int) -> int:
+    """A lower bound on the searches that settle every position whose match falls short of
+    ``shortest``, for any method that settles a position from the ends of searched ones (as the
+    matching statistics do): a search at ``q`` finding the end ``e_q`` settles at most the
+    positions after ``e_q - shortest`` up to ``q``, and searching from the right the rightmost
+    unsettled such position, knowing every length beforehand, is the fewest (an interval cover)."""
+    needed = 0
+    for lengths in exact:
+        q = len(lengths) - 1
+        while q >= 0:
+            if lengths[q] >= shortest:
+                q -= 1
+                continue
+            needed += 1
+            q = min(q - 1, q + int(lengths[q]) - shortest)
+    return needed
+
+
 def best_of(run: Callable[[], object], repeats: int) -> tuple[float, object]:
     """The least CPU time of ``repeats`` runs after one warm-up run, and the last result.
 
@@ -152,6 +200,12 @@ class Row:
     ranged: float
     per_query: float
     per_count: float
+    in_search: float  # CPU seconds of the ranged run's suffix-array searches
+    ranged_seconds: float
+    searches: int  # queries the ranged run asks
+    query_seconds: float
+    queries: int  # queries the search per (position, L) asks
+    fewest: int  # searches any neighbour-settling method needs for the positions below the range
 
 
 def main() -> int:
@@ -210,6 +264,7 @@ def measure(
     backend.searched = 0
     ranged_seconds, by_range = best_of(ranged, args.repeats)
     searched = backend.searched / (args.repeats + 1) / positions
+    in_search, searches = search_share(ranged, args.repeats)
     query_seconds, by_query = best_of(lambda: one_search_per_length(backend, encodings, lengths), args.repeats)
     sample = encodings[: args.count_texts]
     start = time.process_time()
@@ -227,7 +282,9 @@ def measure(
     words = int(json.loads((folder / "novelty-index.json").read_text())["units"])
     return Row(
         size, words, positions, searched, positions / exact_seconds, positions / ranged_seconds,
-        positions / query_seconds, sampled / count_seconds,
+        positions / query_seconds, sampled / count_seconds, in_search, ranged_seconds, searches, query_seconds,
+        int(sum(max(0, len(enc.ids) - n + 1) for enc in encodings for n in lengths)),
+        fewest_searches(by_exact, shortest),  # type: ignore[arg-type]
     )  # fmt: skip
 
 
@@ -248,6 +305,23 @@ def report(rows: list[Row], texts: int, count_texts: int, lengths: tuple[int, ..
             f"{row.ranged / row.per_count:>6.0f}x {1e6 / row.ranged:>12.2f}"
         )
     print(f"cost per position, {rows[-1].size} MB against {rows[0].size} MB: {rows[0].ranged / rows[-1].ranged:.2f}x")
+    print("\nwhere the time of the matching statistics for L goes:")
+    print(f"{'corpus':>7} {'searches':>9} {'bookkeeping':>12} {'µs/search':>10} {'µs/query':>9} {'queries/search':>15} "
+          f"{'ceiling':>8} {'fewest':>7} {'its ceiling':>12}")
+    for row in rows:
+        per_search, per_query = row.in_search / row.searches, row.query_seconds / row.queries
+        share = row.in_search / row.ranged_seconds
+        print(
+            f"{row.size:>4} MB {share:>9.0%} {1 - share:>12.0%} "
+            f"{1e6 * per_search:>10.2f} {1e6 * per_query:>9.2f} {row.queries / row.searches:>15.1f} "
+            f"{row.queries / row.searches:>7.1f}x {row.fewest / row.positions:>7.0%} "
+            f"{row.queries / row.fewest * per_query / per_search * share:>11.1f}x"
+        )
+    print("ceiling: the ratio if each search cost what one query of the search per (position, L) costs and the "
+          "rounds' bookkeeping were free")
+    print(f"fewest: the searches (per position) that settle the positions below L = {lengths[0]} from their "
+          "neighbours, knowing every length beforehand (a lower bound for any such method, the passages left out)")
+    print("its ceiling: the ratio at that fewest count, each search and the bookkeeping costing what they cost here")
 
 
 if __name__ == "__main__":

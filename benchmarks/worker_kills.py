@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -76,14 +77,21 @@ def main() -> int:
                 for _ in range(args.tries):
                     run = Path(tempfile.mkdtemp(dir=scratch))
                     (run / "conftest.py").write_text(KILLER.format(when=when))
+                    # the suites inside the run's folder: a conftest's per-case hooks reach only
+                    # the cases collected under it
+                    shutil.copytree(REPO / "suites", run / "suites")
                     done = subprocess.run(
                         [sys.executable, "-m", "pytest", "--model", "demo", "-n", "2", "-q", "-p", "no:cacheprovider",
-                         f"--novelty-cache={cache}", f"--novelty-suites={REPO / 'suites'}"],
+                         f"--novelty-cache={cache}", f"--novelty-suites={run / 'suites'}"],
                         cwd=run, capture_output=True, text=True, check=False, timeout=600,
                     )  # fmt: skip
-                    found[when][done.returncode] += 1
+                    # a run whose worker was never killed says so, rather than counting as a kill
+                    found[when][done.returncode if (run / "killed").exists() else -1] += 1
                     internal += "INTERNALERROR" in done.stdout + done.stderr
-                statuses = ", ".join(f"exit {code}: {n}" for code, n in sorted(found[when].items()))
+                statuses = ", ".join(
+                    f"exit {code}: {n}" if code >= 0 else f"no worker killed: {n}"
+                    for code, n in sorted(found[when].items())
+                )
                 print(f"{when}: {statuses}", flush=True)
     finally:
         if load is not None:
