@@ -363,11 +363,14 @@ def decision_of(
     plan: SequentialPlan,
     clusters: int,
     generations: ArrayLike | None = None,
+    scores: ArrayLike | None = None,
 ) -> SequentialDecision:
     """One case's :class:`SequentialDecision` from its statistic at the looks so far (1-D arrays), held
-    to ``bound``; ``generations`` reads it as a share (:func:`z_scores`)."""
+    to ``bound``; ``generations`` reads it as a share (:func:`z_scores`); ``scores`` are Z at each look
+    read from a randomisation test's p-values instead (:mod:`.sequential_paired`)."""
     se = _statistic_se(found.estimate, found.se, float(bound), generations)
-    z = z_scores(found.estimate, found.se, float(bound), generations=generations)
+    z = z_scores(found.estimate, found.se, float(bound), generations=generations) if scores is None else \
+        np.asarray(scores, dtype=float)  # fmt: skip
     code, stop = decide_looks(z, plan, clusters=clusters, higher_is_better=higher_is_better,
                               renewable=found.renewable)  # fmt: skip
     given, end = z.shape[-1], int(stop)

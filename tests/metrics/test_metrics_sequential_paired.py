@@ -17,7 +17,12 @@ from pytest_novelty.metrics.sequential import (
     decide_looks,
     z_scores,
 )
-from pytest_novelty.metrics.sequential_paired import paired_decision, paired_looks, paired_top_fraction_looks
+from pytest_novelty.metrics.sequential_paired import (
+    paired_decision,
+    paired_looks,
+    paired_top_fraction_looks,
+    randomised_scores,
+)
 from pytest_novelty.metrics.sequential_plan import SequentialPlan
 from pytest_novelty.metrics.stats import top_fraction_mean
 
@@ -94,10 +99,17 @@ def test_one_case_is_decided_as_the_vectorised_rule_decides_it() -> None:
         frozen = case % 2 == 1
         theirs = [baseline[0].mean(axis=1)] if frozen else baseline
         found = paired_decision(candidate, theirs, -0.02, higher_is_better=True, plan=plan, frozen=frozen)
-        stats = paired_looks(Rounds.of(candidate), Rounds.of(theirs), frozen=frozen)
-        z = z_scores(stats.estimate, stats.se, -0.02)
+        ours, accepted = Rounds.of(candidate), Rounds.of(theirs)
+        stats = paired_looks(ours, accepted, frozen=frozen)
+        z = randomised_scores(ours, accepted, -0.02, plan=plan, frozen=frozen, clusters=40)
+        assert z is not None
+        # normal answers: the randomisation test reads about the t statistic's Z (its tail at Z near 3
+        # is a few dozen draws of 10,000, and the frozen test's reference is not the t one)
+        t = z_scores(stats.estimate, stats.se, -0.02)
+        assert np.array_equal(np.sign(z), np.sign(t)) and np.abs(z - t).max() < 0.6
         code, stop = decide_looks(z, plan, clusters=40, renewable=stats.renewable)
         assert found.decision == DECISIONS[int(code)] and found.rounds == int(stop)
+        assert [look.z for look in found.looks] == pytest.approx(list(z[: found.rounds]))
         assert [look.decision for look in found.looks[:-1]] == [CONTINUE] * (found.rounds - 1)
         assert math.isfinite(found.detectable) and found.detectable > 0
 
