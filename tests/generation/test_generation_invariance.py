@@ -25,7 +25,7 @@ from tests.generation.tiny_models import FAMILIES, build_family_checkpoint
 
 pytestmark = pytest.mark.slow
 
-SETTINGS = GenerationSettings(samples=3, temperature=1.0, top_p=0.95, max_new_tokens=28, seed=11)
+SETTINGS = GenerationSettings(samples=2, temperature=1.0, top_p=0.95, max_new_tokens=28, seed=11)
 
 
 @pytest.fixture(scope="module", params=("gpt2", *FAMILIES))
@@ -42,7 +42,7 @@ def prompts(tiny_corpus: list[str]) -> list[str]:
     """Prompts of 1 to 40 words (so batches pad a lot, and some are narrower than any threshold)."""
     rng = random.Random(5)
     words = " ".join(tiny_corpus[:200]).split()
-    return [" ".join(words[(start := rng.randrange(len(words) - 40)) : start + rng.randint(1, 40)]) for _ in range(26)]
+    return [" ".join(words[(start := rng.randrange(len(words) - 40)) : start + rng.randint(1, 40)]) for _ in range(18)]
 
 
 def _threads(count: int):  # type: ignore[no-untyped-def]
