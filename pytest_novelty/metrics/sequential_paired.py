@@ -97,10 +97,12 @@ from pytest_novelty.metrics.sequential import (
     top_fraction_look,
     within_variance,
 )
-from pytest_novelty.metrics.sequential_plan import SequentialPlan, _normal_cdf
+from pytest_novelty.metrics.sequential_plan import SequentialPlan
+from pytest_novelty.metrics.sign_flip import one_sided
 
 #: Draws of each look's randomisation test per unit of its smallest nominal level (module doc), and
-#: the fewest and most drawn; draws are taken in blocks of :data:`_BLOCK`.
+#: the fewest and most drawn; draws are taken in blocks of :data:`_BLOCK` (the draws' choices are
+#: the large part: a block's are a few MB).
 DRAWS_PER_LEVEL, DRAWS = 20.0, (10_000, 400_000)
 _BLOCK = 25_000
 
@@ -216,11 +218,11 @@ def randomised_scores(
         ours = np.where(candidate.counts > 0, candidate.sums / candidate.counts, np.nan) - margin
         theirs = np.where(baseline.counts > 0, baseline.sums / baseline.counts, np.nan)
     keep = ~(np.isnan(ours).any(axis=0) | np.isnan(theirs).any(axis=0))
-    if keep.sum() < 2 or clusters < 2:
+    if keep.sum() < 2:  # (then clusters >= 2 too: they are the prompts with a first pass)
         return None
     ours, theirs = ours[:, keep], theirs[:, keep]
     looks = ours.shape[0]
-    level = float(_normal_cdf(-plan.boundaries(looks).max()))
+    level = float(special.ndtr(-plan.boundaries(looks).max()))
     draws = int(min(max(DRAWS_PER_LEVEL / max(level, 1e-300), DRAWS[0]), DRAWS[1]))
     scores = np.empty(looks)
     for k in range(1, looks + 1):
@@ -253,10 +255,6 @@ def _one_look(ours: Array, theirs: Array, frozen: bool, draws: int, *, seed: int
             signs = rng.integers(0, 2, size=(count, differences.size)) * 2.0 - 1.0
             return np.asarray(signs @ differences / differences.size)
 
-    slack = 1e-12 * float(np.abs(ours).mean() + np.abs(theirs).mean())
-    below = above = 1  # the data count among the draws
-    for start in range(0, draws, _BLOCK):
-        values = drawn(min(_BLOCK, draws - start))
-        below += int(np.sum(values <= observed + slack))
-        above += int(np.sum(values >= observed - slack))
-    return below / (draws + 1), above / (draws + 1)
+    values = np.concatenate([drawn(min(_BLOCK, draws - start)) for start in range(0, draws, _BLOCK)])
+    above, below = one_sided(observed, values, False, scale=float(np.abs(ours).mean() + np.abs(theirs).mean()))
+    return below, above

@@ -84,7 +84,7 @@ def smallest_p(n_prompts: int, n_flips: int = DEFAULT_FLIPS) -> float:
     return min(1.0, 2.0 / min(2.0**n_prompts, n_flips + 1))
 
 
-def _one_sided(observed: float, drawn: Array, exact: bool, scale: float = 0.0) -> tuple[float, float]:
+def one_sided(observed: float, drawn: Array, exact: bool, scale: float = 0.0) -> tuple[float, float]:
     """p₊ and p₋ of ``observed`` among the draws: all patterns (the data among them), or random
     draws with Phipson & Smyth's +1 for the data. Draws within 10⁻¹² × ``scale`` of ``observed``
     count as ties (a sum taken in another order may differ in its last bit)."""
@@ -110,7 +110,7 @@ def mean_change(differences: ArrayLike, *, n_flips: int = DEFAULT_FLIPS, seed: i
     signs, exact = flips(d.size, n_flips, seed)
     n, estimate = d.size, float(d.mean())
     means, mean_signs = signs @ d / n, signs.sum(axis=1) / n
-    p = _two_sided(*_one_sided(estimate, means, exact, scale=float(np.abs(d).mean())))
+    p = _two_sided(*one_sided(estimate, means, exact, scale=float(np.abs(d).mean())))
     # Draw b rejects δ from above when δ < δ_b and from below when δ > δ_b (δ_b: the mean of the
     # differences it swaps); a draw that swaps nothing never rejects.
     moved = mean_signs < 1.0
@@ -150,13 +150,13 @@ def top_fraction_change(a: ArrayLike, b: ArrayLike, fraction: float, *, n_flips:
 
     estimate, drawn = changes(0.0)
     scale = float(np.nanmax(np.abs(np.vstack([first, second]))))
-    p = _two_sided(*_one_sided(estimate, drawn, exact, scale))
+    p = _two_sided(*one_sided(estimate, drawn, exact, scale))
     span = (float(np.nanmin(second) - np.nanmax(first)), float(np.nanmax(second) - np.nanmin(first)))
     tail, reach = (1.0 - level) / 2, 4.0 * float(np.std(drawn)) or 1.0
 
     def accepted(shift: float, side: int) -> bool:
         observed, drawn = changes(shift)
-        return _one_sided(observed, drawn, exact, scale)[side] > tail
+        return one_sided(observed, drawn, exact, scale)[side] > tail
 
     low = _bisect(estimate, -reach, span[0], lambda s: accepted(s, 0))
     high = _bisect(estimate, reach, span[1], lambda s: accepted(s, 1))
